@@ -1,0 +1,37 @@
+"""Errors, typed by domain. Each says what went wrong and what to do about it.
+
+Catch :class:`AutoProfilerError` to handle any of them; catch a subclass to handle one domain.
+"""
+
+from __future__ import annotations
+
+
+class AutoProfilerError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ProblemError(AutoProfilerError):
+    """A problem file is broken: it does not import, lacks ``Model`` / ``get_inputs`` /
+    ``get_init_inputs``, or its reference forward raises or gives a degenerate output.
+
+    Attributes:
+        path: the problem file (or URI) at fault.
+        cause: one line saying what is wrong.
+    """
+
+    def __init__(self, path: str, cause: str, hint: str = "") -> None:
+        self.path = str(path)
+        self.cause = cause
+        message = f"{self.path}: {cause}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class ProblemNotFoundError(ProblemError):
+    """A URI or path names no known problem."""
+
+
+class EvaluationError(AutoProfilerError):
+    """The harness itself could not evaluate (bad arguments, no such device, the worker could
+    not start). A faulty *candidate* is not an error: it is a result with ``error_kind`` set."""

@@ -1,0 +1,152 @@
+"""Typed records of the harness: its settings, a timing, and an evaluation result."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+from autoprofiler_env.problems.problem import Size
+
+
+class ErrorKind(str, Enum):
+    """Why a candidate was judged incorrect (or could not be judged)."""
+
+    IMPORT = "import"                # the source does not parse or import
+    NO_MODEL_NEW = "no_model_new"    # it defines no ModelNew class
+    INIT = "init"                    # ModelNew(*get_init_inputs()) raised
+    RUNTIME = "runtime"              # forward raised a Python exception
+    CUDA = "cuda"                    # a CUDA error (illegal address, device assert): context lost
+    STRUCTURE = "structure"          # a different number or nesting of outputs
+    SHAPE = "shape"                  # an output of a different shape
+    DTYPE = "dtype"                  # an output of a different dtype
+    NONFINITE = "nonfinite"          # NaN or Inf where the reference is finite
+    DEGENERATE = "degenerate"        # a constant output where the reference is not constant
+    MISMATCH = "mismatch"            # values outside atol / rtol
+    TIMEOUT = "timeout"              # did not finish within the time limit: worker killed
+    CRASH = "crash"                  # the worker process died (segfault, abort, killed)
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """How candidates are checked and timed.
+
+    Attributes:
+        device: ``"cpu"`` or ``"cuda"`` (or ``"cuda:N"``).
+        size: ``"full"`` (the real sizes; all recorded data) or ``"smoke"`` (CPU tests).
+        atol, rtol: the tolerance of ``torch.allclose`` against the reference (fp32: 1e-2).
+        n_correctness: how many fresh random input sets a candidate must match.
+        seed: seeds the weights (the same for Model and ModelNew) and the input sets.
+        warmup_ms: time spent running the model before any timing.
+        timing_budget_ms: timed trials run until about this much time is spent ...
+        min_trials, max_trials: ... but at least and at most this many.
+        flush_l2: on CUDA, overwrite a buffer twice the L2's size before every trial, so no
+            trial reads its inputs from the previous trial's cache.
+    """
+
+    device: str = "cpu"
+    size: Size = "full"
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    n_correctness: int = 3
+    seed: int = 42
+    warmup_ms: float = 25.0
+    timing_budget_ms: float = 300.0
+    min_trials: int = 10
+    max_trials: int = 500
+    flush_l2: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Trials of one program, in milliseconds."""
+
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    p20_ms: float
+    p80_ms: float
+    n_trials: int
+    method: str  # "cuda_events" or "perf_counter"
+
+    @classmethod
+    def from_trials(cls, trials_ms: list[float], method: str) -> Timing:
+        if not trials_ms:
+            raise ValueError("no trials")
+        ordered = sorted(trials_ms)
+        n = len(ordered)
+
+        def q(f: float) -> float:
+            return ordered[min(n - 1, max(0, round(f * (n - 1))))]
+
+        return cls(
+            median_ms=statistics.median(ordered),
+            mean_ms=statistics.fmean(ordered),
+            std_ms=statistics.pstdev(ordered) if n > 1 else 0.0,
+            min_ms=ordered[0],
+            p20_ms=q(0.2),
+            p80_ms=q(0.8),
+            n_trials=n,
+            method=method,
+        )
+
+    @property
+    def relative_spread(self) -> float:
+        """(p80 - p20) / median: the run-to-run noise as a fraction."""
+        return (self.p80_ms - self.p20_ms) / self.median_ms if self.median_ms > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The verdict on one candidate for one problem.
+
+    ``correct`` is True only when every output matched on every input set; then
+    ``candidate`` holds its timing and ``speedup`` is reference median / candidate median.
+    Otherwise ``error_kind`` says why and ``error_message`` gives the detail.
+    """
+
+    problem_uri: str
+    device: str
+    correct: bool
+    error_kind: ErrorKind | None = None
+    error_message: str = ""
+    reference: Timing | None = None
+    candidate: Timing | None = None
+    max_abs_error: float | None = None
+    n_correctness_passed: int = 0
+    wall_s: float = 0.0
+    config: dict = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        if not self.correct or self.reference is None or self.candidate is None:
+            return None
+        return self.reference.median_ms / self.candidate.median_ms
+
+    @property
+    def summary(self) -> str:
+        """One line for a terminal."""
+        if self.correct:
+            return (f"correct; {self.candidate.median_ms:.4g} ms vs reference "
+                    f"{self.reference.median_ms:.4g} ms: speedup {self.speedup:.3f}x")
+        return f"incorrect ({self.error_kind.value}): {self.error_message}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["error_kind"] = self.error_kind.value if self.error_kind else None
+        d["speedup"] = self.speedup
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EvalResult:
+        d = {k: v for k, v in d.items() if k != "speedup"}
+        d["error_kind"] = ErrorKind(d["error_kind"]) if d.get("error_kind") else None
+        for key in ("reference", "candidate"):
+            if d.get(key) is not None:
+                d[key] = Timing(**d[key])
+        return cls(**d)

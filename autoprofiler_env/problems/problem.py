@@ -1,0 +1,135 @@
+"""The :class:`Problem` record and the import of a KernelBench-format file.
+
+A problem file defines ``class Model(nn.Module)``, ``get_inputs()`` and ``get_init_inputs()``
+(KernelBench's convention) and may define ``SMOKE_SIZES``, a dict of module-level size
+constants to use instead of the real ones for CPU smoke tests (docs/problems.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Literal
+
+from autoprofiler_env.errors import ProblemError
+
+Size = Literal["full", "smoke"]
+SIZES: tuple[str, ...] = ("full", "smoke")
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+_module_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One kernel problem.
+
+    Attributes:
+        uri: stable identifier, e.g. ``problem://autoprofiler/v1/level1/softmax_4096x8192``.
+        name: the file's stem.
+        path: the KernelBench-format file.
+        level: 1 (one operator), 2 (fused chain), 3 (small network), or None if unknown.
+        split: ``"train"``, ``"val"`` or ``"test"`` for the project's suite; None elsewhere.
+        tags: op categories the reference forward dispatches (see ``features.OP_CATEGORIES``);
+            for the project's suite they are stored in the suite manifest, for other files
+            computed on demand by :func:`autoprofiler_env.features.static_features`.
+    """
+
+    uri: str
+    name: str
+    path: Path
+    level: int | None = None
+    split: str | None = None
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def source(self) -> str:
+        """The file's text."""
+        return self.path.read_text()
+
+    def to_dict(self) -> dict:
+        return {
+            "uri": self.uri,
+            "name": self.name,
+            "path": str(self.path),
+            "level": self.level,
+            "split": self.split,
+            "tags": list(self.tags),
+        }
+
+
+def check_problem_file(path: Path) -> None:
+    """Checks without running it that ``path`` parses and defines the KernelBench names.
+
+    Raises:
+        ProblemError: the file is missing, is not Python, or lacks a required name.
+    """
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ProblemError(path, f"cannot read the problem file: {e.strerror}") from e
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as e:
+        raise ProblemError(path, f"syntax error at line {e.lineno}: {e.msg}") from e
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    missing = [n for n in REQUIRED_NAMES if n not in defined]
+    if missing:
+        raise ProblemError(
+            path,
+            f"does not define {', '.join(missing)}",
+            "a KernelBench-format problem defines class Model, get_inputs() and get_init_inputs()",
+        )
+
+
+def import_problem(path: Path, size: Size = "full") -> ModuleType:
+    """Imports a problem file as a fresh module, with its real or its smoke sizes.
+
+    Each call gives a new module object, so changing sizes never leaks between callers.
+
+    Raises:
+        ProblemError: the file does not import, lacks a required name, or its ``SMOKE_SIZES``
+            is malformed or missing when ``size="smoke"`` is asked for.
+    """
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    path = Path(path)
+    check_problem_file(path)
+    module_name = f"_autoprofiler_problem_{next(_module_ids)}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ProblemError(path, "is not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the problem's own code: anything can happen
+        del sys.modules[module_name]
+        raise ProblemError(path, f"import failed: {type(e).__name__}: {e}") from e
+    for name in REQUIRED_NAMES:
+        if not callable(getattr(module, name, None)):
+            raise ProblemError(path, f"{name} is not callable")
+    if size == "smoke":
+        smoke = getattr(module, "SMOKE_SIZES", None)
+        if not isinstance(smoke, dict) or not smoke:
+            raise ProblemError(
+                path, "has no SMOKE_SIZES", "smoke size needs a dict of module constants"
+            )
+        for key, value in smoke.items():
+            if not hasattr(module, key):
+                raise ProblemError(path, f"SMOKE_SIZES names {key!r}, which the module lacks")
+            setattr(module, key, value)
+    return module

@@ -1,0 +1,145 @@
+"""The ``autoprofiler`` command.
+
+    autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
+    autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda] [--json]
+
+Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
+broken problem file, a harness failure), with a one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from autoprofiler_env.errors import AutoProfilerError
+
+EXIT_OK, EXIT_INCORRECT, EXIT_ERROR = 0, 1, 2
+
+
+def _fail(message: str) -> int:
+    print(f"autoprofiler: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+# -- problems -------------------------------------------------------------------------------
+
+def cmd_problems(args: argparse.Namespace) -> int:
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.problems import load_file, load_suite, scan_directory
+
+    errors = []
+    if args.source is None:
+        problems = load_suite(split=args.split, level=args.level)
+    else:
+        source = Path(args.source)
+        if source.is_dir():
+            problems, errors = scan_directory(source)
+        else:
+            problems = [load_file(source)]
+        problems = [p for p in problems if args.level is None or p.level == args.level]
+    rows = []
+    for problem in problems:
+        row = problem.to_dict()
+        if args.features or (args.source is not None and not problem.tags):
+            try:
+                features = static_features(problem)
+            except AutoProfilerError as e:
+                errors.append(e)
+                continue
+            row["tags"] = list(features.tags)
+            if args.features:
+                row["features"] = features.to_dict()
+        rows.append(row)
+    for e in errors:
+        print(f"autoprofiler: skipped {e}", file=sys.stderr)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+    else:
+        print(f"{'uri':66s} {'level':>5s} {'split':>5s}  tags")
+        for row in rows:
+            print(f"{row['uri']:66s} {row['level'] or '-':>5} {row['split'] or '-':>5s}  "
+                  f"{','.join(row['tags'])}")
+        print(f"{len(rows)} problems" + (f", {len(errors)} skipped" if errors else ""))
+    return EXIT_OK if rows or not errors else EXIT_ERROR
+
+
+# -- evaluate -------------------------------------------------------------------------------
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from autoprofiler_env.harness import Evaluator, HarnessConfig, read_candidate
+    from autoprofiler_env.problems import load_problem
+
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return _fail("--device cuda asked for, but torch sees no CUDA device; "
+                         "use --device cpu")
+    problem = load_problem(args.problem)
+    source = read_candidate(args.candidate)
+    config = HarnessConfig(device=args.device, size=args.size, atol=args.atol, rtol=args.rtol,
+                           n_correctness=args.correctness_trials, seed=args.seed)
+    with Evaluator(config, timeout_s=args.timeout) as evaluator:
+        result = evaluator.evaluate(problem, source)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(f"{problem.uri}: {result.summary}")
+    if not result.correct:
+        print(f"autoprofiler: candidate incorrect ({result.error_kind.value}): "
+              f"{result.error_message}", file=sys.stderr)
+        return EXIT_INCORRECT
+    return EXIT_OK
+
+
+# -- the parser -----------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="autoprofiler",
+        description="Learning what to profile when optimizing GPU kernels.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("problems", help="list the problem suite or a KernelBench-format folder")
+    p.add_argument("--source", help="a folder or file of KernelBench-format problems "
+                   "(default: the project's suite)")
+    p.add_argument("--split", choices=("train", "val", "test"), help="only this split")
+    p.add_argument("--level", type=int, choices=(1, 2, 3), help="only this level")
+    p.add_argument("--features", action="store_true", help="add the static features")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_problems)
+
+    p = sub.add_parser("evaluate", help="check and time a candidate ModelNew against a problem")
+    p.add_argument("--problem", required=True, help="a suite URI or name, or a problem file")
+    p.add_argument("--candidate", required=True, help="a file defining class ModelNew")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--size", choices=("full", "smoke"), default="full",
+                   help="the problem's real sizes, or its small CPU smoke-test sizes")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds before a candidate is stopped (default: 300)")
+    p.add_argument("--atol", type=float, default=1e-2)
+    p.add_argument("--rtol", type=float, default=1e-2)
+    p.add_argument("--correctness-trials", type=int, default=3,
+                   help="fresh random input sets the candidate must match (default: 3)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_evaluate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except AutoProfilerError as e:
+        return _fail(str(e).splitlines()[0])
+    except KeyboardInterrupt:
+        return _fail("interrupted")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
