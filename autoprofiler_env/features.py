@@ -63,9 +63,15 @@ _CATEGORY_BY_NAME: dict[str, frozenset[str]] = {
 _REDUCTION_NAMES = frozenset({"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin",
                               "prod", "norm", "linalg_vector_norm", "logsumexp", "var", "std",
                               "var_mean", "std_mean", "all", "any"})
-_CREATION_NAMES = frozenset({"empty", "empty_like", "empty_strided", "zeros", "zeros_like",
-                             "ones", "ones_like", "full", "full_like", "fill", "zero",
-                             "scalar_tensor", "arange", "lift_fresh", "_local_scalar_dense"})
+# Operators that launch no kernel: allocations, and views that ATen does not flag as views.
+_NO_KERNEL_NAMES = frozenset({
+    "unsafe_split", "unsafe_split_with_sizes", "_unsafe_view", "split", "split_with_sizes",
+    "chunk", "unbind", "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "fill", "zero", "scalar_tensor", "arange", "lift_fresh",
+    "_local_scalar_dense"})
+
+_POINTWISE_NAMES = frozenset({"hardswish", "hardsigmoid", "mish", "hardtanh", "threshold",
+                              "softshrink", "hardshrink", "rrelu_with_noise", "prelu"})
 
 OP_CATEGORIES: tuple[str, ...] = (
     "matmul", "conv", "conv_transpose", "attention", "rnn", "softmax", "norm", "pooling", "loss",
@@ -75,19 +81,23 @@ OP_CATEGORIES: tuple[str, ...] = (
 
 
 def op_category(func) -> str | None:
-    """The category of an ATen operator overload, or None for views and allocations
-    (they launch no kernel, or none that a profile would care about)."""
-    if func.is_view:
-        return None
-    name = func.overloadpacket.__name__.rstrip("_")  # in-place "relu_" is "relu"
-    if name in _CREATION_NAMES:
+    """The category of an ATen operator (an overload or a packet), or None for views and
+    allocations (they launch no kernel, or none that a profile would care about)."""
+    if isinstance(func, _torch()._ops.OpOverload):
+        if func.is_view:
+            return None
+        packet, tags = func.overloadpacket, func.tags
+    else:
+        packet, tags = func, ()
+    name = packet.__name__.rstrip("_")  # in-place "relu_" is "relu"
+    if name in _NO_KERNEL_NAMES:
         return None
     for category, names in _CATEGORY_BY_NAME.items():
         if name in names:
             return category
-    if name in _REDUCTION_NAMES or _torch().Tag.reduction in func.tags:
+    if name in _REDUCTION_NAMES or _torch().Tag.reduction in tags:
         return "reduction"
-    if _torch().Tag.pointwise in func.tags:
+    if name in _POINTWISE_NAMES or _torch().Tag.pointwise in tags:
         return "pointwise"
     return "other"
 

@@ -2,6 +2,7 @@
 
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda] [--json]
+    autoprofiler time-reference --out FILE [--device cuda] [URI ...]
 
 Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
 broken problem file, a harness failure), with a one-line reason on stderr.
@@ -96,6 +97,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- time-reference -------------------------------------------------------------------------
+
+def cmd_time_reference(args: argparse.Namespace) -> int:
+    from autoprofiler_env.harness import HarnessConfig
+    from autoprofiler_env.problems import load_problem, load_suite
+    from experiments.reference_timing import time_references
+
+    problems = ([load_problem(ref) for ref in args.problems] if args.problems
+                else load_suite(split=args.split, level=args.level))
+    config = HarnessConfig(device=args.device, size=args.size)
+    rows = time_references(problems, config, Path(args.out))
+    failed = [r for r in rows if r.get("error")]
+    for r in failed:
+        print(f"autoprofiler: {r['error']}", file=sys.stderr)
+    print(f"{len(rows) - len(failed)} problems timed, {len(failed)} failed: {args.out}")
+    return EXIT_OK if not failed else EXIT_ERROR
+
+
 # -- the parser -----------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("time-reference", help="time the eager reference of suite problems, "
+                       "resumably, one JSON line each")
+    p.add_argument("--out", required=True, help="the JSON-lines file to append to")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    p.add_argument("--size", choices=("full", "smoke"), default="full")
+    p.add_argument("--split", choices=("train", "val", "test"))
+    p.add_argument("--level", type=int, choices=(1, 2, 3))
+    p.add_argument("problems", nargs="*", help="URIs or files (default: the suite)")
+    p.set_defaults(func=cmd_time_reference)
     return parser
 
 

@@ -5,7 +5,7 @@ with the problem's ``get_init_inputs()`` and called with its ``get_inputs()``.
 """
 
 from autoprofiler_env.harness.evaluator import Evaluator, evaluate, read_candidate
-from autoprofiler_env.harness.records import ErrorKind, EvalResult, HarnessConfig, Timing
+from autoprofiler_env.harness.records import ErrorKind, EvalResult, HarnessConfig, ReferenceRun, Timing
 
-__all__ = ["ErrorKind", "EvalResult", "Evaluator", "HarnessConfig", "Timing", "evaluate",
+__all__ = ["ErrorKind", "EvalResult", "Evaluator", "HarnessConfig", "ReferenceRun", "Timing", "evaluate",
            "read_candidate"]

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autoprofiler_env.errors import EvaluationError, ProblemError
-from autoprofiler_env.harness.records import ErrorKind, EvalResult, HarnessConfig, Timing
+from autoprofiler_env.harness.records import ErrorKind, EvalResult, HarnessConfig, ReferenceRun
 from autoprofiler_env.problems.problem import Problem
 
 STARTUP_TIMEOUT_S = 180.0
@@ -139,8 +139,8 @@ class Evaluator:
     def _config_for(self, size: str | None) -> HarnessConfig:
         return self.config if size is None else replace(self.config, size=size)
 
-    def reference_time(self, problem: Problem, size: str | None = None) -> Timing:
-        """The reference's timing (eager PyTorch), measured once per worker.
+    def reference(self, problem: Problem, size: str | None = None) -> ReferenceRun:
+        """The reference's timing (eager PyTorch) and peak memory, measured once per worker.
 
         Raises:
             ProblemError: the problem is broken (import, forward, degenerate output) or its
@@ -153,7 +153,8 @@ class Evaluator:
         if not reply.get("ok"):
             reason = reply.get("timeout") or reply.get("crash") or reply.get("cuda_error")
             raise ProblemError(problem.path, f"the reference could not run: {reason}")
-        return reply["reference"]
+        return ReferenceRun(problem.uri, config.device, reply["reference"],
+                            reply["peak_memory_bytes"])
 
     def evaluate(self, problem: Problem, source: str, size: str | None = None) -> EvalResult:
         """Judges one candidate (``ModelNew`` source) against a problem.
@@ -164,7 +165,7 @@ class Evaluator:
         Raises:
             ProblemError: the problem file or its reference is at fault.
         """
-        self.reference_time(problem, size)  # prepared under its own, longer time limit
+        self.reference(problem, size)  # prepared under its own, longer time limit
         config = self._config_for(size)
         started = time.perf_counter()
         reply = self._request({"op": "evaluate", "uri": problem.uri, "path": str(problem.path),

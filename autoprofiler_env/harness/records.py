@@ -102,6 +102,19 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class ReferenceRun:
+    """The reference (eager PyTorch) of one problem on one device."""
+
+    problem_uri: str
+    device: str
+    timing: Timing
+    peak_memory_bytes: int | None  # the CUDA caching allocator's peak; None on a CPU
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class EvalResult:
     """The verdict on one candidate for one problem.
 

@@ -66,6 +66,7 @@ class Prepared:
     module: ModuleType
     model: torch.nn.Module
     reference: Timing
+    peak_memory_bytes: int | None
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -120,6 +121,10 @@ class Worker:
             return self.prepared[key]
         module = import_problem(Path(path), config.size)
         self.pristine.apply()
+        on_cuda = torch.device(config.device).type == "cuda"
+        if on_cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(config.device)
         try:
             model = self._build(module.Model, module, config)
             inputs = self._inputs(module, config, 0)
@@ -142,7 +147,8 @@ class Worker:
                     "change the problem's inputs or sizes (docs/problems.md)")
         with torch.no_grad():
             reference = time_fn(lambda: model(*inputs), config)
-        prepared = Prepared(module, model, reference)
+        peak = torch.cuda.max_memory_allocated(config.device) if on_cuda else None
+        prepared = Prepared(module, model, reference, peak)
         self.prepared[key] = prepared
         return prepared
 
@@ -204,7 +210,10 @@ class Worker:
             self.pristine.apply()
             gc.collect()
             if torch.device(config.device).type == "cuda":
-                torch.cuda.empty_cache()
+                try:
+                    torch.cuda.empty_cache()
+                except Exception:  # a lost context fails here too; the error above says why
+                    pass
         return EvalResult(problem_uri=uri, device=config.device, correct=True,
                           reference=prepared.reference, candidate=timing,
                           max_abs_error=worst, n_correctness_passed=passed,
@@ -228,7 +237,8 @@ def serve(conn) -> None:
         try:
             if request["op"] == "prepare":
                 prepared = worker.prepare(request["path"], config)
-                conn.send({"ok": True, "reference": prepared.reference})
+                conn.send({"ok": True, "reference": prepared.reference,
+                           "peak_memory_bytes": prepared.peak_memory_bytes})
             else:
                 result = worker.evaluate(request["uri"], request["path"], request["source"],
                                          config)

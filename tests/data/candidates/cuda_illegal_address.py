@@ -1,0 +1,18 @@
+"""A Triton kernel that stores far outside its buffer: an illegal memory access on a GPU."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _bad_store(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) + (1 << 40)
+    tl.store(ptr + offs, tl.zeros([BLOCK], dtype=tl.float32))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)
+        _bad_store[(1,)](y, y.numel(), BLOCK=128)
+        return y

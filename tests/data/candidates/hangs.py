@@ -1,0 +1,7 @@
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            pass

@@ -1,0 +1,86 @@
+"""The ``autoprofiler`` command, run as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import DATA
+
+PROBLEM = str(DATA / "problems" / "relu_small.py")
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "experiments.cli", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_problems_json_lists_the_suite():
+    out = run("problems", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert len(rows) >= 80
+    assert {r["level"] for r in rows} == {1, 2, 3}
+    assert all({"uri", "level", "tags", "split"} <= set(r) for r in rows)
+    assert all(r["uri"].startswith("problem://autoprofiler/v1/level") for r in rows)
+
+
+def test_problems_of_a_kernelbench_directory(tmp_path):
+    level = tmp_path / "level1"
+    level.mkdir()
+    (level / "19_ReLU.py").write_text((DATA / "problems" / "relu_small.py").read_text())
+    (level / "20_Broken.py").write_text("def get_inputs(): return []\n")
+    out = run("problems", "--source", str(level), "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [(r["uri"], r["level"], r["tags"]) for r in rows] == [
+        ("problem://local/level1/19_ReLU", 1, ["pointwise"])]
+    assert "20_Broken.py" in out.stderr and "does not define Model" in out.stderr
+
+
+def test_evaluate_prints_a_typed_result():
+    out = run("evaluate", "--problem", PROBLEM, "--candidate",
+              str(DATA / "candidates" / "relu_correct.py"), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["correct"] is True and result["error_kind"] is None
+    assert result["speedup"] > 0 and result["reference"]["method"] == "perf_counter"
+
+
+def test_evaluate_judges_zeros_incorrect():
+    out = run("evaluate", "--problem", PROBLEM, "--candidate",
+              str(DATA / "candidates" / "relu_zeros.py"), "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error_kind"] == "degenerate"
+    assert out.stderr.strip().count("\n") == 0 and "degenerate" in out.stderr
+
+
+def test_evaluate_stops_an_endless_loop():
+    out = run("evaluate", "--problem", PROBLEM, "--candidate",
+              str(DATA / "candidates" / "hangs.py"), "--timeout", "3", "--json")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error_kind"] == "timeout"
+
+
+@pytest.mark.parametrize("problem, candidate, message", [
+    ("problem://autoprofiler/v1/level1/nope", "relu_correct", "no problem of the suite"),
+    (str(DATA / "problems" / "forward_raises.py"), "relu_correct", "the reference failed"),
+    (PROBLEM, "does_not_exist", "cannot read the candidate"),
+])
+def test_evaluate_bad_input_exits_2_with_one_line(problem, candidate, message):
+    out = run("evaluate", "--problem", problem, "--candidate",
+              str(DATA / "candidates" / f"{candidate}.py"))
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_evaluate_cuda_without_a_gpu_says_so():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    out = run("evaluate", "--problem", PROBLEM, "--candidate",
+              str(DATA / "candidates" / "relu_correct.py"), "--device", "cuda")
+    assert out.returncode == 2 and "no CUDA device" in out.stderr

@@ -1,0 +1,115 @@
+"""The harness on a CPU: verdicts, timing records, a worker that survives bad candidates."""
+
+import pytest
+
+from autoprofiler_env.errors import ProblemError
+from autoprofiler_env.harness import ErrorKind, EvalResult, Evaluator, HarnessConfig
+from autoprofiler_env.problems import load_file
+from tests.conftest import DATA, candidate
+
+FAST = HarnessConfig(device="cpu", timing_budget_ms=20, min_trials=3, max_trials=20)
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator(FAST, timeout_s=20) as ev:
+        yield ev
+
+
+@pytest.fixture(scope="module")
+def relu():
+    return load_file(DATA / "problems" / "relu_small.py")
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("relu_zeros", ErrorKind.DEGENERATE),
+    ("relu_wrong_shape", ErrorKind.SHAPE),
+    ("relu_wrong_dtype", ErrorKind.DTYPE),
+    ("relu_nan", ErrorKind.NONFINITE),
+    ("relu_off_by_a_little", ErrorKind.MISMATCH),
+    ("relu_raises", ErrorKind.RUNTIME),
+    ("syntax_error", ErrorKind.IMPORT),
+    ("no_model_new", ErrorKind.NO_MODEL_NEW),
+])
+def test_bad_candidates_get_their_error_kind(evaluator, relu, name, kind):
+    result = evaluator.evaluate(relu, candidate(name))
+    assert not result.correct
+    assert result.error_kind is kind, result.error_message
+    assert result.speedup is None
+    assert result.error_message
+
+
+def test_correct_candidate_is_timed(evaluator, relu):
+    result = evaluator.evaluate(relu, candidate("relu_correct"))
+    assert result.correct, result.error_message
+    assert result.n_correctness_passed == FAST.n_correctness
+    assert result.max_abs_error == 0.0
+    assert result.candidate.method == "perf_counter"
+    assert FAST.min_trials <= result.candidate.n_trials <= FAST.max_trials
+    assert result.reference.median_ms > 0 and result.candidate.median_ms > 0
+    assert result.speedup == pytest.approx(result.reference.median_ms
+                                           / result.candidate.median_ms)
+
+
+def test_result_round_trips_through_dict(evaluator, relu):
+    result = evaluator.evaluate(relu, candidate("relu_correct"))
+    again = EvalResult.from_dict(result.to_dict())
+    assert again == result
+    bad = evaluator.evaluate(relu, candidate("relu_zeros"))
+    assert EvalResult.from_dict(bad.to_dict()).error_kind is ErrorKind.DEGENERATE
+
+
+def test_worker_is_reused_across_evaluations(evaluator, relu):
+    evaluator.evaluate(relu, candidate("relu_correct"))
+    pid = evaluator.worker_pid
+    evaluator.evaluate(relu, candidate("relu_raises"))
+    evaluator.evaluate(relu, candidate("relu_correct"))
+    assert evaluator.worker_pid == pid
+
+
+def test_crash_is_reported_and_worker_restarted(relu):
+    with Evaluator(FAST, timeout_s=20) as ev:
+        ev.evaluate(relu, candidate("relu_correct"))
+        first = ev.worker_pid
+        result = ev.evaluate(relu, candidate("aborts"))
+        assert result.error_kind is ErrorKind.CRASH
+        assert "signal 6" in result.error_message
+        after = ev.evaluate(relu, candidate("relu_correct"))
+        assert after.correct
+        assert ev.worker_pid != first
+
+
+def test_hang_is_stopped_by_the_timeout(relu):
+    with Evaluator(FAST, timeout_s=3) as ev:
+        result = ev.evaluate(relu, candidate("hangs"))
+        assert result.error_kind is ErrorKind.TIMEOUT
+        assert result.wall_s < 20
+        assert ev.evaluate(relu, candidate("relu_correct")).correct
+
+
+@pytest.mark.parametrize("name, cause", [
+    ("forward_raises", "the reference failed"),
+    ("degenerate_mean", "matched by zeros"),
+    ("import_fails", "import failed: ModuleNotFoundError"),
+])
+def test_broken_problem_raises_and_the_evaluator_goes_on(evaluator, relu, name, cause):
+    broken = load_file(DATA / "problems" / f"{name}.py")
+    with pytest.raises(ProblemError) as info:
+        evaluator.evaluate(broken, candidate("relu_correct"))
+    assert cause in info.value.cause
+    assert name in info.value.path
+    assert evaluator.evaluate(relu, candidate("relu_correct")).correct
+
+
+def test_reference_run_on_cpu_has_no_peak_memory(evaluator, relu):
+    run = evaluator.reference(relu)
+    assert run.peak_memory_bytes is None
+    assert run.timing.n_trials >= FAST.min_trials
+
+
+def test_candidate_prints_do_not_reach_stdout(capfd, relu):
+    noisy = 'print("noise")\n' + candidate("relu_correct")
+    with Evaluator(FAST, timeout_s=20) as ev:
+        assert ev.evaluate(relu, noisy).correct
+    out, err = capfd.readouterr()
+    assert "noise" not in out and "noise" in err

@@ -1,0 +1,31 @@
+"""The harness on a GPU: CUDA-event timing, and faults that only a GPU can have."""
+
+import pytest
+
+from autoprofiler_env.harness import ErrorKind, Evaluator, HarnessConfig
+from autoprofiler_env.problems import load_file, load_problem
+from tests.conftest import DATA, candidate
+
+pytestmark = pytest.mark.gpu
+
+
+def test_cuda_timing_and_peak_memory():
+    problem = load_problem("problem://autoprofiler/v1/level1/relu_16384x16384")
+    with Evaluator(HarnessConfig(device="cuda"), timeout_s=120) as ev:
+        result = ev.evaluate(problem, candidate("relu_correct"))
+        assert result.correct, result.error_message
+        assert result.candidate.method == "cuda_events"
+        # the same kernel twice: the timings agree within 20%
+        assert 0.8 < result.speedup < 1.25
+        run = ev.reference(problem)
+        assert run.peak_memory_bytes >= 2 * 16384 * 16384 * 4
+
+
+@pytest.mark.parametrize("name, kind", [("cuda_illegal_address", ErrorKind.CUDA),
+                                        ("cuda_hangs", ErrorKind.TIMEOUT)])
+def test_gpu_faults_lose_only_the_worker(name, kind):
+    relu = load_file(DATA / "problems" / "relu_small.py")
+    with Evaluator(HarnessConfig(device="cuda"), timeout_s=30) as ev:
+        result = ev.evaluate(relu, candidate(name))
+        assert result.error_kind is kind, result.error_message
+        assert ev.evaluate(relu, candidate("relu_correct")).correct
