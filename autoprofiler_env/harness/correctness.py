@@ -21,8 +21,27 @@ def _leaves(output) -> list:
     return tree_flatten(output)[0]
 
 
+_CHUNK = 1 << 24  # elements compared at a time: bounds the temporaries of a 1 GB output
+
+
+def _flat_chunks(*tensors: torch.Tensor):
+    flat = [t.detach().reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), _CHUNK):
+        yield [f[start:start + _CHUNK].double() for f in flat]
+
+
 def _is_constant(t: torch.Tensor) -> bool:
     return t.numel() > 1 and bool((t == t.reshape(-1)[0]).all())
+
+
+def _within(reference: torch.Tensor, value, atol: float, rtol: float) -> bool:
+    """Whether ``value`` (a tensor or a number) is within ``atol + rtol * |reference|``
+    everywhere, as ``torch.allclose(value, reference)`` would say, chunk by chunk."""
+    if isinstance(value, torch.Tensor):
+        return all(bool(((v - r).abs() <= atol + rtol * r.abs()).all())
+                   for r, v in _flat_chunks(reference, value))
+    return all(bool(((r - value).abs() <= atol + rtol * r.abs()).all())
+               for (r,) in _flat_chunks(reference))
 
 
 def trivial_match(reference: torch.Tensor, atol: float, rtol: float) -> str | None:
@@ -30,15 +49,14 @@ def trivial_match(reference: torch.Tensor, atol: float, rtol: float) -> str | No
 
     Such an output makes a problem ill-posed: a candidate returning that constant would pass.
     """
-    ref = reference.detach().double()
-    if ref.numel() == 0 or not torch.is_floating_point(reference):
+    if reference.numel() == 0 or not torch.is_floating_point(reference):
         return None
-    if torch.allclose(torch.zeros_like(ref), ref, atol=atol, rtol=rtol):
+    if _within(reference, 0.0, atol, rtol):
         return "zeros"
-    if ref.numel() > 1:
-        mean = torch.full_like(ref, ref.mean().item())
-        if torch.allclose(mean, ref, atol=atol, rtol=rtol):
-            return f"the constant {ref.mean().item():.4g}"
+    if reference.numel() > 1:
+        mean = reference.double().mean().item()
+        if _within(reference, mean, atol, rtol):
+            return f"the constant {mean:.4g}"
     return None
 
 
@@ -87,14 +105,13 @@ def compare(reference, candidate, atol: float, rtol: float) -> tuple[Mismatch | 
             return Mismatch(ErrorKind.DEGENERATE, f"{where} is the constant "
                             f"{cand.reshape(-1)[0].item():.4g} everywhere; the reference "
                             "varies"), float("nan")
-        diff = (cand.double() - ref.double()).abs()
-        diff = torch.where(ref_finite, diff, torch.zeros_like(diff))
-        err = float(diff.max()) if diff.numel() else 0.0
+        err, n_bad = 0.0, 0
+        for r, c in _flat_chunks(ref, cand):
+            diff = torch.where(torch.isfinite(r), (c - r).abs(), torch.zeros_like(r))
+            err = max(err, float(diff.max()))
+            n_bad += int((diff > atol + rtol * r.abs()).sum())
         worst = max(worst, err)
-        bound = atol + rtol * ref.double().abs()
-        bad = diff > bound
-        if bool(bad.any()):
-            return Mismatch(ErrorKind.MISMATCH, f"{where}: {int(bad.sum())} of {ref.numel()} "
-                            f"values outside atol={atol}, rtol={rtol} (max abs error "
-                            f"{err:.3g})"), err
+        if n_bad:
+            return Mismatch(ErrorKind.MISMATCH, f"{where}: {n_bad} of {ref.numel()} values "
+                            f"outside atol={atol}, rtol={rtol} (max abs error {err:.3g})"), err
     return None, worst

@@ -119,18 +119,24 @@ class Worker:
         key = (path, config.size, config.device, config.seed, config.atol, config.rtol)
         if key in self.prepared:
             return self.prepared[key]
+        self.prepared.clear()  # one problem at a time on the device: its memory is freed
+        gc.collect()
         module = import_problem(Path(path), config.size)
         self.pristine.apply()
         on_cuda = torch.device(config.device).type == "cuda"
         if on_cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(config.device)
+            baseline = torch.cuda.memory_allocated(config.device)
         try:
             model = self._build(module.Model, module, config)
             inputs = self._inputs(module, config, 0)
             with torch.no_grad():
                 output = model(*self._clone(inputs))
             self._sync(config)
+            # the problem's own footprint: weights, inputs, one forward; not the harness's
+            peak = (torch.cuda.max_memory_allocated(config.device) - baseline
+                    if on_cuda else None)
         except Exception as e:
             if _is_cuda_error(e):
                 raise CudaContextLost(_one_line(e)) from e
@@ -147,7 +153,6 @@ class Worker:
                     "change the problem's inputs or sizes (docs/problems.md)")
         with torch.no_grad():
             reference = time_fn(lambda: model(*inputs), config)
-        peak = torch.cuda.max_memory_allocated(config.device) if on_cuda else None
         prepared = Prepared(module, model, reference, peak)
         self.prepared[key] = prepared
         return prepared

@@ -6,13 +6,13 @@ import triton.language as tl
 
 
 @triton.jit
-def _bad_store(ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK) + (1 << 40)
+def _bad_store(ptr, offset, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) + offset  # offset is 2**40: an int64 argument
     tl.store(ptr + offs, tl.zeros([BLOCK], dtype=tl.float32))
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
         y = torch.relu(x)
-        _bad_store[(1,)](y, y.numel(), BLOCK=128)
+        _bad_store[(1,)](y, 1 << 40, BLOCK=128)
         return y
