@@ -35,3 +35,32 @@ class ProblemNotFoundError(ProblemError):
 class EvaluationError(AutoProfilerError):
     """The harness itself could not evaluate (bad arguments, no such device, the worker could
     not start). A faulty *candidate* is not an error: it is a result with ``error_kind`` set."""
+
+
+class ProfilingError(AutoProfilerError):
+    """Nsight Compute could not profile (base class of the profiler's errors)."""
+
+
+class NcuNotFoundError(ProfilingError):
+    """There is no ``ncu`` on the PATH (nor where ``--ncu`` / ``NCU`` points)."""
+
+
+class NcuPermissionError(ProfilingError):
+    """ncu may not read the GPU's performance counters (``ERR_NVGPUCTRPERM``)."""
+
+
+class NcuUnsupportedError(ProfilingError):
+    """ncu cannot profile on this machine (``LibraryNotLoaded``: a runtime or sandbox, such as
+    gVisor, that does not expose the counters)."""
+
+
+class UnknownSectionError(ProfilingError):
+    """A section name that this ncu version does not know."""
+
+
+class ProfiledProgramError(ProfilingError):
+    """The profiled program crashed or hung under ncu's replay."""
+
+
+class ReportReadError(ProfilingError):
+    """An ncu report or its exported pages could not be read."""

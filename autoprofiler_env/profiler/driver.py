@@ -1,0 +1,84 @@
+"""The program that ncu profiles: it runs several problems in one process, so that Python's
+and torch's start-up (about 4 s) is paid once per ncu invocation, not once per problem.
+
+    python -m autoprofiler_env.profiler.driver SPEC.json
+
+SPEC is a JSON object ``{"problems": [{"uri", "path"}...], "size": "full", "warmup": 3,
+"status": "status.jsonl", "seed": 42}``. For each problem the driver builds the model and the
+inputs on the GPU, runs ``warmup`` calls (not profiled: ncu's NVTX filter excludes them), then
+one call inside the NVTX range ``ap_<index>``: ncu profiles exactly the kernels of that call.
+It appends one JSON line per problem to the status file -- ``profiled_s`` is the wall time of
+the measured call, which under ncu is the time spent replaying its kernels -- so that a crash
+or a hang names the problem it happened in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+RANGE_PREFIX = "ap_"
+
+
+def _status(path: Path, row: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    status = Path(spec["status"])
+    import torch
+
+    from autoprofiler_env.problems.problem import import_problem
+
+    # fp32 as the harness runs it: cuDNN would otherwise use TF32 for convolutions
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    _status(status, {"event": "started", "t": time.time()})
+    for index, problem in enumerate(spec["problems"]):
+        if index < spec.get("start", 0):
+            continue
+        _status(status, {"event": "begin", "index": index, "uri": problem["uri"]})
+        row = {"event": "problem", "index": index, "uri": problem["uri"]}
+        started = time.perf_counter()
+        try:
+            module = import_problem(Path(problem["path"]), spec.get("size", "full"))
+            torch.manual_seed(spec.get("seed", 42))
+            with torch.device("cuda"):
+                model = module.Model(*module.get_init_inputs())
+            model = model.to("cuda")
+            torch.manual_seed(spec.get("seed", 42) + 1)
+            with torch.device("cuda"):
+                inputs = module.get_inputs()
+            inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in inputs]
+            with torch.no_grad():
+                for _ in range(spec.get("warmup", 3)):
+                    model(*inputs)
+                torch.cuda.synchronize()
+                measured = time.perf_counter()
+                torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
+                model(*inputs)
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_pop()
+                row["profiled_s"] = time.perf_counter() - measured
+            row.update(ok=True, setup_s=measured - started)
+            del model, inputs
+            torch.cuda.empty_cache()
+        except Exception as e:
+            row.update(ok=False, error=f"{type(e).__name__}: {e}".splitlines()[0][:500],
+                       traceback=traceback.format_exc()[-2000:])
+            if "CUDA error" in str(e) or "illegal memory access" in str(e):
+                _status(status, row)
+                return 3  # the context is lost: the runner restarts after this problem
+        _status(status, row)
+    _status(status, {"event": "finished", "t": time.time()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,226 @@
+"""Running Nsight Compute: one invocation profiles several problems with exactly the chosen
+sections, and the report is exported to its raw and details pages (CSV text).
+
+Choices, and why:
+
+- ``--nvtx --nvtx-include regex:ap_[0-9]+/``: only the kernels of each problem's measured
+  forward call (the driver wraps it in the NVTX range ``ap_<index>`` after warm-up calls).
+- ``--clock-control none``: the GPU runs at the clocks it has, as the harness times it; ncu's
+  default would lock base clocks, and on a shared machine nobody should change clocks.
+- ``--cache-control all`` (ncu's default): caches are flushed before every replay pass, so
+  every pass sees the same cold cache and the metrics of a pass do not depend on the last.
+- ``--replay-mode kernel`` (ncu's default): each kernel is replayed alone, pass after pass.
+- ``--metrics gpu__time_duration.sum`` is always added: the kernel durations weight a
+  problem's aggregate and price the replay (passes x duration), whatever sections were asked.
+- the problem's own errors (a crash, a hang) are caught per problem: a run keeps the results
+  of the problems that succeeded and retries the rest without the one that failed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from autoprofiler_env.errors import (
+    NcuNotFoundError,
+    NcuPermissionError,
+    NcuUnsupportedError,
+    ProfiledProgramError,
+    ProfilingError,
+    ReportReadError,
+    UnknownSectionError,
+)
+from autoprofiler_env.problems.problem import Problem
+
+DURATION_METRIC = "gpu__time_duration.sum"
+NVTX_FILTER = "regex:ap_[0-9]+/"
+
+
+@dataclass
+class NcuRun:
+    """What one ncu invocation produced, kept as text so it can be saved and parsed later."""
+
+    sections: tuple[str, ...]
+    problems: list[dict]          # {"uri", "path"} in the driver's order
+    status: list[dict]            # the driver's status lines
+    log: str                      # ncu's stdout and stderr
+    raw_csv: str                  # --page raw --csv --print-units base
+    details_csv: str              # --page details --csv (section headers and rule results)
+    wall_s: float                 # the whole invocation, start-up included
+    returncode: int
+    ncu_version: str = ""
+    command: list[str] = field(default_factory=list)
+
+    def save(self, directory: Path) -> None:
+        """Writes the run as gzipped files plus a JSON index, atomically per file."""
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {k: v for k, v in asdict(self).items() if k not in ("raw_csv", "details_csv",
+                                                                    "log")}
+        for name, text in (("raw.csv.gz", self.raw_csv), ("details.csv.gz", self.details_csv),
+                           ("log.txt.gz", self.log)):
+            tmp = directory / (name + ".tmp")
+            tmp.write_bytes(gzip.compress(text.encode(), mtime=0))
+            os.replace(tmp, directory / name)
+        tmp = directory / "run.json.tmp"
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.replace(tmp, directory / "run.json")
+
+    @classmethod
+    def load(cls, directory: Path) -> NcuRun:
+        try:
+            meta = json.loads((directory / "run.json").read_text())
+            texts = {name: gzip.decompress((directory / f"{name}.gz").read_bytes()).decode()
+                     for name in ("raw.csv", "details.csv", "log.txt")}
+        except (OSError, ValueError, EOFError) as e:
+            raise ReportReadError(f"cannot read the saved ncu run in {directory}: {e}") from e
+        meta["sections"] = tuple(meta["sections"])
+        return cls(raw_csv=texts["raw.csv"], details_csv=texts["details.csv"],
+                   log=texts["log.txt"], **meta)
+
+
+def find_ncu(ncu: str | None = None) -> str:
+    """The ncu executable: ``ncu`` argument, else ``$NCU``, else the PATH."""
+    candidate = ncu or os.environ.get("NCU") or "ncu"
+    path = shutil.which(candidate)
+    if path is None:
+        raise NcuNotFoundError(
+            f"Nsight Compute's `ncu` was not found ({candidate!r}); install Nsight Compute, put "
+            "ncu on the PATH or set NCU=/path/to/ncu")
+    return path
+
+
+def check_log(log: str) -> None:
+    """Raises the typed error that ncu's output shows, if any."""
+    if "ERR_NVGPUCTRPERM" in log:
+        raise NcuPermissionError(
+            "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run as root or "
+            "enable access for all users (NVreg_RestrictProfilingToAdminUsers=0), see "
+            "https://developer.nvidia.com/ERR_NVGPUCTRPERM")
+    if "LibraryNotLoaded" in log:
+        raise NcuUnsupportedError(
+            "ncu failed to initialise the profiler (LibraryNotLoaded): this machine's runtime "
+            "does not expose the GPU counters (seen under gVisor); use a machine or VM with "
+            "direct GPU access")
+    match = re.search(r"Option '--section ([^']+)' did not match any section", log)
+    if match:
+        raise UnknownSectionError(f"ncu knows no section {match.group(1)!r}; "
+                                  "`ncu --list-sections` lists them")
+
+
+def ncu_version(ncu: str) -> str:
+    out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout
+    match = re.search(r"Version (\S+)", out)
+    return match.group(1) if match else out.strip().splitlines()[-1] if out.strip() else ""
+
+
+def _export(ncu: str, report: Path, page: str, extra: list[str]) -> str:
+    out = subprocess.run([ncu, "--import", str(report), "--page", page, "--csv", *extra],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0 or "==ERROR==" in out.stdout[:2000]:
+        message = (out.stderr + out.stdout).strip().splitlines()
+        raise ReportReadError(f"ncu could not read the report {report.name}: "
+                              f"{message[0] if message else 'exit code ' + str(out.returncode)}")
+    return out.stdout
+
+
+def _read_status(path: Path) -> list[dict]:
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
+            size: str = "full", problem_timeout_s: float = 300.0, start: int = 0,
+            workdir: Path | None = None) -> NcuRun:
+    """One ncu invocation over ``problems`` (from index ``start``) with ``sections``.
+
+    A problem that does not finish within ``problem_timeout_s`` (no status line from the
+    driver) gets the whole invocation killed; the returned run then has no report pages and
+    its status names the problem that hung.
+
+    Raises:
+        NcuNotFoundError, NcuPermissionError, NcuUnsupportedError, UnknownSectionError: ncu
+            cannot profile at all.
+    """
+    exe = find_ncu(ncu)
+    if not sections:
+        raise ProfilingError("no sections to collect: pass at least one")
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="autoprofiler-ncu-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    status_path, report = workdir / "status.jsonl", workdir / "report.ncu-rep"
+    status_path.unlink(missing_ok=True)
+    report.unlink(missing_ok=True)
+    spec = {"problems": [{"uri": p.uri, "path": str(p.path)} for p in problems],
+            "size": size, "warmup": 3, "status": str(status_path), "start": start}
+    spec_path = workdir / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    command = [exe, "--config-file", "off", "--clock-control", "none", "--cache-control", "all",
+               "--replay-mode", "kernel", "--nvtx", "--nvtx-include", NVTX_FILTER,
+               *[a for s in sections for a in ("--section", s)],
+               "--metrics", DURATION_METRIC, "-f", "-o", str(report.with_suffix("")),
+               sys.executable, "-m", "autoprofiler_env.profiler.driver", str(spec_path)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    started = time.perf_counter()
+    log_path = workdir / "ncu.log"
+    with log_path.open("w") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True)
+        last_change, seen = time.perf_counter(), -1
+        while process.poll() is None:
+            time.sleep(0.5)
+            size_now = status_path.stat().st_size if status_path.exists() else 0
+            if size_now != seen:
+                seen, last_change = size_now, time.perf_counter()
+            elif time.perf_counter() - last_change > problem_timeout_s:
+                os.killpg(process.pid, 9)
+                process.wait()
+                break
+    wall = time.perf_counter() - started
+    log = log_path.read_text(errors="replace")
+    check_log(log)
+    status = _read_status(status_path)
+    raw = details = ""
+    if report.exists():
+        raw = _export(exe, report, "raw", ["--print-units", "base"])
+        details = _export(exe, report, "details", [])
+    return NcuRun(sections=tuple(sections), problems=spec["problems"], status=status, log=log,
+                  raw_csv=raw, details_csv=details, wall_s=wall,
+                  returncode=process.returncode, ncu_version=ncu_version(exe), command=command)
+
+
+def failed_problem(run: NcuRun) -> int | None:
+    """The index of the problem that crashed or hung the run, if one did."""
+    begun = [r["index"] for r in run.status if r.get("event") == "begin"]
+    ended = {r["index"] for r in run.status if r.get("event") == "problem"}
+    finished = any(r.get("event") == "finished" for r in run.status)
+    if finished:
+        return None
+    open_ = [i for i in begun if i not in ended]
+    if open_:
+        return open_[-1]
+    return None
+
+
+def raise_for_run(run: NcuRun) -> None:
+    """Raises ProfiledProgramError when the run failed before any problem began."""
+    if run.raw_csv or any(r.get("event") == "begin" for r in run.status):
+        return
+    tail = "\n".join(run.log.strip().splitlines()[-5:])
+    raise ProfiledProgramError(f"the profiled program failed before the first problem "
+                               f"(exit code {run.returncode}):\n{tail}")
