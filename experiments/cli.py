@@ -2,6 +2,7 @@
 
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda] [--json]
+    autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
     autoprofiler time-reference --out FILE [--device cuda] [URI ...]
 
 Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
@@ -97,6 +98,34 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- profile --------------------------------------------------------------------------------
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from autoprofiler_env.problems import load_problem
+    from autoprofiler_env.profiler import profile_problems, render_markdown
+
+    problems = [load_problem(ref) for ref in args.problem]
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    profiles, failures = profile_problems(problems, sections, ncu=args.ncu,
+                                          problem_timeout_s=args.timeout)
+    if args.json:
+        json.dump({"profiles": [p.to_dict() for p in profiles],
+                   "failures": [asdict(f) for f in failures]}, sys.stdout, indent=1)
+        print()
+    else:
+        for p in profiles:
+            print(f"<!-- {p.problem_uri} -->")
+            print(render_markdown(p))
+            c = p.cost
+            print(f"_cost: {c.replay_s:.2f} s of replay, {c.passes} passes x {c.n_kernels} "
+                  f"kernels, {c.gpu_replay_s * 1e3:.1f} ms of GPU replay time_\n")
+    for f in failures:
+        print(f"autoprofiler: could not profile {f.problem_uri}: {f.error}", file=sys.stderr)
+    return EXIT_OK if not failures else EXIT_ERROR
+
+
 # -- time-reference -------------------------------------------------------------------------
 
 def cmd_time_reference(args: argparse.Namespace) -> int:
@@ -147,6 +176,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("profile", help="profile problems with chosen ncu sections (GPU)")
+    p.add_argument("--problem", required=True, action="append",
+                   help="a suite URI or name, or a problem file (repeat for several: one "
+                   "ncu invocation profiles them all)")
+    p.add_argument("--sections", required=True,
+                   help="comma-separated section ids, e.g. SpeedOfLight,WarpStateStats")
+    p.add_argument("--ncu", help="the ncu executable (default: $NCU, else ncu on the PATH)")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds a problem may take under replay before it counts as hung")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--json", action="store_true", help="print the profiles as JSON")
+    group.add_argument("--markdown", action="store_true",
+                       help="print the rendered profiles (the default)")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("time-reference", help="time the eager reference of suite problems, "
                        "resumably, one JSON line each")

@@ -42,10 +42,11 @@ def configurations(part: int) -> list[tuple[str, list[str], list[str]]]:
 
     if part == 1:
         configs = [(f"section-{s}", [s], list(STUDY_PROBLEMS)) for s in ACTION_SECTIONS]
-        configs += [(f"set-{name}", list(sections), list(STUDY_PROBLEMS))
-                    for name, sections in NCU_SETS.items()]
-        configs += [("subset-" + "+".join(s), list(s), list(STUDY_PROBLEMS)) for s in SUBSETS]
-        return configs
+        sets = [(f"set-{name}", list(sections), list(STUDY_PROBLEMS))
+                for name, sections in NCU_SETS.items()]
+        subsets = [("subset-" + "+".join(s), list(s), list(STUDY_PROBLEMS)) for s in SUBSETS]
+        # full and the subsets first: the reconstruction study needs them; detailed last
+        return configs + [sets[0], sets[2]] + subsets + [sets[1]]
     suite = [p.name for p in load_suite()]
     configs = [("suite-SpeedOfLight", ["SpeedOfLight"], suite)]
     configs += [(f"alone-SpeedOfLight-{name}", ["SpeedOfLight"], [name])

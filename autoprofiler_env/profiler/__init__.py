@@ -1,0 +1,68 @@
+"""Nsight Compute as the environment's sensor: sections, runs, parsed profiles, their cost.
+
+>>> from autoprofiler_env.problems import load_problem
+>>> from autoprofiler_env.profiler import profile_problems, render_markdown
+>>> profiles, failures = profile_problems([load_problem("softmax_16384x4096")],
+...                                       ["SpeedOfLight", "WarpStateStats"])
+>>> print(render_markdown(profiles[0]))
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autoprofiler_env.problems.problem import Problem
+from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
+from autoprofiler_env.profiler.parse import ProfileFailure, profiles_from_run
+from autoprofiler_env.profiler.records import (
+    DisplayedMetric,
+    Finding,
+    KernelProfile,
+    Profile,
+    ProfileCost,
+)
+from autoprofiler_env.profiler.render import render_markdown
+from autoprofiler_env.profiler.runner import NcuRun, raise_for_run, run_ncu
+
+
+def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
+                     problem_timeout_s: float = 300.0, workdir: Path | None = None,
+                     ) -> tuple[list[Profile], list[ProfileFailure]]:
+    """Profiles ``problems`` with exactly ``sections``, in as few ncu invocations as it can.
+
+    A problem that crashes or hangs the profiled program is reported in the failures and the
+    remaining problems are profiled in a new invocation; the others' results are kept.
+
+    Raises:
+        UnknownSectionError: a section this ncu version does not have.
+        NcuNotFoundError, NcuPermissionError, NcuUnsupportedError: ncu cannot profile here.
+        ProfiledProgramError: the profiled program failed before it reached any problem.
+    """
+    sections = load_catalogue().validate(sections)
+    profiles: dict[str, Profile] = {}
+    failures: dict[str, ProfileFailure] = {}
+    todo = list(problems)
+    while todo:
+        run = run_ncu(todo, sections, ncu=ncu, problem_timeout_s=problem_timeout_s,
+                      workdir=workdir)
+        raise_for_run(run)
+        got, failed = profiles_from_run(run)
+        profiles.update((p.problem_uri, p) for p in got)
+        culprits = {f.problem_uri for f in failed if not f.error.startswith("not reached")}
+        failures.update((f.problem_uri, f) for f in failed if f.problem_uri in culprits)
+        unreached = [p for p in todo if p.uri not in profiles and p.uri not in failures]
+        if len(unreached) == len(todo):  # no progress at all: stop rather than loop
+            failures.update((p.uri, ProfileFailure(p.uri, "the run made no progress"))
+                            for p in unreached)
+            break
+        todo = unreached
+    order = [p.uri for p in problems]
+    return ([profiles[u] for u in order if u in profiles],
+            [failures[u] for u in order if u in failures])
+
+
+__all__ = [
+    "ACTION_SECTIONS", "DisplayedMetric", "Finding", "KernelProfile", "NcuRun", "Profile",
+    "ProfileCost", "ProfileFailure", "load_catalogue", "profile_problems", "profiles_from_run",
+    "render_markdown", "run_ncu",
+]

@@ -23,10 +23,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -159,8 +162,10 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     exe = find_ncu(ncu)
     if not sections:
         raise ProfilingError("no sections to collect: pass at least one")
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="autoprofiler-ncu-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    if workdir is not None:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+    # a folder of its own: no two invocations ever share a report or a status file
+    workdir = Path(tempfile.mkdtemp(prefix="ncu-", dir=workdir))
     status_path, report = workdir / "status.jsonl", workdir / "report.ncu-rep"
     status_path.unlink(missing_ok=True)
     report.unlink(missing_ok=True)
@@ -178,19 +183,24 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     started = time.perf_counter()
     log_path = workdir / "ncu.log"
-    with log_path.open("w") as log_file:
+    with log_path.open("w") as log_file, _terminate_becomes_exit():
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
-        last_change, seen = time.perf_counter(), -1
-        while process.poll() is None:
-            time.sleep(0.5)
-            size_now = status_path.stat().st_size if status_path.exists() else 0
-            if size_now != seen:
-                seen, last_change = size_now, time.perf_counter()
-            elif time.perf_counter() - last_change > problem_timeout_s:
-                os.killpg(process.pid, 9)
+        try:
+            last_change, seen = time.perf_counter(), -1
+            while process.poll() is None:
+                time.sleep(0.5)
+                size_now = status_path.stat().st_size if status_path.exists() else 0
+                if size_now != seen:
+                    seen, last_change = size_now, time.perf_counter()
+                elif time.perf_counter() - last_change > problem_timeout_s:
+                    break
+        finally:
+            # ncu runs in a process group of its own: a hang, an interrupt or a kill of this
+            # process must not leave it profiling (and writing files) behind us
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-                break
     wall = time.perf_counter() - started
     log = log_path.read_text(errors="replace")
     check_log(log)
@@ -202,6 +212,20 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     return NcuRun(sections=tuple(sections), problems=spec["problems"], status=status, log=log,
                   raw_csv=raw, details_csv=details, wall_s=wall,
                   returncode=process.returncode, ncu_version=ncu_version(exe), command=command)
+
+
+@contextmanager
+def _terminate_becomes_exit():
+    """Turns SIGTERM (``timeout``, a job scheduler) into SystemExit while ncu runs, so that the
+    ``finally`` above runs and kills ncu; Python's default would exit without cleaning up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def failed_problem(run: NcuRun) -> int | None:

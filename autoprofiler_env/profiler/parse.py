@@ -1,0 +1,170 @@
+"""Turning an ncu run's exported pages into :class:`Profile` records, one per problem.
+
+The raw page (``--page raw --csv --print-units base``) gives every collected metric of every
+kernel with its base unit; the details page (``--page details --csv``) gives the sections'
+headers as ncu formats them and the rule results with their estimated speedups; ncu's log
+gives each kernel's replay passes; the driver's status lines give each problem's replay time.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+
+from autoprofiler_env.errors import ReportReadError
+from autoprofiler_env.profiler.catalogue import Catalogue, load_catalogue
+from autoprofiler_env.profiler.records import (
+    DisplayedMetric,
+    Finding,
+    KernelProfile,
+    Profile,
+    ProfileCost,
+)
+from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, failed_problem
+
+_RANGE = re.compile(r":ap_(\d+):")
+_PASSES = re.compile(r'==PROF== Profiling "[^"]*" - (\d+): .*?- (\d+) pass')
+_ID_COLUMNS = 13  # ID ... CC: the columns before the metrics on the raw page
+_SKIP_PREFIXES = ("device__attribute_",)  # the GPU's properties, the same for every kernel
+
+
+@dataclass(frozen=True)
+class ProfileFailure:
+    """A problem the run could not profile, and why."""
+
+    problem_uri: str
+    error: str
+
+
+def _number(text: str) -> float | str:
+    cleaned = text.replace(",", "").strip()
+    try:
+        return float(cleaned)
+    except ValueError:
+        return text.strip()
+
+
+def _rows(text: str, page: str) -> list[dict]:
+    if not text.strip():
+        return []
+    try:
+        return list(csv.DictReader(io.StringIO(text)))
+    except csv.Error as e:
+        raise ReportReadError(f"the {page} page is not valid CSV: {e}") from e
+
+
+def _problem_index(row: dict) -> int | None:
+    for key, value in row.items():
+        if key and "Push/Pop_Range" in key and value:
+            match = _RANGE.search(value)
+            if match:
+                return int(match.group(1))
+    return None
+
+
+def parse_raw(text: str) -> dict[int, dict]:
+    """Kernel id -> {problem, name, block, grid, metrics, units} from the raw page."""
+    if not text.strip():
+        return {}
+    try:
+        table = list(csv.reader(io.StringIO(text)))
+    except csv.Error as e:
+        raise ReportReadError(f"the raw page is not valid CSV: {e}") from e
+    if len(table) < 2 or table[0][:1] != ["ID"]:
+        raise ReportReadError("the raw page has no header row starting with ID; export it "
+                              "with `ncu --import R --page raw --csv --print-units base`")
+    header, units = table[0], table[1]
+    kernels = {}
+    for row in table[2:]:
+        if len(row) != len(header):
+            raise ReportReadError(f"a raw-page row has {len(row)} fields, the header "
+                                  f"{len(header)}: the export was cut off")
+        named = dict(zip(header, row))
+        metrics, metric_units = {}, {}
+        for name, unit, value in zip(header[_ID_COLUMNS:], units[_ID_COLUMNS:],
+                                     row[_ID_COLUMNS:]):
+            if not value or value == "n/a" or name.startswith(_SKIP_PREFIXES):
+                continue
+            metrics[name] = _number(value)
+            if unit:
+                metric_units[name] = unit
+        kernels[int(named["ID"])] = {
+            "problem": _problem_index(named), "name": named["Kernel Name"],
+            "block": named["Block Size"], "grid": named["Grid Size"],
+            "metrics": metrics, "units": metric_units}
+    return kernels
+
+
+def parse_details(text: str, catalogue: Catalogue) -> dict[int, tuple[list, list]]:
+    """Kernel id -> (displayed header metrics, findings) from the details page."""
+    out: dict[int, tuple[list, list]] = {}
+    for row in _rows(text, "details"):
+        kernel = int(row["ID"])
+        displayed, findings = out.setdefault(kernel, ([], []))
+        section = catalogue.by_display_name(row["Section Name"])
+        section_id = section.id if section else row["Section Name"]
+        if row.get("Rule Name"):
+            speedup = row.get("Estimated Speedup", "").strip()
+            findings.append(Finding(
+                section=section_id, rule=row["Rule Name"], kind=row["Rule Type"].strip(),
+                message=" ".join(row["Rule Description"].split()),
+                speedup_type=row.get("Estimated Speedup Type", "").strip() or None,
+                speedup_pct=float(speedup.replace(",", "")) if speedup else None))
+        elif row.get("Metric Name"):
+            displayed.append(DisplayedMetric(section_id, row["Metric Name"],
+                                             row.get("Metric Unit", "").strip(),
+                                             row.get("Metric Value", "").strip()))
+    return out
+
+
+def parse_passes(log: str) -> dict[int, int]:
+    """Kernel id -> replay passes, from ncu's ``==PROF== Profiling "k" - 3: ... - 38 passes``."""
+    return {int(k): int(n) for k, n in _PASSES.findall(log)}
+
+
+def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
+                      ) -> tuple[list[Profile], list[ProfileFailure]]:
+    """The run's profiles, and the problems it failed on (crashed, hung, or no kernels)."""
+    catalogue = catalogue or load_catalogue()
+    raw = parse_raw(run.raw_csv)
+    details = parse_details(run.details_csv, catalogue)
+    passes = parse_passes(run.log)
+    done = {r["index"]: r for r in run.status if r.get("event") == "problem"}
+    hung = failed_problem(run)
+    profiles, failures = [], []
+    for index, problem in enumerate(run.problems):
+        uri = problem["uri"]
+        status = done.get(index)
+        if status is None:
+            why = ("the profiled program hung or crashed here" if index == hung
+                   else "not reached: the run stopped at an earlier problem")
+            failures.append(ProfileFailure(uri, why))
+            continue
+        if not status.get("ok"):
+            failures.append(ProfileFailure(uri, status.get("error", "failed")))
+            continue
+        kernels = []
+        for kid in sorted(k for k, v in raw.items() if v["problem"] == index):
+            info = raw[kid]
+            displayed, findings = details.get(kid, ([], []))
+            duration = info["metrics"].get(DURATION_METRIC)
+            kernels.append(KernelProfile(
+                id=kid, name=info["name"], block=info["block"], grid=info["grid"],
+                duration_ns=duration if isinstance(duration, float) else None,
+                passes=passes.get(kid), metrics=info["metrics"], units=info["units"],
+                displayed=tuple(displayed), findings=tuple(findings)))
+        if not kernels:
+            failures.append(ProfileFailure(uri, "no kernel was profiled (the forward launched "
+                                                "none on the GPU, or the report lacks it)"))
+            continue
+        kernel_passes = [k.passes or 0 for k in kernels]
+        cost = ProfileCost(
+            replay_s=float(status.get("profiled_s", 0.0)), passes=max(kernel_passes),
+            kernel_passes=sum(kernel_passes),
+            gpu_replay_s=sum((k.passes or 0) * (k.duration_ns or 0.0) for k in kernels) / 1e9,
+            n_kernels=len(kernels))
+        profiles.append(Profile(uri, tuple(run.sections), tuple(kernels), cost,
+                                run.ncu_version))
+    return profiles, failures

@@ -1,0 +1,162 @@
+"""Typed records of a profile: per kernel its metrics and ncu's rule findings, per problem an
+aggregate over its kernels weighted by duration, and the cost of collecting it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+Value = float | str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of an ncu rule for one kernel.
+
+    Attributes:
+        section: the section id whose rule it is (``WarpStateStats``).
+        rule: the rule's id (``CPIStall``).
+        kind: ``OPT`` (an optimization opportunity), ``WRN``, ``INF`` or ``ERR``.
+        message: ncu's text.
+        speedup_type: ``"global"`` (of the whole kernel), ``"local"`` (of what the rule looks
+            at), or None when the rule gives no estimate.
+        speedup_pct: the estimated speedup in percent, or None.
+    """
+
+    section: str
+    rule: str
+    kind: str
+    message: str
+    speedup_type: str | None = None
+    speedup_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class DisplayedMetric:
+    """A metric as the section's header shows it in ncu's report (its formatting kept)."""
+
+    section: str
+    label: str
+    unit: str
+    value: str
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """One profiled kernel launch.
+
+    ``metrics`` holds every metric the run collected for it (raw names, base units in
+    ``units``), numbers as floats; ``displayed`` the sections' headers as ncu prints them.
+    """
+
+    id: int
+    name: str
+    block: str
+    grid: str
+    duration_ns: float | None
+    passes: int | None
+    metrics: dict[str, Value] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    displayed: tuple[DisplayedMetric, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def short_name(self) -> str:
+        """The function name without template arguments and parameters."""
+        name = self.name.split("(")[0]
+        depth, out = 0, []
+        for ch in name:
+            if ch == "<":
+                depth += 1
+            elif ch == ">":
+                depth -= 1
+            elif depth == 0:
+                out.append(ch)
+        return "".join(out).split("::")[-1].replace("void ", "").strip() or self.name[:60]
+
+
+@dataclass(frozen=True)
+class ProfileCost:
+    """What collecting a profile cost.
+
+    Attributes:
+        replay_s: wall seconds of the profiled call under ncu (its kernels' replay passes),
+            without the profiled program's start-up.
+        passes: replay passes per kernel (the largest over the kernels).
+        kernel_passes: passes summed over the kernels.
+        gpu_replay_s: GPU time of the replays: passes x duration, summed over kernels.
+        n_kernels: kernels profiled.
+    """
+
+    replay_s: float
+    passes: int
+    kernel_passes: int
+    gpu_replay_s: float
+    n_kernels: int
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The profile of one problem with one set of sections."""
+
+    problem_uri: str
+    sections: tuple[str, ...]
+    kernels: tuple[KernelProfile, ...]
+    cost: ProfileCost
+    ncu_version: str = ""
+
+    @property
+    def duration_ns(self) -> float:
+        return sum(k.duration_ns or 0.0 for k in self.kernels)
+
+    def shares(self) -> list[float]:
+        """Each kernel's share of the problem's GPU time (equal shares without durations)."""
+        total = self.duration_ns
+        if total <= 0:
+            return [1.0 / len(self.kernels)] * len(self.kernels) if self.kernels else []
+        return [(k.duration_ns or 0.0) / total for k in self.kernels]
+
+    def metric(self, name: str) -> float | None:
+        """A metric over the problem: the duration-weighted mean over the kernels that have it
+        as a number; None if none has it."""
+        total = weight = 0.0
+        for kernel, share in zip(self.kernels, self.shares()):
+            value = kernel.metrics.get(name)
+            if isinstance(value, float):
+                total += share * value
+                weight += share
+        return total / weight if weight > 0 else None
+
+    def aggregate(self) -> dict[str, float]:
+        """Every numeric metric, aggregated as :meth:`metric` does."""
+        names = sorted({n for k in self.kernels for n, v in k.metrics.items()
+                        if isinstance(v, float)})
+        return {n: self.metric(n) for n in names}
+
+    def findings(self) -> list[tuple[Finding, float]]:
+        """The problem's findings, one per (section, rule, kind): the kernel's finding with the
+        largest time-weighted estimated speedup stands for the rule, with the weighted speedup
+        summed over kernels (a rule that fires on a kernel taking 10% of the time can save at
+        most 10% of the problem's time). Largest first; those without estimates last."""
+        best: dict[tuple, tuple[Finding, float, float]] = {}
+        for kernel, share in zip(self.kernels, self.shares()):
+            for f in kernel.findings:
+                key = (f.section, f.rule, f.kind)
+                weighted = share * (f.speedup_pct or 0.0)
+                found, total, top = best.get(key, (f, 0.0, -1.0))
+                if weighted > top:
+                    found, top = f, weighted
+                best[key] = (found, total + weighted, top)
+        ranked = [(f, total) for f, total, _ in best.values()]
+        return sorted(ranked, key=lambda ft: (-ft[1], ft[0].section, ft[0].rule, ft[0].kind))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Profile:
+        kernels = tuple(
+            KernelProfile(**{**k, "displayed": tuple(DisplayedMetric(**m) for m in k["displayed"]),
+                             "findings": tuple(Finding(**f) for f in k["findings"])})
+            for k in d["kernels"])
+        return cls(problem_uri=d["problem_uri"], sections=tuple(d["sections"]), kernels=kernels,
+                   cost=ProfileCost(**d["cost"]), ncu_version=d.get("ncu_version", ""))

@@ -1,0 +1,49 @@
+"""A profile as a short, deterministic markdown text for an LLM (or a person).
+
+Per section: the header metrics of the kernels that take most of the time, as ncu formats
+them, then the section's findings, largest time-weighted estimated speedup first. The same
+profile always renders to the same text.
+"""
+
+from __future__ import annotations
+
+from autoprofiler_env.profiler.catalogue import Catalogue, load_catalogue
+from autoprofiler_env.profiler.records import Profile
+
+
+def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 4,
+                    catalogue: Catalogue | None = None) -> str:
+    """Renders ``profile``; an empty profile (no sections) renders to a one-line note."""
+    if not profile.sections:
+        return "No profile was collected for this program.\n"
+    catalogue = catalogue or load_catalogue()
+    shares = profile.shares()
+    ranked = sorted(zip(profile.kernels, shares), key=lambda ks: (-ks[1], ks[0].id))
+    top = ranked[:max_kernels]
+    lines = [f"# Nsight Compute profile ({', '.join(profile.sections)})", ""]
+    lines.append(f"{len(profile.kernels)} kernels, {profile.duration_ns / 1e3:.1f} us of GPU "
+                 f"time in total. The {len(top)} longest:")
+    lines.append("")
+    lines.append("| # | kernel | grid | block | time (us) | share |")
+    lines.append("|---|---|---|---|---|---|")
+    for i, (kernel, share) in enumerate(top, 1):
+        lines.append(f"| {i} | `{kernel.short_name}` | {kernel.grid} | {kernel.block} | "
+                     f"{(kernel.duration_ns or 0) / 1e3:.1f} | {share:.0%} |")
+    findings = profile.findings()
+    for section_id in profile.sections:
+        section = catalogue.sections.get(section_id)
+        title = section.display_name if section else section_id
+        lines += ["", f"## {title}"]
+        for i, (kernel, _) in enumerate(top, 1):
+            shown = [m for m in kernel.displayed if m.section == section_id]
+            if shown:
+                cells = "; ".join(f"{m.label} {m.value}{' ' + m.unit if m.unit else ''}"
+                                  for m in shown)
+                lines.append(f"- kernel {i}: {cells}")
+        ours = [(f, w) for f, w in findings if f.section == section_id and f.kind != "INF"]
+        for finding, weighted in ours[:max_findings]:
+            estimate = (f" (est. speedup {finding.speedup_pct:.0f}%, {finding.speedup_type}, on "
+                        f"its kernel; {weighted:.1f}% weighted by the kernels' time)"
+                        if finding.speedup_pct is not None else "")
+            lines.append(f"- **{finding.kind} {finding.rule}**{estimate}: {finding.message}")
+    return "\n".join(lines) + "\n"
