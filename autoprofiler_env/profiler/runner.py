@@ -129,9 +129,10 @@ def _export(ncu: str, report: Path, page: str, extra: list[str]) -> str:
     out = subprocess.run([ncu, "--import", str(report), "--page", page, "--csv", *extra],
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0 or "==ERROR==" in out.stdout[:2000]:
-        message = (out.stderr + out.stdout).strip().splitlines()
-        raise ReportReadError(f"ncu could not read the report {report.name}: "
-                              f"{message[0] if message else 'exit code ' + str(out.returncode)}")
+        lines = (out.stderr + out.stdout).strip().splitlines()
+        errors = [ln.replace("==ERROR==", "").strip() for ln in lines if "==ERROR==" in ln]
+        reason = " ".join(errors or lines[:1]) or f"exit code {out.returncode}"
+        raise ReportReadError(f"ncu could not read the report {report.name}: {reason}")
     return out.stdout
 
 

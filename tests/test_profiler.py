@@ -1,0 +1,232 @@
+"""The profiler on a CPU: the section catalogue, parsing of real ncu output recorded on the
+H200 (docs/data/profile_study_h200), rendering, and every failure the runner must name."""
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.errors import (
+    NcuNotFoundError,
+    NcuPermissionError,
+    NcuUnsupportedError,
+    ReportReadError,
+    UnknownSectionError,
+)
+from autoprofiler_env.problems import load_problem
+from autoprofiler_env.profiler import (
+    ACTION_SECTIONS,
+    NcuRun,
+    Profile,
+    load_catalogue,
+    profiles_from_run,
+    render_markdown,
+)
+from autoprofiler_env.profiler.parse import parse_raw
+from autoprofiler_env.profiler.runner import check_log, find_ncu, run_ncu
+from tests.conftest import DATA
+
+STUDY = Path(__file__).parents[1] / "docs" / "data" / "profile_study_h200"
+NCU_DATA = DATA / "ncu"
+
+
+def _run(name: str) -> NcuRun:
+    return NcuRun.load(STUDY / name)
+
+
+# -- the catalogue ------------------------------------------------------------------------------
+
+def test_catalogue_has_ncu_2025_3_1_sections_and_sets():
+    c = load_catalogue()
+    assert c.ncu_version == "2025.3.1" and len(c.sections) == 24
+    assert set(ACTION_SECTIONS) <= set(c.sections) and len(ACTION_SECTIONS) >= 15
+    assert c.sets["basic"] == ("LaunchStats", "Occupancy", "SpeedOfLight", "WorkloadDistribution")
+    assert len(c.sets["detailed"]) == 9 and len(c.sets["full"]) == 21
+    assert c.set_passes == {"basic": 10, "detailed": 20, "full": 38}
+    for s in ACTION_SECTIONS:
+        assert c.section(s).passes and c.section(s).metrics, s
+    assert c.section("SpeedOfLight").passes == 10
+    assert ("Duration", "gpu__time_duration.sum") in c.section("SpeedOfLight").header
+
+
+def test_unknown_section_names_the_valid_ones():
+    with pytest.raises(UnknownSectionError, match="SpeedOfLight"):
+        load_catalogue().validate(["SpeedOfLight", "SpeedOfDark"])
+
+
+# -- parsing recorded runs ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(p.name for p in STUDY.iterdir() if p.is_dir()))
+def test_every_recorded_run_parses_into_twelve_profiles(name):
+    run = _run(name)
+    profiles, failures = profiles_from_run(run)
+    assert not failures and len(profiles) == 12
+    catalogue = load_catalogue()
+    for p in profiles:
+        assert p.sections == run.sections and p.cost.n_kernels == len(p.kernels) >= 1
+        assert all(k.duration_ns and k.duration_ns > 0 for k in p.kernels)
+        assert p.cost.replay_s > 0 and p.cost.gpu_replay_s > 0
+        for f in (f for k in p.kernels for f in k.findings):
+            assert f.section in catalogue.sections and f.kind in ("OPT", "WRN", "INF", "ERR")
+
+
+def test_the_same_program_has_the_same_kernels_whatever_is_collected():
+    counts = {}
+    for name in ("section-SpeedOfLight", "section-WarpStateStats", "set-basic"):
+        profiles, _ = profiles_from_run(_run(name))
+        counts[name] = {p.problem_uri.rsplit("/", 1)[1]: p.cost.n_kernels for p in profiles}
+    assert counts["section-SpeedOfLight"] == counts["section-WarpStateStats"] == counts["set-basic"]
+    assert counts["set-basic"]["matmul_4096x4096x4096"] == 1
+    assert counts["set-basic"]["mlp_tiny_8layer_64x256"] == 32  # 8 x (GEMM, bias, relu, add)
+
+
+@pytest.mark.parametrize("name, passes", [
+    ("section-SpeedOfLight", 10), ("section-WarpStateStats", 9), ("section-LaunchStats", 1),
+    ("subset-SpeedOfLight+WarpStateStats", 17), ("set-basic", 10)])
+def test_replay_passes_per_kernel(name, passes):
+    profiles, _ = profiles_from_run(_run(name))
+    assert {p.cost.passes for p in profiles} == {passes}
+    for p in profiles:
+        assert p.cost.kernel_passes == passes * p.cost.n_kernels
+
+
+def test_matmul_is_compute_bound_and_relu_memory_bound():
+    profiles, _ = profiles_from_run(_run("section-SpeedOfLight"))
+    by = {p.problem_uri.rsplit("/", 1)[1]: p for p in profiles}
+    sm = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+    mem = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+    assert by["matmul_4096x4096x4096"].metric(sm) > 80 > by["relu_16384x16384"].metric(sm)
+    assert by["relu_16384x16384"].metric(mem) > 80
+    # duration-weighted: the aggregate lies between the kernels' values
+    multi = by["conv2d_batchnorm_relu_32x64x112x112"]
+    values = [k.metrics[sm] for k in multi.kernels]
+    assert min(values) <= multi.metric(sm) <= max(values)
+    assert multi.metric("no__such_metric") is None
+
+
+def test_findings_are_ranked_by_time_weighted_speedup():
+    profiles, _ = profiles_from_run(_run("section-WarpStateStats"))
+    for p in profiles:
+        weights = [w for _, w in p.findings()]
+        assert weights == sorted(weights, reverse=True)
+    relu = next(p for p in profiles if "relu_16384" in p.problem_uri)
+    top, weight = relu.findings()[0]
+    assert (top.section, top.rule, top.kind, top.speedup_type) == ("WarpStateStats",
+                                                                   "CPIStall", "OPT", "local")
+    assert weight == pytest.approx(top.speedup_pct)  # one kernel: all the time
+
+
+def test_profile_round_trips_through_a_dict():
+    profiles, _ = profiles_from_run(_run("subset-SpeedOfLight+WarpStateStats"))
+    for p in profiles:
+        assert Profile.from_dict(p.to_dict()) == p
+
+
+def test_render_is_deterministic_and_shows_sections_and_findings():
+    profiles, _ = profiles_from_run(_run("subset-SpeedOfLight+WarpStateStats"))
+    p = next(q for q in profiles if "triplet" in q.problem_uri)
+    text = render_markdown(p)
+    assert text == render_markdown(Profile.from_dict(p.to_dict()))
+    assert "## GPU Speed Of Light Throughput" in text and "## Warp State Statistics" in text
+    assert "**OPT CPIStall** (est. speedup 73%, local" in text
+    assert text.index("## GPU Speed Of Light") < text.index("## Warp State")
+    empty = dataclasses.replace(p, sections=(), kernels=())
+    assert render_markdown(empty) == "No profile was collected for this program.\n"
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fixture, error", [
+    ("err_unknown_section.txt", UnknownSectionError),
+    ("err_permission.txt", NcuPermissionError),
+    ("err_library_not_loaded.txt", NcuUnsupportedError),
+])
+def test_ncu_failure_outputs_become_typed_errors(fixture, error):
+    with pytest.raises(error):
+        check_log((NCU_DATA / fixture).read_text())
+
+
+def test_a_healthy_log_raises_nothing():
+    check_log(_run("section-SpeedOfLight").log)
+
+
+def test_missing_ncu(monkeypatch):
+    monkeypatch.setenv("NCU", "/no/such/ncu")
+    with pytest.raises(NcuNotFoundError, match="NCU=/path/to/ncu"):
+        find_ncu()
+
+
+def test_a_truncated_raw_page_is_a_read_error():
+    text = _run("section-SpeedOfLight").raw_csv
+    with pytest.raises(ReportReadError, match="cut off"):
+        parse_raw(text[: len(text) // 2])
+    with pytest.raises(ReportReadError, match="no header"):
+        parse_raw("not,a,report\n1,2,3\n")
+
+
+def test_a_crash_keeps_the_problems_before_it():
+    """The program dies inside problem 3: problems 0-2 keep their profiles, 3 is named as the
+    culprit, the rest are not reached (profile_problems then retries them)."""
+    run = _run("section-LaunchStats")
+    cut = [r for r in run.status if r["event"] == "started"
+           or (r["event"] == "begin" and r["index"] <= 3)
+           or (r["event"] == "problem" and r["index"] < 3)]
+    crashed = dataclasses.replace(run, status=cut,
+                                  log=run.log + (NCU_DATA / "err_target_crash.txt").read_text())
+    profiles, failures = profiles_from_run(crashed)
+    assert [p.problem_uri for p in profiles] == [p["uri"] for p in run.problems[:3]]
+    assert failures[0].problem_uri == run.problems[3]["uri"]
+    assert "hung or crashed" in failures[0].error
+    assert all("not reached" in f.error for f in failures[1:]) and len(failures) == 9
+
+
+def _fake_ncu(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "ncu"
+    script.write_text("#!/usr/bin/env bash\n"
+                      'if [ "$1" = "--version" ]; then echo "Version 2025.3.1.0"; exit 0; fi\n'
+                      + body)
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_report_ncu_cannot_read_is_a_read_error(tmp_path):
+    fake = _fake_ncu(tmp_path, f'''if [ "$1" = "--import" ]; then cat "{NCU_DATA}/err_truncated_report.txt"; exit 1; fi
+for a in "$@"; do prev=$out; out=$a; [ "$prev" = "-o" ] && touch "$a.ncu-rep"; done
+''')
+    with pytest.raises(ReportReadError, match="incompatibility"):
+        run_ncu([load_problem("relu_16384x16384")], ["SpeedOfLight"], ncu=fake,
+                workdir=tmp_path / "work")
+
+
+def test_a_hanging_program_is_killed_and_named(tmp_path):
+    fake = _fake_ncu(tmp_path, "sleep 600\n")
+    started = time.perf_counter()
+    run = run_ncu([load_problem("relu_16384x16384")], ["SpeedOfLight"], ncu=fake,
+                  problem_timeout_s=1.5, workdir=tmp_path / "work")
+    assert time.perf_counter() - started < 30
+    assert run.returncode == -signal.SIGKILL and not run.raw_csv
+
+
+def test_terminating_the_caller_kills_ncu(tmp_path):
+    """A SIGTERM to the process running ncu (as `timeout` sends) leaves no ncu behind."""
+    marker = tmp_path / "ncu_pid"
+    fake = _fake_ncu(tmp_path, f'echo $$ > "{marker}"; sleep 600\n')
+    code = ("from autoprofiler_env.problems import load_problem\n"
+            "from autoprofiler_env.profiler.runner import run_ncu\n"
+            f"run_ncu([load_problem('relu_16384x16384')], ['SpeedOfLight'], ncu={fake!r})\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[1])
+    for _ in range(200):
+        if marker.exists() and marker.read_text().strip():
+            break
+        time.sleep(0.1)
+    pid = int(marker.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
