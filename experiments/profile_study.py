@@ -72,16 +72,172 @@ def collect(out: Path, part: int) -> int:
     return 0
 
 
+# -- analysis -----------------------------------------------------------------------------------
+
+def _load(runs: Path) -> dict[str, tuple]:
+    """config name -> (NcuRun, {problem name: Profile})."""
+    from autoprofiler_env.profiler import NcuRun, profiles_from_run
+
+    out = {}
+    for directory in sorted(p for p in runs.iterdir() if (p / "run.json").exists()):
+        run = NcuRun.load(directory)
+        profiles, _ = profiles_from_run(run)
+        out[directory.name] = (run, {p.problem_uri.rsplit("/", 1)[1]: p for p in profiles})
+    return out
+
+
+def cost_rows(loaded: dict) -> list[dict]:
+    """Per configuration: passes, replay seconds per problem and per kernel, invocation time."""
+    import statistics
+
+    rows = []
+    for name, (run, profiles) in loaded.items():
+        if name.startswith(("alone-", "suite-")):
+            continue
+        replay = [p.cost.replay_s for p in profiles.values()]
+        per_kernel = [p.cost.replay_s / p.cost.n_kernels for p in profiles.values()]
+        setup = sum(r.get("setup_s", 0.0) for r in run.status if r.get("event") == "problem")
+        rows.append({
+            "config": name, "sections": len(run.sections),
+            "passes": max(p.cost.passes for p in profiles.values()),
+            "replay_s_per_problem_median": statistics.median(replay),
+            "replay_s_per_kernel_median": statistics.median(per_kernel),
+            "replay_s_total": sum(replay),
+            "invocation_s": run.wall_s,
+            "other_s": run.wall_s - sum(replay) - setup,
+            "problems": len(profiles),
+        })
+    return rows
+
+
+def _close(a, b, tolerance: float) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= tolerance * max(abs(a), abs(b), 1e-12)
+    return a == b
+
+
+def ownership(loaded: dict) -> dict[str, set[str]]:
+    """metric -> the sections whose single run collects it (all of them for the metrics that
+    every single run has: launch configuration, duration)."""
+    owners: dict[str, set[str]] = {}
+    for name, (run, profiles) in loaded.items():
+        if not name.startswith("section-"):
+            continue
+        for p in profiles.values():
+            for k in p.kernels:
+                for metric in k.metrics:
+                    owners.setdefault(metric, set()).add(run.sections[0])
+    return owners
+
+
+def agreement_rows(loaded: dict, source: str) -> list[dict]:
+    """How well each subset's profile is reconstructed from ``source``: ``"singles"`` (the
+    runs of each of its sections alone) or ``"full"`` (the full set's run, cut to the subset's
+    sections). Per subset and problem: the share of metrics within 1% and 5%, and whether the
+    findings (section, rule, kind) and their speedup estimates agree, kernel by kernel."""
+    owners = ownership(loaded)
+    rows = []
+    for name, (run, profiles) in loaded.items():
+        if not name.startswith("subset-"):
+            continue
+        wanted = set(run.sections)
+        for problem, target in profiles.items():
+            if source == "full":
+                if "set-full" not in loaded:
+                    continue
+                sources = [loaded["set-full"][1][problem]]
+            else:
+                sources = [loaded[f"section-{s}"][1][problem] for s in run.sections]
+            if any(len(src.kernels) != len(target.kernels) for src in sources):
+                rows.append({"subset": name, "problem": problem, "source": source,
+                             "kernels_match": False})
+                continue
+            n = within1 = within5 = 0
+            finding_sets_equal = opt_sets_equal = 0
+            speedup_diffs = []
+            for i, kernel in enumerate(target.kernels):
+                for metric, value in kernel.metrics.items():
+                    candidates = [src.kernels[i].metrics[metric] for src in sources
+                                  if metric in src.kernels[i].metrics
+                                  and (owners.get(metric, wanted) & wanted)]
+                    if not candidates:
+                        continue
+                    n += 1
+                    within1 += _close(candidates[0], value, 0.01)
+                    within5 += _close(candidates[0], value, 0.05)
+                got = {(f.section, f.rule, f.kind): f for f in kernel.findings}
+                expected = {(f.section, f.rule, f.kind): f for src in sources
+                            for f in src.kernels[i].findings if f.section in wanted}
+                finding_sets_equal += set(got) == set(expected)
+                opt_sets_equal += ({k for k in got if k[2] == "OPT"}
+                                   == {k for k in expected if k[2] == "OPT"})
+                for key in set(got) & set(expected):
+                    a, b = got[key].speedup_pct, expected[key].speedup_pct
+                    if a is not None and b is not None:
+                        speedup_diffs.append(abs(a - b))
+            rows.append({
+                "subset": name, "problem": problem, "source": source, "kernels_match": True,
+                "metrics": n, "within_1pct": within1 / max(n, 1),
+                "within_5pct": within5 / max(n, 1),
+                "kernels_with_same_findings": finding_sets_equal / len(target.kernels),
+                "kernels_with_same_opt_findings": opt_sets_equal / len(target.kernels),
+                "max_speedup_diff_pct_points": max(speedup_diffs, default=0.0),
+            })
+    return rows
+
+
+def analyze(runs: Path, out: Path) -> int:
+    import csv
+    import statistics
+
+    loaded = _load(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    costs = cost_rows(loaded)
+    agreement = [r for source in ("singles", "full") for r in agreement_rows(loaded, source)]
+    for rows, filename in ((costs, "profiler_costs.csv"), (agreement, "profiler_agreement.csv")):
+        if rows:
+            with (out / filename).open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]) if filename.endswith(
+                    "costs.csv") else sorted({k for r in rows for k in r}))
+                writer.writeheader()
+                writer.writerows(rows)
+    print("| configuration | passes | replay s / problem (median) | replay s / kernel (median) "
+          "| ncu invocation s (12 problems) |")
+    print("|---|---|---|---|---|")
+    for r in costs:
+        print(f"| {r['config']} | {r['passes']} | {r['replay_s_per_problem_median']:.2f} | "
+              f"{r['replay_s_per_kernel_median']:.3f} | {r['invocation_s']:.1f} |")
+    print()
+    print("| subset | source | problems | metrics within 1% | within 5% | kernels with the same "
+          "findings | ... same OPT findings | largest speedup-estimate difference (points) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (subset, source) in dict.fromkeys((r["subset"], r["source"]) for r in agreement):
+        rows = [r for r in agreement if r["subset"] == subset and r["source"] == source
+                and r["kernels_match"]]
+        if not rows:
+            continue
+        print(f"| {subset.removeprefix('subset-')} | {source} | {len(rows)} | "
+              f"{statistics.mean(r['within_1pct'] for r in rows):.1%} | "
+              f"{statistics.mean(r['within_5pct'] for r in rows):.1%} | "
+              f"{statistics.mean(r['kernels_with_same_findings'] for r in rows):.1%} | "
+              f"{statistics.mean(r['kernels_with_same_opt_findings'] for r in rows):.1%} | "
+              f"{max(r['max_speedup_diff_pct_points'] for r in rows):.1f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.profile_study")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("collect", help="profile on a GPU (resumable)")
     p.add_argument("--out", type=Path, default=Path("runs/profile_study"))
     p.add_argument("--part", type=int, choices=(1, 2), default=1)
+    p = sub.add_parser("analyze", help="cost and reconstruction tables from collected runs")
+    p.add_argument("--runs", type=Path, default=Path("docs/data/profile_study_h200"))
+    p.add_argument("--out", type=Path, default=Path("docs/data"))
     args = parser.parse_args(argv)
     if args.command == "collect":
         return collect(args.out, args.part)
-    return 2
+    return analyze(args.runs, args.out)
 
 
 if __name__ == "__main__":

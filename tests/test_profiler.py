@@ -230,3 +230,17 @@ def test_terminating_the_caller_kills_ncu(tmp_path):
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_measured_metrics_per_section_explain_every_single_section_run():
+    c = load_catalogue()
+    always = set(c.always_collected)
+    assert "gpu__time_duration.sum" in always
+    assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in c.section("SpeedOfLight").collected
+    for name in ("section-SpeedOfLight", "section-WarpStateStats", "section-Occupancy"):
+        run = _run(name)
+        section = c.section(run.sections[0])
+        assert not set(section.collected) & always
+        profiles, _ = profiles_from_run(run)
+        got = {m for p in profiles for k in p.kernels for m in k.metrics}
+        assert got <= always | set(section.collected)

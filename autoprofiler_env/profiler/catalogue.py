@@ -1,8 +1,8 @@
 """The catalogue of Nsight Compute sections, stored as data so that CPU-side code knows them.
 
-It is built on a GPU machine from ncu's own files and measurements
-(``experiments/device/probe_ncu.sh``), then here with
-``python -m autoprofiler_env.profiler.catalogue build PROBE_DIR``. Per section: its display
+It is built from ncu's own files and measurements taken on a GPU machine
+(``experiments/device/probe_ncu.sh``, and the profiler study's single-section runs) with
+``python -m autoprofiler_env.profiler.catalogue build PROBE_DIR docs/data/profile_study_h200``. Per section: its display
 name, the sets that include it, the metrics its file names (the header's with their labels),
 and its replay passes measured alone on one kernel. Versioned by ncu version.
 
@@ -48,6 +48,9 @@ class Section:
         sets: the section sets that include it (basic, detailed, full, ...).
         header: (label, metric) pairs the section shows first: its key metrics.
         metrics: every metric its file names (header, body, and the extra ones its rules read).
+        collected: the metrics a run of it alone actually returned on the H200, less those that
+            every section's run returns (:attr:`Catalogue.always_collected`); empty if it was
+            not measured.
         passes: replay passes measured when it is collected alone on one simple kernel.
         alone_s: seconds of that whole ncu run on a compiled CUDA program.
     """
@@ -59,6 +62,7 @@ class Section:
     metrics: tuple[str, ...]
     passes: int | None
     alone_s: float | None
+    collected: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class Catalogue:
     sections: dict[str, Section]
     sets: dict[str, tuple[str, ...]]
     set_passes: dict[str, int]
+    always_collected: tuple[str, ...] = ()
 
     def section(self, section_id: str) -> Section:
         try:
@@ -143,8 +148,24 @@ def _supports_cc90(metric: dict) -> bool:
     return True
 
 
-def build(probe_dir: Path) -> dict:
-    """The catalogue's JSON from a probe folder (see experiments/device/probe_ncu.sh)."""
+def _measured_metrics(study_dir: Path) -> tuple[dict[str, set[str]], set[str]]:
+    """Per section, the metric columns its run alone returned (the profiler study's
+    ``section-<id>`` runs), and those that every run returned."""
+    from autoprofiler_env.profiler.parse import parse_raw
+    from autoprofiler_env.profiler.runner import NcuRun
+
+    per_section = {}
+    for directory in sorted(study_dir.glob("section-*")):
+        run = NcuRun.load(directory)
+        per_section[run.sections[0]] = {m for k in parse_raw(run.raw_csv).values()
+                                        for m in k["metrics"]}
+    common = set.intersection(*per_section.values()) if per_section else set()
+    return per_section, common
+
+
+def build(probe_dir: Path, study_dir: Path | None = None) -> dict:
+    """The catalogue's JSON from a probe folder (see experiments/device/probe_ncu.sh) and,
+    optionally, the profiler study's runs (for the metrics each section really returns)."""
     sections_dir = next(p for p in probe_dir.rglob("SpeedOfLight.section")).parent
     passes = {(r["kind"], r["name"]): r for r in csv.DictReader(
         (probe_dir / "section_passes.csv").open())}
@@ -161,6 +182,10 @@ def build(probe_dir: Path) -> dict:
             header=header, metrics=tuple(dict.fromkeys(_metric_names(proto))),
             passes=int(measured["passes"]) if measured.get("passes") else None,
             alone_s=int(measured["ms"]) / 1000 if measured.get("ms") else None)
+    measured, common = _measured_metrics(study_dir) if study_dir else ({}, set())
+    for sid, names in measured.items():
+        sections[sid] = Section(**{**asdict(sections[sid]),
+                                   "collected": tuple(sorted(names - common))})
     sets: dict[str, list[str]] = {}
     for s in sections.values():
         for name in s.sets:
@@ -173,6 +198,7 @@ def build(probe_dir: Path) -> dict:
         "sets": {k: sorted(v) for k, v in sorted(sets.items())},
         "set_passes": {name: int(r["passes"]) for (kind, name), r in passes.items()
                        if kind == "set" and r["passes"]},
+        "always_collected": sorted(common),
     }
 
 
@@ -188,10 +214,12 @@ def load_catalogue(ncu_version: str = NCU_VERSION) -> Catalogue:
                                   f"{', '.join(known)}") from None
     sections = {k: Section(**{**v, "sets": tuple(v["sets"]),
                               "header": tuple(map(tuple, v["header"])),
-                              "metrics": tuple(v["metrics"])})
+                              "metrics": tuple(v["metrics"]),
+                              "collected": tuple(v.get("collected", ()))})
                 for k, v in data["sections"].items()}
     return Catalogue(data["ncu_version"], data["gpu"], sections,
-                     {k: tuple(v) for k, v in data["sets"].items()}, data["set_passes"])
+                     {k: tuple(v) for k, v in data["sets"].items()}, data["set_passes"],
+                     tuple(data.get("always_collected", ())))
 
 
 def _ncu_sets() -> dict[str, tuple[str, ...]]:
@@ -206,11 +234,11 @@ def __getattr__(name: str):
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] != "build":
-        print("usage: python -m autoprofiler_env.profiler.catalogue build PROBE_DIR",
-              file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[0] != "build":
+        print("usage: python -m autoprofiler_env.profiler.catalogue build PROBE_DIR "
+              "[STUDY_DIR]", file=sys.stderr)
         return 2
-    data = build(Path(argv[1]))
+    data = build(Path(argv[1]), Path(argv[2]) if len(argv) == 3 else None)
     DATA_DIR.mkdir(exist_ok=True)
     out = DATA_DIR / f"sections-ncu-{data['ncu_version']}.json"
     out.write_text(json.dumps(data, indent=1) + "\n")

@@ -27,7 +27,9 @@ from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, failed_pro
 _RANGE = re.compile(r":ap_(\d+):")
 _PASSES = re.compile(r'==PROF== Profiling "[^"]*" - (\d+): .*?- (\d+) pass')
 _ID_COLUMNS = 13  # ID ... CC: the columns before the metrics on the raw page
-_SKIP_PREFIXES = ("device__attribute_",)  # the GPU's properties, the same for every kernel
+# Not evidence about the kernel: the GPU's fixed properties, the profiler's own bookkeeping
+# (replay passes, bytes it saved and restored), ncu's scratch values.
+_SKIP_PREFIXES = ("device__attribute_", "profiler__", "derived_tempMetric")
 
 
 @dataclass(frozen=True)
