@@ -2,7 +2,7 @@
 
 It is built from ncu's own files and measurements taken on a GPU machine
 (``experiments/device/probe_ncu.sh``, and the profiler study's single-section runs) with
-``python -m autoprofiler_env.profiler.catalogue build PROBE_DIR docs/data/profile_study_h200``. Per section: its display
+``python -m experiments.build_catalogue PROBE_DIR docs/data/profile_study_h200``. Per section: its display
 name, the sets that include it, the metrics its file names (the header's with their labels),
 and its replay passes measured alone on one kernel. Versioned by ncu version.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import sys
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -231,20 +230,3 @@ def __getattr__(name: str):
     if name == "NCU_SETS":  # computed on first use: the data file is read lazily
         return _ncu_sets()
     raise AttributeError(name)
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3) or argv[0] != "build":
-        print("usage: python -m autoprofiler_env.profiler.catalogue build PROBE_DIR "
-              "[STUDY_DIR]", file=sys.stderr)
-        return 2
-    data = build(Path(argv[1]), Path(argv[2]) if len(argv) == 3 else None)
-    DATA_DIR.mkdir(exist_ok=True)
-    out = DATA_DIR / f"sections-ncu-{data['ncu_version']}.json"
-    out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"{len(data['sections'])} sections, sets {', '.join(data['sets'])}: {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
