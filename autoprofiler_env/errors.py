@@ -64,3 +64,21 @@ class ProfiledProgramError(ProfilingError):
 
 class ReportReadError(ProfilingError):
     """An ncu report or its exported pages could not be read."""
+
+
+class OptimizationError(AutoProfilerError):
+    """An optimizer could not produce a candidate (a transformation that does not apply to
+    the problem, a program it cannot rewrite)."""
+
+
+class LLMError(OptimizationError):
+    """The language model gave no usable candidate: a time-out, a refused or failed request,
+    an empty reply, a reply without code, or code that does not parse.
+
+    Attributes:
+        kind: ``timeout``, ``http``, ``connection``, ``empty``, ``no_code`` or ``syntax``.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(f"{kind}: {message}")

@@ -1,0 +1,1 @@
+"""Optimizers: turn a problem and a profile into a candidate ModelNew program."""
