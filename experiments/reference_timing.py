@@ -16,19 +16,8 @@ from tqdm import tqdm
 
 from autoprofiler_env.errors import ProblemError
 from autoprofiler_env.harness import Evaluator, HarnessConfig
+from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems import Problem
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """The complete lines of a JSON-lines file (a torn last line is dropped)."""
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
 
 
 def machine_info(device: str) -> dict:

@@ -42,6 +42,7 @@ from autoprofiler_env.errors import (
     ReportReadError,
     UnknownSectionError,
 )
+from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems.problem import Problem
 
 DURATION_METRIC = "gpu__time_duration.sum"
@@ -136,17 +137,6 @@ def _export(ncu: str, report: Path, page: str, extra: list[str]) -> str:
     return out.stdout
 
 
-def _read_status(path: Path) -> list[dict]:
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
-
-
 def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
             size: str = "full", problem_timeout_s: float = 300.0, start: int = 0,
             workdir: Path | None = None) -> NcuRun:
@@ -205,7 +195,7 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     wall = time.perf_counter() - started
     log = log_path.read_text(errors="replace")
     check_log(log)
-    status = _read_status(status_path)
+    status = read_jsonl(status_path)
     raw = details = ""
     if report.exists():
         raw = _export(exe, report, "raw", ["--print-units", "base"])

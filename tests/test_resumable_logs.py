@@ -1,0 +1,30 @@
+"""Resumable JSON-lines logs: a torn line is dropped, finished work is not redone."""
+
+import json
+
+from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.problems import load_file
+from experiments.reference_timing import time_references
+from tests.conftest import DATA
+
+
+def test_a_torn_last_line_is_dropped(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"a": 1}) + "\n" + '{"a": 2, "b"')
+    assert read_jsonl(log) == [{"a": 1}]
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+def test_reference_timing_resumes_where_it_stopped(tmp_path):
+    relu = load_file(DATA / "problems" / "relu_small.py")
+    log = tmp_path / "reference.jsonl"
+    done = {"uri": relu.uri, "median_ms": 123.0, "error": None}
+    log.write_text(json.dumps(done) + "\n" + '{"uri": "torn')
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=1, min_trials=1,
+                           max_trials=1, warmup_ms=0)
+    broken = load_file(DATA / "problems" / "degenerate_mean.py")
+    rows = time_references([relu, broken], config, log)
+    assert [r["uri"] for r in rows] == [relu.uri, broken.uri]
+    assert rows[0]["median_ms"] == 123.0  # not timed again
+    assert "matched by zeros" in rows[1]["error"]  # a broken problem is logged, not fatal
