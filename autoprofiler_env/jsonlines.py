@@ -18,3 +18,37 @@ def read_jsonl(path: Path) -> list[dict]:
             except json.JSONDecodeError:
                 continue
     return rows
+
+
+class JsonlAppender:
+    """Appends records to a JSON-lines file, one flushed line each.
+
+    If the file ends in a line cut off by a kill, a newline first ends that line, so the
+    torn record stays alone on its line (and is dropped by :func:`read_jsonl`) instead of
+    swallowing the next one.
+
+    >>> with JsonlAppender(path) as log:
+    ...     log.write({"uri": "...", "median_ms": 1.2})
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        torn = self.path.exists() and self.path.stat().st_size > 0 and \
+            not self.path.read_bytes().endswith(b"\n")
+        self._file = self.path.open("a")
+        if torn:
+            self._file.write("\n")
+
+    def write(self, record: dict) -> None:
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -8,7 +8,6 @@ stopped; a line cut off by a kill is ignored and that problem is timed again.
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from tqdm import tqdm
 
 from autoprofiler_env.errors import ProblemError
 from autoprofiler_env.harness import Evaluator, HarnessConfig
-from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 
 
@@ -36,9 +35,8 @@ def time_references(problems: list[Problem], config: HarnessConfig, out: Path) -
     """Times each problem not yet in ``out`` and appends its row; returns all rows."""
     done = {row["uri"] for row in read_jsonl(out)}
     todo = [p for p in problems if p.uri not in done]
-    out.parent.mkdir(parents=True, exist_ok=True)
     info = machine_info(config.device)
-    with Evaluator(config) as evaluator, out.open("a") as f:
+    with Evaluator(config) as evaluator, JsonlAppender(out) as log:
         for problem in tqdm(todo, desc="reference timing", unit="problem"):
             row = {"uri": problem.uri, "level": problem.level, **info}
             try:
@@ -50,6 +48,5 @@ def time_references(problems: list[Problem], config: HarnessConfig, out: Path) -
                            error=None)
             except ProblemError as e:
                 row.update(error=str(e))
-            f.write(json.dumps(row) + "\n")
-            f.flush()
+            log.write(row)
     return read_jsonl(out)

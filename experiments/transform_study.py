@@ -13,7 +13,6 @@ transformations win, and the largest share any one of them wins.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +49,7 @@ def _pairs(problems, device: str):
 def run(out: Path, n: int, device: str, warm_workers: int, timeout_s: float,
         size: str = "full") -> int:
     from autoprofiler_env.harness import Evaluator, HarnessConfig
-    from autoprofiler_env.jsonlines import read_jsonl
+    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
     from experiments.reference_timing import machine_info
 
     done = {(r["uri"], r["transformation"]) for r in read_jsonl(out)}
@@ -73,9 +72,8 @@ def run(out: Path, n: int, device: str, warm_workers: int, timeout_s: float,
             list(tqdm(pool.map(warm, enumerate(todo)), total=len(todo), desc="compile"))
         for ev in evaluators:
             ev.close()
-    out.parent.mkdir(parents=True, exist_ok=True)
     info = machine_info(device)
-    with Evaluator(config, timeout_s=timeout_s) as evaluator, out.open("a") as f:
+    with Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log:
         for problem, name, source in tqdm(todo, desc="judge and time"):
             result = evaluator.evaluate(problem, source)
             row = {"uri": problem.uri, "level": problem.level, "transformation": name,
@@ -88,8 +86,7 @@ def run(out: Path, n: int, device: str, warm_workers: int, timeout_s: float,
                    "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
                    "speedup": result.speedup, "max_abs_error": result.max_abs_error,
                    "wall_s": result.wall_s, **info}
-            f.write(json.dumps(row) + "\n")
-            f.flush()
+            log.write(row)
     return 0
 
 

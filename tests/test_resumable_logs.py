@@ -21,7 +21,7 @@ def test_reference_timing_resumes_where_it_stopped(tmp_path):
     log = tmp_path / "reference.jsonl"
     done = {"uri": relu.uri, "median_ms": 123.0, "error": None}
     log.write_text(json.dumps(done) + "\n" + '{"uri": "torn')
-    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=1, min_trials=1,
+    config = HarnessConfig(device="cpu", timing_budget_ms=1, min_trials=1,
                            max_trials=1, warmup_ms=0)
     broken = load_file(DATA / "problems" / "degenerate_mean.py")
     rows = time_references([relu, broken], config, log)
