@@ -37,8 +37,7 @@ def study_problems(n: int):
 
 def _pairs(problems, device: str):
     from autoprofiler_env.features import static_features
-    from autoprofiler_env.optimizers import triton_rewrites  # noqa: F401  (registers them)
-    from autoprofiler_env.optimizers.transforms import applicable
+    from autoprofiler_env.optimizers import applicable
 
     for problem in problems:
         features = static_features(problem)
