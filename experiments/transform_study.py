@@ -22,17 +22,21 @@ from tqdm import tqdm
 
 
 def study_problems(n: int):
-    """``n`` suite problems, spread over the levels in proportion and over each level's list."""
-    from autoprofiler_env.problems import LEVELS, load_suite
+    """The profiler study's 12 problems (so that those 12 have profiles of every section and
+    every candidate's outcome: a small complete recording), then more suite problems spread
+    over the levels in proportion and over each level's list, ``n`` in all."""
+    from autoprofiler_env.problems import LEVELS, load_problem, load_suite
+    from experiments.profile_study import STUDY_PROBLEMS
 
-    suite = load_suite()
-    chosen = []
+    chosen = [load_problem(name) for name in STUDY_PROBLEMS][:n]
+    suite = [p for p in load_suite() if p not in chosen]
+    rest = n - len(chosen)
     for level in LEVELS:
         members = [p for p in suite if p.level == level]
-        k = max(1, round(n * len(members) / len(suite)))
+        k = min(len(members), max(1, round(rest * len(members) / len(suite))))
         step = len(members) / k
         chosen += [members[int(i * step)] for i in range(k)]
-    return chosen
+    return chosen[:n] if len(chosen) > n else chosen
 
 
 def _pairs(problems, device: str):
