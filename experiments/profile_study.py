@@ -186,6 +186,30 @@ def agreement_rows(loaded: dict, source: str) -> list[dict]:
     return rows
 
 
+def batching_rows(loaded: dict) -> list[dict]:
+    """Seconds per problem when the suite is profiled with one section in one invocation,
+    against one invocation per problem (the sample of part 2)."""
+    rows = []
+    suite = loaded.get("suite-SpeedOfLight")
+    if suite is not None:
+        run, profiles = suite
+        rows.append({"mode": "one invocation for the suite", "problems": len(profiles),
+                     "seconds": run.wall_s, "seconds_per_problem": run.wall_s / len(profiles)})
+    alone = [(run, profiles) for name, (run, profiles) in loaded.items()
+             if name.startswith("alone-")]
+    if alone:
+        total = sum(run.wall_s for run, _ in alone)
+        rows.append({"mode": "one invocation per problem", "problems": len(alone),
+                     "seconds": total, "seconds_per_problem": total / len(alone)})
+        if suite is not None:  # the same problems inside the batched run, for a fair pair
+            names = {next(iter(p)) for _, p in alone}
+            replay = sum(p.cost.replay_s for n, p in suite[1].items() if n in names)
+            rows.append({"mode": "their replay inside the suite's invocation",
+                         "problems": len(names), "seconds": replay,
+                         "seconds_per_problem": replay / max(len(names), 1)})
+    return rows
+
+
 def analyze(runs: Path, out: Path) -> int:
     import csv
     import statistics
@@ -222,6 +246,14 @@ def analyze(runs: Path, out: Path) -> int:
               f"{statistics.mean(r['kernels_with_same_findings'] for r in rows):.1%} | "
               f"{statistics.mean(r['kernels_with_same_opt_findings'] for r in rows):.1%} | "
               f"{max(r['max_speedup_diff_pct_points'] for r in rows):.1f} |")
+    batching = batching_rows(loaded)
+    if batching:
+        print()
+        print("| SpeedOfLight | problems | seconds | seconds per problem |")
+        print("|---|---|---|---|")
+        for r in batching:
+            print(f"| {r['mode']} | {r['problems']} | {r['seconds']:.1f} | "
+                  f"{r['seconds_per_problem']:.2f} |")
     return 0
 
 

@@ -209,7 +209,7 @@ def test_a_hanging_program_is_killed_and_named(tmp_path):
     run = run_ncu([load_problem("relu_16384x16384")], ["SpeedOfLight"], ncu=fake,
                   problem_timeout_s=1.5, workdir=tmp_path / "work")
     assert time.perf_counter() - started < 30
-    assert run.returncode == -signal.SIGKILL and not run.raw_csv
+    assert run.returncode in (-signal.SIGINT, -signal.SIGKILL) and not run.raw_csv
 
 
 def test_terminating_the_caller_kills_ncu(tmp_path):

@@ -188,10 +188,9 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
                     break
         finally:
             # ncu runs in a process group of its own: a hang, an interrupt or a kill of this
-            # process must not leave it profiling (and writing files) behind us
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            # process must not leave it profiling (and writing files) behind us. SIGINT first:
+            # ncu then ends the program and still writes what it profiled so far.
+            _stop(process)
     wall = time.perf_counter() - started
     log = log_path.read_text(errors="replace")
     check_log(log)
@@ -203,6 +202,17 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     return NcuRun(sections=tuple(sections), problems=spec["problems"], status=status, log=log,
                   raw_csv=raw, details_csv=details, wall_s=wall,
                   returncode=process.returncode, ncu_version=ncu_version(exe), command=command)
+
+
+def _stop(process: subprocess.Popen, grace_s: float = 30.0) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 @contextmanager
