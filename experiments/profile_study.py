@@ -47,7 +47,11 @@ def configurations(part: int) -> list[tuple[str, list[str], list[str]]]:
         subsets = [("subset-" + "+".join(s), list(s), list(STUDY_PROBLEMS)) for s in SUBSETS]
         # full and the subsets first: the reconstruction study needs them; detailed last
         return configs + [sets[0], sets[2]] + subsets + [sets[1]]
-    suite = [p.name for p in load_suite()]
+    from autoprofiler_env.features import static_features
+
+    # fewest operators first: should the longest (the 128-step LSTM) outlast the watchdog,
+    # ncu is stopped with SIGINT and still writes the problems before it
+    suite = [p.name for p in sorted(load_suite(), key=lambda p: static_features(p).n_ops)]
     configs = [("suite-SpeedOfLight", ["SpeedOfLight"], suite)]
     configs += [(f"alone-SpeedOfLight-{name}", ["SpeedOfLight"], [name])
                 for name in suite[:: len(suite) // PER_PROBLEM_SAMPLE][:PER_PROBLEM_SAMPLE]]
@@ -64,7 +68,8 @@ def collect(out: Path, part: int) -> int:
         if (target / "run.json").exists():
             continue
         started = time.perf_counter()
-        run = run_ncu([load_problem(n) for n in names], sections, workdir=out / "_work")
+        run = run_ncu([load_problem(n) for n in names], sections, workdir=out / "_work",
+                      problem_timeout_s=180.0)
         run.save(target)
         ok = sum(1 for r in run.status if r.get("event") == "problem" and r.get("ok"))
         print(f"[{i + 1}/{len(configs)}] {name}: {ok}/{len(names)} problems, "
