@@ -82,3 +82,13 @@ class LLMError(OptimizationError):
     def __init__(self, kind: str, message: str) -> None:
         self.kind = kind
         super().__init__(f"{kind}: {message}")
+
+
+class DatasetError(AutoProfilerError):
+    """A dataset file is missing, corrupted (bad checksum, bad JSON) or of another schema, or
+    a query asks for something it does not hold."""
+
+
+class NotRecordedError(DatasetError):
+    """The dataset holds no outcome for this key (a problem, section set or candidate that was
+    not recorded). The replay never invents one: record it, or choose a named fallback."""

@@ -38,6 +38,8 @@ MEM_PCT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 FMA_PIPE = "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"
 TENSOR_PIPES = ("sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active",
                 "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+EVIDENCE_METRICS = (SM_PCT, MEM_PCT, FMA_PIPE, *TENSOR_PIPES)
+"""The metrics the rules read (besides kernel names, durations and findings)."""
 LAUNCH_US = 5.0  # host-side cost of one kernel launch from eager PyTorch
 PRIOR = ("compile", "tf32")
 

@@ -1,0 +1,146 @@
+"""The recorded dataset: schema ``autoprofiler-dataset/1``.
+
+One gzipped JSON file holds everything the replay backend needs to answer "problem P,
+sections S, optimizer O" on a CPU:
+
+- ``metadata``: GPU, driver, CUDA, torch, triton and ncu versions, date, tolerance, timing
+  method, and the ``sha256`` of the canonical JSON of ``problems`` (checked on load);
+- ``sections``: the action sections recorded for every problem;
+- ``problems``: per problem its URI, level, split, tags, static features, the eager time and
+  spread, and
+  - ``profiles``: per section, the profile of a run with that section alone (kernels with the
+    metrics kept as evidence, the section header as ncu printed it, ncu's findings; and the
+    cost: replay seconds, passes, GPU replay time);
+  - ``set_costs``: the cost of ncu's basic, detailed and full sets, where recorded;
+  - ``outcomes``: per transformation the optimizer can produce, whether it was correct, its
+    time and spread, and its speedup over eager.
+
+Kept metrics (to stay small): every action section's header metrics, the metrics the
+reference optimizer's rules read, and the kernel duration. Files are written atomically
+(a temporary file, then a rename).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from autoprofiler_env.errors import DatasetError
+from autoprofiler_env.features import StaticFeatures
+from autoprofiler_env.profiler.records import Profile, ProfileCost
+
+SCHEMA = "autoprofiler-dataset/1"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The measured outcome of one candidate program of a problem."""
+
+    transformation: str
+    correct: bool
+    error_kind: str | None = None
+    median_ms: float | None = None
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class ProblemRecord:
+    uri: str
+    level: int | None
+    split: str | None
+    tags: tuple[str, ...]
+    features: StaticFeatures
+    eager: dict
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    set_costs: dict[str, ProfileCost] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "uri": self.uri, "level": self.level, "split": self.split, "tags": list(self.tags),
+            "features": self.features.to_dict(), "eager": self.eager,
+            "profiles": {s: p.to_dict() for s, p in self.profiles.items()},
+            "set_costs": {s: asdict(c) for s, c in self.set_costs.items()},
+            "outcomes": {t: asdict(o) for t, o in self.outcomes.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ProblemRecord:
+        return cls(
+            uri=d["uri"], level=d["level"], split=d["split"], tags=tuple(d["tags"]),
+            features=StaticFeatures.from_dict(d["features"]), eager=d["eager"],
+            profiles={s: Profile.from_dict(p) for s, p in d["profiles"].items()},
+            set_costs={s: ProfileCost(**c) for s, c in d["set_costs"].items()},
+            outcomes={t: Outcome(**o) for t, o in d["outcomes"].items()})
+
+
+def compact(profile: Profile, keep: frozenset[str]) -> Profile:
+    """The profile with only the kept metrics on each kernel."""
+    kernels = tuple(replace(k, metrics={m: v for m, v in k.metrics.items() if m in keep},
+                            units={m: u for m, u in k.units.items() if m in keep})
+                    for k in profile.kernels)
+    return replace(profile, kernels=kernels)
+
+
+def _canonical(problems: list[dict]) -> bytes:
+    return json.dumps(problems, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class DatasetFile:
+    """The file's content, checked: metadata, sections and problem records by URI."""
+
+    metadata: dict
+    sections: tuple[str, ...]
+    problems: dict[str, ProblemRecord]
+
+    def save(self, path: Path) -> str:
+        """Writes atomically; returns the checksum it stored."""
+        problems = [r.to_dict() for r in self.problems.values()]
+        checksum = hashlib.sha256(_canonical(problems)).hexdigest()
+        body = {"schema": SCHEMA, "metadata": {**self.metadata, "sha256": checksum},
+                "sections": list(self.sections), "problems": problems}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(gzip.compress(json.dumps(body).encode(), mtime=0))
+        os.replace(tmp, path)
+        return checksum
+
+    @classmethod
+    def load(cls, path: Path) -> DatasetFile:
+        """Reads and checks a dataset file.
+
+        Raises:
+            DatasetError: missing, not gzip or JSON, another schema, or a checksum mismatch.
+        """
+        path = Path(path)
+        try:
+            body = json.loads(gzip.decompress(path.read_bytes()))
+        except FileNotFoundError:
+            raise DatasetError(f"no dataset file at {path}") from None
+        except (OSError, EOFError, ValueError) as e:
+            raise DatasetError(f"{path} is not a readable dataset (gzipped JSON): {e}; "
+                               "restore it from git or record it again") from e
+        if body.get("schema") != SCHEMA:
+            raise DatasetError(f"{path} has schema {body.get('schema')!r}; this version reads "
+                               f"{SCHEMA!r}")
+        expected = body["metadata"].get("sha256")
+        actual = hashlib.sha256(_canonical(body["problems"])).hexdigest()
+        if expected != actual:
+            raise DatasetError(f"{path} is corrupted: its checksum is {actual[:12]}..., the "
+                               f"file says {str(expected)[:12]}...; restore it from git or "
+                               "record it again")
+        try:
+            problems = {d["uri"]: ProblemRecord.from_dict(d) for d in body["problems"]}
+        except (KeyError, TypeError) as e:
+            raise DatasetError(f"{path}: a problem record is malformed: {e!r}") from e
+        return cls(body["metadata"], tuple(body["sections"]), problems)

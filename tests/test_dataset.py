@@ -1,0 +1,114 @@
+"""The dataset format and its replay, built from the profiles recorded on the H200."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.dataset import Dataset, DatasetFile
+from autoprofiler_env.dataset.build import build_from_folders, kept_metrics
+from autoprofiler_env.errors import DatasetError, NotRecordedError
+from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+from autoprofiler_env.problems import load_problem
+from autoprofiler_env.profiler import NcuRun, profiles_from_run
+
+DATA = Path(__file__).parents[1] / "docs" / "data"
+STUDY = DATA / "profile_study_h200"
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dataset") / "study.json.gz"
+    build_from_folders(STUDY, DATA / "reference_h200.jsonl").save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ds(saved):
+    return Dataset.load(saved)
+
+
+def test_the_study_builds_a_complete_dataset(ds):
+    info = ds.info()
+    assert info["problems"] == 12 and info["complete"] and info["profiles"] == 12 * 15
+    assert info["metadata"]["gpu"] == "NVIDIA H200" and len(info["metadata"]["sha256"]) == 64
+    record = ds.record("problem://autoprofiler/v1/level1/matmul_4096x4096x4096")
+    assert record.eager["median_ms"] > 2.0 and record.features.flops == 2 * 4096 ** 3
+    for profile in record.profiles.values():
+        for kernel in profile.kernels:
+            assert set(kernel.metrics) <= kept_metrics()
+
+
+def test_a_single_section_replays_as_recorded(ds):
+    uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    alone = ds.profile(uri, ["WarpStateStats"])
+    assert alone == ds.record(uri).profiles["WarpStateStats"]
+
+
+def test_merged_profile_has_every_sections_evidence_and_summed_cost(ds):
+    uri = "problem://autoprofiler/v1/level3/resnet_basic_block_32x64x56x56"
+    a, b = ds.profile(uri, ["SpeedOfLight"]), ds.profile(uri, ["WarpStateStats"])
+    both = ds.profile(uri, ["WarpStateStats", "SpeedOfLight"])  # order does not matter
+    assert both.sections == ("SpeedOfLight", "WarpStateStats")
+    assert both == ds.profile(uri, ["SpeedOfLight", "WarpStateStats", "SpeedOfLight"])
+    assert len(both.kernels) == len(a.kernels) == 9
+    assert both.cost.passes == a.cost.passes + b.cost.passes == 19
+    assert both.cost.replay_s == pytest.approx(a.cost.replay_s + b.cost.replay_s)
+    k = both.kernels[0]
+    assert set(a.kernels[0].metrics) | set(b.kernels[0].metrics) == set(k.metrics)
+    assert len(k.findings) == len(a.kernels[0].findings) + len(b.kernels[0].findings)
+    assert ds.profile(uri, []).sections == ()
+
+
+def test_replayed_evidence_leads_to_the_live_choice():
+    """For every recorded subset run (5 subsets x 12 problems), the reference optimizer
+    chooses the same transformation from the merged single-section profiles as from the
+    profile of the real run with those sections."""
+    ds = Dataset(build_from_folders(STUDY, DATA / "reference_h200.jsonl"))
+    opt = ReferenceOptimizer()
+    pairs = same = 0
+    for directory in sorted(STUDY.glob("subset-*")):
+        run = NcuRun.load(directory)
+        for live in profiles_from_run(run)[0]:
+            problem = load_problem(live.problem_uri)
+            replayed = ds.profile(live.problem_uri, run.sections)
+            pairs += 1
+            same += opt.choose(problem, live)[0] == opt.choose(problem, replayed)[0]
+    assert pairs == 60 and same == 60
+
+
+def test_unrecorded_keys_raise(ds):
+    uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    with pytest.raises(NotRecordedError, match="no recorded outcome of 'compile'"):
+        ds.outcome(uri, "compile")
+    with pytest.raises(NotRecordedError, match="not recorded"):
+        ds.profile(uri, ["Nvlink"])
+    with pytest.raises(NotRecordedError, match="no problem"):
+        ds.record("problem://autoprofiler/v1/level1/nope")
+
+
+def test_corrupted_files_are_refused(saved, tmp_path):
+    body = json.loads(gzip.decompress(saved.read_bytes()))
+    body["problems"][0]["eager"]["median_ms"] *= 2  # a silent edit
+    tampered = tmp_path / "tampered.json.gz"
+    tampered.write_bytes(gzip.compress(json.dumps(body).encode()))
+    with pytest.raises(DatasetError, match="corrupted"):
+        DatasetFile.load(tampered)
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(saved.read_bytes()[:1000])
+    with pytest.raises(DatasetError, match="not a readable dataset"):
+        DatasetFile.load(truncated)
+    with pytest.raises(DatasetError, match="no dataset file"):
+        DatasetFile.load(tmp_path / "missing.json.gz")
+    body["schema"] = "autoprofiler-dataset/0"
+    old = tmp_path / "old.json.gz"
+    old.write_bytes(gzip.compress(json.dumps(body).encode()))
+    with pytest.raises(DatasetError, match="schema"):
+        DatasetFile.load(old)
+
+
+def test_round_trip_is_exact(ds, tmp_path):
+    path = tmp_path / "again.json.gz"
+    ds.content.save(path)
+    assert DatasetFile.load(path) == ds.content
