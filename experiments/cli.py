@@ -3,7 +3,8 @@
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
-    autoprofiler time-reference --out FILE [--device cuda] [URI ...]
+    autoprofiler record --out DIR [--parts reference,profiles,sets,candidates] [URI ...]
+    autoprofiler dataset build --recording DIR --out FILE | autoprofiler dataset info [FILE]
 
 Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
 broken problem file, a harness failure), with a one-line reason on stderr.
@@ -126,22 +127,42 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return EXIT_OK if not failures else EXIT_ERROR
 
 
-# -- time-reference -------------------------------------------------------------------------
+# -- record and dataset ---------------------------------------------------------------------
 
-def cmd_time_reference(args: argparse.Namespace) -> int:
-    from autoprofiler_env.harness import HarnessConfig
+def cmd_record(args: argparse.Namespace) -> int:
+    from autoprofiler_env.dataset.record import PARTS, record
     from autoprofiler_env.problems import load_problem, load_suite
-    from experiments.reference_timing import time_references
 
     problems = ([load_problem(ref) for ref in args.problems] if args.problems
                 else load_suite(split=args.split, level=args.level))
-    config = HarnessConfig(device=args.device, size=args.size)
-    rows = time_references(problems, config, Path(args.out))
-    failed = [r for r in rows if r.get("error")]
-    for r in failed:
-        print(f"autoprofiler: {r['error']}", file=sys.stderr)
-    print(f"{len(rows) - len(failed)} problems timed, {len(failed)} failed: {args.out}")
-    return EXIT_OK if not failed else EXIT_ERROR
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if set(parts) - set(PARTS):
+        return _fail(f"unknown parts {sorted(set(parts) - set(PARTS))}; choose from "
+                     f"{', '.join(PARTS)}")
+    summary = record(Path(args.out), problems, parts, chunk=args.chunk,
+                     time_budget_s=args.time_budget, device=args.device,
+                     warm_workers=args.warm_workers)
+    print(json.dumps(summary))
+    if summary["stopped_by_time_budget"]:
+        print("autoprofiler: the time budget ran out; run the same command again to go on",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.build import build_from_recording
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+
+    if args.action == "build":
+        content = build_from_recording(Path(args.recording))
+        checksum = content.save(Path(args.out))
+        print(f"{len(content.problems)} problems, {len(content.sections)} sections: {args.out} "
+              f"(sha256 {checksum})")
+        return EXIT_OK
+    info = Dataset.load(Path(args.file) if args.file else DEFAULT_DATASET).info()
+    print(json.dumps(info, indent=1))
+    return EXIT_OK
 
 
 # -- the parser -----------------------------------------------------------------------------
@@ -192,15 +213,29 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the rendered profiles (the default)")
     p.set_defaults(func=cmd_profile)
 
-    p = sub.add_parser("time-reference", help="time the eager reference of suite problems, "
-                       "resumably, one JSON line each")
-    p.add_argument("--out", required=True, help="the JSON-lines file to append to")
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    p.add_argument("--size", choices=("full", "smoke"), default="full")
+    p = sub.add_parser("record", help="record profiles and outcomes on a GPU (resumable)")
+    p.add_argument("--out", required=True, help="the recording folder (created or resumed)")
+    p.add_argument("--parts", default="reference,profiles,sets,candidates",
+                   help="what to record (default: all of reference,profiles,sets,candidates)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--chunk", type=int, default=12, help="problems per ncu invocation")
+    p.add_argument("--time-budget", type=float,
+                   help="seconds after which no new unit of work starts (for limited commands)")
+    p.add_argument("--warm-workers", type=int, default=6,
+                   help="processes compiling candidates in parallel before timing")
     p.add_argument("--split", choices=("train", "val", "test"))
     p.add_argument("--level", type=int, choices=(1, 2, 3))
     p.add_argument("problems", nargs="*", help="URIs or files (default: the suite)")
-    p.set_defaults(func=cmd_time_reference)
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("dataset", help="build a dataset from a recording, or describe one")
+    dsub = p.add_subparsers(dest="action", required=True)
+    q = dsub.add_parser("build", help="a recording folder -> a dataset file")
+    q.add_argument("--recording", required=True)
+    q.add_argument("--out", required=True)
+    q = dsub.add_parser("info", help="metadata, counts and checksum")
+    q.add_argument("file", nargs="?", help="a dataset file (default: the shipped one)")
+    p.set_defaults(func=cmd_dataset)
     return parser
 
 

@@ -3,10 +3,8 @@
     python -m experiments.transform_study run --out docs/data/transforms_h200.jsonl [--n 36]
     python -m experiments.transform_study analyze --rows docs/data/transforms_h200.jsonl
 
-``run`` is resumable (a (problem, transformation) pair already in the file is skipped). It
-first compiles every candidate in several worker processes at once (``--warm-workers``), which
-fills Inductor's on-disk cache, then judges and times the candidates one at a time, so that
-no two timings share the GPU. ``analyze`` prints the winners: how many distinct
+``run`` records the candidates of the study's problems as ``autoprofiler record --parts
+candidates`` does (resumable; see autoprofiler_env/dataset/record.py). ``analyze`` prints the winners: how many distinct
 transformations win, and the largest share any one of them wins.
 """
 
@@ -15,10 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from tqdm import tqdm
 
 
 def study_problems(n: int):
@@ -39,57 +34,13 @@ def study_problems(n: int):
     return chosen[:n] if len(chosen) > n else chosen
 
 
-def _pairs(problems, device: str):
-    from autoprofiler_env.features import static_features
-    from autoprofiler_env.optimizers import applicable
-
-    for problem in problems:
-        features = static_features(problem)
-        for t in applicable(problem, features, device):
-            yield problem, t.name, t.rewrite(problem, features)
-
-
 def run(out: Path, n: int, device: str, warm_workers: int, timeout_s: float,
         size: str = "full") -> int:
-    from autoprofiler_env.harness import Evaluator, HarnessConfig
-    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
-    from experiments.reference_timing import machine_info
+    from autoprofiler_env.dataset.record import record_candidates
+    from autoprofiler_env.harness import HarnessConfig
 
-    done = {(r["uri"], r["transformation"]) for r in read_jsonl(out)}
-    todo = [(p, name, src) for p, name, src in _pairs(study_problems(n), device)
-            if (p.uri, name) not in done]
-    config = HarnessConfig(device=device, size=size)
-    if warm_workers > 1 and todo:
-        warm_config = HarnessConfig(device=device, size=size, n_correctness=1, timing_budget_ms=1,
-                                    min_trials=1, max_trials=1, warmup_ms=0, flush_l2=False)
-        evaluators = [Evaluator(warm_config, timeout_s=timeout_s) for _ in range(warm_workers)]
-
-        def warm(i_item):
-            i, (problem, _, source) = i_item
-            try:
-                evaluators[i % warm_workers].evaluate(problem, source)
-            except Exception:  # a broken pair is judged (and recorded) in the timed pass
-                pass
-
-        with ThreadPoolExecutor(warm_workers) as pool:
-            list(tqdm(pool.map(warm, enumerate(todo)), total=len(todo), desc="compile"))
-        for ev in evaluators:
-            ev.close()
-    info = machine_info(device)
-    with Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log:
-        for problem, name, source in tqdm(todo, desc="judge and time"):
-            result = evaluator.evaluate(problem, source)
-            row = {"uri": problem.uri, "level": problem.level, "transformation": name,
-                   "correct": result.correct,
-                   "error_kind": result.error_kind.value if result.error_kind else None,
-                   "error_message": result.error_message[:300],
-                   "reference_ms": result.reference.median_ms if result.reference else None,
-                   "candidate_ms": result.candidate.median_ms if result.candidate else None,
-                   "candidate_p20_ms": result.candidate.p20_ms if result.candidate else None,
-                   "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
-                   "speedup": result.speedup, "max_abs_error": result.max_abs_error,
-                   "wall_s": result.wall_s, **info}
-            log.write(row)
+    record_candidates(study_problems(n), out, HarnessConfig(device=device, size=size),
+                      warm_workers=warm_workers, timeout_s=timeout_s)
     return 0
 
 

@@ -5,7 +5,7 @@ import json
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems import load_file
-from experiments.reference_timing import time_references
+from autoprofiler_env.dataset.record import record_reference
 from tests.conftest import DATA
 
 
@@ -24,7 +24,7 @@ def test_reference_timing_resumes_where_it_stopped(tmp_path):
     config = HarnessConfig(device="cpu", timing_budget_ms=1, min_trials=1,
                            max_trials=1, warmup_ms=0)
     broken = load_file(DATA / "problems" / "degenerate_mean.py")
-    rows = time_references([relu, broken], config, log)
+    rows = record_reference([relu, broken], config, log)
     assert [r["uri"] for r in rows] == [relu.uri, broken.uri]
     assert rows[0]["median_ms"] == 123.0  # not timed again
     assert "matched by zeros" in rows[1]["error"]  # a broken problem is logged, not fatal

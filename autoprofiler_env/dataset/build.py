@@ -8,6 +8,7 @@ import datetime
 from pathlib import Path
 
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord, compact
+from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
@@ -29,20 +30,26 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
           metadata: dict | None = None) -> DatasetFile:
     """A dataset of the problems that have a reference timing and at least one profile.
 
-    ``run_dirs``: saved ncu runs with one section each; a problem's later run of a section
-    replaces an earlier one. ``outcome_rows``: the transformation study's rows
+    ``run_dirs``: saved ncu runs with one section each (the evidence) or with the sections of
+    one of ncu's sets (their cost); a problem's later run of a section replaces an earlier one. ``outcome_rows``: the transformation study's rows
     (``uri, transformation, correct, error_kind, candidate_ms, ... speedup``).
     """
     keep = kept_metrics()
+    sets = {tuple(sorted(v)): k for k, v in load_catalogue().sets.items()}
     profiles: dict[str, dict] = {}
+    set_costs: dict[str, dict] = {}
     ncu_version = ""
     for directory in run_dirs:
         run = NcuRun.load(directory)
-        if len(run.sections) != 1:
+        set_name = sets.get(tuple(sorted(run.sections))) if len(run.sections) > 1 else None
+        if len(run.sections) != 1 and set_name is None:
             continue
         ncu_version = run.ncu_version or ncu_version
         for p in profiles_from_run(run)[0]:
-            profiles.setdefault(p.problem_uri, {})[run.sections[0]] = compact(p, keep)
+            if set_name:
+                set_costs.setdefault(p.problem_uri, {})[set_name] = p.cost
+            else:
+                profiles.setdefault(p.problem_uri, {})[run.sections[0]] = compact(p, keep)
     eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
     outcomes: dict[str, dict] = {}
     for r in outcome_rows:
@@ -63,7 +70,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             profiles=dict(sorted(profiles[uri].items(),
                                  key=lambda kv: ACTION_SECTIONS.index(kv[0])
                                  if kv[0] in ACTION_SECTIONS else 99)),
-            outcomes=outcomes.get(uri, {}))
+            set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}))
     sections = tuple(s for s in ACTION_SECTIONS
                      if all(s in r.profiles for r in records.values()) and records)
     first = next(iter(eager.values()), {})
@@ -77,7 +84,18 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
 
 def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = None,
                        metadata: dict | None = None) -> DatasetFile:
-    """:func:`build` from a folder of saved single-section runs (any depth) and two logs."""
+    """:func:`build` from a folder of saved ncu runs (any depth) and two logs."""
     run_dirs = sorted(p.parent for p in Path(run_root).rglob("run.json"))
     return build(run_dirs, read_jsonl(reference), read_jsonl(outcomes) if outcomes else [],
                  metadata)
+
+
+def build_from_recording(recording: Path, metadata: dict | None = None) -> DatasetFile:
+    """:func:`build` from a recording folder (see :mod:`.record`)."""
+    recording = Path(recording)
+    if not (recording / "reference.jsonl").exists():
+        raise DatasetError(f"{recording} is not a recording: it has no reference.jsonl; make "
+                           "one with `autoprofiler record --out DIR` on a GPU")
+    candidates = recording / "candidates.jsonl"
+    return build_from_folders(recording, recording / "reference.jsonl",
+                              candidates if candidates.exists() else None, metadata)

@@ -19,6 +19,9 @@ from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.profiler.records import KernelProfile, Profile, ProfileCost
 
+DEFAULT_DATASET = Path(__file__).parent / "data" / "h200-reference.json.gz"
+"""The dataset shipped with the package (recorded on an H200 with the reference optimizer)."""
+
 
 class Dataset:
     """A loaded, checked dataset."""

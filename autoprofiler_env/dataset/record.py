@@ -1,0 +1,207 @@
+"""Recording on a GPU: the eager references, every action section alone, ncu's sets, and every
+candidate the optimizer can produce. Resumable and idempotent: each unit of work (a
+problem's reference, a (section, chunk) ncu run, a (problem, transformation) outcome) is
+written as soon as it finishes and skipped when found; ``deadline`` stops starting new units,
+so a run fits a time-limited command and the next one continues.
+
+    autoprofiler record --out recordings/h200 [--parts reference,profiles,sets,candidates]
+                        [--chunk 12] [--time-budget 540]
+
+Layout of a recording folder::
+
+    reference.jsonl                  one line per problem (eager time, spread, peak memory)
+    profiles/<section>/<chunk>/      one saved ncu run per section and chunk of problems
+    sets/<set>/<chunk>/              the same for ncu's basic, detailed and full sets (cost)
+    candidates.jsonl                 one line per (problem, transformation)
+
+``autoprofiler dataset build`` turns it into a dataset file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autoprofiler_env.errors import ProblemError
+from autoprofiler_env.harness import Evaluator, HarnessConfig
+from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+from autoprofiler_env.problems import Problem
+from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
+from autoprofiler_env.profiler.runner import run_ncu
+
+PARTS = ("reference", "profiles", "sets", "candidates")
+
+
+def machine_info(device: str) -> dict:
+    """The versions and the device a recording was made with."""
+    import torch
+
+    info = {"torch": torch.__version__, "python": platform.python_version(), "device": device}
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(device)
+        info.update(gpu=props.name, cuda=torch.version.cuda,
+                    sm_count=props.multi_processor_count,
+                    memory_gb=round(props.total_memory / 2**30, 1))
+        try:
+            import triton
+
+            info["triton"] = triton.__version__
+        except ImportError:
+            pass
+    return info
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
+def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
+                     deadline: float | None = None) -> list[dict]:
+    """Times each problem's eager reference not yet in ``out``; returns all rows."""
+    done = {row["uri"] for row in read_jsonl(out)}
+    todo = [p for p in problems if p.uri not in done]
+    info = machine_info(config.device)
+    with Evaluator(config) as evaluator, JsonlAppender(out) as log:
+        for problem in tqdm(todo, desc="reference timing", unit="problem"):
+            if _past(deadline):
+                break
+            row = {"uri": problem.uri, "level": problem.level, **info}
+            try:
+                run = evaluator.reference(problem)
+                row.update(median_ms=run.timing.median_ms, p20_ms=run.timing.p20_ms,
+                           p80_ms=run.timing.p80_ms, n_trials=run.timing.n_trials,
+                           peak_memory_mb=(run.peak_memory_bytes / 2**20
+                                           if run.peak_memory_bytes is not None else None),
+                           error=None)
+            except ProblemError as e:
+                row.update(error=str(e))
+            log.write(row)
+    return read_jsonl(out)
+
+
+def chunks(problems: list[Problem], size: int) -> list[tuple[str, list[Problem]]]:
+    """Problems in chunks of ``size``, each named by a hash of its URIs (so a chunk's saved
+    run is found again only for exactly the same problems)."""
+    out = []
+    for start in range(0, len(problems), size):
+        members = problems[start:start + size]
+        digest = hashlib.sha256("\n".join(p.uri for p in members).encode()).hexdigest()[:10]
+        out.append((f"{start // size:03d}-{digest}", members))
+    return out
+
+
+def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
+               deadline: float | None = None, problem_timeout_s: float = 300.0) -> int:
+    """One ncu run per (config, chunk) not yet saved under ``root/<config>/<chunk>``.
+    Returns how many runs it made."""
+    made = 0
+    units = [(name, sections, chunk_id, members) for name, sections in configs.items()
+             for chunk_id, members in chunks(problems, chunk)]
+    for name, sections, chunk_id, members in tqdm(units, desc=f"ncu runs ({root.name})"):
+        target = root / name / chunk_id
+        if (target / "run.json").exists():
+            continue
+        if _past(deadline):
+            break
+        run = run_ncu(members, sections, workdir=root / "_work",
+                      problem_timeout_s=problem_timeout_s)
+        run.save(target)
+        made += 1
+    return made
+
+
+def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
+                      warm_workers: int = 6, timeout_s: float = 600.0,
+                      deadline: float | None = None) -> list[dict]:
+    """Judges and times every applicable transformation of every problem not yet in ``out``.
+
+    First every candidate is compiled in ``warm_workers`` processes at once (filling
+    Inductor's on-disk cache); then they are judged and timed one at a time, so that no two
+    timings share the GPU.
+    """
+    from dataclasses import replace
+
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.optimizers import applicable
+
+    done = {(r["uri"], r["transformation"]) for r in read_jsonl(out)}
+    todo = []
+    for problem in problems:
+        features = static_features(problem)
+        for t in applicable(problem, features, config.device):
+            if (problem.uri, t.name) not in done:
+                todo.append((problem, t.name, t.rewrite(problem, features)))
+    if warm_workers > 1 and todo and not _past(deadline):
+        warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
+                              max_trials=1, warmup_ms=0, flush_l2=False)
+        evaluators = [Evaluator(warm_config, timeout_s=timeout_s) for _ in range(warm_workers)]
+
+        def warm(item):
+            i, (problem, _, source) = item
+            if _past(deadline):
+                return
+            try:
+                evaluators[i % warm_workers].evaluate(problem, source)
+            except Exception:  # a broken pair is judged, and recorded, in the timed pass
+                pass
+
+        with ThreadPoolExecutor(warm_workers) as pool:
+            list(tqdm(pool.map(warm, enumerate(todo)), total=len(todo), desc="compile"))
+        for ev in evaluators:
+            ev.close()
+    info = machine_info(config.device)
+    with Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log:
+        for problem, name, source in tqdm(todo, desc="judge and time"):
+            if _past(deadline):
+                break
+            result = evaluator.evaluate(problem, source)
+            log.write({
+                "uri": problem.uri, "level": problem.level, "transformation": name,
+                "correct": result.correct,
+                "error_kind": result.error_kind.value if result.error_kind else None,
+                "error_message": result.error_message[:300],
+                "reference_ms": result.reference.median_ms if result.reference else None,
+                "candidate_ms": result.candidate.median_ms if result.candidate else None,
+                "candidate_p20_ms": result.candidate.p20_ms if result.candidate else None,
+                "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
+                "speedup": result.speedup, "max_abs_error": result.max_abs_error,
+                "wall_s": result.wall_s, **info})
+    return read_jsonl(out)
+
+
+def record(out: Path, problems: list[Problem], parts=PARTS, chunk: int = 12,
+           time_budget_s: float | None = None, device: str = "cuda",
+           warm_workers: int = 6) -> dict:
+    """Records the parts asked for, resuming what ``out`` already holds. Returns a summary:
+    what each part holds now and whether the time budget cut it short."""
+    deadline = time.monotonic() + time_budget_s if time_budget_s else None
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
+    summary = {}
+    if "reference" in parts:
+        rows = record_reference(problems, HarnessConfig(device=device), out / "reference.jsonl",
+                                deadline)
+        summary["reference"] = len(rows)
+    if "profiles" in parts:
+        record_ncu(problems, {s: [s] for s in ACTION_SECTIONS}, out / "profiles", chunk,
+                   deadline)
+        summary["profiles"] = len(list((out / "profiles").rglob("run.json")))
+    if "sets" in parts:
+        catalogue = load_catalogue()
+        record_ncu(problems, {n: list(catalogue.sets[n]) for n in ("basic", "detailed", "full")},
+                   out / "sets", chunk, deadline)
+        summary["sets"] = len(list((out / "sets").rglob("run.json")))
+    if "candidates" in parts:
+        rows = record_candidates(problems, out / "candidates.jsonl", HarnessConfig(device=device),
+                                 warm_workers=warm_workers, deadline=deadline)
+        summary["candidates"] = len(rows)
+    summary["stopped_by_time_budget"] = _past(deadline)
+    return summary

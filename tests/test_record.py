@@ -1,0 +1,102 @@
+"""The recorder's bookkeeping (chunks, resuming, the time budget) and the dataset commands."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from autoprofiler_env.dataset import Dataset
+from autoprofiler_env.dataset.build import build_from_recording
+from autoprofiler_env.dataset.record import chunks, record_candidates, record_ncu
+from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.problems import load_problem, load_suite
+from autoprofiler_env.profiler import NcuRun
+from autoprofiler_env.jsonlines import read_jsonl
+
+ROOT = Path(__file__).parents[1]
+STUDY = ROOT / "docs" / "data" / "profile_study_h200"
+
+
+def test_chunks_are_named_by_their_members():
+    suite = load_suite()
+    a = chunks(suite, 12)
+    assert len(a) == 8 and sum(len(m) for _, m in a) == len(suite)
+    assert chunks(suite, 12) == a
+    b = chunks(suite[1:], 12)
+    assert a[0][0] != b[0][0]  # other members, another name: a stale run is never reused
+
+
+def test_ncu_runs_resume_and_stop_at_the_deadline(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run_ncu(problems, sections, **kwargs):
+        calls.append((tuple(p.name for p in problems), tuple(sections)))
+        return NcuRun.load(STUDY / f"section-{sections[0]}")
+
+    import autoprofiler_env.dataset.record as record
+
+    monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
+    problems = [load_problem(n) for n in ("relu_16384x16384", "softmax_16384x4096",
+                                          "matmul_4096x4096x4096")]
+    configs = {"SpeedOfLight": ["SpeedOfLight"], "LaunchStats": ["LaunchStats"]}
+    assert record_ncu(problems, configs, tmp_path, chunk=2, deadline=time.monotonic() - 1) == 0
+    assert record_ncu(problems, configs, tmp_path, chunk=2) == 4
+    assert len(calls) == 4 and calls[0] == (("relu_16384x16384", "softmax_16384x4096"),
+                                            ("SpeedOfLight",))
+    assert record_ncu(problems, configs, tmp_path, chunk=2) == 0  # all saved: nothing redone
+    assert len(list(tmp_path.rglob("run.json"))) == 4
+
+
+def test_candidates_are_recorded_once(tmp_path):
+    problem = load_problem("matmul_4096x4096x4096")  # on a CPU only autocast_bf16 applies
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    out = tmp_path / "candidates.jsonl"
+    rows = record_candidates([problem], out, config, warm_workers=1, timeout_s=120)
+    assert [(r["uri"], r["transformation"]) for r in rows] == [(problem.uri, "autocast_bf16")]
+    assert rows[0]["correct"] in (True, False) and rows[0]["reference_ms"] > 0
+    assert record_candidates([problem], out, config, warm_workers=1) == rows
+    assert len(read_jsonl(out)) == 1
+
+
+def _recording(tmp_path: Path) -> Path:
+    recording = tmp_path / "recording"
+    for directory in STUDY.glob("section-*"):
+        shutil.copytree(directory, recording / "profiles" / directory.name / "000-study")
+    shutil.copytree(STUDY / "set-basic", recording / "sets" / "basic" / "000-study")
+    shutil.copy(ROOT / "docs" / "data" / "reference_h200.jsonl", recording / "reference.jsonl")
+    relu = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    (recording / "candidates.jsonl").write_text(json.dumps({
+        "uri": relu, "transformation": "compile", "correct": True, "error_kind": None,
+        "candidate_ms": 0.5, "candidate_p20_ms": 0.49, "candidate_p80_ms": 0.51,
+        "speedup": 1.02}) + "\n")
+    return recording
+
+
+def test_a_recording_builds_a_dataset_with_outcomes_and_set_costs(tmp_path):
+    content = build_from_recording(_recording(tmp_path))
+    ds = Dataset(content)
+    relu = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    assert ds.outcome(relu, "compile").speedup == 1.02
+    assert ds.record(relu).set_costs["basic"].passes == 10
+    assert ds.info()["complete"] and ds.info()["outcomes"] == 1
+
+
+def test_dataset_commands(tmp_path):
+    recording = _recording(tmp_path)
+    out = tmp_path / "ds.json.gz"
+    cli = [sys.executable, "-m", "experiments.cli", "dataset"]
+    built = subprocess.run(cli + ["build", "--recording", str(recording), "--out", str(out)],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert built.returncode == 0, built.stderr
+    assert "12 problems, 15 sections" in built.stdout
+    info = subprocess.run(cli + ["info", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert info.returncode == 0 and json.loads(info.stdout)["problems"] == 12
+    missing = subprocess.run(cli + ["info", str(tmp_path / "nope.json.gz")],
+                             capture_output=True, text=True, cwd=ROOT)
+    assert missing.returncode == 2 and "no dataset file" in missing.stderr
+    bad = subprocess.run(cli + ["build", "--recording", str(tmp_path), "--out", str(out)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "not a recording" in bad.stderr
