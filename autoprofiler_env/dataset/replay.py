@@ -31,6 +31,12 @@ class Dataset:
         self._order = {s: i for i, s in enumerate(content.sections)}
         self._profile = lru_cache(maxsize=65536)(self._merge)
 
+    def __getstate__(self) -> dict:  # the cache is rebuilt, not pickled
+        return {"content": self.content}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["content"])
+
     @classmethod
     def load(cls, path: str | Path) -> Dataset:
         return cls(DatasetFile.load(Path(path)))
@@ -86,34 +92,7 @@ class Dataset:
 
     def _merge(self, uri: str, sections: tuple[str, ...]) -> Profile:
         record = self.record(uri)
-        if not sections:
-            return Profile(uri, (), (), ProfileCost(0.0, 0, 0, 0.0, 0))
-        parts = [record.profiles[s] for s in sections]
-        base = parts[0]
-        if any(len(p.kernels) != len(base.kernels) for p in parts):
-            raise DatasetError(f"{uri}: the sections' runs profiled different numbers of "
-                               f"kernels ({[len(p.kernels) for p in parts]}); re-record it")
-        kernels = []
-        for i, k in enumerate(base.kernels):
-            metrics, units, displayed, findings, passes = {}, {}, [], [], 0
-            for p in parts:
-                other = p.kernels[i]
-                for m, v in other.metrics.items():
-                    metrics.setdefault(m, v)
-                for m, u in other.units.items():
-                    units.setdefault(m, u)
-                displayed += other.displayed
-                findings += other.findings
-                passes += other.passes or 0
-            kernels.append(KernelProfile(k.id, k.name, k.block, k.grid, k.duration_ns, passes,
-                                         metrics, units, tuple(displayed), tuple(findings)))
-        cost = ProfileCost(
-            replay_s=sum(p.cost.replay_s for p in parts),
-            passes=sum(p.cost.passes for p in parts),
-            kernel_passes=sum(p.cost.kernel_passes for p in parts),
-            gpu_replay_s=sum(p.cost.gpu_replay_s for p in parts),
-            n_kernels=base.cost.n_kernels)
-        return replace(base, sections=sections, kernels=tuple(kernels), cost=cost)
+        return merge_profiles(uri, sections, [record.profiles[s] for s in sections])
 
     def info(self) -> dict:
         """Metadata, counts and checksum, as ``autoprofiler dataset info`` prints them."""
@@ -127,3 +106,33 @@ class Dataset:
             "outcomes": sum(len(r.outcomes) for r in problems),
             "complete": all(set(r.profiles) == set(self.sections) for r in problems),
         }
+
+
+def merge_profiles(uri: str, sections: tuple[str, ...], parts: list[Profile]) -> Profile:
+    """The profile of ``sections`` from the profiles of each section alone (same order)."""
+    if not sections:
+        return Profile(uri, (), (), ProfileCost(0.0, 0, 0, 0.0, 0))
+    base = parts[0]
+    if any(len(p.kernels) != len(base.kernels) for p in parts):
+        raise DatasetError(f"{uri}: the sections' runs profiled different numbers of kernels "
+                           f"({[len(p.kernels) for p in parts]}); re-record it")
+    kernels = []
+    for i, k in enumerate(base.kernels):
+        metrics, units, displayed, findings, passes = {}, {}, [], [], 0
+        for p in reversed(parts):  # the first section's value of a shared metric wins
+            metrics.update(p.kernels[i].metrics)
+            units.update(p.kernels[i].units)
+        for p in parts:
+            other = p.kernels[i]
+            displayed += other.displayed
+            findings += other.findings
+            passes += other.passes or 0
+        kernels.append(KernelProfile(k.id, k.name, k.block, k.grid, k.duration_ns, passes,
+                                     metrics, units, tuple(displayed), tuple(findings)))
+    cost = ProfileCost(
+        replay_s=sum(p.cost.replay_s for p in parts),
+        passes=sum(p.cost.passes for p in parts),
+        kernel_passes=sum(p.cost.kernel_passes for p in parts),
+        gpu_replay_s=sum(p.cost.gpu_replay_s for p in parts),
+        n_kernels=base.cost.n_kernels)
+    return replace(base, sections=sections, kernels=tuple(kernels), cost=cost)

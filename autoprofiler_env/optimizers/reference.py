@@ -26,6 +26,7 @@ else ``tf32``, else the reference unchanged (``identity``), stated in the candid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from autoprofiler_env.features import StaticFeatures, static_features
 from autoprofiler_env.optimizers.candidate import Candidate
@@ -45,6 +46,7 @@ PRIOR = ("compile", "tf32")
 
 _GEMM_MARKS = ("gemm", "cutlass", "sm90_xmma", "xmma", "conv", "cudnn", "implicit", "wgrad",
                "dgrad", "fprop", "winograd", "nchw", "nhwc")
+_CONV_MARKS = ("nchw", "conv")
 _SOFTMAX_MARKS = ("softmax",)
 _NORM_MARKS = ("layer_norm", "layernorm", "rms_norm", "rmsnorm")
 _OCCUPANCY_RULES = {"AchievedOccupancy", "TheoreticalOccupancy", "LaunchConfiguration",
@@ -61,7 +63,8 @@ class Proposal:
     evidence: dict = field(default_factory=dict)
 
 
-def _has(name: str, marks) -> bool:
+@lru_cache(maxsize=4096)
+def _has(name: str, marks: tuple[str, ...]) -> bool:
     lowered = name.lower()
     return any(m in lowered for m in marks)
 
@@ -116,7 +119,7 @@ def proposals(profile: Profile) -> list[Proposal]:
         if finding.kind != "OPT" or weighted <= 0:
             continue
         evidence = {f"{finding.section}/{finding.rule}": round(weighted, 2)}
-        if finding.rule in _LAYOUT_RULES and any(_has(k.name, ("nchw", "conv")) for k, _ in kernels):
+        if finding.rule in _LAYOUT_RULES and any(_has(k.name, _CONV_MARKS) for k, _ in kernels):
             out.append(Proposal("channels_last", 0.5 * weighted / 100, 6,
                                 f"{finding.rule} on convolution kernels (est. {weighted:.0f}%)",
                                 evidence))
@@ -143,13 +146,22 @@ class ReferenceOptimizer:
     def __init__(self, device: str = "cuda") -> None:
         self.device = device
 
-    def choose(self, problem: Problem, profile: Profile | None,
-               features: StaticFeatures | None = None) -> tuple[str, str, dict]:
-        """(transformation, reason, evidence) for this problem and profile."""
-        features = features or static_features(problem)
+    def choose(self, problem: Problem | None, profile: Profile | None,
+               features: StaticFeatures | None = None,
+               applicable: set[str] | frozenset[str] | None = None) -> tuple[str, str, dict]:
+        """(transformation, reason, evidence) for this problem and profile.
+
+        ``applicable`` names the transformations that apply, when the caller knows them (the
+        replay: the ones recorded); otherwise each transformation's rule is checked on the
+        problem and its static features.
+        """
         on_gpu = self.device.startswith("cuda")
+        if applicable is None:
+            features = features or static_features(problem)
 
         def usable(name: str) -> bool:
+            if applicable is not None:
+                return name in applicable
             t = TRANSFORMATIONS.get(name)
             return t is not None and (on_gpu or not t.needs_cuda) and t.applies(problem, features)
 

@@ -1,0 +1,206 @@
+"""Where an episode's answers come from: the replay backend (a recorded dataset, on a CPU, in
+microseconds) or the live backend (ncu, the optimizer and the harness, on a GPU)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from autoprofiler_env.dataset import Dataset
+from autoprofiler_env.dataset.replay import DEFAULT_DATASET, merge_profiles
+from autoprofiler_env.errors import ProfilingError
+from autoprofiler_env.features import static_features
+from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+from autoprofiler_env.profiler import profile_problems
+from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
+from autoprofiler_env.profiler.records import Profile
+
+
+def key_metrics(sections: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(section, metric) of every numeric header metric of the sections, each metric once, under
+    the first section that shows it: the metrics an observation holds."""
+    catalogue = load_catalogue()
+    seen, out = set(), []
+    for s in sections:
+        for _, name in catalogue.section(s).header:
+            if name not in seen and not name.startswith("profiler__") and name not in _STRINGS:
+                seen.add(name)
+                out.append((s, name))
+    return tuple(out)
+
+
+# header metrics whose values are words, not numbers (measured on the H200)
+_STRINGS = frozenset({"launch__cluster_scheduling_policy", "launch__func_cache_config",
+                      "launch__preferred_cluster_size", "launch__tpc_enabled",
+                      "derived__local_spilling_requests_pct",
+                      "lts__average_gcomp_output_sector_compression_achieved_rate.ratio"})
+
+
+def squash(x: float) -> float:
+    """sign(x) log10(1 + |x|): cycles (1e6) and percentages (0-100) on one scale."""
+    return math.copysign(math.log10(1.0 + abs(x)), x)
+
+
+@dataclass(frozen=True)
+class SectionView:
+    """What collecting one section adds to an observation, and what it costs."""
+
+    metric_values: np.ndarray  # squashed values of the key metrics it shows (NaN: not numeric)
+    finding_score: float       # its OPT findings' time-weighted estimated speedups, summed (%)
+    seconds: float             # replay seconds of collecting it alone
+    passes: int                # replay passes per kernel
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """What the optimizer achieved with the profile an episode collected."""
+
+    transformation: str
+    reason: str
+    correct: bool
+    speedup: float | None
+    error_kind: str | None
+
+
+class ReplayBackend:
+    """Answers from a recorded dataset; the reference optimizer runs on the replayed evidence.
+
+    A candidate whose outcome was not recorded raises :class:`NotRecordedError` (the replay
+    never invents an outcome); every transformation that applies to a problem is recorded, so
+    with the reference optimizer this does not happen on a complete dataset.
+    """
+
+    deterministic = True
+
+    def __init__(self, dataset: str | Path | Dataset | None = None,
+                 device: str = "cuda") -> None:
+        self.dataset = (dataset if isinstance(dataset, Dataset)
+                        else Dataset.load(dataset or DEFAULT_DATASET))
+        self.device = device
+        self.sections = self.dataset.sections
+        self.metrics = key_metrics(self.sections)
+        self.optimizer = ReferenceOptimizer(device=device)
+        self._view = lru_cache(maxsize=None)(self._compute_view)
+        self._finish = lru_cache(maxsize=1 << 16)(self._compute_finish)
+
+    def __getstate__(self) -> dict:  # caches are rebuilt, not pickled
+        return {"dataset": self.dataset, "device": self.device}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["dataset"], state["device"])
+
+    def problems(self, split: str | None) -> list[str]:
+        return self.dataset.uris(split)
+
+    def features(self, uri: str) -> np.ndarray:
+        return self.dataset.record(uri).features.vector()
+
+    def full_cost(self, uri: str) -> tuple[float | None, int]:
+        """(seconds, passes) of ncu's full set for this problem; where it was not recorded, the
+        sum over the action sections (seconds) and ncu's 38 passes."""
+        full = self.dataset.record(uri).set_costs.get("full")
+        if full is not None:
+            return full.replay_s, full.passes
+        views = [self.view(uri, s) for s in self.sections]
+        return sum(v.seconds for v in views), load_catalogue().set_passes["full"]
+
+    def view(self, uri: str, section: str) -> SectionView:
+        return self._view(uri, section)
+
+    def _compute_view(self, uri: str, section: str) -> SectionView:
+        profile = self.dataset.profile(uri, [section])
+        values = np.full(len(self.metrics), np.nan, dtype=np.float32)
+        for i, (owner, name) in enumerate(self.metrics):
+            if owner == section:
+                v = profile.metric(name)
+                if v is not None:
+                    values[i] = squash(v)
+        score = sum(w for f, w in profile.findings() if f.kind == "OPT")
+        return SectionView(values, float(score), profile.cost.replay_s, profile.cost.passes)
+
+    def finish(self, uri: str, sections: tuple[str, ...]) -> EpisodeOutcome:
+        return self._finish(uri, self.dataset.canonical(sections))
+
+    def profile(self, uri: str, sections) -> Profile:
+        return self.dataset.profile(uri, sections)
+
+    def _compute_finish(self, uri: str, sections: tuple[str, ...]) -> EpisodeOutcome:
+        record = self.dataset.record(uri)
+        profile = self.dataset.profile(uri, sections) if sections else None
+        name, reason, _ = self.optimizer.choose(None, profile, record.features,
+                                                applicable=frozenset(record.outcomes))
+        if name == "identity":
+            return EpisodeOutcome(name, reason, True, 1.0, None)
+        outcome = self.dataset.outcome(uri, name)
+        return EpisodeOutcome(name, reason, outcome.correct,
+                              outcome.speedup if outcome.correct else None, outcome.error_kind)
+
+
+
+class LiveBackend:
+    """Runs the episode for real on a GPU: each collected section is an ncu run of the problem
+    with that section alone (so its evidence and cost are what the replay records), then the
+    reference optimizer writes the candidate from the merged profile and the harness judges and
+    times it. Nondeterministic: timings and sampled counters vary between runs."""
+
+    deterministic = False
+
+    def __init__(self, problems: list[str] | None = None, device: str = "cuda",
+                 ncu: str | None = None, timeout_s: float = 600.0) -> None:
+        from autoprofiler_env.harness import Evaluator, HarnessConfig
+        from autoprofiler_env.problems import load_problem, load_suite
+
+        self._problems = {p.uri: p for p in ([load_problem(u) for u in problems] if problems
+                                             else load_suite())}
+        self.sections = ACTION_SECTIONS
+        self.metrics = key_metrics(self.sections)
+        self.optimizer = ReferenceOptimizer(device=device)
+        self.evaluator = Evaluator(HarnessConfig(device=device), timeout_s=timeout_s)
+        self.ncu = ncu
+        self._profiles: dict[tuple[str, str], Profile] = {}
+
+    def problems(self, split: str | None) -> list[str]:
+        return [u for u, p in self._problems.items() if split is None or p.split == split]
+
+    def features(self, uri: str) -> np.ndarray:
+        return static_features(self._problems[uri]).vector()
+
+    def full_cost(self, uri: str) -> tuple[float | None, int]:
+        """(None, passes): the full set's seconds are unknown before profiling it."""
+        return None, load_catalogue().set_passes["full"]
+
+    def _profile_alone(self, uri: str, section: str) -> Profile:
+        key = (uri, section)
+        if key not in self._profiles:
+            profiles, failures = profile_problems([self._problems[uri]], [section], ncu=self.ncu)
+            if failures:
+                raise ProfilingError(f"{uri}: {failures[0].error}")
+            self._profiles[key] = profiles[0]
+        return self._profiles[key]
+
+    def view(self, uri: str, section: str) -> SectionView:
+        profile = self._profile_alone(uri, section)
+        values = np.full(len(self.metrics), np.nan, dtype=np.float32)
+        for i, (owner, name) in enumerate(self.metrics):
+            v = profile.metric(name) if owner == section else None
+            if v is not None:
+                values[i] = squash(v)
+        score = sum(w for f, w in profile.findings() if f.kind == "OPT")
+        return SectionView(values, float(score), profile.cost.replay_s, profile.cost.passes)
+
+    def profile(self, uri: str, sections) -> Profile:
+        parts = [self._profile_alone(uri, s) for s in sections]
+        return merge_profiles(uri, tuple(sections), parts)
+
+    def finish(self, uri: str, sections: tuple[str, ...]) -> EpisodeOutcome:
+        problem = self._problems[uri]
+        profile = self.profile(uri, sections) if sections else None
+        candidate = self.optimizer.optimize(problem, profile)
+        result = self.evaluator.evaluate(problem, candidate.source)
+        return EpisodeOutcome(candidate.producer, candidate.reason, result.correct,
+                              result.speedup,
+                              result.error_kind.value if result.error_kind else None)

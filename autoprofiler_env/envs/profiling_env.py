@@ -1,0 +1,304 @@
+"""The Gymnasium environment: choose which Nsight Compute sections to collect for a kernel."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from autoprofiler_env.envs.backends import EpisodeOutcome, LiveBackend, ReplayBackend
+from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.features import FEATURE_NAMES
+
+BUDGET_UNITS = ("seconds", "passes", "sections")
+REWARDS = ("log_speedup", "speedup")
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """A finished episode, small and serializable (one JSON line).
+
+    ``env.apply(record)`` replays it; ``env.validate(record)`` checks that the environment
+    still gives the same candidate, speedup and reward.
+    """
+
+    problem: str
+    sections: tuple[str, ...]
+    cost: float
+    candidate: str
+    correct: bool
+    speedup: float | None
+    reward: float  # the episode's return: the final reward plus any cost penalties
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, line: str) -> EpisodeRecord:
+        d = json.loads(line)
+        d["sections"] = tuple(d["sections"])
+        return cls(**d)
+
+
+class ProfilingEnv(gym.Env):
+    """
+    ## Description
+
+    An episode is one kernel problem (KernelBench format). The agent sees the problem's static
+    features, then collects Nsight Compute sections one at a time, each at a cost, within a
+    budget. When it stops (or nothing affordable is left) the optimizer is invoked once with
+    exactly the profile collected, and the reward is the speedup its candidate achieves.
+
+    ## Action Space
+
+    ``Discrete(n_sections + 1)``: action ``i < n_sections`` collects ``env.unwrapped.sections[i]``
+    (the 15 action sections of ``autoprofiler_env.profiler.catalogue.ACTION_SECTIONS``); action
+    ``n_sections`` is STOP. ``action_masks()`` (what sb3-contrib's ``MaskablePPO`` calls) and
+    ``info["action_mask"]`` mark the valid ones: sections not yet collected whose cost fits the
+    remaining budget, and STOP (always valid). An invalid action is treated as STOP and
+    ``info["invalid_action"]`` is True: the episode ends; it never raises.
+
+    ## Observation
+
+    A flat ``Dict`` (stable-baselines3's ``MultiInputPolicy`` takes it):
+
+    - ``features``: ``Box(len(FEATURE_NAMES))``, the static features (log-scaled FLOPs, bytes,
+      op counts, ...), known before any profiling;
+    - ``collected``: ``MultiBinary(n_sections)``, the sections collected so far;
+    - ``metrics``: ``Box(n_metrics)``, the key metrics gathered so far (every numeric header
+      metric of the action sections, duration-weighted over the kernels, as
+      ``sign(x) log10(1 + |x|)``), 0 where unknown;
+    - ``metrics_known``: ``MultiBinary(n_metrics)``, which of them are known;
+    - ``findings``: ``Box(n_sections)``, per collected section the sum of its OPT findings'
+      time-weighted estimated speedups (percent / 100);
+    - ``budget``: ``Box(1)``, the remaining budget as a fraction of the episode's budget.
+
+    ## Rewards
+
+    0 for every step, minus ``cost_penalty`` x (the step's cost / the budget) when that is set.
+    At the end, ``log_speedup`` (default): ``ln(speedup)`` of a correct candidate,
+    ``incorrect_reward`` (default ``ln(0.5)``: as bad as running twice as slow) otherwise;
+    ``speedup``: the speedup, or 0 for an incorrect candidate.
+
+    ## Termination
+
+    The episode terminates on STOP, on an invalid action, or when no uncollected section fits
+    the remaining budget. It is never truncated by the environment (wrap it in ``TimeLimit``
+    if you like; an episode has at most ``n_sections + 1`` steps).
+
+    ## Registered Configurations
+
+    - ``AutoProfiler-v0``: the replay backend on the shipped dataset (recorded on an H200 with
+      the reference optimizer); train split; budget 25% of the full set's cost in seconds.
+    - ``AutoProfilerLive-v0``: the live backend (ncu, the optimizer and the harness on a GPU);
+      ``nondeterministic=True``; budget 25% of the sections (the live backend cannot know the
+      full set's cost in seconds before profiling).
+
+    ``make`` kwargs (all JSON-serializable): ``dataset`` (path), ``split`` or ``problems``
+    (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``budget`` and ``budget_unit``
+    (``seconds``, ``passes`` or ``sections``) and ``budget_is_fraction`` (a fraction of the
+    full set's cost, default, or an absolute amount), ``reward``, ``incorrect_reward``,
+    ``cost_penalty``, ``device``.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, dataset: str | None = None, split: str | None = "train",
+                 problems: list[str] | None = None, backend: str = "replay",
+                 budget: float = 0.25, budget_unit: str = "seconds",
+                 budget_is_fraction: bool = True, reward: str = "log_speedup",
+                 incorrect_reward: float = math.log(0.5), cost_penalty: float = 0.0,
+                 device: str = "cuda", render_mode: str | None = None) -> None:
+        if budget_unit not in BUDGET_UNITS:
+            raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        if budget <= 0:
+            raise ValueError(f"budget must be positive, got {budget}")
+        if backend == "replay":
+            self.backend = ReplayBackend(dataset, device=device)
+        elif backend == "live":
+            self.backend = LiveBackend(problems, device=device)
+        else:
+            raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
+        self.problems = list(problems) if problems else self.backend.problems(split)
+        if not self.problems:
+            raise AutoProfilerError(f"no problems in split {split!r} of this backend")
+        self.sections = tuple(self.backend.sections)
+        self.budget, self.budget_unit = float(budget), budget_unit
+        self.budget_is_fraction = budget_is_fraction
+        self.reward_kind, self.incorrect_reward = reward, float(incorrect_reward)
+        self.cost_penalty = float(cost_penalty)
+        self.render_mode = render_mode
+        n, m = len(self.sections), len(self.backend.metrics)
+        self.STOP = n
+        self.action_space = spaces.Discrete(n + 1)
+        self.observation_space = spaces.Dict({
+            # log10 scales: 1e30 FLOPs or cycles would be 30
+            "features": spaces.Box(-30.0, 30.0, (len(FEATURE_NAMES),), np.float32),
+            "collected": spaces.MultiBinary(n),
+            "metrics": spaces.Box(-30.0, 30.0, (m,), np.float32),
+            "metrics_known": spaces.MultiBinary(m),
+            "findings": spaces.Box(0.0, 100.0, (n,), np.float32),
+            "budget": spaces.Box(0.0, 1.0, (1,), np.float32),
+        })
+        self._uri: str | None = None
+        self._cost_cache: dict[str, np.ndarray] = {}
+        self.last_record: EpisodeRecord | None = None
+
+    # -- costs ------------------------------------------------------------------------------
+
+    def _cost(self, uri: str, section: str) -> float:
+        if self.budget_unit == "sections":
+            return 1.0
+        view = self.backend.view(uri, section)
+        return view.seconds if self.budget_unit == "seconds" else float(view.passes)
+
+    def _episode_budget(self, uri: str) -> float:
+        if not self.budget_is_fraction:
+            return self.budget
+        if self.budget_unit == "sections":
+            return self.budget * len(self.sections)
+        seconds, passes = self.backend.full_cost(uri)
+        if self.budget_unit == "passes":
+            return self.budget * passes
+        if seconds is None:
+            raise AutoProfilerError(
+                "this backend does not know the full set's cost in seconds before profiling: "
+                "give an absolute budget (budget_is_fraction=False) or budget_unit='passes' "
+                "or 'sections'")
+        return self.budget * seconds
+
+    # -- the Gymnasium API ------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if "problem" in options:
+            if options["problem"] not in self.problems:
+                raise AutoProfilerError(f"{options['problem']!r} is not among this "
+                                        "environment's problems")
+            self._uri = options["problem"]
+        else:
+            self._uri = self.problems[int(self.np_random.integers(len(self.problems)))]
+        self._collected: list[str] = []
+        self._spent = 0.0
+        self._return = 0.0
+        self._budget_total = self._episode_budget(self._uri)
+        if self._uri not in self._cost_cache:
+            self._cost_cache[self._uri] = np.array([self._cost(self._uri, s)
+                                                    for s in self.sections])
+        self._costs = self._cost_cache[self._uri]
+        self._obs = {
+            "features": self.backend.features(self._uri).astype(np.float32),
+            "collected": np.zeros(len(self.sections), dtype=np.int8),
+            "metrics": np.zeros(len(self.backend.metrics), dtype=np.float32),
+            "metrics_known": np.zeros(len(self.backend.metrics), dtype=np.int8),
+            "findings": np.zeros(len(self.sections), dtype=np.float32),
+            "budget": np.ones(1, dtype=np.float32),
+        }
+        self._mask = np.ones(len(self.sections) + 1, dtype=bool)
+        self._update_mask()
+        return self._observation(), self._info()
+
+    def action_masks(self) -> np.ndarray:
+        """The valid actions: affordable sections not yet collected, and STOP."""
+        return self._mask.copy()
+
+    def _update_mask(self) -> None:
+        remaining = self._budget_total - self._spent
+        self._mask[:-1] = (self._obs["collected"] == 0) & (self._costs <= remaining + 1e-12)
+
+    def step(self, action):
+        action = int(action)
+        invalid = not (0 <= action <= self.STOP) or not self._mask[action]
+        reward = 0.0
+        if invalid or action == self.STOP:
+            return self._finish(invalid)
+        section = self.sections[action]
+        cost = float(self._costs[action])
+        view = self.backend.view(self._uri, section)
+        self._collected.append(section)
+        self._spent += cost
+        known = ~np.isnan(view.metric_values)
+        self._obs["metrics"][known] = view.metric_values[known]
+        self._obs["metrics_known"][known] = 1
+        self._obs["collected"][action] = 1
+        self._obs["findings"][action] = view.finding_score / 100.0
+        self._obs["budget"][0] = max(0.0, 1.0 - self._spent / self._budget_total)
+        self._update_mask()
+        if self.cost_penalty:
+            reward -= self.cost_penalty * cost / self._budget_total
+        self._return += reward
+        if not self._mask[:-1].any():  # nothing affordable is left: the end
+            obs, final, terminated, truncated, info = self._finish(False)
+            return obs, reward + final, terminated, truncated, info
+        return self._observation(), float(reward), False, False, self._info()
+
+    def _finish(self, invalid: bool):
+        outcome: EpisodeOutcome = self.backend.finish(self._uri, tuple(self._collected))
+        if outcome.correct and outcome.speedup:
+            reward = (math.log(outcome.speedup) if self.reward_kind == "log_speedup"
+                      else outcome.speedup)
+        else:
+            reward = self.incorrect_reward if self.reward_kind == "log_speedup" else 0.0
+        self.last_record = EpisodeRecord(self._uri, tuple(self._collected), self._spent,
+                                         outcome.transformation, outcome.correct,
+                                         outcome.speedup, self._return + float(reward))
+        info = self._info()
+        info.update(problem=self._uri, sections=tuple(self._collected), cost=self._spent,
+                    candidate=outcome.transformation, reason=outcome.reason,
+                    correct=outcome.correct, speedup=outcome.speedup,
+                    error_kind=outcome.error_kind, invalid_action=invalid,
+                    record=self.last_record)
+        return self._observation(), float(reward), True, False, info
+
+    def _observation(self) -> dict:
+        return {k: v.copy() for k, v in self._obs.items()}
+
+    def _info(self) -> dict:
+        return {"action_mask": self.action_masks(), "problem": self._uri}
+
+    def render(self):
+        if self.render_mode != "ansi":
+            return None
+        return (f"{self._uri}: collected {', '.join(self._collected) or 'nothing'}; spent "
+                f"{self._spent:.3g} of {self._budget_total:.3g} {self.budget_unit}")
+
+    # -- episode records --------------------------------------------------------------------
+
+    def apply(self, record: EpisodeRecord) -> tuple[float, dict]:
+        """Replays a recorded episode's actions; returns (total reward, final info)."""
+        self.reset(options={"problem": record.problem})
+        total = 0.0
+        for section in record.sections:
+            _, r, terminated, _, info = self.step(self.sections.index(section))
+            total += r
+            if terminated:
+                return total, info
+        _, r, _, _, info = self.step(self.STOP)
+        return total + r, info
+
+    def validate(self, record: EpisodeRecord, rel_tol: float = 1e-9) -> bool:
+        """Whether replaying the record gives the same candidate, speedup and reward."""
+        total, info = self.apply(record)
+        same_speedup = (record.speedup is None and info["speedup"] is None) or (
+            record.speedup is not None and info["speedup"] is not None
+            and math.isclose(record.speedup, info["speedup"], rel_tol=rel_tol))
+        return (info["candidate"] == record.candidate and info["correct"] == record.correct
+                and same_speedup and math.isclose(total, record.reward, rel_tol=rel_tol,
+                                                  abs_tol=1e-12))
+
+
+def write_records(records: list[EpisodeRecord], path: Path) -> None:
+    """Appends episode records to a JSON-lines file."""
+    from autoprofiler_env.jsonlines import JsonlAppender
+
+    with JsonlAppender(path) as log:
+        for r in records:
+            log.write(asdict(r))

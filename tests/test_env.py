@@ -1,0 +1,186 @@
+"""The environment, checked the way researchers will use it: Gymnasium's and SB3's checkers,
+seeding, pickling, spec round trips, vector envs, MaskablePPO. Parametrized over every
+registered id (the live one needs a GPU)."""
+
+import math
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.utils.env_checker import check_env as gym_check_env
+
+import autoprofiler_env  # noqa: F401  (registers the ids)
+from autoprofiler_env.envs import LIVE_ID, REPLAY_ID
+from autoprofiler_env.envs.profiling_env import EpisodeRecord, ProfilingEnv
+
+IDS = [REPLAY_ID, pytest.param(LIVE_ID, marks=pytest.mark.gpu)]
+
+
+def make(env_id, dataset, **kwargs):
+    if env_id == REPLAY_ID:
+        kwargs.setdefault("dataset", str(dataset))
+        kwargs.setdefault("split", None)
+    return gym.make(env_id, **kwargs)
+
+
+def rollout(env, seed, steps=60):
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    trace = []
+    for _ in range(steps):
+        valid = np.flatnonzero(info["action_mask"])
+        action = int(rng.choice(valid))
+        obs, reward, terminated, truncated, info = env.step(action)
+        trace.append((action, reward, terminated, {k: v.tolist() for k, v in obs.items()}))
+        if terminated or truncated:
+            obs, info = env.reset()
+    return trace
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_gymnasium_and_sb3_checkers_pass(env_id, study_dataset):
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = make(env_id, study_dataset)
+    gym_check_env(env.unwrapped, skip_render_check=True)
+    sb3_check_env(make(env_id, study_dataset).unwrapped, warn=True)
+
+
+@pytest.mark.parametrize("env_id", [REPLAY_ID])
+def test_same_seed_same_rollouts(env_id, study_dataset):
+    a = rollout(make(env_id, study_dataset), seed=3)
+    b = rollout(make(env_id, study_dataset), seed=3)
+    c = rollout(make(env_id, study_dataset), seed=4)
+    assert a == b and a != c
+
+
+def test_pickles_and_spec_round_trips(study_dataset):
+    env = make(REPLAY_ID, study_dataset)
+    clone = pickle.loads(pickle.dumps(env))
+    assert rollout(clone, seed=1) == rollout(env, seed=1)
+    spec = EnvSpec.from_json(env.spec.to_json())
+    assert spec == env.spec
+    assert rollout(gym.make(spec), seed=2) == rollout(make(REPLAY_ID, study_dataset), seed=2)
+
+
+def test_vector_envs(study_dataset):
+    fns = [lambda: make(REPLAY_ID, study_dataset) for _ in range(2)]
+    for vec in (gym.vector.SyncVectorEnv(fns), gym.vector.AsyncVectorEnv(fns)):
+        obs, info = vec.reset(seed=0)
+        for _ in range(20):
+            masks = np.stack(info["action_mask"])
+            actions = [int(np.flatnonzero(m)[-2 if m.sum() > 1 else -1]) for m in masks]
+            obs, rewards, terminated, truncated, info = vec.step(actions)
+            assert obs["collected"].shape == (2, 15)
+        vec.close()
+
+
+def test_sb3_subproc_vec_env(study_dataset):
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    vec = SubprocVecEnv([lambda: make(REPLAY_ID, study_dataset) for _ in range(2)])
+    vec.reset()
+    for _ in range(10):
+        vec.step(np.array([15, 0]))
+    vec.close()
+
+
+def test_maskable_ppo_learns_without_error(study_dataset):
+    from sb3_contrib import MaskablePPO
+
+    env = make(REPLAY_ID, study_dataset)
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=256, batch_size=64, seed=0, verbose=0)
+    model.learn(2048)
+    obs, _ = env.reset(seed=0)
+    action, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(),
+                              deterministic=True)
+    assert env.unwrapped.action_masks()[int(action)]
+
+
+# -- the environment's own rules --------------------------------------------------------------
+
+def test_masks_budget_and_stop(study_dataset):
+    env = make(REPLAY_ID, study_dataset, budget=0.25).unwrapped
+    obs, info = env.reset(options={"problem": "problem://autoprofiler/v1/level1/relu_16384x16384"})
+    assert info["action_mask"][-1] and obs["budget"][0] == 1.0
+    total = 0
+    while True:
+        valid = np.flatnonzero(env.action_masks()[:-1])
+        if not len(valid):
+            break
+        obs, reward, terminated, _, info = env.step(int(valid[0]))
+        total += 1
+        assert not info["action_mask"][int(valid[0])]  # collected: masked
+        if terminated:
+            break
+    assert env._spent <= env._budget_total + 1e-9 and total >= 1
+    assert terminated or env.step(env.STOP)[2]
+
+
+def test_invalid_action_ends_the_episode_as_documented(study_dataset):
+    env = make(REPLAY_ID, study_dataset).unwrapped
+    env.reset(seed=0)
+    env.step(0)
+    _, _, terminated, _, info = env.step(0)  # collecting SpeedOfLight twice
+    assert terminated and info["invalid_action"] and info["sections"] == ("SpeedOfLight",)
+    env.reset(seed=0)
+    assert env.step(99)[2]
+
+
+def test_reward_is_the_candidates_log_speedup(study_dataset):
+    env = make(REPLAY_ID, study_dataset).unwrapped
+    uri = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
+    env.reset(options={"problem": uri})
+    env.step(env.sections.index("SpeedOfLight"))
+    _, reward, terminated, _, info = env.step(env.STOP)
+    assert terminated and info["candidate"] == "tf32" and info["reason"].startswith("rule 3")
+    outcome = env.backend.dataset.outcome(uri, "tf32")
+    expected = math.log(outcome.speedup) if outcome.correct else math.log(0.5)
+    assert reward == pytest.approx(expected)
+
+
+def test_records_apply_and_validate(study_dataset, tmp_path):
+    env = make(REPLAY_ID, study_dataset, cost_penalty=0.1).unwrapped
+    records = []
+    for seed in range(5):
+        rollout(env, seed, steps=1)
+        env.reset(seed=seed)
+        for a in (0, 9):
+            _, _, terminated, _, info = env.step(a)
+            if terminated:
+                break
+        else:
+            _, _, _, _, info = env.step(env.STOP)
+        records.append(info["record"])
+    for r in records:
+        assert env.validate(EpisodeRecord.from_json(r.to_json()))
+    forged = EpisodeRecord(**{**records[0].__dict__, "reward": records[0].reward + 1})
+    assert not env.validate(forged)
+
+
+def test_budget_units(study_dataset):
+    for unit, budget in (("sections", 2.0), ("passes", 20.0), ("seconds", 1.5)):
+        env = ProfilingEnv(dataset=str(study_dataset), split=None, budget=budget,
+                           budget_unit=unit, budget_is_fraction=False)
+        env.reset(seed=0)
+        steps = 0
+        while True:
+            valid = np.flatnonzero(env.action_masks()[:-1])
+            if not len(valid):
+                break
+            steps += 1
+            if env.step(int(valid[0]))[2]:
+                break
+        assert env._spent <= budget + 1e-9
+        if unit == "sections":
+            assert steps == 2
+
+
+def test_bad_arguments_are_clear(study_dataset):
+    with pytest.raises(ValueError, match="budget_unit"):
+        ProfilingEnv(dataset=str(study_dataset), budget_unit="hours")
+    env = ProfilingEnv(dataset=str(study_dataset), split=None)
+    with pytest.raises(Exception, match="not among"):
+        env.reset(options={"problem": "problem://nope"})
