@@ -1,1 +1,16 @@
-"""baselines"""
+"""Baseline profiling policies: fixed configurations, a roofline rule tree, random, and the
+hindsight oracle. Each has stable-baselines3's ``predict`` signature."""
+
+from baselines.agents import (
+    CUDAFORGE_LIKE,
+    Agent,
+    FixedSections,
+    HindsightOracle,
+    NoProfile,
+    RandomAgent,
+    RooflineTree,
+    all_agents,
+)
+
+__all__ = ["CUDAFORGE_LIKE", "Agent", "FixedSections", "HindsightOracle", "NoProfile",
+           "RandomAgent", "RooflineTree", "all_agents"]

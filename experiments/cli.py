@@ -1,5 +1,6 @@
 """The ``autoprofiler`` command.
 
+    autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--wandb]
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
@@ -165,6 +166,25 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- benchmark ------------------------------------------------------------------------------
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from experiments.benchmark import COLUMNS, benchmark, log_wandb, plot, print_table, write_csv
+
+    budgets = [float(b) for b in args.budgets.split(",")]
+    summary, episodes = benchmark(args.dataset, budgets, seeds=args.seeds, split=args.split)
+    out = Path(args.out)
+    write_csv(summary, out / "benchmark.csv", COLUMNS)
+    write_csv(episodes, out / "episodes.csv")
+    plotted = plot(summary, out / "benchmark.png")
+    print_table(summary)
+    print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}"
+          + (f", {out / 'benchmark.png'}" if plotted else " (no plot: pip install matplotlib)"))
+    if args.wandb:
+        log_wandb(vars(args) | {"command": "benchmark"}, summary, episodes, out / "benchmark.png")
+    return EXIT_OK
+
+
 # -- the parser -----------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,6 +232,17 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--markdown", action="store_true",
                        help="print the rendered profiles (the default)")
     p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("benchmark", help="every agent on the test split, at several budgets")
+    p.add_argument("--dataset", help="a dataset file (default: the shipped one)")
+    p.add_argument("--budgets", default="0.1,0.25,0.5,1.0",
+                   help="fractions of the full set's cost (default: 0.1,0.25,0.5,1.0)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds for stochastic agents")
+    p.add_argument("--split", default="test", choices=("train", "val", "test"))
+    p.add_argument("--out", default="runs/benchmark", help="where the CSVs and plot go")
+    p.add_argument("--wandb", action="store_true",
+                   help="log to wandb (offline when no WANDB_API_KEY is set)")
+    p.set_defaults(func=cmd_benchmark)
 
     p = sub.add_parser("record", help="record profiles and outcomes on a GPU (resumable)")
     p.add_argument("--out", required=True, help="the recording folder (created or resumed)")

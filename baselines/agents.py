@@ -1,0 +1,201 @@
+"""Fixed and reference profiling policies, each with stable-baselines3's ``predict`` signature
+so that ``evaluate_policy`` and the benchmark serve all of them.
+
+- :class:`NoProfile`: STOP at once (the optimizer's prior).
+- :class:`FixedSections`: a fixed list of sections, in order: ncu's basic, detailed and full
+  sets (the action sections they contain), each single section, and a curated list in the
+  spirit of CudaForge's 24 metrics. If the next section of its list is not affordable it
+  stops, and the episode is marked as cut (``fits_budget`` is False): a fixed configuration
+  that does not fit the budget is reported, never silently shortened.
+- :class:`RooflineTree`: in the spirit of KernelAgent: SpeedOfLight first, then the memory
+  branch (MemoryWorkloadAnalysis, its chart) or the compute branch (ComputeWorkloadAnalysis,
+  WarpStateStats) by which throughput is higher.
+- :class:`RandomAgent`: a uniformly random valid action.
+- :class:`HindsightOracle`: per problem, the section set within the budget whose candidate
+  is fastest, found by searching the replay with hindsight (it reads the episode's problem
+  from the environment: the upper bound, not a policy).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from autoprofiler_env.profiler.catalogue import load_catalogue
+
+CUDAFORGE_LIKE = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis",
+                  "ComputeWorkloadAnalysis", "WarpStateStats", "SourceCounters")
+"""Sections carrying CudaForge-style metrics: throughputs, occupancy and its limiters, launch
+configuration, cache hit rates, pipe use, stall reasons, branch efficiency."""
+
+_SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+_MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+
+
+class Agent:
+    """Base: ``predict`` returns ``(action, state)`` like an SB3 policy; ``reset`` is called at
+    each episode start (``episode_start``)."""
+
+    name = "agent"
+    stochastic = False
+
+    def __init__(self, env) -> None:
+        self.env = env.unwrapped
+        self.sections = tuple(self.env.sections)
+        self.stop = len(self.sections)
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, observation: dict, mask: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True,
+                action_masks=None):
+        """SB3's signature. A batched observation (from a VecEnv of this agent's environment,
+        e.g. ``evaluate_policy``) gives a batch of actions."""
+        if episode_start is not None and np.any(episode_start):
+            self.reset()
+        batched = np.ndim(observation["collected"]) == 2
+        if not batched:
+            mask = (np.asarray(action_masks, dtype=bool) if action_masks is not None
+                    else self.env.action_masks())
+            return np.array(self.act(observation, mask)), state
+        n = len(observation["collected"])
+        masks = (np.asarray(action_masks, dtype=bool).reshape(n, -1) if action_masks is not None
+                 else np.tile(self.env.action_masks(), (n, 1)))
+        actions = [self.act({k: v[i] for k, v in observation.items()}, masks[i])
+                   for i in range(n)]
+        return np.array(actions), state
+
+
+class NoProfile(Agent):
+    name = "no-profile"
+
+    def act(self, observation, mask):
+        return self.stop
+
+
+class FixedSections(Agent):
+    """Collects ``sections`` in order, then stops."""
+
+    def __init__(self, env, sections, name: str) -> None:
+        super().__init__(env)
+        self.name = name
+        missing = [s for s in sections if s not in self.sections]
+        if missing:
+            raise ValueError(f"{name}: sections not in this environment: {missing}")
+        self.plan = [self.sections.index(s) for s in sections]
+        self.fits_budget = True
+
+    def reset(self) -> None:
+        self.fits_budget = True
+
+    def act(self, observation, mask):
+        for index in self.plan:
+            if observation["collected"][index]:
+                continue
+            if not mask[index]:
+                self.fits_budget = False
+                return self.stop
+            return index
+        return self.stop
+
+
+class RooflineTree(Agent):
+    name = "roofline-tree"
+
+    def __init__(self, env) -> None:
+        super().__init__(env)
+        metrics = [m for _, m in self.env.backend.metrics]
+        self._sm, self._mem = metrics.index(_SM), metrics.index(_MEM)
+        self._i = {s: self.sections.index(s) for s in
+                   ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Chart",
+                    "ComputeWorkloadAnalysis", "WarpStateStats")}
+
+    def act(self, observation, mask):
+        i = self._i
+        if not observation["collected"][i["SpeedOfLight"]]:
+            return i["SpeedOfLight"] if mask[i["SpeedOfLight"]] else self.stop
+        memory_bound = observation["metrics"][self._mem] >= observation["metrics"][self._sm]
+        branch = (("MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Chart") if memory_bound
+                  else ("ComputeWorkloadAnalysis", "WarpStateStats"))
+        for s in branch:
+            if not observation["collected"][i[s]] and mask[i[s]]:
+                return i[s]
+        return self.stop
+
+
+class RandomAgent(Agent):
+    name = "random"
+    stochastic = True
+
+    def __init__(self, env, seed: int = 0) -> None:
+        super().__init__(env)
+        self.seed(seed)
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observation, mask):
+        return int(self.rng.choice(np.flatnonzero(mask)))
+
+
+class HindsightOracle(Agent):
+    """Searches the section sets within the budget, smallest first, for the fastest correct
+    candidate of the episode's problem; then collects that set."""
+
+    name = "oracle"
+
+    def __init__(self, env, max_sections: int = 4) -> None:
+        super().__init__(env)
+        self.max_sections = max_sections
+        self._plans: dict[tuple[str, float], list[int]] = {}
+        self._plan: list[int] = []
+
+    def reset(self) -> None:
+        env = self.env
+        key = (env._uri, env._budget_total)
+        if key not in self._plans:
+            self._plans[key] = self._search(env._uri, env._costs, env._budget_total)
+        self._plan = list(self._plans[key])
+
+    def _search(self, uri, costs, budget) -> list[int]:
+        best_value, best = -math.inf, []
+        n = len(self.sections)
+        for size in range(0, self.max_sections + 1):
+            for combo in itertools.combinations(range(n), size):
+                if sum(costs[i] for i in combo) > budget + 1e-12:
+                    continue
+                outcome = self.env.backend.finish(uri, tuple(self.sections[i] for i in combo))
+                value = math.log(outcome.speedup) if outcome.correct and outcome.speedup \
+                    else -math.inf
+                if value > best_value + 1e-12:
+                    best_value, best = value, list(combo)
+        return best
+
+    def act(self, observation, mask):
+        while self._plan:
+            index = self._plan.pop(0)
+            if not observation["collected"][index] and mask[index]:
+                return index
+        return self.stop
+
+
+def all_agents(env, seed: int = 0) -> list[Agent]:
+    """Every baseline for ``env``: the fixed configurations, the rule tree, random, oracle."""
+    catalogue = load_catalogue()
+    sections = tuple(env.unwrapped.sections)
+
+    def within(names):
+        return [s for s in names if s in sections]
+
+    agents: list[Agent] = [NoProfile(env)]
+    for set_name in ("basic", "detailed", "full"):
+        agents.append(FixedSections(env, within(catalogue.sets[set_name]), f"set:{set_name}"))
+    agents += [FixedSections(env, [s], f"section:{s}") for s in sections]
+    agents.append(FixedSections(env, within(CUDAFORGE_LIKE), "curated:cudaforge-like"))
+    agents += [RooflineTree(env), RandomAgent(env, seed), HindsightOracle(env)]
+    return agents

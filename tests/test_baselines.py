@@ -1,0 +1,72 @@
+"""Baselines and the benchmark, on the recorded study profiles (with TEST outcomes)."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import autoprofiler_env  # noqa: F401
+from baselines import FixedSections, HindsightOracle, NoProfile, RooflineTree, all_agents
+from experiments.benchmark import benchmark, plot, run_episode
+
+
+@pytest.fixture()
+def env(study_dataset):
+    return gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None, budget=0.25)
+
+
+def test_every_baseline_runs_an_episode_on_every_problem(env):
+    for agent in all_agents(env):
+        for uri in env.unwrapped.problems:
+            row = run_episode(env, agent, uri)
+            assert row["cost_s"] <= env.unwrapped._budget_total + 1e-9
+
+
+def test_fixed_configurations_report_when_they_do_not_fit(study_dataset):
+    small = gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None, budget=0.1)
+    full = FixedSections(small, [s for s in small.unwrapped.sections], "all")
+    row = run_episode(small, full, small.unwrapped.problems[0])
+    assert row["fits_budget"] is False and row["sections"]
+    none = run_episode(small, NoProfile(small), small.unwrapped.problems[0])
+    assert none["cost_s"] == 0 and none["sections"] == ""
+
+
+def test_roofline_tree_branches_on_the_bottleneck(env):
+    tree = RooflineTree(env)
+    memory = run_episode(env, tree, "problem://autoprofiler/v1/level1/relu_16384x16384")
+    compute = run_episode(env, tree, "problem://autoprofiler/v1/level1/matmul_4096x4096x4096")
+    assert memory["sections"].startswith("SpeedOfLight+MemoryWorkloadAnalysis")
+    assert compute["sections"].startswith("SpeedOfLight+ComputeWorkloadAnalysis")
+
+
+def test_the_oracle_is_an_upper_bound(env):
+    oracle = HindsightOracle(env)
+    for uri in env.unwrapped.problems:
+        best = run_episode(env, oracle, uri)["speedup"]
+        for agent in all_agents(env):
+            assert run_episode(env, agent, uri)["speedup"] <= best + 1e-12, agent.name
+
+
+def test_sb3_evaluate_policy_takes_a_baseline(env):
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    mean, std = evaluate_policy(RooflineTree(env), env, n_eval_episodes=4)
+    assert np.isfinite(mean)
+
+
+def test_benchmark_table_and_plot(study_dataset, tmp_path):
+    summary, episodes = benchmark(str(study_dataset), [0.1, 1.0], seeds=2, split="train")
+    names = {r["agent"] for r in summary}
+    assert {"no-profile", "set:basic", "set:full", "roofline-tree", "random", "oracle",
+            "curated:cudaforge-like", "section:SpeedOfLight"} <= names
+    for r in summary:
+        assert r["regret"] >= -1e-12 and 0 <= r["fast_1"] <= 1
+        if r["agent"] == "oracle":
+            assert r["regret"] == pytest.approx(0.0)
+    random_rows = [e for e in episodes if e["agent"] == "random" and e["budget"] == 0.1]
+    assert {e["seed"] for e in random_rows} == {0, 1}
+    full = next(r for r in summary if r["agent"] == "set:full" and r["budget"] == 0.1)
+    assert full["fits_budget"] < 1.0
+    assert plot(summary, tmp_path / "b.png") and (tmp_path / "b.png").stat().st_size > 10_000
+    assert all(math.isfinite(r["geomean_speedup"]) for r in summary)
