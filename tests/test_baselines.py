@@ -70,3 +70,18 @@ def test_benchmark_table_and_plot(study_dataset, tmp_path):
     assert full["fits_budget"] < 1.0
     assert plot(summary, tmp_path / "b.png") and (tmp_path / "b.png").stat().st_size > 10_000
     assert all(math.isfinite(r["geomean_speedup"]) for r in summary)
+
+
+def test_wandb_logs_offline(study_dataset, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from experiments.benchmark import log_wandb
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    summary, episodes = benchmark(str(study_dataset), [0.25], seeds=1, split="val")
+    plot(summary, tmp_path / "b.png")
+    log_wandb({"budgets": [0.25]}, summary, episodes, tmp_path / "b.png")
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and any(runs[0].rglob("*.wandb"))
