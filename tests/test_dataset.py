@@ -112,3 +112,36 @@ def test_round_trip_is_exact(ds, tmp_path):
     path = tmp_path / "again.json.gz"
     ds.content.save(path)
     assert DatasetFile.load(path) == ds.content
+
+
+def test_llm_outcomes_by_section_set_with_repeats_and_an_explicit_policy(ds, tmp_path):
+    import dataclasses
+
+    import numpy as np
+
+    from autoprofiler_env.dataset import Outcome
+
+    uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    record = ds.record(uri)
+    reps = [Outcome("llm:m", True, None, 0.4, speedup=1.25), Outcome("llm:m", False, "mismatch")]
+    record = dataclasses.replace(record, llm_outcomes={"m": {
+        "": [Outcome("llm:m", True, None, 0.5, speedup=1.0)],
+        "SpeedOfLight+WarpStateStats": reps}})
+    content = dataclasses.replace(ds.content, problems={**ds.content.problems, uri: record})
+    path = tmp_path / "llm.json.gz"
+    content.save(path)
+    loaded = Dataset.load(path)
+    assert loaded.info()["llm_outcomes"] == 3
+    # the canonical key ignores order; repeats are drawn with the caller's generator
+    drawn = {loaded.llm_outcome(uri, "m", ["WarpStateStats", "SpeedOfLight"],
+                                rng=np.random.default_rng(s)).correct for s in range(20)}
+    assert drawn == {True, False}
+    with pytest.raises(NotRecordedError, match="was not recorded with sections SpeedOfLight"):
+        loaded.llm_outcome(uri, "m", ["SpeedOfLight"])
+    fallback = loaded.llm_outcome(uri, "m", ["SpeedOfLight", "WarpStateStats", "Occupancy"],
+                                  missing="largest_recorded_subset")
+    assert fallback == reps[0]
+    assert loaded.llm_outcome(uri, "m", ["Occupancy"],
+                              missing="largest_recorded_subset").speedup == 1.0
+    with pytest.raises(NotRecordedError, match="no outcomes of the LLM optimizer"):
+        loaded.llm_outcome(uri, "other", [])

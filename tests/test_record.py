@@ -100,3 +100,51 @@ def test_dataset_commands(tmp_path):
     bad = subprocess.run(cli + ["build", "--recording", str(tmp_path), "--out", str(out)],
                          capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 2 and "not a recording" in bad.stderr
+
+
+def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
+    """A chat backend that answers with a correct ReLU for the first seed and with prose for
+    the next: both are recorded, the second as an incorrect `no_code` outcome."""
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.dataset.record import record_llm
+    from autoprofiler_env.optimizers.llm import LLMOptimizer
+    from autoprofiler_env.problems import load_file
+
+    relu_code = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+
+    class Scripted:
+        model_name = "scripted"
+
+        def complete(self, messages, *, max_tokens, temperature, seed, timeout_s):
+            assert "relu" in messages[-1]["content"].lower()
+            return f"```python\n{relu_code}```" if seed % 2 == 0 else "I would fuse it."
+
+    relu = load_file(ROOT / "tests" / "data" / "problems" / "relu_small.py")
+    ds = Dataset(build_from_recording(_recording(tmp_path)))
+    config = HarnessConfig(device="cpu", timing_budget_ms=2, min_trials=1, max_trials=2)
+    out = tmp_path / "llm.jsonl"
+    sets = [(), ("SpeedOfLight",)]
+    ds_uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
+
+    class Replay:  # the suite problem's recorded profile, shown for the local test problem
+        def canonical(self, sections):
+            return ds.canonical(sections)
+
+        def profile(self, uri, sections):
+            return ds.profile(ds_uri, sections)
+
+    rows = record_llm([relu], Replay(), LLMOptimizer(Scripted(), seed=0), sets, out, config,
+                      repeats=2)
+    assert [(r["sections"], r["repeat"], r["correct"], r["error_kind"]) for r in rows] == [
+        ("", 0, True, None), ("", 1, False, "no_code"),
+        ("SpeedOfLight", 0, True, None), ("SpeedOfLight", 1, False, "no_code")]
+    again = record_llm([relu], Replay(), LLMOptimizer(Scripted(), seed=0), sets, out, config,
+                       repeats=2)
+    assert again == rows  # nothing recorded twice
+    # built into a dataset (the rows re-keyed to the suite problem whose profile was shown)
+    run_dirs = [STUDY / "section-SpeedOfLight"]
+    reference = [json.loads(line) for line in
+                 (ROOT / "docs" / "data" / "reference_h200.jsonl").read_text().splitlines()]
+    content = build(run_dirs, reference, [], llm_rows=[{**r, "uri": ds_uri} for r in rows])
+    keyed = content.problems[ds_uri].llm_outcomes["llm:scripted"]
+    assert [o.correct for o in keyed[""]] == [True, False] and len(keyed["SpeedOfLight"]) == 2

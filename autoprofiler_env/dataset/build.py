@@ -27,7 +27,7 @@ def kept_metrics() -> frozenset[str]:
 
 
 def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[dict],
-          metadata: dict | None = None) -> DatasetFile:
+          metadata: dict | None = None, llm_rows: list[dict] | None = None) -> DatasetFile:
     """A dataset of the problems that have a reference timing and at least one profile.
 
     ``run_dirs``: saved ncu runs with one section each (the evidence) or with the sections of
@@ -58,6 +58,14 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
             p20_ms=r.get("candidate_p20_ms"), p80_ms=r.get("candidate_p80_ms"),
             speedup=r.get("speedup"))
+    llm: dict[str, dict] = {}
+    for r in sorted(llm_rows or [], key=lambda r: (r["uri"], r["model"], r["sections"],
+                                                   r["repeat"])):
+        llm.setdefault(r["uri"], {}).setdefault(r["model"], {}).setdefault(
+            r["sections"], []).append(Outcome(
+                transformation=r["model"], correct=bool(r["correct"]),
+                error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
+                speedup=r.get("speedup")))
     records = {}
     for uri in sorted(set(profiles) & set(eager)):
         problem = load_problem(uri)
@@ -70,7 +78,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             profiles=dict(sorted(profiles[uri].items(),
                                  key=lambda kv: ACTION_SECTIONS.index(kv[0])
                                  if kv[0] in ACTION_SECTIONS else 99)),
-            set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}))
+            set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}),
+            llm_outcomes=llm.get(uri, {}))
     sections = tuple(s for s in ACTION_SECTIONS
                      if all(s in r.profiles for r in records.values()) and records)
     first = next(iter(eager.values()), {})
@@ -83,11 +92,11 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
 
 
 def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = None,
-                       metadata: dict | None = None) -> DatasetFile:
-    """:func:`build` from a folder of saved ncu runs (any depth) and two logs."""
+                       metadata: dict | None = None, llm: Path | None = None) -> DatasetFile:
+    """:func:`build` from a folder of saved ncu runs (any depth) and the logs."""
     run_dirs = sorted(p.parent for p in Path(run_root).rglob("run.json"))
     return build(run_dirs, read_jsonl(reference), read_jsonl(outcomes) if outcomes else [],
-                 metadata)
+                 metadata, read_jsonl(llm) if llm else None)
 
 
 def build_from_recording(recording: Path, metadata: dict | None = None) -> DatasetFile:
@@ -96,6 +105,7 @@ def build_from_recording(recording: Path, metadata: dict | None = None) -> Datas
     if not (recording / "reference.jsonl").exists():
         raise DatasetError(f"{recording} is not a recording: it has no reference.jsonl; make "
                            "one with `autoprofiler record --out DIR` on a GPU")
-    candidates = recording / "candidates.jsonl"
+    candidates, llm = recording / "candidates.jsonl", recording / "llm.jsonl"
     return build_from_folders(recording, recording / "reference.jsonl",
-                              candidates if candidates.exists() else None, metadata)
+                              candidates if candidates.exists() else None, metadata,
+                              llm if llm.exists() else None)

@@ -13,7 +13,10 @@ sections S, optimizer O" on a CPU:
     cost: replay seconds, passes, GPU replay time);
   - ``set_costs``: the cost of ncu's basic, detailed and full sets, where recorded;
   - ``outcomes``: per transformation the optimizer can produce, whether it was correct, its
-    time and spread, and its speedup over eager.
+    time and spread, and its speedup over eager;
+  - ``llm_outcomes``: for LLM optimizers, whose candidates are not a function of a few rules,
+    outcomes keyed by optimizer name, then by the canonical section set (``"A+B"``, ``""`` for
+    no profile), each a list of repeats (one per sampled reply).
 
 Kept metrics (to stay small): every action section's header metrics, the metrics the
 reference optimizer's rules read, and the kernel duration. Files are written atomically
@@ -61,6 +64,7 @@ class ProblemRecord:
     profiles: dict[str, Profile] = field(default_factory=dict)
     set_costs: dict[str, ProfileCost] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    llm_outcomes: dict[str, dict[str, list[Outcome]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -69,6 +73,8 @@ class ProblemRecord:
             "profiles": {s: p.to_dict() for s, p in self.profiles.items()},
             "set_costs": {s: asdict(c) for s, c in self.set_costs.items()},
             "outcomes": {t: asdict(o) for t, o in self.outcomes.items()},
+            "llm_outcomes": {m: {k: [asdict(o) for o in reps] for k, reps in keyed.items()}
+                             for m, keyed in self.llm_outcomes.items()},
         }
 
     @classmethod
@@ -78,7 +84,9 @@ class ProblemRecord:
             features=StaticFeatures.from_dict(d["features"]), eager=d["eager"],
             profiles={s: Profile.from_dict(p) for s, p in d["profiles"].items()},
             set_costs={s: ProfileCost(**c) for s, c in d["set_costs"].items()},
-            outcomes={t: Outcome(**o) for t, o in d["outcomes"].items()})
+            outcomes={t: Outcome(**o) for t, o in d["outcomes"].items()},
+            llm_outcomes={m: {k: [Outcome(**o) for o in reps] for k, reps in keyed.items()}
+                          for m, keyed in d.get("llm_outcomes", {}).items()})
 
 
 def compact(profile: Profile, keep: frozenset[str]) -> Profile:

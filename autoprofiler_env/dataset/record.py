@@ -13,6 +13,9 @@ Layout of a recording folder::
     profiles/<section>/<chunk>/      one saved ncu run per section and chunk of problems
     sets/<set>/<chunk>/              the same for ncu's basic, detailed and full sets (cost)
     candidates.jsonl                 one line per (problem, transformation)
+    llm.jsonl                        one line per (problem, section set, repeat) of an LLM
+                                     optimizer (``record_llm``; its endpoint needs no GPU, the
+                                     harness does)
 
 ``autoprofiler dataset build`` turns it into a dataset file.
 """
@@ -171,6 +174,45 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                 "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
                 "speedup": result.speedup, "max_abs_error": result.max_abs_error,
                 "wall_s": result.wall_s, **info})
+    return read_jsonl(out)
+
+
+def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[tuple[str, ...]],
+               out: Path, config: HarnessConfig, repeats: int = 1,
+               deadline: float | None = None) -> list[dict]:
+    """Outcomes of an LLM optimizer per (problem, section set), ``repeats`` times each (the
+    seed changes per repeat), with the profiles the dataset replays. A key already in ``out``
+    is skipped. A reply the harness cannot run (no code, a time-out) is recorded as an
+    incorrect outcome with its LLM error kind."""
+    done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(out)}
+    base_seed = optimizer.seed
+    with Evaluator(config) as evaluator, JsonlAppender(out) as log:
+        for problem in problems:
+            for sections in section_sets:
+                key = "+".join(dataset.canonical(sections))
+                for repeat in range(repeats):
+                    if (problem.uri, key, repeat) in done:
+                        continue
+                    if _past(deadline):
+                        return read_jsonl(out)
+                    optimizer.seed = base_seed + repeat
+                    profile = dataset.profile(problem.uri, sections) if sections else None
+                    candidate = optimizer.optimize(problem, profile)
+                    row = {"uri": problem.uri, "model": optimizer.producer, "sections": key,
+                           "repeat": repeat, "seed": optimizer.seed}
+                    if candidate.error:
+                        row.update(correct=False, error_kind=candidate.error.split(":")[0],
+                                   candidate_ms=None, speedup=None)
+                    else:
+                        result = evaluator.evaluate(problem, candidate.source)
+                        row.update(correct=result.correct,
+                                   error_kind=result.error_kind.value if result.error_kind
+                                   else None,
+                                   candidate_ms=result.candidate.median_ms
+                                   if result.candidate else None,
+                                   speedup=result.speedup)
+                    log.write(row)
+    optimizer.seed = base_seed
     return read_jsonl(out)
 
 

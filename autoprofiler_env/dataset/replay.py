@@ -90,6 +90,38 @@ class Dataset:
                                    f"recorded: {', '.join(sorted(outcomes)) or 'none'}")
         return outcomes[transformation]
 
+    def llm_outcome(self, uri: str, model: str, sections, rng=None,
+                    missing: str = "raise") -> Outcome:
+        """A recorded outcome of an LLM optimizer for (problem, section set).
+
+        With several repeats, one is drawn with ``rng`` (the environment's seeded generator),
+        or the first without one. A key that was not recorded follows ``missing``:
+
+        - ``"raise"`` (default): :class:`NotRecordedError`;
+        - ``"largest_recorded_subset"``: the recorded key with the most sections that are all
+          in the asked set (the profile the model saw was a part of this one), the empty set
+          included if recorded; still NotRecordedError if none is.
+
+        Never a silent default: the fallback is named by the caller.
+        """
+        if missing not in ("raise", "largest_recorded_subset"):
+            raise ValueError(f"missing must be 'raise' or 'largest_recorded_subset', got "
+                             f"{missing!r}")
+        keyed = self.record(uri).llm_outcomes.get(model)
+        if not keyed:
+            raise NotRecordedError(f"no outcomes of the LLM optimizer {model!r} for {uri}")
+        key = "+".join(self.canonical(sections))
+        if key not in keyed and missing == "largest_recorded_subset":
+            asked = set(self.canonical(sections))
+            subsets = [k for k in keyed if set(filter(None, k.split("+"))) <= asked]
+            if subsets:
+                key = max(subsets, key=lambda k: (len(list(filter(None, k.split("+")))), k))
+        if key not in keyed:
+            raise NotRecordedError(f"{model!r} on {uri} was not recorded with sections "
+                                   f"{key or '(none)'}; recorded: {sorted(keyed)}")
+        repeats = keyed[key]
+        return repeats[int(rng.integers(len(repeats)))] if rng is not None else repeats[0]
+
     def _merge(self, uri: str, sections: tuple[str, ...]) -> Profile:
         record = self.record(uri)
         return merge_profiles(uri, sections, [record.profiles[s] for s in sections])
@@ -104,6 +136,8 @@ class Dataset:
             "sections": list(self.sections),
             "profiles": sum(len(r.profiles) for r in problems),
             "outcomes": sum(len(r.outcomes) for r in problems),
+            "llm_outcomes": sum(len(reps) for r in problems for keyed in r.llm_outcomes.values()
+                                for reps in keyed.values()),
             "complete": all(set(r.profiles) == set(self.sections) for r in problems),
         }
 
