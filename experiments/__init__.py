@@ -1,1 +1,1 @@
-"""experiments"""
+"""The command line (``autoprofiler``), experiment scripts and GPU device scripts."""
