@@ -54,7 +54,7 @@ class NcuRun:
     """What one ncu invocation produced, kept as text so it can be saved and parsed later."""
 
     sections: tuple[str, ...]
-    problems: list[dict]          # {"uri", "path"} in the driver's order
+    problems: list[dict]          # {"uri"} in the driver's order
     status: list[dict]            # the driver's status lines
     log: str                      # ncu's stdout and stderr
     raw_csv: str                  # --page raw --csv --print-units base
@@ -62,13 +62,15 @@ class NcuRun:
     wall_s: float                 # the whole invocation, start-up included
     returncode: int
     ncu_version: str = ""
-    command: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)  # ncu's options (no paths of the machine)
 
     def save(self, directory: Path) -> None:
         """Writes the run as gzipped files plus a JSON index, atomically per file."""
         directory.mkdir(parents=True, exist_ok=True)
         meta = {k: v for k, v in asdict(self).items() if k not in ("raw_csv", "details_csv",
                                                                     "log")}
+        # tracebacks name files of the machine that ran; the one-line error stays
+        meta["status"] = [{k: v for k, v in r.items() if k != "traceback"} for r in self.status]
         for name, text in (("raw.csv.gz", self.raw_csv), ("details.csv.gz", self.details_csv),
                            ("log.txt.gz", self.log)):
             tmp = directory / (name + ".tmp")
@@ -192,16 +194,18 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
             # ncu then ends the program and still writes what it profiled so far.
             _stop(process)
     wall = time.perf_counter() - started
-    log = log_path.read_text(errors="replace")
+    log = log_path.read_text(errors="replace").replace(str(workdir), "<workdir>")
     check_log(log)
     status = read_jsonl(status_path)
     raw = details = ""
     if report.exists():
         raw = _export(exe, report, "raw", ["--print-units", "base"])
         details = _export(exe, report, "details", [])
-    return NcuRun(sections=tuple(sections), problems=spec["problems"], status=status, log=log,
-                  raw_csv=raw, details_csv=details, wall_s=wall,
-                  returncode=process.returncode, ncu_version=ncu_version(exe), command=command)
+    options = command[1:command.index(sys.executable)]
+    options = options[:options.index("-o")]  # the report's path is the machine's
+    return NcuRun(sections=tuple(sections), problems=[{"uri": p.uri} for p in problems],
+                  status=status, log=log, raw_csv=raw, details_csv=details, wall_s=wall,
+                  returncode=process.returncode, ncu_version=ncu_version(exe), command=options)
 
 
 def _stop(process: subprocess.Popen, grace_s: float = 30.0) -> None:
