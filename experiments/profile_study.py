@@ -38,12 +38,12 @@ PER_PROBLEM_SAMPLE = 8
 def configurations(part: int) -> list[tuple[str, list[str], list[str]]]:
     """(name, sections, problem names) of every ncu invocation of the study."""
     from autoprofiler_env.problems import load_suite
-    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, NCU_SETS
+    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 
     if part == 1:
         configs = [(f"section-{s}", [s], list(STUDY_PROBLEMS)) for s in ACTION_SECTIONS]
-        sets = [(f"set-{name}", list(sections), list(STUDY_PROBLEMS))
-                for name, sections in NCU_SETS.items()]
+        sets = [(f"set-{name}", list(load_catalogue().sets[name]), list(STUDY_PROBLEMS))
+                for name in ("basic", "detailed", "full")]
         subsets = [("subset-" + "+".join(s), list(s), list(STUDY_PROBLEMS)) for s in SUBSETS]
         # full and the subsets first: the reconstruction study needs them; detailed last
         return configs + [sets[0], sets[2]] + subsets + [sets[1]]

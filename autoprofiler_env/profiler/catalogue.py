@@ -219,14 +219,3 @@ def load_catalogue(ncu_version: str = NCU_VERSION) -> Catalogue:
     return Catalogue(data["ncu_version"], data["gpu"], sections,
                      {k: tuple(v) for k, v in data["sets"].items()}, data["set_passes"],
                      tuple(data.get("always_collected", ())))
-
-
-def _ncu_sets() -> dict[str, tuple[str, ...]]:
-    catalogue = load_catalogue()
-    return {name: catalogue.sets[name] for name in ("basic", "detailed", "full")}
-
-
-def __getattr__(name: str):
-    if name == "NCU_SETS":  # computed on first use: the data file is read lazily
-        return _ncu_sets()
-    raise AttributeError(name)
