@@ -184,3 +184,16 @@ def test_bad_arguments_are_clear(study_dataset):
     env = ProfilingEnv(dataset=str(study_dataset), split=None)
     with pytest.raises(Exception, match="not among"):
         env.reset(options={"problem": "problem://nope"})
+
+
+def test_a_dataset_without_outcomes_is_refused(tmp_path):
+    from pathlib import Path
+
+    from autoprofiler_env.dataset.build import build_from_folders
+    from autoprofiler_env.errors import DatasetError
+
+    data = Path(__file__).parents[1] / "docs" / "data"
+    path = tmp_path / "profiles_only.json.gz"
+    build_from_folders(data / "profile_study_h200", data / "reference_h200.jsonl").save(path)
+    with pytest.raises(DatasetError, match="no recorded candidate outcomes"):
+        ProfilingEnv(dataset=str(path))

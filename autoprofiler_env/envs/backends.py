@@ -12,7 +12,7 @@ import numpy as np
 
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.replay import DEFAULT_DATASET, merge_profiles
-from autoprofiler_env.errors import ProfilingError
+from autoprofiler_env.errors import DatasetError, ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.optimizers.reference import ReferenceOptimizer
 from autoprofiler_env.profiler import profile_problems
@@ -81,6 +81,12 @@ class ReplayBackend:
         self.dataset = (dataset if isinstance(dataset, Dataset)
                         else Dataset.load(dataset or DEFAULT_DATASET))
         self.device = device
+        bare = [u for u in self.dataset.uris() if not self.dataset.record(u).outcomes]
+        if bare:
+            raise DatasetError(
+                f"{len(bare)} problems of the dataset have no recorded candidate outcomes (e.g. "
+                f"{bare[0]}): the replay cannot reward them; record them with `autoprofiler "
+                "record --parts candidates` and rebuild the dataset")
         self.sections = self.dataset.sections
         self.metrics = key_metrics(self.sections)
         self.optimizer = ReferenceOptimizer(device=device)
