@@ -1,0 +1,182 @@
+"""What the data says: does the environment pose a real selection problem?
+
+    python -m experiments.report --dataset FILE --out docs/report [--budgets 0.1,0.25,0.5,1.0]
+
+Writes figures (PNG) and prints the tables behind them:
+
+1. the hindsight oracle's geometric-mean speedup against the best single fixed configuration,
+   per budget (if they are equal, one configuration is as good as choosing per kernel);
+2. how often a larger profile led to a worse choice: for every problem, every set S of up to
+   two sections and every section x added to it, whether the candidate from S + x is slower
+   (or incorrect) where the one from S was not;
+3. which sections carry the decisive evidence, by kind of problem: for each problem, the
+   smallest section sets whose candidate is the best reachable one, counted per section and
+   per dominant op tag (a heatmap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+
+def _value(outcome) -> float:
+    """ln(speedup) of what one would ship: an incorrect candidate falls back to eager."""
+    return math.log(outcome.speedup) if outcome.correct and outcome.speedup else 0.0
+
+
+def oracle_vs_fixed(summary: list[dict]) -> list[dict]:
+    rows = []
+    for budget in sorted({r["budget"] for r in summary}):
+        at = [r for r in summary if r["budget"] == budget]
+        oracle = next(r for r in at if r["agent"] == "oracle")
+        fixed = [r for r in at if r["agent"].startswith(("set:", "section:", "curated:",
+                                                         "no-profile"))]
+        best = max(fixed, key=lambda r: r["geomean_speedup"])
+        rows.append({"budget": budget, "oracle": oracle["geomean_speedup"],
+                     "best_fixed": best["geomean_speedup"], "best_fixed_agent": best["agent"]})
+    return rows
+
+
+def larger_profile_worse(backend, uris: list[str], max_base: int = 2) -> dict:
+    """Counts (S, S + x) pairs where adding section x made the outcome worse or better."""
+    sections = backend.sections
+    worse = better = same = 0
+    by_section = Counter()
+    for uri in uris:
+        for size in range(0, max_base + 1):
+            for base in itertools.combinations(sections, size):
+                before = _value(backend.finish(uri, base))
+                for x in sections:
+                    if x in base:
+                        continue
+                    after = _value(backend.finish(uri, base + (x,)))
+                    if after < before - 1e-9:
+                        worse += 1
+                        by_section[x] += 1
+                    elif after > before + 1e-9:
+                        better += 1
+                    else:
+                        same += 1
+    total = worse + better + same
+    return {"pairs": total, "worse": worse / max(total, 1), "better": better / max(total, 1),
+            "same": same / max(total, 1), "worse_by_added_section": dict(by_section)}
+
+
+def decisive_sections(backend, uris: list[str], tags: dict[str, str],
+                      max_size: int = 3) -> dict[str, Counter]:
+    """Per dominant tag: how often each section is in a smallest set reaching the best
+    candidate reachable with up to ``max_size`` sections (problems where no profile is
+    needed count under "none")."""
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for uri in uris:
+        best, winners = -math.inf, []
+        for size in range(0, max_size + 1):
+            for combo in itertools.combinations(backend.sections, size):
+                v = _value(backend.finish(uri, combo))
+                if v > best + 1e-9:
+                    best, winners = v, [combo]
+                elif abs(v - best) <= 1e-9 and (not winners or len(combo) == len(winners[0])):
+                    winners.append(combo)
+        tag = tags[uri]
+        if winners and not winners[0]:
+            counts[tag]["none"] += 1
+            continue
+        for combo in winners:
+            for s in combo:
+                counts[tag][s] += 1.0 / len(winners)
+    return counts
+
+
+def figures(out: Path, vs: list[dict], decisive: dict[str, Counter], sections) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    budgets = [r["budget"] for r in vs]
+    ax.plot(budgets, [r["oracle"] for r in vs], "o-", lw=2, label="hindsight oracle")
+    ax.plot(budgets, [r["best_fixed"] for r in vs], "s--", lw=2,
+            label="best fixed configuration")
+    for r in vs:
+        ax.annotate(r["best_fixed_agent"], (r["budget"], r["best_fixed"]), fontsize=7,
+                    xytext=(4, -10), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("budget (fraction of the full set's cost)")
+    ax.set_ylabel("geometric-mean speedup")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out / "oracle_vs_fixed.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    tags = sorted(decisive)
+    columns = list(sections) + ["none"]
+    grid = np.array([[decisive[t].get(c, 0.0) for c in columns] for t in tags])
+    fig, ax = plt.subplots(figsize=(12, 0.5 * len(tags) + 2.5))
+    ax.imshow(grid, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(columns)), columns, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(tags)), tags)
+    for (i, j), v in np.ndenumerate(grid):
+        if v:
+            ax.text(j, i, f"{v:.1f}", ha="center", va="center", color="w", fontsize=7)
+    ax.set_title("Sections in the smallest winning sets, by the problem's dominant op")
+    fig.tight_layout()
+    paths.append(out / "decisive_sections.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def report(dataset: str, out: Path, budgets: list[float], split: str | None = None) -> dict:
+    from autoprofiler_env.envs.backends import ReplayBackend
+    from experiments.benchmark import benchmark
+
+    backend = ReplayBackend(dataset)
+    uris = backend.problems(split)
+    tags = {u: (backend.dataset.record(u).tags or ("other",))[0] for u in uris}
+    summary, _ = benchmark(dataset, budgets, seeds=1, split=split or "test")
+    vs = oracle_vs_fixed(summary)
+    worse = larger_profile_worse(backend, uris)
+    decisive = decisive_sections(backend, uris, tags)
+    paths = figures(out, vs, decisive, backend.sections)
+    return {"oracle_vs_fixed": vs, "larger_profile": worse,
+            "decisive": {t: dict(c) for t, c in decisive.items()},
+            "figures": [str(p) for p in paths]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m experiments.report")
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--out", type=Path, default=Path("docs/report"))
+    parser.add_argument("--budgets", default="0.1,0.25,0.5,1.0")
+    parser.add_argument("--split", default="test")
+    args = parser.parse_args(argv)
+    result = report(args.dataset, args.out, [float(b) for b in args.budgets.split(",")],
+                    args.split)
+    print("| budget | oracle | best fixed | which |")
+    print("|---|---|---|---|")
+    for r in result["oracle_vs_fixed"]:
+        print(f"| {r['budget']:g} | {r['oracle']:.3f} | {r['best_fixed']:.3f} | "
+              f"{r['best_fixed_agent']} |")
+    w = result["larger_profile"]
+    print(f"\nadding one section to a set of <= 2: worse {w['worse']:.1%}, better "
+          f"{w['better']:.1%}, same {w['same']:.1%} of {w['pairs']} pairs")
+    print(json.dumps(result["decisive"], indent=1))
+    print("figures:", ", ".join(result["figures"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

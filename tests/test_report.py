@@ -1,0 +1,14 @@
+"""The data report's mechanics, on the recorded study profiles with TEST outcomes."""
+
+from experiments.report import report
+
+
+def test_report_tables_and_figures(study_dataset, tmp_path):
+    result = report(str(study_dataset), tmp_path, [0.25, 1.0], split="train")
+    for row in result["oracle_vs_fixed"]:
+        assert row["oracle"] >= row["best_fixed"] - 1e-12
+    w = result["larger_profile"]
+    assert w["pairs"] > 0 and abs(w["worse"] + w["better"] + w["same"] - 1) < 1e-9
+    assert result["decisive"]
+    for path in result["figures"]:
+        assert (tmp_path / path.rsplit("/", 1)[1]).stat().st_size > 10_000
