@@ -18,7 +18,6 @@ import math
 import statistics
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cost_s",

@@ -31,7 +31,7 @@ def study_problems(n: int):
         k = min(len(members), max(1, round(rest * len(members) / len(suite))))
         step = len(members) / k
         chosen += [members[int(i * step)] for i in range(k)]
-    return chosen[:n] if len(chosen) > n else chosen
+    return chosen[:n]
 
 
 def run(out: Path, n: int, device: str, warm_workers: int, timeout_s: float,

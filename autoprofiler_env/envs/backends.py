@@ -55,6 +55,19 @@ class SectionView:
     passes: int                # replay passes per kernel
 
 
+def section_view(profile: Profile, section: str,
+                 metrics: tuple[tuple[str, str], ...]) -> SectionView:
+    """What the profile of ``section`` alone adds to an observation (``metrics`` as
+    :func:`key_metrics` gives them), and its cost."""
+    values = np.full(len(metrics), np.nan, dtype=np.float32)
+    for i, (owner, name) in enumerate(metrics):
+        v = profile.metric(name) if owner == section else None
+        if v is not None:
+            values[i] = squash(v)
+    score = sum(w for f, w in profile.findings() if f.kind == "OPT")
+    return SectionView(values, float(score), profile.cost.replay_s, profile.cost.passes)
+
+
 @dataclass(frozen=True)
 class EpisodeOutcome:
     """What the optimizer achieved with the profile an episode collected."""
@@ -118,15 +131,7 @@ class ReplayBackend:
         return self._view(uri, section)
 
     def _compute_view(self, uri: str, section: str) -> SectionView:
-        profile = self.dataset.profile(uri, [section])
-        values = np.full(len(self.metrics), np.nan, dtype=np.float32)
-        for i, (owner, name) in enumerate(self.metrics):
-            if owner == section:
-                v = profile.metric(name)
-                if v is not None:
-                    values[i] = squash(v)
-        score = sum(w for f, w in profile.findings() if f.kind == "OPT")
-        return SectionView(values, float(score), profile.cost.replay_s, profile.cost.passes)
+        return section_view(self.dataset.profile(uri, [section]), section, self.metrics)
 
     def finish(self, uri: str, sections: tuple[str, ...]) -> EpisodeOutcome:
         return self._finish(uri, self.dataset.canonical(sections))
@@ -189,14 +194,7 @@ class LiveBackend:
         return self._profiles[key]
 
     def view(self, uri: str, section: str) -> SectionView:
-        profile = self._profile_alone(uri, section)
-        values = np.full(len(self.metrics), np.nan, dtype=np.float32)
-        for i, (owner, name) in enumerate(self.metrics):
-            v = profile.metric(name) if owner == section else None
-            if v is not None:
-                values[i] = squash(v)
-        score = sum(w for f, w in profile.findings() if f.kind == "OPT")
-        return SectionView(values, float(score), profile.cost.replay_s, profile.cost.passes)
+        return section_view(self._profile_alone(uri, section), section, self.metrics)
 
     def profile(self, uri: str, sections) -> Profile:
         parts = [self._profile_alone(uri, s) for s in sections]
