@@ -1,7 +1,7 @@
 """The profiler study: what each section costs, and whether a subset's profile can be cut out
 of one full run. Collecting needs a GPU; analysing runs anywhere on the collected files.
 
-    python -m experiments.profile_study collect --out runs/profile_study [--part 1|2]
+    python -m experiments.profile_study collect --out runs/profile_study [--part 1|2] [--only GLOB]
     python -m experiments.profile_study analyze --runs runs/profile_study
 
 ``collect`` is resumable: a configuration whose run is saved is not profiled again.
@@ -58,11 +58,13 @@ def configurations(part: int) -> list[tuple[str, list[str], list[str]]]:
     return configs
 
 
-def collect(out: Path, part: int) -> int:
+def collect(out: Path, part: int, only: str | None = None) -> int:
+    from fnmatch import fnmatch
+
     from autoprofiler_env.problems import load_problem
     from autoprofiler_env.profiler.runner import run_ncu
 
-    configs = configurations(part)
+    configs = [c for c in configurations(part) if only is None or fnmatch(c[0], only)]
     for i, (name, sections, names) in enumerate(configs):
         target = out / name
         if (target / "run.json").exists():
@@ -268,12 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("collect", help="profile on a GPU (resumable)")
     p.add_argument("--out", type=Path, default=Path("runs/profile_study"))
     p.add_argument("--part", type=int, choices=(1, 2), default=1)
+    p.add_argument("--only", metavar="GLOB", help="only the configurations whose name matches, "
+                   "e.g. 'alone-*'")
     p = sub.add_parser("analyze", help="cost and reconstruction tables from collected runs")
     p.add_argument("--runs", type=Path, default=Path("docs/data/profile_study_h200"))
     p.add_argument("--out", type=Path, default=Path("docs/data"))
     args = parser.parse_args(argv)
     if args.command == "collect":
-        return collect(args.out, args.part)
+        return collect(args.out, args.part, args.only)
     return analyze(args.runs, args.out)
 
 
