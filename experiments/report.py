@@ -144,7 +144,7 @@ def report(dataset: str, out: Path, budgets: list[float], split: str | None = No
     backend = ReplayBackend(dataset)
     uris = backend.problems(split)
     tags = {u: (backend.dataset.record(u).tags or ("other",))[0] for u in uris}
-    summary, _ = benchmark(dataset, budgets, seeds=1, split=split or "test")
+    summary, _ = benchmark(dataset, budgets, seeds=1, split=split)
     vs = oracle_vs_fixed(summary)
     worse = larger_profile_worse(backend, uris)
     decisive = decisive_sections(backend, uris, tags)
@@ -161,10 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--out", type=Path, default=Path("docs/report"))
     parser.add_argument("--budgets", default="0.1,0.25,0.5,1.0")
-    parser.add_argument("--split", default="test")
+    parser.add_argument("--split", default="test", help="train, val, test or all")
     args = parser.parse_args(argv)
     result = report(args.dataset, args.out, [float(b) for b in args.budgets.split(",")],
-                    args.split)
+                    None if args.split == "all" else args.split)
     print("| budget | oracle | best fixed | which |")
     print("|---|---|---|---|")
     for r in result["oracle_vs_fixed"]:

@@ -11,6 +11,7 @@ transformations win, and the largest share any one of them wins.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -70,6 +71,16 @@ def analyze(rows_path: Path) -> int:
           f"{winners.most_common(1)[0][1] / total:.0%}")
     for name, count in winners.most_common():
         print(f"  {name}: {count}")
+    print("\n| transformation | applicable | correct | speedup median | min | max | wins |")
+    print("|---|---|---|---|---|---|---|")
+    by_transformation: dict[str, list[dict]] = {}
+    for r in rows:
+        by_transformation.setdefault(r["transformation"], []).append(r)
+    for name, rs in sorted(by_transformation.items(), key=lambda kv: -winners[kv[0]]):
+        ok = sorted(r["speedup"] for r in rs if r["correct"])
+        figures = (f"{statistics.median(ok):.2f}x | {ok[0]:.2f}x | {ok[-1]:.2f}x" if ok
+                   else "– | – | –")
+        print(f"| {name} | {len(rs)} | {len(ok)} | {figures} | {winners[name]} |")
     return 0
 
 

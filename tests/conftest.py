@@ -34,33 +34,20 @@ def candidate(name: str) -> str:
 
 @pytest.fixture(scope="session")
 def study_dataset(tmp_path_factory) -> Path:
-    """A dataset for the environment's tests: the 12 problems profiled on the H200 (every
-    action section, real recorded evidence and costs) with TEST outcomes: every applicable
-    transformation gets a made-up, deterministic speedup (some incorrect), because the real
-    outcomes are recorded on the GPU by `autoprofiler record`. Never shipped or reported."""
-    import hashlib
-
+    """A small real dataset for the environment's tests: the 12 problems profiled on the H200
+    (every action section alone, ncu's sets) with every applicable transformation's outcome
+    measured there (docs/data/transforms_h200.jsonl)."""
     from autoprofiler_env.dataset.build import build
-    from autoprofiler_env.features import static_features
     from autoprofiler_env.jsonlines import read_jsonl
-    from autoprofiler_env.optimizers import applicable
     from autoprofiler_env.problems import load_problem
     from experiments.profile_study import STUDY_PROBLEMS
 
     root = Path(__file__).parents[1] / "docs" / "data"
-    rows = []
-    for uri in (load_problem(name).uri for name in STUDY_PROBLEMS):
-        problem = load_problem(uri)
-        for t in applicable(problem, static_features(problem), "cuda"):
-            h = int(hashlib.sha256(f"{uri} {t.name}".encode()).hexdigest()[:8], 16)
-            correct = h % 7 != 0
-            rows.append({"uri": uri, "transformation": t.name, "correct": correct,
-                         "error_kind": None if correct else "mismatch",
-                         "candidate_ms": 1.0, "speedup": 0.5 + (h % 1000) / 250
-                         if correct else None})
+    study = {load_problem(name).uri for name in STUDY_PROBLEMS}
+    rows = [r for r in read_jsonl(root / "transforms_h200.jsonl") if r["uri"] in study]
     run_dirs = sorted(p.parent for p in (root / "profile_study_h200").rglob("run.json"))
     content = build(run_dirs, read_jsonl(root / "reference_h200.jsonl"), rows,
-                    {"note": "TEST outcomes, not measured"})
+                    {"note": "the profiler study's 12 problems"})
     path = tmp_path_factory.mktemp("study_dataset") / "study.json.gz"
     content.save(path)
     return path

@@ -130,7 +130,7 @@ def test_invalid_action_ends_the_episode_as_documented(study_dataset):
 
 
 def test_reward_is_the_candidates_log_speedup(study_dataset):
-    env = make(REPLAY_ID, study_dataset).unwrapped
+    env = make(REPLAY_ID, study_dataset, budget=1.0).unwrapped
     uri = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
     env.reset(options={"problem": uri})
     env.step(env.sections.index("SpeedOfLight"))

@@ -145,6 +145,7 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
     run_dirs = [STUDY / "section-SpeedOfLight"]
     reference = [json.loads(line) for line in
                  (ROOT / "docs" / "data" / "reference_h200.jsonl").read_text().splitlines()]
-    content = build(run_dirs, reference, [], llm_rows=[{**r, "uri": ds_uri} for r in rows])
+    content = build(run_dirs, reference, [], llm_rows=[{**r, "uri": ds_uri} for r in rows],
+                    sections=("SpeedOfLight",))
     keyed = content.problems[ds_uri].llm_outcomes["llm:scripted"]
     assert [o.correct for o in keyed[""]] == [True, False] and len(keyed["SpeedOfLight"]) == 2

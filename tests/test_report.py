@@ -1,4 +1,4 @@
-"""The data report's mechanics, on the recorded study profiles with TEST outcomes."""
+"""The data report's mechanics, on the small real dataset of the profiler study's 12 problems."""
 
 from experiments.report import report
 

@@ -27,8 +27,10 @@ def kept_metrics() -> frozenset[str]:
 
 
 def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[dict],
-          metadata: dict | None = None, llm_rows: list[dict] | None = None) -> DatasetFile:
-    """A dataset of the problems that have a reference timing and at least one profile.
+          metadata: dict | None = None, llm_rows: list[dict] | None = None,
+          sections: tuple[str, ...] = ACTION_SECTIONS) -> DatasetFile:
+    """A dataset of the problems that have a reference timing and a profile of each of
+    ``sections`` (the action set; problems with fewer are left out).
 
     ``run_dirs``: saved ncu runs with one section each (the evidence) or with the sections of
     one of ncu's sets (their cost); a problem's later run of a section replaces an earlier one. ``outcome_rows``: the transformation study's rows
@@ -66,8 +68,12 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                 transformation=r["model"], correct=bool(r["correct"]),
                 error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
                 speedup=r.get("speedup")))
+    # a problem is kept only with every action section recorded (a partial recording
+    # leaves the rest out instead of shrinking the dataset's action set)
+    complete = {uri for uri, by_section in profiles.items()
+                if all(s in by_section for s in sections)}
     records = {}
-    for uri in sorted(set(profiles) & set(eager)):
+    for uri in sorted(complete & set(eager)):
         problem = load_problem(uri)
         row = eager[uri]
         records[uri] = ProblemRecord(
@@ -80,8 +86,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                                  if kv[0] in ACTION_SECTIONS else 99)),
             set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}),
             llm_outcomes=llm.get(uri, {}))
-    sections = tuple(s for s in ACTION_SECTIONS
-                     if all(s in r.profiles for r in records.values()) and records)
+    sections = sections if records else ()
     first = next(iter(eager.values()), {})
     meta = {"gpu": first.get("gpu"), "cuda": first.get("cuda"), "torch": first.get("torch"),
             "ncu": ncu_version, "built": datetime.date.today().isoformat(),
