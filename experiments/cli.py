@@ -4,7 +4,7 @@
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
-    autoprofiler record --out DIR [--parts reference,profiles,sets,candidates] [URI ...]
+    autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler dataset build --recording DIR --out FILE | autoprofiler dataset info [FILE]
 
 Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
@@ -246,12 +246,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("record", help="record profiles and outcomes on a GPU (resumable)")
     p.add_argument("--out", required=True, help="the recording folder (created or resumed)")
-    p.add_argument("--parts", default="reference,profiles,sets,candidates",
-                   help="what to record (default: all of reference,profiles,sets,candidates)")
+    p.add_argument("--parts", default="reference,full,candidates",
+                   help="what to record, of reference,full,candidates,sets,profiles (default: "
+                   "reference,full,candidates; sets and profiles measure the basic and "
+                   "detailed sets and each section alone, for the cost model)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--chunk", type=int, default=12, help="problems per ncu invocation")
     p.add_argument("--time-budget", type=float,
-                   help="seconds after which no new unit of work starts (for limited commands)")
+                   help="seconds after which ncu is stopped (keeping the problems it finished) "
+                   "and no new unit of work starts (for limited commands)")
     p.add_argument("--warm-workers", type=int, default=6,
                    help="processes compiling candidates in parallel before timing")
     p.add_argument("--split", choices=("train", "val", "test"))

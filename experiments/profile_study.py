@@ -2,6 +2,7 @@
 of one full run. Collecting needs a GPU; analysing runs anywhere on the collected files.
 
     python -m experiments.profile_study collect --out runs/profile_study [--part 1|2] [--only GLOB]
+                                                [--deadline SECONDS]
     python -m experiments.profile_study analyze --runs runs/profile_study
 
 ``collect`` is resumable: a configuration whose run is saved is not profiled again.
@@ -58,7 +59,8 @@ def configurations(part: int) -> list[tuple[str, list[str], list[str]]]:
     return configs
 
 
-def collect(out: Path, part: int, only: str | None = None) -> int:
+def collect(out: Path, part: int, only: str | None = None,
+            deadline_s: float | None = None) -> int:
     from fnmatch import fnmatch
 
     from autoprofiler_env.problems import load_problem
@@ -71,7 +73,7 @@ def collect(out: Path, part: int, only: str | None = None) -> int:
             continue
         started = time.perf_counter()
         run = run_ncu([load_problem(n) for n in names], sections, workdir=out / "_work",
-                      problem_timeout_s=180.0)
+                      problem_timeout_s=180.0, deadline_s=deadline_s)
         run.save(target)
         ok = sum(1 for r in run.status if r.get("event") == "problem" and r.get("ok"))
         print(f"[{i + 1}/{len(configs)}] {name}: {ok}/{len(names)} problems, "
@@ -193,6 +195,33 @@ def agreement_rows(loaded: dict, source: str) -> list[dict]:
     return rows
 
 
+def decision_rows(loaded: dict) -> list[dict]:
+    """Per subset and problem: does the reference optimizer choose the same transformation
+    from the real run of the subset as from the subset's sections cut out of the full set's
+    run (what the dataset replays) and from the runs of each section alone, merged?"""
+    from autoprofiler_env.dataset.replay import merge_profiles
+    from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+    from autoprofiler_env.problems import load_problem
+    from autoprofiler_env.profiler.parse import cut
+
+    optimizer = ReferenceOptimizer(device="cuda")
+    rows = []
+    for name, (run, profiles) in loaded.items():
+        if not name.startswith("subset-") or "set-full" not in loaded:
+            continue
+        for problem_name, target in profiles.items():
+            problem = load_problem(problem_name)
+            singles = [loaded[f"section-{s}"][1][problem_name] for s in run.sections]
+            full = loaded["set-full"][1][problem_name]
+            live = optimizer.choose(problem, target)[0]
+            rows.append({
+                "subset": name, "problem": problem_name, "live": live,
+                "full_cut": optimizer.choose(problem, cut(full, run.sections, target.cost))[0],
+                "singles": optimizer.choose(problem, merge_profiles(
+                    target.problem_uri, run.sections, singles))[0]})
+    return rows
+
+
 def batching_rows(loaded: dict) -> list[dict]:
     """Seconds per problem when the suite is profiled with one section in one invocation,
     against one invocation per problem (the sample of part 2)."""
@@ -253,6 +282,27 @@ def analyze(runs: Path, out: Path) -> int:
               f"{statistics.mean(r['kernels_with_same_findings'] for r in rows):.1%} | "
               f"{statistics.mean(r['kernels_with_same_opt_findings'] for r in rows):.1%} | "
               f"{max(r['max_speedup_diff_pct_points'] for r in rows):.1f} |")
+    decisions = decision_rows(loaded)
+    if decisions:
+        print()
+        for source in ("full_cut", "singles"):
+            same = sum(r[source] == r["live"] for r in decisions)
+            print(f"reference optimizer's choice from {source} = from the real subset run: "
+                  f"{same}/{len(decisions)}")
+    if "set-full" in loaded:
+        from autoprofiler_env.dataset.costs import CostModel
+
+        full = loaded["set-full"][1]
+        model = CostModel.fit({name.removeprefix("section-"): [
+            (p.cost, full[n].cost) for n, p in profiles.items() if n in full]
+            for name, (_, profiles) in loaded.items()
+            if name.startswith("section-") or name in ("set-basic", "set-detailed")})
+        print("\n| alone | share of the full set's replay seconds | problems | leave-one-out "
+              "error, median | max |")
+        print("|---|---|---|---|---|")
+        for name, f in model.fractions.items():
+            print(f"| {name} | {f.replay:.3f} | {f.problems} | {f.loo_median_error:.0%} | "
+                  f"{f.loo_max_error:.0%} |")
     batching = batching_rows(loaded)
     if batching:
         print()
@@ -272,12 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--part", type=int, choices=(1, 2), default=1)
     p.add_argument("--only", metavar="GLOB", help="only the configurations whose name matches, "
                    "e.g. 'alone-*'")
+    p.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="stop each ncu invocation after this long, keeping what it finished")
     p = sub.add_parser("analyze", help="cost and reconstruction tables from collected runs")
     p.add_argument("--runs", type=Path, default=Path("docs/data/profile_study_h200"))
     p.add_argument("--out", type=Path, default=Path("docs/data"))
     args = parser.parse_args(argv)
     if args.command == "collect":
-        return collect(args.out, args.part, args.only)
+        return collect(args.out, args.part, args.only, args.deadline)
     return analyze(args.runs, args.out)
 
 

@@ -145,3 +145,78 @@ def test_llm_outcomes_by_section_set_with_repeats_and_an_explicit_policy(ds, tmp
                               missing="largest_recorded_subset").speedup == 1.0
     with pytest.raises(NotRecordedError, match="no outcomes of the LLM optimizer"):
         loaded.llm_outcome(uri, "other", [])
+
+
+# -- evidence cut out of the full set, and modelled costs ---------------------------------------
+
+def _study_runs() -> dict[str, dict]:
+    from autoprofiler_env.profiler import NcuRun, profiles_from_run
+
+    runs: dict[str, dict] = {}
+    for directory in sorted(STUDY.iterdir()):
+        name = directory.name
+        key = (name.removeprefix("section-") if name.startswith("section-")
+               else "set:" + name.removeprefix("set-") if name.startswith("set-") else None)
+        if key is None:
+            continue
+        for p in profiles_from_run(NcuRun.load(directory))[0]:
+            runs.setdefault(p.problem_uri, {})[key] = p
+    return runs
+
+
+def test_a_cut_keeps_only_what_its_sections_collect():
+    from autoprofiler_env.profiler.parse import cut
+    from autoprofiler_env.profiler.records import ProfileCost
+
+    full = _study_runs()["problem://autoprofiler/v1/level1/matmul_4096x4096x4096"]["set:full"]
+    cost = ProfileCost(1.0, 10, 10, 0.5, 1)
+    sol = cut(full, ("SpeedOfLight",), cost)
+    (kernel,), (whole,) = sol.kernels, full.kernels
+    assert sol.sections == ("SpeedOfLight",) and sol.cost == cost and kernel.passes == 10
+    assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in kernel.metrics
+    assert "smsp__pcsamp_sample_count" in whole.metrics  # SourceCounters' / WarpStateStats'
+    assert "smsp__pcsamp_sample_count" not in kernel.metrics
+    assert len(kernel.metrics) < len(whole.metrics) / 5
+    assert {f.section for f in kernel.findings} <= {"SpeedOfLight"}
+    assert {d.section for d in kernel.displayed} == {"SpeedOfLight"}
+
+
+def test_the_cost_model_is_fitted_where_both_were_measured_and_says_its_error():
+    from autoprofiler_env.dataset.costs import CostModel
+
+    runs = _study_runs()
+    pairs = {name: [(r[name].cost, r["set:full"].cost) for r in runs.values()]
+             for name in ("SpeedOfLight", "LaunchStats", "set:basic")}
+    model = CostModel.fit(pairs)
+    sol = model.fractions["SpeedOfLight"]
+    assert sol.problems == 12 and 0.05 < sol.replay < 0.5  # 10 of the full set's 38 passes
+    assert model.fractions["LaunchStats"].replay < sol.replay / 5  # 1 pass
+    assert 0 < sol.loo_median_error < sol.loo_max_error < 1
+    full = next(iter(runs.values()))["set:full"].cost
+    predicted = model.predict("SpeedOfLight", full, passes=10)
+    assert predicted.replay_s == pytest.approx(sol.replay * full.replay_s)
+    assert predicted.kernel_passes == 10 * full.n_kernels
+    with pytest.raises(DatasetError, match="record it alone"):
+        model.predict("WarpStateStats", full, passes=9)
+
+
+def test_a_problem_with_only_the_full_set_gets_modelled_costs():
+    from autoprofiler_env.dataset.build import evidence_and_costs
+    from autoprofiler_env.dataset.costs import CostModel
+    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
+
+    runs = _study_runs()
+    uri = "problem://autoprofiler/v1/level1/softmax_16384x4096"
+    model = CostModel.fit({s: [(r[s].cost, r["set:full"].cost) for u, r in runs.items()
+                               if u != uri] for s in (*ACTION_SECTIONS, "set:basic",
+                                                      "set:detailed")})
+    measured, measured_sets, none = evidence_and_costs(runs[uri], ACTION_SECTIONS, model)
+    only_full = {"set:full": runs[uri]["set:full"]}
+    profiles, set_costs, modelled = evidence_and_costs(only_full, ACTION_SECTIONS, model)
+    assert none == () and modelled == (*ACTION_SECTIONS, "set:basic", "set:detailed")
+    assert set_costs["full"] == measured_sets["full"]
+    for s in ACTION_SECTIONS:  # the same evidence, a modelled cost
+        assert profiles[s].kernels == measured[s].kernels
+        assert profiles[s].cost.passes == measured[s].cost.passes or s == "PmSampling"
+    ratio = profiles["SpeedOfLight"].cost.replay_s / measured["SpeedOfLight"].cost.replay_s
+    assert 0.5 < ratio < 2

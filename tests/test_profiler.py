@@ -244,3 +244,31 @@ def test_measured_metrics_per_section_explain_every_single_section_run():
         profiles, _ = profiles_from_run(run)
         got = {m for p in profiles for k in p.kernels for m in k.metrics}
         assert got <= always | set(section.collected)
+
+
+# -- the driver's operator cap ------------------------------------------------------------------
+
+@pytest.mark.parametrize("max_ops, expected", [(None, (7, 7)), (3, (7, 3)), (100, (7, 7))])
+def test_the_nvtx_range_closes_after_max_ops(monkeypatch, max_ops, expected):
+    import torch
+
+    from autoprofiler_env.profiler import driver
+
+    events = []
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: events.append(("push", name)))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: events.append(("pop", None)))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+    class Chain(torch.nn.Module):  # 7 operators: relu, then (mul, add) three times
+        def forward(self, x):
+            x = torch.relu(x)
+            for _ in range(3):
+                events.append(("op", None))
+                x = x * 2 + 1
+            return x
+
+    ops = driver._ranged_call(Chain(), [torch.ones(4)], "ap_0", max_ops)
+    assert ops == expected
+    assert events[0] == ("push", "ap_0") and [e for e in events if e[0] == "pop"] == [("pop", None)]
+    if max_ops == 3:  # closed after relu and the first mul and add: before the second step
+        assert events.index(("pop", None)) < [i for i, e in enumerate(events) if e[0] == "op"][2]

@@ -5,11 +5,12 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.build import build_from_recording
-from autoprofiler_env.dataset.record import chunks, record_candidates, record_ncu
+from autoprofiler_env.dataset.record import chunks, covered, record_candidates, record_ncu
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.problems import load_problem, load_suite
 from autoprofiler_env.profiler import NcuRun
@@ -28,12 +29,22 @@ def test_chunks_are_named_by_their_members():
     assert a[0][0] != b[0][0]  # other members, another name: a stale run is never reused
 
 
-def test_ncu_runs_resume_and_stop_at_the_deadline(tmp_path, monkeypatch):
+def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path, monkeypatch):
     calls = []
+    stop_after_one = []
 
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append((tuple(p.name for p in problems), tuple(sections)))
-        return NcuRun.load(STUDY / f"section-{sections[0]}")
+        done = problems[:1] if stop_after_one else problems
+        status = [row for p in done for row in ({"event": "begin", "uri": p.uri},
+                                                 {"event": "problem", "uri": p.uri, "ok": True})]
+        if stop_after_one:
+            status += [{"event": "begin", "uri": problems[-1].uri},
+                       {"event": "deadline", "deadline_s": 1.0}]
+        else:
+            status.append({"event": "finished"})
+        return replace(NcuRun.load(STUDY / f"section-{sections[0]}"),
+                       problems=[{"uri": p.uri} for p in problems], status=status)
 
     import autoprofiler_env.dataset.record as record
 
@@ -42,11 +53,25 @@ def test_ncu_runs_resume_and_stop_at_the_deadline(tmp_path, monkeypatch):
                                           "matmul_4096x4096x4096")]
     configs = {"SpeedOfLight": ["SpeedOfLight"], "LaunchStats": ["LaunchStats"]}
     assert record_ncu(problems, configs, tmp_path, chunk=2, deadline=time.monotonic() - 1) == 0
-    assert record_ncu(problems, configs, tmp_path, chunk=2) == 4
-    assert len(calls) == 4 and calls[0] == (("relu_16384x16384", "softmax_16384x4096"),
-                                            ("SpeedOfLight",))
-    assert record_ncu(problems, configs, tmp_path, chunk=2) == 0  # all saved: nothing redone
-    assert len(list(tmp_path.rglob("run.json"))) == 4
+    stop_after_one.append(True)
+    assert record_ncu(problems, {"SpeedOfLight": ["SpeedOfLight"]}, tmp_path, chunk=2) == 2
+    assert covered(tmp_path / "SpeedOfLight") == {problems[0].uri, problems[2].uri}
+    stop_after_one.clear()
+    calls.clear()
+    assert record_ncu(problems, configs, tmp_path, chunk=2) == 3
+    assert calls == [(("softmax_16384x4096",), ("SpeedOfLight",)),
+                     (("relu_16384x16384", "softmax_16384x4096"), ("LaunchStats",)),
+                     (("matmul_4096x4096x4096",), ("LaunchStats",))]
+    assert record_ncu(problems, configs, tmp_path, chunk=2) == 0  # all done: nothing redone
+    assert len(list(tmp_path.rglob("run.json"))) == 5
+
+
+def test_a_problem_that_hung_is_not_retried(tmp_path):
+    run = replace(NcuRun.load(STUDY / "section-LaunchStats"), status=[
+        {"event": "begin", "uri": "a"}, {"event": "problem", "uri": "a", "ok": True},
+        {"event": "begin", "uri": "b"}])
+    run.save(tmp_path / "x" / "run1")
+    assert covered(tmp_path / "x") == {"a", "b"}
 
 
 def test_candidates_are_recorded_once(tmp_path):
@@ -65,7 +90,8 @@ def _recording(tmp_path: Path) -> Path:
     recording = tmp_path / "recording"
     for directory in STUDY.glob("section-*"):
         shutil.copytree(directory, recording / "profiles" / directory.name / "000-study")
-    shutil.copytree(STUDY / "set-basic", recording / "sets" / "basic" / "000-study")
+    for name in ("basic", "full"):
+        shutil.copytree(STUDY / f"set-{name}", recording / "sets" / name / "000-study")
     shutil.copy(ROOT / "docs" / "data" / "reference_h200.jsonl", recording / "reference.jsonl")
     relu = "problem://autoprofiler/v1/level1/relu_16384x16384"
     (recording / "candidates.jsonl").write_text(json.dumps({

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+from autoprofiler_env.dataset.costs import CostModel
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord, compact
 from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import static_features
@@ -14,7 +15,8 @@ from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
 from autoprofiler_env.problems import load_problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
-from autoprofiler_env.profiler.parse import profiles_from_run
+from autoprofiler_env.profiler.parse import cut, profiles_from_run
+from autoprofiler_env.profiler.records import Profile, ProfileCost
 from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun
 
 
@@ -29,29 +31,43 @@ def kept_metrics() -> frozenset[str]:
 def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[dict],
           metadata: dict | None = None, llm_rows: list[dict] | None = None,
           sections: tuple[str, ...] = ACTION_SECTIONS) -> DatasetFile:
-    """A dataset of the problems that have a reference timing and a profile of each of
-    ``sections`` (the action set; problems with fewer are left out).
+    """A dataset of the problems that have a reference timing and the evidence of each of
+    ``sections`` (the action set; problems with less are left out).
 
-    ``run_dirs``: saved ncu runs with one section each (the evidence) or with the sections of
-    one of ncu's sets (their cost); a problem's later run of a section replaces an earlier one. ``outcome_rows``: the transformation study's rows
+    ``run_dirs``: saved ncu runs, each with one section or with the sections of one of ncu's
+    sets. A section's evidence on a problem is cut out of the problem's run of the full set
+    (:func:`~autoprofiler_env.profiler.parse.cut`), or, where the problem has none, taken from
+    its run of that section alone. What collecting a section (or the basic or detailed set)
+    alone costs is the measured cost where that run exists, else the :class:`CostModel`'s
+    prediction from the full set's cost, fitted on the problems that have both; the record's
+    ``modelled_costs`` names those. ``outcome_rows``: the candidates' outcomes
     (``uri, transformation, correct, error_kind, candidate_ms, ... speedup``).
     """
     keep = kept_metrics()
-    sets = {tuple(sorted(v)): k for k, v in load_catalogue().sets.items()}
-    profiles: dict[str, dict] = {}
-    set_costs: dict[str, dict] = {}
+    catalogue = load_catalogue()
+    sets = {tuple(sorted(v)): k for k, v in catalogue.sets.items()}
+    alone: dict[str, dict[str, Profile]] = {}  # uri -> section or set -> profile of that run
     ncu_version = ""
-    for directory in run_dirs:
+    for directory in run_dirs:  # a problem's later run of the same configuration wins
         run = NcuRun.load(directory)
         set_name = sets.get(tuple(sorted(run.sections))) if len(run.sections) > 1 else None
         if len(run.sections) != 1 and set_name is None:
             continue
         ncu_version = run.ncu_version or ncu_version
         for p in profiles_from_run(run)[0]:
-            if set_name:
-                set_costs.setdefault(p.problem_uri, {})[set_name] = p.cost
-            else:
-                profiles.setdefault(p.problem_uri, {})[run.sections[0]] = compact(p, keep)
+            alone.setdefault(p.problem_uri, {})[f"set:{set_name}" if set_name
+                                                 else run.sections[0]] = p
+    configs = [*sections, "set:basic", "set:detailed"]
+    model = CostModel.fit({name: [(runs[name].cost, runs["set:full"].cost)
+                                  for runs in alone.values() if name in runs
+                                  and "set:full" in runs] for name in configs})
+    profiles: dict[str, dict] = {}
+    set_costs: dict[str, dict] = {}
+    modelled: dict[str, tuple[str, ...]] = {}
+    for uri, runs in alone.items():
+        if "set:full" in runs or all(s in runs for s in sections):
+            profiles[uri], set_costs[uri], modelled[uri] = evidence_and_costs(
+                runs, sections, model, catalogue, keep)
     eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
     outcomes: dict[str, dict] = {}
     for r in outcome_rows:
@@ -68,8 +84,6 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                 transformation=r["model"], correct=bool(r["correct"]),
                 error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
                 speedup=r.get("speedup")))
-    # a problem is kept only with every action section recorded (a partial recording
-    # leaves the rest out instead of shrinking the dataset's action set)
     complete = {uri for uri, by_section in profiles.items()
                 if all(s in by_section for s in sections)}
     records = {}
@@ -85,15 +99,48 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                                  key=lambda kv: ACTION_SECTIONS.index(kv[0])
                                  if kv[0] in ACTION_SECTIONS else 99)),
             set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}),
-            llm_outcomes=llm.get(uri, {}))
+            llm_outcomes=llm.get(uri, {}), modelled_costs=modelled.get(uri, ()))
     sections = sections if records else ()
     first = next(iter(eager.values()), {})
     meta = {"gpu": first.get("gpu"), "cuda": first.get("cuda"), "torch": first.get("torch"),
             "ncu": ncu_version, "built": datetime.date.today().isoformat(),
             "tolerance": {"atol": 1e-2, "rtol": 1e-2},
             "timing": "median of CUDA-event trials, L2 flushed between trials",
-            "optimizer": "reference", **(metadata or {})}
+            "optimizer": "reference",
+            "evidence": "each section cut out of one run of ncu's full set per problem "
+                        "(docs/profiler.md: the same choices as runs of the sections)",
+            "cost_model": model.to_dict(), **(metadata or {})}
     return DatasetFile(meta, sections, records)
+
+
+def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], model: CostModel,
+                       catalogue=None, keep: frozenset[str] | None = None
+                       ) -> tuple[dict[str, Profile], dict[str, ProfileCost], tuple[str, ...]]:
+    """One problem's evidence per section, its set costs and the names whose cost is modelled,
+    from its runs (``runs``: section or ``"set:NAME"`` -> the profile of that run). A basic or
+    detailed set that was neither measured nor can be modelled is left out; a section raises
+    DatasetError."""
+    catalogue = catalogue or load_catalogue()
+    full = runs.get("set:full")
+    profiles, set_costs, modelled = {}, {}, []
+    for name in (*sections, "set:basic", "set:detailed"):
+        if name in runs:
+            cost = runs[name].cost
+        elif full is not None and (name in model.fractions or not name.startswith("set:")):
+            passes = (catalogue.set_passes[name[4:]] if name.startswith("set:")
+                      else catalogue.section(name).passes)
+            cost = model.predict(name, full.cost, passes)
+            modelled.append(name)
+        else:
+            continue
+        if name.startswith("set:"):
+            set_costs[name[4:]] = cost
+        else:
+            evidence = cut(full, (name,), cost, catalogue) if full is not None else runs[name]
+            profiles[name] = compact(evidence, keep) if keep is not None else evidence
+    if full is not None:
+        set_costs["full"] = full.cost
+    return profiles, set_costs, tuple(modelled)
 
 
 def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = None,

@@ -8,10 +8,13 @@ sections S, optimizer O" on a CPU:
 - ``sections``: the action sections recorded for every problem;
 - ``problems``: per problem its URI, level, split, tags, static features, the eager time and
   spread, and
-  - ``profiles``: per section, the profile of a run with that section alone (kernels with the
-    metrics kept as evidence, the section header as ncu printed it, ncu's findings; and the
-    cost: replay seconds, passes, GPU replay time);
-  - ``set_costs``: the cost of ncu's basic, detailed and full sets, where recorded;
+  - ``profiles``: per section, the profile that collecting that section alone gives (kernels
+    with the metrics kept as evidence, the section header as ncu printed it, ncu's findings;
+    cut out of a run of the full set, see :mod:`.build`) and what collecting it alone costs
+    (replay seconds, passes, GPU replay time);
+  - ``set_costs``: the cost of ncu's basic, detailed and full sets;
+  - ``modelled_costs``: the sections and sets (``"set:basic"``) whose cost was not measured
+    on this problem but predicted from its full set's cost (``metadata["cost_model"]``);
   - ``outcomes``: per transformation the optimizer can produce, whether it was correct, its
     time and spread, and its speedup over eager;
   - ``llm_outcomes``: for LLM optimizers, whose candidates are not a function of a few rules,
@@ -65,6 +68,7 @@ class ProblemRecord:
     set_costs: dict[str, ProfileCost] = field(default_factory=dict)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     llm_outcomes: dict[str, dict[str, list[Outcome]]] = field(default_factory=dict)
+    modelled_costs: tuple[str, ...] = ()  # sections (and "set:NAME") whose cost is modelled
 
     def to_dict(self) -> dict:
         return {
@@ -75,6 +79,7 @@ class ProblemRecord:
             "outcomes": {t: asdict(o) for t, o in self.outcomes.items()},
             "llm_outcomes": {m: {k: [asdict(o) for o in reps] for k, reps in keyed.items()}
                              for m, keyed in self.llm_outcomes.items()},
+            "modelled_costs": list(self.modelled_costs),
         }
 
     @classmethod
@@ -86,7 +91,8 @@ class ProblemRecord:
             set_costs={s: ProfileCost(**c) for s, c in d["set_costs"].items()},
             outcomes={t: Outcome(**o) for t, o in d["outcomes"].items()},
             llm_outcomes={m: {k: [Outcome(**o) for o in reps] for k, reps in keyed.items()}
-                          for m, keyed in d.get("llm_outcomes", {}).items()})
+                          for m, keyed in d.get("llm_outcomes", {}).items()},
+            modelled_costs=tuple(d.get("modelled_costs", ())))
 
 
 def compact(profile: Profile, keep: frozenset[str]) -> Profile:

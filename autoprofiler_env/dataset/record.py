@@ -1,17 +1,19 @@
-"""Recording on a GPU: the eager references, every action section alone, ncu's sets, and every
-candidate the optimizer can produce. Resumable and idempotent: each unit of work (a
-problem's reference, a (section, chunk) ncu run, a (problem, transformation) outcome) is
-written as soon as it finishes and skipped when found; ``deadline`` stops starting new units,
-so a run fits a time-limited command and the next one continues.
+"""Recording on a GPU: the eager references, ncu's full set on every problem (and, on a
+sample, each action section alone and the basic and detailed sets), and every candidate the
+optimizer can produce. Resumable and idempotent: each unit of work (a problem's reference, a
+problem's ncu run of a configuration, a (problem, transformation) outcome) is written as soon
+as it finishes and skipped when found; ``deadline`` stops ncu (keeping the problems it
+finished) and starts nothing new, so a run fits a time-limited command and the next one
+continues.
 
-    autoprofiler record --out recordings/h200 [--parts reference,profiles,sets,candidates]
+    autoprofiler record --out recordings/h200 [--parts reference,full,candidates]
                         [--chunk 12] [--time-budget 540]
 
 Layout of a recording folder::
 
     reference.jsonl                  one line per problem (eager time, spread, peak memory)
-    profiles/<section>/<chunk>/      one saved ncu run per section and chunk of problems
-    sets/<set>/<chunk>/              the same for ncu's basic, detailed and full sets (cost)
+    sets/<set>/<run>/                saved ncu runs of ncu's full (and basic, detailed) set
+    profiles/<section>/<run>/        saved ncu runs of one action section alone
     candidates.jsonl                 one line per (problem, transformation)
     llm.jsonl                        one line per (problem, section set, repeat) of an LLM
                                      optimizer (``record_llm``; its endpoint needs no GPU, the
@@ -23,6 +25,7 @@ Layout of a recording folder::
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +40,14 @@ from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.runner import run_ncu
 
-PARTS = ("reference", "profiles", "sets", "candidates")
+PARTS = ("reference", "full", "candidates", "sets", "profiles")
+"""What a recording can hold, in the order they are recorded."""
+DEFAULT_PARTS = ("reference", "full", "candidates")
+"""Enough for a dataset: the eager times, every problem's run of ncu's full set (the evidence of
+every section, cut out of it, and the full set's cost) and the candidates' outcomes. ``sets``
+(basic and detailed) and ``profiles`` (each action section alone) measure what those cost alone
+and fit the cost model that predicts it elsewhere (:mod:`.costs`): a sample of problems will
+do."""
 
 
 def machine_info(device: str) -> dict:
@@ -88,8 +98,8 @@ def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
 
 
 def chunks(problems: list[Problem], size: int) -> list[tuple[str, list[Problem]]]:
-    """Problems in chunks of ``size``, each named by a hash of its URIs (so a chunk's saved
-    run is found again only for exactly the same problems)."""
+    """Problems in chunks of ``size``, each named by a hash of its URIs (so that a chunk's
+    saved run is never confused with another one's)."""
     out = []
     for start in range(0, len(problems), size):
         members = problems[start:start + size]
@@ -98,23 +108,38 @@ def chunks(problems: list[Problem], size: int) -> list[tuple[str, list[Problem]]
     return out
 
 
+def covered(root: Path) -> set[str]:
+    """The problems the saved runs under ``root`` are done with: profiled, or failed (a crash
+    or a hang is not retried); not those a deadline stopped before or during."""
+    done = set()
+    for path in root.rglob("run.json"):
+        meta = json.loads(path.read_text())
+        done |= {r["uri"] for r in meta["status"] if r.get("event") == "problem"}
+        stopped = any(r.get("event") == "deadline" for r in meta["status"])
+        begun = [r["uri"] for r in meta["status"] if r.get("event") == "begin"]
+        finished = any(r.get("event") == "finished" for r in meta["status"])
+        if begun and not finished and not stopped:
+            done.add(begun[-1])  # the one that crashed or hung the run
+    return done
+
+
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
                deadline: float | None = None, problem_timeout_s: float = 300.0) -> int:
-    """One ncu run per (config, chunk) not yet saved under ``root/<config>/<chunk>``.
-    Returns how many runs it made."""
+    """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
+    under ``root/<config>/`` is done with. A run the deadline stops keeps the problems it
+    finished; the next call profiles the rest. Returns how many runs it made."""
     made = 0
-    units = [(name, sections, chunk_id, members) for name, sections in configs.items()
-             for chunk_id, members in chunks(problems, chunk)]
-    for name, sections, chunk_id, members in tqdm(units, desc=f"ncu runs ({root.name})"):
-        target = root / name / chunk_id
-        if (target / "run.json").exists():
-            continue
-        if _past(deadline):
-            break
-        run = run_ncu(members, sections, workdir=root / "_work",
-                      problem_timeout_s=problem_timeout_s)
-        run.save(target)
-        made += 1
+    for name, sections in configs.items():
+        done = covered(root / name)
+        todo = [p for p in problems if p.uri not in done]
+        for chunk_id, members in tqdm(chunks(todo, chunk), desc=f"ncu {name}", unit="run"):
+            if _past(deadline):
+                return made
+            left = deadline - time.monotonic() if deadline is not None else None
+            run = run_ncu(members, sections, workdir=root / "_work",
+                          problem_timeout_s=problem_timeout_s, deadline_s=left)
+            run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
+            made += 1
     return made
 
 
@@ -216,7 +241,7 @@ def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[t
     return read_jsonl(out)
 
 
-def record(out: Path, problems: list[Problem], parts=PARTS, chunk: int = 12,
+def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int = 12,
            time_budget_s: float | None = None, device: str = "cuda",
            warm_workers: int = 6) -> dict:
     """Records the parts asked for, resuming what ``out`` already holds. Returns a summary:
@@ -228,22 +253,25 @@ def record(out: Path, problems: list[Problem], parts=PARTS, chunk: int = 12,
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
     summary = {}
-    if "reference" in parts:
-        rows = record_reference(problems, HarnessConfig(device=device), out / "reference.jsonl",
-                                deadline)
-        summary["reference"] = len(rows)
-    if "profiles" in parts:
-        record_ncu(problems, {s: [s] for s in ACTION_SECTIONS}, out / "profiles", chunk,
-                   deadline)
-        summary["profiles"] = len(list((out / "profiles").rglob("run.json")))
-    if "sets" in parts:
-        catalogue = load_catalogue()
-        record_ncu(problems, {n: list(catalogue.sets[n]) for n in ("basic", "detailed", "full")},
-                   out / "sets", chunk, deadline)
-        summary["sets"] = len(list((out / "sets").rglob("run.json")))
-    if "candidates" in parts:
-        rows = record_candidates(problems, out / "candidates.jsonl", HarnessConfig(device=device),
-                                 warm_workers=warm_workers, deadline=deadline)
-        summary["candidates"] = len(rows)
+    catalogue = load_catalogue()
+    for part in PARTS:  # in this order, whatever order they were asked in
+        if part not in parts:
+            continue
+        if part == "reference":
+            rows = record_reference(problems, HarnessConfig(device=device),
+                                    out / "reference.jsonl", deadline)
+            summary[part] = len(rows)
+        elif part == "candidates":
+            rows = record_candidates(problems, out / "candidates.jsonl",
+                                     HarnessConfig(device=device), warm_workers=warm_workers,
+                                     deadline=deadline)
+            summary[part] = len(rows)
+        else:
+            configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
+                       {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
+                       if part == "sets" else {s: [s] for s in ACTION_SECTIONS})
+            root = out / ("sets" if part in ("full", "sets") else "profiles")
+            record_ncu(problems, configs, root, chunk, deadline)
+            summary[part] = {name: len(covered(root / name)) for name in configs}
     summary["stopped_by_time_budget"] = _past(deadline)
     return summary

@@ -4,12 +4,15 @@ and torch's start-up (about 4 s) is paid once per ncu invocation, not once per p
     python -m autoprofiler_env.profiler.driver SPEC.json
 
 SPEC is a JSON object ``{"problems": [{"uri", "path"}...], "size": "full", "warmup": 3,
-"status": "status.jsonl", "seed": 42}``. For each problem the driver builds the model and the
-inputs on the GPU, runs ``warmup`` calls (not profiled: ncu's NVTX filter excludes them), then
-one call inside the NVTX range ``ap_<index>``: ncu profiles exactly the kernels of that call.
-It appends one JSON line per problem to the status file -- ``profiled_s`` is the wall time of
-the measured call, which under ncu is the time spent replaying its kernels -- so that a crash
-or a hang names the problem it happened in.
+"status": "status.jsonl", "seed": 42, "max_ops": 64}``. For each problem the driver builds the
+model and the inputs on the GPU, runs ``warmup`` calls (not profiled: ncu's NVTX filter
+excludes them), then one call inside the NVTX range ``ap_<index>``: ncu profiles exactly the
+kernels of that call. With ``max_ops`` the range closes after that many PyTorch operators, so
+a long program (a 128-step recurrence) is profiled on its first operators, whose kernels repeat
+in the rest; ``ops`` and ``ops_profiled`` in the status line say how many there were. It
+appends one JSON line per problem to the status file -- ``profiled_s`` is the wall time of the
+measured call, which under ncu is the time spent replaying its kernels -- so that a crash or a
+hang names the problem it happened in.
 """
 
 from __future__ import annotations
@@ -21,6 +24,35 @@ import traceback
 from pathlib import Path
 
 RANGE_PREFIX = "ap_"
+
+
+def _ranged_call(model, inputs, name: str, max_ops: int | None):
+    """Calls ``model(*inputs)`` inside the NVTX range ``name``, closed after ``max_ops``
+    operators when given. Returns (operators run, operators inside the range)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        ops = 0
+        open = True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if self.open and max_ops is not None and self.ops >= max_ops:
+                torch.cuda.nvtx.range_pop()
+                self.open = False
+            self.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    counter = Count()
+    torch.cuda.nvtx.range_push(name)
+    try:
+        with counter:
+            model(*inputs)
+        torch.cuda.synchronize()
+    finally:
+        if counter.open:
+            torch.cuda.nvtx.range_pop()
+    return counter.ops, min(counter.ops, max_ops) if max_ops is not None else counter.ops
 
 
 def _status(path: Path, row: dict) -> None:
@@ -61,10 +93,8 @@ def main(spec_path: str) -> int:
                     model(*inputs)
                 torch.cuda.synchronize()
                 measured = time.perf_counter()
-                torch.cuda.nvtx.range_push(f"{RANGE_PREFIX}{index}")
-                model(*inputs)
-                torch.cuda.synchronize()
-                torch.cuda.nvtx.range_pop()
+                row["ops"], row["ops_profiled"] = _ranged_call(
+                    model, inputs, f"{RANGE_PREFIX}{index}", spec.get("max_ops"))
                 row["profiled_s"] = time.perf_counter() - measured
             row.update(ok=True, setup_s=measured - started)
             del model, inputs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoprofiler_env.errors import ReportReadError
 from autoprofiler_env.profiler.catalogue import Catalogue, load_catalogue
@@ -170,3 +170,26 @@ def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
         profiles.append(Profile(uri, tuple(run.sections), tuple(kernels), cost,
                                 run.ncu_version))
     return profiles, failures
+
+
+def cut(profile: Profile, sections: tuple[str, ...], cost: ProfileCost,
+        catalogue: Catalogue | None = None) -> Profile:
+    """The profile that a run with only ``sections`` would give, cut out of a run that
+    collected more (ncu's full set): per kernel, the metrics those sections collect alone
+    (the catalogue's ``collected``, and the ones every run returns), their header values and
+    their findings. ``cost`` is what collecting ``sections`` costs (the caller knows it: the
+    cut cannot). docs/profiler.md measures how well this agrees with real runs of ``sections``.
+    """
+    catalogue = catalogue or load_catalogue()
+    keep = set(catalogue.always_collected) | {DURATION_METRIC}
+    for s in sections:
+        keep.update(catalogue.section(s).collected)
+    wanted = set(sections)
+    per_kernel = cost.passes
+    kernels = tuple(replace(
+        k, passes=per_kernel,
+        metrics={m: v for m, v in k.metrics.items() if m in keep},
+        units={m: u for m, u in k.units.items() if m in keep},
+        displayed=tuple(d for d in k.displayed if d.section in wanted),
+        findings=tuple(f for f in k.findings if f.section in wanted)) for k in profile.kernels)
+    return replace(profile, sections=tuple(sections), kernels=kernels, cost=cost)

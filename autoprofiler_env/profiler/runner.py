@@ -139,14 +139,24 @@ def _export(ncu: str, report: Path, page: str, extra: list[str]) -> str:
     return out.stdout
 
 
+MAX_OPS = 64
+"""Operators of a problem's forward call that are profiled (the driver's ``max_ops``): a long
+program (a Python loop over time steps or layers) is profiled on its first operators, whose
+kernels repeat in the rest, so that one problem cannot take an invocation's whole time. Every
+suite problem has fewer on the meta device but the LSTM (1,539, its cuDNN path on a GPU: one);
+the status line of each profiled problem reports ``ops`` and ``ops_profiled``."""
+
+
 def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
             size: str = "full", problem_timeout_s: float = 300.0, start: int = 0,
-            workdir: Path | None = None) -> NcuRun:
+            workdir: Path | None = None, deadline_s: float | None = None,
+            max_ops: int | None = MAX_OPS) -> NcuRun:
     """One ncu invocation over ``problems`` (from index ``start``) with ``sections``.
 
     A problem that does not finish within ``problem_timeout_s`` (no status line from the
-    driver) gets the whole invocation killed; the returned run then has no report pages and
-    its status names the problem that hung.
+    driver), or an invocation that outlasts ``deadline_s``, gets ncu stopped; ncu then writes
+    what it profiled so far, and the returned run keeps the problems that finished (its status
+    names the problem in flight; after a deadline it ends with ``{"event": "deadline"}``).
 
     Raises:
         NcuNotFoundError, NcuPermissionError, NcuUnsupportedError, UnknownSectionError: ncu
@@ -163,7 +173,8 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     status_path.unlink(missing_ok=True)
     report.unlink(missing_ok=True)
     spec = {"problems": [{"uri": p.uri, "path": str(p.path)} for p in problems],
-            "size": size, "warmup": 3, "status": str(status_path), "start": start}
+            "size": size, "warmup": 3, "status": str(status_path), "start": start,
+            "max_ops": max_ops}
     spec_path = workdir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     command = [exe, "--config-file", "off", "--clock-control", "none", "--cache-control", "all",
@@ -180,13 +191,16 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
         try:
-            last_change, seen = time.perf_counter(), -1
+            last_change, seen, past_deadline = time.perf_counter(), -1, False
             while process.poll() is None:
                 time.sleep(0.5)
                 size_now = status_path.stat().st_size if status_path.exists() else 0
                 if size_now != seen:
                     seen, last_change = size_now, time.perf_counter()
                 elif time.perf_counter() - last_change > problem_timeout_s:
+                    break
+                if deadline_s is not None and time.perf_counter() - started > deadline_s:
+                    past_deadline = True
                     break
         finally:
             # ncu runs in a process group of its own: a hang, an interrupt or a kill of this
@@ -197,6 +211,8 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     log = log_path.read_text(errors="replace").replace(str(workdir), "<workdir>")
     check_log(log)
     status = read_jsonl(status_path)
+    if past_deadline:
+        status.append({"event": "deadline", "deadline_s": deadline_s})
     raw = details = ""
     if report.exists():
         raw = _export(exe, report, "raw", ["--print-units", "base"])
