@@ -4,8 +4,9 @@
     python -m experiments.transform_study analyze --rows docs/data/transforms_h200.jsonl
 
 ``run`` records the candidates of the study's problems as ``autoprofiler record --parts
-candidates`` does (resumable; see autoprofiler_env/dataset/record.py). ``analyze`` prints the winners: how many distinct
-transformations win, and the largest share any one of them wins.
+candidates`` does (resumable; see autoprofiler_env/dataset/record.py). ``analyze`` prints the
+winners: how many distinct transformations win, the largest share any one of them wins, and
+each transformation's record (docs/optimizers.md).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from autoprofiler_env.problems import (
     load_suite,
     scan_directory,
 )
-from autoprofiler_env.problems.manifest import build_manifest
 from autoprofiler_env.problems.loaders import read_manifest
+from autoprofiler_env.problems.manifest import build_manifest
 from tests.conftest import DATA
 
 SUITE = load_suite()

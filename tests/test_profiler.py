@@ -255,7 +255,8 @@ def test_the_nvtx_range_closes_after_max_ops(monkeypatch, max_ops, expected):
     from autoprofiler_env.profiler import driver
 
     events = []
-    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: events.append(("push", name)))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push",
+                        lambda name: events.append(("push", name)))
     monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: events.append(("pop", None)))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
 

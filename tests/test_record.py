@@ -12,9 +12,9 @@ from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.build import build_from_recording
 from autoprofiler_env.dataset.record import chunks, covered, record_candidates, record_ncu
 from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems import load_problem, load_suite
 from autoprofiler_env.profiler import NcuRun
-from autoprofiler_env.jsonlines import read_jsonl
 
 ROOT = Path(__file__).parents[1]
 STUDY = ROOT / "docs" / "data" / "profile_study_h200"

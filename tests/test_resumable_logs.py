@@ -2,10 +2,10 @@
 
 import json
 
+from autoprofiler_env.dataset.record import record_reference
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems import load_file
-from autoprofiler_env.dataset.record import record_reference
 from tests.conftest import DATA
 
 
