@@ -1,7 +1,9 @@
 """Every applicable transformation's correctness and speedup, per problem, on a GPU.
 
-    python -m experiments.transform_study run --out docs/data/transforms_h200.jsonl [--n 36]
-    python -m experiments.transform_study analyze --rows docs/data/transforms_h200.jsonl
+    python -m experiments.transform_study run [--out ROWS] [--n 36]
+    python -m experiments.transform_study analyze [--rows ROWS]
+
+ROWS defaults to docs/data/recording_h200/candidates.jsonl, the recording's candidates.
 
 ``run`` records the candidates of the study's problems as ``autoprofiler record --parts
 candidates`` does (resumable; see autoprofiler_env/dataset/record.py). ``analyze`` prints the
@@ -16,6 +18,8 @@ import statistics
 import sys
 from collections import Counter
 from pathlib import Path
+
+ROWS = Path("docs/data/recording_h200/candidates.jsonl")
 
 
 def study_problems(n: int):
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.transform_study")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run")
-    p.add_argument("--out", type=Path, default=Path("docs/data/transforms_h200.jsonl"))
+    p.add_argument("--out", type=Path, default=ROWS)
     p.add_argument("--n", type=int, default=36, help="how many suite problems")
     p.add_argument("--device", default="cuda")
     p.add_argument("--warm-workers", type=int, default=6)
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", choices=("full", "smoke"), default="full",
                    help="smoke: the problems' small CPU sizes, to try the study on a CPU")
     p = sub.add_parser("analyze")
-    p.add_argument("--rows", type=Path, default=Path("docs/data/transforms_h200.jsonl"))
+    p.add_argument("--rows", type=Path, default=ROWS)
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args.out, args.n, args.device, args.warm_workers, args.timeout, args.size)

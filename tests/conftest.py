@@ -36,7 +36,7 @@ def candidate(name: str) -> str:
 def study_dataset(tmp_path_factory) -> Path:
     """A small real dataset for the environment's tests: the 12 problems profiled on the H200
     (every action section alone, ncu's sets) with every applicable transformation's outcome
-    measured there (docs/data/transforms_h200.jsonl)."""
+    measured there (docs/data/recording_h200/candidates.jsonl)."""
     from autoprofiler_env.dataset.build import build
     from autoprofiler_env.jsonlines import read_jsonl
     from autoprofiler_env.problems import load_problem
@@ -44,9 +44,9 @@ def study_dataset(tmp_path_factory) -> Path:
 
     root = Path(__file__).parents[1] / "docs" / "data"
     study = {load_problem(name).uri for name in STUDY_PROBLEMS}
-    rows = [r for r in read_jsonl(root / "transforms_h200.jsonl") if r["uri"] in study]
+    rows = [r for r in read_jsonl(root / "recording_h200" / "candidates.jsonl") if r["uri"] in study]
     run_dirs = sorted(p.parent for p in (root / "profile_study_h200").rglob("run.json"))
-    content = build(run_dirs, read_jsonl(root / "reference_h200.jsonl"), rows,
+    content = build(run_dirs, read_jsonl(root / "recording_h200" / "reference.jsonl"), rows,
                     {"note": "the profiler study's 12 problems"})
     path = tmp_path_factory.mktemp("study_dataset") / "study.json.gz"
     content.save(path)

@@ -20,7 +20,7 @@ STUDY = DATA / "profile_study_h200"
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     path = tmp_path_factory.mktemp("dataset") / "study.json.gz"
-    build_from_folders(STUDY, DATA / "reference_h200.jsonl").save(path)
+    build_from_folders(STUDY, DATA / "recording_h200" / "reference.jsonl").save(path)
     return path
 
 
@@ -65,7 +65,7 @@ def test_replayed_evidence_leads_to_the_live_choice():
     """For every recorded subset run (5 subsets x 12 problems), the reference optimizer
     chooses the same transformation from the merged single-section profiles as from the
     profile of the real run with those sections."""
-    ds = Dataset(build_from_folders(STUDY, DATA / "reference_h200.jsonl"))
+    ds = Dataset(build_from_folders(STUDY, DATA / "recording_h200" / "reference.jsonl"))
     opt = ReferenceOptimizer()
     pairs = same = 0
     for directory in sorted(STUDY.glob("subset-*")):

@@ -92,7 +92,7 @@ def _recording(tmp_path: Path) -> Path:
         shutil.copytree(directory, recording / "profiles" / directory.name / "000-study")
     for name in ("basic", "full"):
         shutil.copytree(STUDY / f"set-{name}", recording / "sets" / name / "000-study")
-    shutil.copy(ROOT / "docs" / "data" / "reference_h200.jsonl", recording / "reference.jsonl")
+    shutil.copy(ROOT / "docs" / "data" / "recording_h200" / "reference.jsonl", recording / "reference.jsonl")
     relu = "problem://autoprofiler/v1/level1/relu_16384x16384"
     (recording / "candidates.jsonl").write_text(json.dumps({
         "uri": relu, "transformation": "compile", "correct": True, "error_kind": None,
@@ -170,7 +170,7 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
     # built into a dataset (the rows re-keyed to the suite problem whose profile was shown)
     run_dirs = [STUDY / "section-SpeedOfLight"]
     reference = [json.loads(line) for line in
-                 (ROOT / "docs" / "data" / "reference_h200.jsonl").read_text().splitlines()]
+                 (ROOT / "docs" / "data" / "recording_h200" / "reference.jsonl").read_text().splitlines()]
     content = build(run_dirs, reference, [], llm_rows=[{**r, "uri": ds_uri} for r in rows],
                     sections=("SpeedOfLight",))
     keyed = content.problems[ds_uri].llm_outcomes["llm:scripted"]

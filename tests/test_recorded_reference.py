@@ -1,4 +1,4 @@
-"""What was measured on the H200 (docs/data/reference_h200.jsonl, made by
+"""What was measured on the H200 (docs/data/recording_h200/reference.jsonl, made by
 experiments/device/verify_suite.sh): the suite's sizes meet the brief on the real GPU."""
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from autoprofiler_env.problems import load_suite
 
-RECORD = Path(__file__).parents[1] / "docs" / "data" / "reference_h200.jsonl"
+RECORD = Path(__file__).parents[1] / "docs" / "data" / "recording_h200" / "reference.jsonl"
 
 
 def _rows():
