@@ -144,6 +144,8 @@ def agreement_rows(loaded: dict, source: str) -> list[dict]:
     runs of each of its sections alone) or ``"full"`` (the full set's run, cut to the subset's
     sections). Per subset and problem: the share of metrics within 1% and 5%, and whether the
     findings (section, rule, kind) and their speedup estimates agree, kernel by kernel."""
+    from autoprofiler_env.profiler.parse import cut
+
     owners = ownership(loaded)
     rows = []
     for name, (run, profiles) in loaded.items():
@@ -154,7 +156,7 @@ def agreement_rows(loaded: dict, source: str) -> list[dict]:
             if source == "full":
                 if "set-full" not in loaded:
                     continue
-                sources = [loaded["set-full"][1][problem]]
+                sources = [cut(loaded["set-full"][1][problem], run.sections, target.cost)]
             else:
                 sources = [loaded[f"section-{s}"][1][problem] for s in run.sections]
             if any(len(src.kernels) != len(target.kernels) for src in sources):

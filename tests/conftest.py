@@ -44,7 +44,8 @@ def study_dataset(tmp_path_factory) -> Path:
 
     root = Path(__file__).parents[1] / "docs" / "data"
     study = {load_problem(name).uri for name in STUDY_PROBLEMS}
-    rows = [r for r in read_jsonl(root / "recording_h200" / "candidates.jsonl") if r["uri"] in study]
+    rows = [r for r in read_jsonl(root / "recording_h200" / "candidates.jsonl")
+            if r["uri"] in study]
     run_dirs = sorted(p.parent for p in (root / "profile_study_h200").rglob("run.json"))
     content = build(run_dirs, read_jsonl(root / "recording_h200" / "reference.jsonl"), rows,
                     {"note": "the profiler study's 12 problems"})

@@ -194,6 +194,7 @@ def test_a_dataset_without_outcomes_is_refused(tmp_path):
 
     data = Path(__file__).parents[1] / "docs" / "data"
     path = tmp_path / "profiles_only.json.gz"
-    build_from_folders(data / "profile_study_h200", data / "recording_h200" / "reference.jsonl").save(path)
+    build_from_folders(data / "profile_study_h200",
+                       data / "recording_h200" / "reference.jsonl").save(path)
     with pytest.raises(DatasetError, match="no recorded candidate outcomes"):
         ProfilingEnv(dataset=str(path))

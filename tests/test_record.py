@@ -18,6 +18,7 @@ from autoprofiler_env.profiler import NcuRun
 
 ROOT = Path(__file__).parents[1]
 STUDY = ROOT / "docs" / "data" / "profile_study_h200"
+REFERENCE = ROOT / "docs" / "data" / "recording_h200" / "reference.jsonl"
 
 
 def test_chunks_are_named_by_their_members():
@@ -36,10 +37,11 @@ def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path,
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append((tuple(p.name for p in problems), tuple(sections)))
         done = problems[:1] if stop_after_one else problems
-        status = [row for p in done for row in ({"event": "begin", "uri": p.uri},
-                                                 {"event": "problem", "uri": p.uri, "ok": True})]
+        status = [row for i, p in enumerate(done) for row in (
+            {"event": "begin", "index": i, "uri": p.uri},
+            {"event": "problem", "index": i, "uri": p.uri, "ok": True})]
         if stop_after_one:
-            status += [{"event": "begin", "uri": problems[-1].uri},
+            status += [{"event": "begin", "index": len(problems) - 1, "uri": problems[-1].uri},
                        {"event": "deadline", "deadline_s": 1.0}]
         else:
             status.append({"event": "finished"})
@@ -67,9 +69,11 @@ def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path,
 
 
 def test_a_problem_that_hung_is_not_retried(tmp_path):
-    run = replace(NcuRun.load(STUDY / "section-LaunchStats"), status=[
-        {"event": "begin", "uri": "a"}, {"event": "problem", "uri": "a", "ok": True},
-        {"event": "begin", "uri": "b"}])
+    run = replace(NcuRun.load(STUDY / "section-LaunchStats"),
+                  problems=[{"uri": "a"}, {"uri": "b"}, {"uri": "c"}], status=[
+                      {"event": "begin", "index": 0, "uri": "a"},
+                      {"event": "problem", "index": 0, "uri": "a", "ok": True},
+                      {"event": "begin", "index": 1, "uri": "b"}])
     run.save(tmp_path / "x" / "run1")
     assert covered(tmp_path / "x") == {"a", "b"}
 
@@ -92,7 +96,7 @@ def _recording(tmp_path: Path) -> Path:
         shutil.copytree(directory, recording / "profiles" / directory.name / "000-study")
     for name in ("basic", "full"):
         shutil.copytree(STUDY / f"set-{name}", recording / "sets" / name / "000-study")
-    shutil.copy(ROOT / "docs" / "data" / "recording_h200" / "reference.jsonl", recording / "reference.jsonl")
+    shutil.copy(REFERENCE, recording / "reference.jsonl")
     relu = "problem://autoprofiler/v1/level1/relu_16384x16384"
     (recording / "candidates.jsonl").write_text(json.dumps({
         "uri": relu, "transformation": "compile", "correct": True, "error_kind": None,
@@ -169,8 +173,7 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
     assert again == rows  # nothing recorded twice
     # built into a dataset (the rows re-keyed to the suite problem whose profile was shown)
     run_dirs = [STUDY / "section-SpeedOfLight"]
-    reference = [json.loads(line) for line in
-                 (ROOT / "docs" / "data" / "recording_h200" / "reference.jsonl").read_text().splitlines()]
+    reference = read_jsonl(REFERENCE)
     content = build(run_dirs, reference, [], llm_rows=[{**r, "uri": ds_uri} for r in rows],
                     sections=("SpeedOfLight",))
     keyed = content.problems[ds_uri].llm_outcomes["llm:scripted"]

@@ -19,6 +19,9 @@ from autoprofiler_env.profiler.parse import cut, profiles_from_run
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun
 
+MODELLED_SETS = ("set:basic", "set:detailed")
+"""The sets whose cost a dataset records besides the full set's (measured or modelled)."""
+
 
 def kept_metrics() -> frozenset[str]:
     """The metrics a dataset keeps per kernel: every action section's header metrics, the
@@ -57,10 +60,10 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
         for p in profiles_from_run(run)[0]:
             alone.setdefault(p.problem_uri, {})[f"set:{set_name}" if set_name
                                                  else run.sections[0]] = p
-    configs = [*sections, "set:basic", "set:detailed"]
     model = CostModel.fit({name: [(runs[name].cost, runs["set:full"].cost)
                                   for runs in alone.values() if name in runs
-                                  and "set:full" in runs] for name in configs})
+                                  and "set:full" in runs]
+                           for name in (*sections, *MODELLED_SETS)})
     profiles: dict[str, dict] = {}
     set_costs: dict[str, dict] = {}
     modelled: dict[str, tuple[str, ...]] = {}
@@ -84,10 +87,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                 transformation=r["model"], correct=bool(r["correct"]),
                 error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
                 speedup=r.get("speedup")))
-    complete = {uri for uri, by_section in profiles.items()
-                if all(s in by_section for s in sections)}
     records = {}
-    for uri in sorted(complete & set(eager)):
+    for uri in sorted(set(profiles) & set(eager)):
         problem = load_problem(uri)
         row = eager[uri]
         records[uri] = ProblemRecord(
@@ -123,7 +124,7 @@ def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], mode
     catalogue = catalogue or load_catalogue()
     full = runs.get("set:full")
     profiles, set_costs, modelled = {}, {}, []
-    for name in (*sections, "set:basic", "set:detailed"):
+    for name in (*sections, *MODELLED_SETS):
         if name in runs:
             cost = runs[name].cost
         elif full is not None and (name in model.fractions or not name.startswith("set:")):

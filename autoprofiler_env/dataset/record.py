@@ -38,7 +38,7 @@ from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
-from autoprofiler_env.profiler.runner import run_ncu
+from autoprofiler_env.profiler.runner import failed_problem, run_ncu
 
 PARTS = ("reference", "full", "candidates", "sets", "profiles")
 """What a recording can hold, in the order they are recorded."""
@@ -115,11 +115,9 @@ def covered(root: Path) -> set[str]:
     for path in root.rglob("run.json"):
         meta = json.loads(path.read_text())
         done |= {r["uri"] for r in meta["status"] if r.get("event") == "problem"}
-        stopped = any(r.get("event") == "deadline" for r in meta["status"])
-        begun = [r["uri"] for r in meta["status"] if r.get("event") == "begin"]
-        finished = any(r.get("event") == "finished" for r in meta["status"])
-        if begun and not finished and not stopped:
-            done.add(begun[-1])  # the one that crashed or hung the run
+        failed = failed_problem(meta["status"])
+        if failed is not None:
+            done.add(meta["problems"][failed]["uri"])
     return done
 
 

@@ -134,13 +134,15 @@ def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
     details = parse_details(run.details_csv, catalogue)
     passes = parse_passes(run.log)
     done = {r["index"]: r for r in run.status if r.get("event") == "problem"}
-    hung = failed_problem(run)
+    hung = failed_problem(run.status)
+    stopped = any(r.get("event") == "deadline" for r in run.status)
     profiles, failures = [], []
     for index, problem in enumerate(run.problems):
         uri = problem["uri"]
         status = done.get(index)
         if status is None:
             why = ("the profiled program hung or crashed here" if index == hung
+                   else "not finished: the run's deadline stopped it" if stopped
                    else "not reached: the run stopped at an earlier problem")
             failures.append(ProfileFailure(uri, why))
             continue

@@ -249,12 +249,12 @@ def _terminate_becomes_exit():
         signal.signal(signal.SIGTERM, previous)
 
 
-def failed_problem(run: NcuRun) -> int | None:
-    """The index of the problem that crashed or hung the run, if one did."""
-    begun = [r["index"] for r in run.status if r.get("event") == "begin"]
-    ended = {r["index"] for r in run.status if r.get("event") == "problem"}
-    finished = any(r.get("event") == "finished" for r in run.status)
-    if finished:
+def failed_problem(status: list[dict]) -> int | None:
+    """The index of the problem that crashed or hung a run, from the run's status lines; none
+    when the run finished or its deadline stopped it (the problem in flight did not fail)."""
+    begun = [r["index"] for r in status if r.get("event") == "begin"]
+    ended = {r["index"] for r in status if r.get("event") == "problem"}
+    if any(r.get("event") in ("finished", "deadline") for r in status):
         return None
     open_ = [i for i in begun if i not in ended]
     if open_:
