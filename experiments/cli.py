@@ -156,7 +156,8 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     from autoprofiler_env.dataset.replay import DEFAULT_DATASET
 
     if args.action == "build":
-        content = build_from_recording(Path(args.recording))
+        content = build_from_recording(Path(args.recording),
+                                       more_runs=tuple(Path(r) for r in args.runs))
         checksum = content.save(Path(args.out))
         print(f"{len(content.problems)} problems, {len(content.sections)} sections: {args.out} "
               f"(sha256 {checksum})")
@@ -267,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = dsub.add_parser("build", help="a recording folder -> a dataset file")
     q.add_argument("--recording", required=True)
     q.add_argument("--out", required=True)
+    q.add_argument("--runs", action="append", default=[], metavar="DIR",
+                   help="more saved ncu runs, e.g. a profiler study's sections and sets alone "
+                        "(their measured costs replace modelled ones); repeatable")
     q = dsub.add_parser("info", help="metadata, counts and checksum")
     q.add_argument("file", nargs="?", help="a dataset file (default: the shipped one)")
     p.set_defaults(func=cmd_dataset)

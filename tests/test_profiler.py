@@ -15,6 +15,7 @@ from autoprofiler_env.errors import (
     NcuNotFoundError,
     NcuPermissionError,
     NcuUnsupportedError,
+    ProfilingError,
     ReportReadError,
     UnknownSectionError,
 )
@@ -28,7 +29,7 @@ from autoprofiler_env.profiler import (
     render_markdown,
 )
 from autoprofiler_env.profiler.parse import parse_raw
-from autoprofiler_env.profiler.runner import check_log, find_ncu, run_ncu
+from autoprofiler_env.profiler.runner import check_log, find_ncu, run_ncu, timed_out
 from tests.conftest import DATA
 
 STUDY = Path(__file__).parents[1] / "docs" / "data" / "profile_study_h200"
@@ -210,6 +211,56 @@ def test_a_hanging_program_is_killed_and_named(tmp_path):
                   problem_timeout_s=1.5, workdir=tmp_path / "work")
     assert time.perf_counter() - started < 30
     assert run.returncode in (-signal.SIGINT, -signal.SIGKILL) and not run.raw_csv
+    assert timed_out(run.status) and run.status[-1]["problem_timeout_s"] == 1.5
+
+
+def test_the_kernel_cap_is_ncus_launch_count_for_a_run_of_one_problem(tmp_path):
+    args = tmp_path / "args"
+    fake = _fake_ncu(tmp_path, f'echo "$@" > "{args}"\n')
+    relu, softmax = load_problem("relu_16384x16384"), load_problem("softmax_16384x4096")
+    with pytest.raises(ProfilingError, match="one problem"):
+        run_ncu([relu, softmax], ["SpeedOfLight"], ncu=fake, max_kernels=64)
+    run = run_ncu([relu], ["SpeedOfLight"], ncu=fake, max_kernels=64, workdir=tmp_path / "w")
+    assert "--launch-count 64" in args.read_text()
+    assert run.command[run.command.index("--launch-count") + 1] == "64"
+    run_ncu([relu], ["SpeedOfLight"], ncu=fake, workdir=tmp_path / "w")
+    assert "--launch-count" not in args.read_text()
+
+
+def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(monkeypatch):
+    """profile_problems: the problem in flight at a timeout gets a run of its own with the
+    kernel cap; the problems after it are profiled in the next batched run."""
+    import autoprofiler_env.profiler as profiler
+
+    study = _run("section-LaunchStats")
+    calls = []
+
+    def fake_run_ncu(problems, sections, **kwargs):
+        calls.append(([p.name for p in problems], kwargs.get("max_kernels")))
+        status = [{"event": "started"}]
+        for i, p in enumerate(problems):
+            status.append({"event": "begin", "index": i, "uri": p.uri})
+            if p.name == "lstm_sequence_64x128x512" and kwargs.get("max_kernels") is None:
+                status.append({"event": "timeout", "problem_timeout_s": 300.0})
+                break
+            status.append({"event": "problem", "index": i, "uri": p.uri, "ok": True,
+                           "profiled_s": 1.0})
+        # each problem "profiles" as the study's first kernel, under its own range and id
+        header, units, first = study.raw_csv.splitlines()[:3]
+        assert first.startswith('"0",') and ":ap_0:" in first
+        rows = [first.replace('"0",', f'"{i}",', 1).replace(":ap_0:", f":ap_{i}:")
+                for i in range(len(problems))]
+        return dataclasses.replace(study, problems=[{"uri": p.uri} for p in problems],
+                                   status=status, raw_csv="\n".join([header, units, *rows]),
+                                   details_csv="")
+
+    monkeypatch.setattr(profiler, "run_ncu", fake_run_ncu)
+    names = ["relu_16384x16384", "lstm_sequence_64x128x512", "softmax_16384x4096"]
+    profiles, failures = profiler.profile_problems([load_problem(n) for n in names],
+                                                   ["LaunchStats"])
+    assert calls == [(names, None), (["lstm_sequence_64x128x512"], 64),
+                     (["softmax_16384x4096"], 64)]
+    assert [p.problem_uri.rsplit("/", 1)[1] for p in profiles] == names and not failures
 
 
 def test_terminating_the_caller_kills_ncu(tmp_path):

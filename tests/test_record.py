@@ -78,6 +78,40 @@ def test_a_problem_that_hung_is_not_retried(tmp_path):
     assert covered(tmp_path / "x") == {"a", "b"}
 
 
+def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_cap(
+        tmp_path, monkeypatch):
+    import autoprofiler_env.dataset.record as record
+
+    calls = []
+
+    def fake_run_ncu(problems, sections, **kwargs):
+        calls.append(([p.name for p in problems], kwargs["max_kernels"]))
+        status = []
+        for i, p in enumerate(problems):
+            status.append({"event": "begin", "index": i, "uri": p.uri})
+            if p.name == "lstm_sequence_64x128x512":  # times out, capped or not
+                status.append({"event": "timeout", "problem_timeout_s": 300.0})
+                break
+            status.append({"event": "problem", "index": i, "uri": p.uri, "ok": True})
+        else:
+            status.append({"event": "finished"})
+        command = ["--launch-count", "64"] if kwargs["max_kernels"] else []
+        return replace(NcuRun.load(STUDY / "section-LaunchStats"), command=command,
+                       problems=[{"uri": p.uri} for p in problems], status=status)
+
+    monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
+    names = ["relu_16384x16384", "lstm_sequence_64x128x512", "softmax_16384x4096"]
+    problems = [load_problem(n) for n in names]
+    configs = {"full": ["SpeedOfLight"]}
+    assert record_ncu(problems, configs, tmp_path, chunk=3) == 1
+    assert covered(tmp_path / "full") == {problems[0].uri}  # the LSTM is owed a capped run
+    assert record_ncu(problems, configs, tmp_path, chunk=3) == 2
+    assert calls == [(names, None), (["softmax_16384x4096"], None),
+                     (["lstm_sequence_64x128x512"], 64)]
+    assert covered(tmp_path / "full") == {p.uri for p in problems}  # capped, it is not retried
+    assert record_ncu(problems, configs, tmp_path, chunk=3) == 0
+
+
 def test_candidates_are_recorded_once(tmp_path):
     problem = load_problem("matmul_4096x4096x4096")  # on a CPU only autocast_bf16 applies
     config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,

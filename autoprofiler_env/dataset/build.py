@@ -145,15 +145,20 @@ def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], mode
 
 
 def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = None,
-                       metadata: dict | None = None, llm: Path | None = None) -> DatasetFile:
-    """:func:`build` from a folder of saved ncu runs (any depth) and the logs."""
-    run_dirs = sorted(p.parent for p in Path(run_root).rglob("run.json"))
+                       metadata: dict | None = None, llm: Path | None = None,
+                       more_runs: tuple[Path, ...] = ()) -> DatasetFile:
+    """:func:`build` from a folder of saved ncu runs (any depth), and any in ``more_runs``,
+    and the logs."""
+    run_dirs = sorted(p.parent for root in (*more_runs, run_root)
+                      for p in Path(root).rglob("run.json"))
     return build(run_dirs, read_jsonl(reference), read_jsonl(outcomes) if outcomes else [],
                  metadata, read_jsonl(llm) if llm else None)
 
 
-def build_from_recording(recording: Path, metadata: dict | None = None) -> DatasetFile:
-    """:func:`build` from a recording folder (see :mod:`.record`)."""
+def build_from_recording(recording: Path, metadata: dict | None = None,
+                         more_runs: tuple[Path, ...] = ()) -> DatasetFile:
+    """:func:`build` from a recording folder (see :mod:`.record`), with the saved ncu runs in
+    ``more_runs`` (a profiler study's sections and sets alone: measured costs) besides."""
     recording = Path(recording)
     if not (recording / "reference.jsonl").exists():
         raise DatasetError(f"{recording} is not a recording: it has no reference.jsonl; make "
@@ -161,4 +166,4 @@ def build_from_recording(recording: Path, metadata: dict | None = None) -> Datas
     candidates, llm = recording / "candidates.jsonl", recording / "llm.jsonl"
     return build_from_folders(recording, recording / "reference.jsonl",
                               candidates if candidates.exists() else None, metadata,
-                              llm if llm.exists() else None)
+                              llm if llm.exists() else None, more_runs)

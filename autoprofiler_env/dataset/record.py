@@ -38,7 +38,7 @@ from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
-from autoprofiler_env.profiler.runner import failed_problem, run_ncu
+from autoprofiler_env.profiler.runner import MAX_KERNELS, failed_problem, run_ncu, timed_out
 
 PARTS = ("reference", "full", "candidates", "sets", "profiles")
 """What a recording can hold, in the order they are recorded."""
@@ -108,15 +108,28 @@ def chunks(problems: list[Problem], size: int) -> list[tuple[str, list[Problem]]
     return out
 
 
+def _runs(root: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(root.rglob("run.json"))]
+
+
+def _timed_out_batched(meta: dict) -> str | None:
+    """The problem that outlasted its timeout in a run without a kernel cap, which the
+    recorder profiles again alone with one (``MAX_KERNELS``); else None."""
+    failed = failed_problem(meta["status"])
+    if failed is None or not timed_out(meta["status"]) or "--launch-count" in meta["command"]:
+        return None
+    return meta["problems"][failed]["uri"]
+
+
 def covered(root: Path) -> set[str]:
-    """The problems the saved runs under ``root`` are done with: profiled, or failed (a crash
-    or a hang is not retried); not those a deadline stopped before or during."""
+    """The problems the saved runs under ``root`` are done with: profiled, or failed (a crash,
+    or a hang with the kernel cap on, is not retried); not those a deadline stopped before or
+    during, nor one that timed out in a batched run (it is profiled again alone, capped)."""
     done = set()
-    for path in root.rglob("run.json"):
-        meta = json.loads(path.read_text())
+    for meta in _runs(root):
         done |= {r["uri"] for r in meta["status"] if r.get("event") == "problem"}
         failed = failed_problem(meta["status"])
-        if failed is not None:
+        if failed is not None and _timed_out_batched(meta) is None:
             done.add(meta["problems"][failed]["uri"])
     return done
 
@@ -125,20 +138,56 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
                deadline: float | None = None, problem_timeout_s: float = 300.0) -> int:
     """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
     under ``root/<config>/`` is done with. A run the deadline stops keeps the problems it
-    finished; the next call profiles the rest. Returns how many runs it made."""
+    finished; the next call profiles the rest. A problem that timed out in a batched run is
+    profiled alone, on its first ``MAX_KERNELS`` kernels. Returns how many runs it made."""
     made = 0
     for name, sections in configs.items():
         done = covered(root / name)
-        todo = [p for p in problems if p.uri not in done]
-        for chunk_id, members in tqdm(chunks(todo, chunk), desc=f"ncu {name}", unit="run"):
+        capped = {uri for meta in _runs(root / name)
+                  if (uri := _timed_out_batched(meta)) is not None} - done
+        todo = [p for p in problems if p.uri not in done and p.uri not in capped]
+        work = [(chunk_id, members, None) for chunk_id, members in chunks(todo, chunk)]
+        work += [(f"capped-{chunks([p], 1)[0][0]}", [p], MAX_KERNELS)
+                 for p in problems if p.uri in capped]
+        for chunk_id, members, max_kernels in tqdm(work, desc=f"ncu {name}", unit="run"):
             if _past(deadline):
                 return made
             left = deadline - time.monotonic() if deadline is not None else None
-            run = run_ncu(members, sections, workdir=root / "_work",
+            run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
                           problem_timeout_s=problem_timeout_s, deadline_s=left)
             run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
             made += 1
     return made
+
+
+def warm_candidates(items: list[tuple[Problem, str]], config: HarnessConfig, workers: int,
+                    timeout_s: float = 600.0, deadline: float | None = None) -> None:
+    """Compiles candidates (``(problem, source)``) in ``workers`` processes at once, filling
+    Inductor's on-disk cache, so that judging and timing them one at a time afterwards spends
+    its time on the GPU. Errors are left for that pass to judge and record."""
+    from dataclasses import replace
+
+    if workers <= 1 or not items or _past(deadline):
+        return
+    warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
+                          max_trials=1, warmup_ms=0, flush_l2=False)
+    evaluators = [Evaluator(warm_config, timeout_s=timeout_s) for _ in range(workers)]
+
+    def warm(item):
+        i, (problem, source) = item
+        if _past(deadline):
+            return
+        try:
+            evaluators[i % workers].evaluate(problem, source)
+        except Exception:  # a broken candidate is judged, and recorded, in the timed pass
+            pass
+
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            list(tqdm(pool.map(warm, enumerate(items)), total=len(items), desc="compile"))
+    finally:
+        for ev in evaluators:
+            ev.close()
 
 
 def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
@@ -150,8 +199,6 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     Inductor's on-disk cache); then they are judged and timed one at a time, so that no two
     timings share the GPU.
     """
-    from dataclasses import replace
-
     from autoprofiler_env.features import static_features
     from autoprofiler_env.optimizers import applicable
 
@@ -162,24 +209,8 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
         for t in applicable(problem, features, config.device):
             if (problem.uri, t.name) not in done:
                 todo.append((problem, t.name, t.rewrite(problem, features)))
-    if warm_workers > 1 and todo and not _past(deadline):
-        warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
-                              max_trials=1, warmup_ms=0, flush_l2=False)
-        evaluators = [Evaluator(warm_config, timeout_s=timeout_s) for _ in range(warm_workers)]
-
-        def warm(item):
-            i, (problem, _, source) = item
-            if _past(deadline):
-                return
-            try:
-                evaluators[i % warm_workers].evaluate(problem, source)
-            except Exception:  # a broken pair is judged, and recorded, in the timed pass
-                pass
-
-        with ThreadPoolExecutor(warm_workers) as pool:
-            list(tqdm(pool.map(warm, enumerate(todo)), total=len(todo), desc="compile"))
-        for ev in evaluators:
-            ev.close()
+    warm_candidates([(problem, source) for problem, _, source in todo], config, warm_workers,
+                    timeout_s, deadline)
     info = machine_info(config.device)
     with Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log:
         for problem, name, source in tqdm(todo, desc="judge and time"):

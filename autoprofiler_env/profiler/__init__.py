@@ -22,7 +22,14 @@ from autoprofiler_env.profiler.records import (
     ProfileCost,
 )
 from autoprofiler_env.profiler.render import render_markdown
-from autoprofiler_env.profiler.runner import NcuRun, raise_for_run, run_ncu
+from autoprofiler_env.profiler.runner import (
+    MAX_KERNELS,
+    NcuRun,
+    failed_problem,
+    raise_for_run,
+    run_ncu,
+    timed_out,
+)
 
 
 def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
@@ -31,7 +38,9 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     """Profiles ``problems`` with exactly ``sections``, in as few ncu invocations as it can.
 
     A problem that crashes or hangs the profiled program is reported in the failures and the
-    remaining problems are profiled in a new invocation; the others' results are kept.
+    remaining problems are profiled in a new invocation; the others' results are kept. A run
+    of one problem profiles at most its first ``MAX_KERNELS`` kernels, and a problem that
+    outlasts the timeout in a batched run is profiled again alone so.
 
     Raises:
         UnknownSectionError: a section this ncu version does not have.
@@ -44,11 +53,18 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     todo = list(problems)
     while todo:
         run = run_ncu(todo, sections, ncu=ncu, problem_timeout_s=problem_timeout_s,
-                      workdir=workdir)
+                      workdir=workdir, max_kernels=MAX_KERNELS if len(todo) == 1 else None)
         raise_for_run(run)
         got, failed = profiles_from_run(run)
         profiles.update((p.problem_uri, p) for p in got)
         culprits = {f.problem_uri for f in failed if not f.error.startswith("not reached")}
+        if len(todo) > 1 and timed_out(run.status):  # alone and capped, it may finish
+            retry = [todo[failed_problem(run.status)]]
+            got_alone, failed_alone = profile_problems(
+                retry, sections, ncu=ncu, problem_timeout_s=problem_timeout_s, workdir=workdir)
+            profiles.update((p.problem_uri, p) for p in got_alone)
+            failures.update((f.problem_uri, f) for f in failed_alone)
+            culprits -= {p.uri for p in retry}
         failures.update((f.problem_uri, f) for f in failed if f.problem_uri in culprits)
         unreached = [p for p in todo if p.uri not in profiles and p.uri not in failures]
         if len(unreached) == len(todo):  # no progress at all: stop rather than loop

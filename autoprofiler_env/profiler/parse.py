@@ -22,7 +22,7 @@ from autoprofiler_env.profiler.records import (
     Profile,
     ProfileCost,
 )
-from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, failed_problem
+from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, failed_problem, timed_out
 
 _RANGE = re.compile(r":ap_(\d+):")
 _PASSES = re.compile(r'==PROF== Profiling "[^"]*" - (\d+): .*?- (\d+) pass')
@@ -141,7 +141,9 @@ def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
         uri = problem["uri"]
         status = done.get(index)
         if status is None:
-            why = ("the profiled program hung or crashed here" if index == hung
+            why = ("the profiled program outlasted the per-problem timeout here"
+                   if index == hung and timed_out(run.status)
+                   else "the profiled program hung or crashed here" if index == hung
                    else "not finished: the run's deadline stopped it" if stopped
                    else "not reached: the run stopped at an earlier problem")
             failures.append(ProfileFailure(uri, why))

@@ -146,17 +146,26 @@ kernels repeat in the rest, so that one problem cannot take an invocation's whol
 suite problem has fewer on the meta device but the LSTM (1,539, its cuDNN path on a GPU: one);
 the status line of each profiled problem reports ``ops`` and ``ops_profiled``."""
 
+MAX_KERNELS = 64
+"""Kernels profiled in a run of one problem (ncu's ``--launch-count``). ``MAX_OPS`` cannot cut
+inside one operator: the suite's ``lstm_sequence_64x128x512`` is one cuDNN call of 260 kernels
+(two per time step), 150 s of replay under SpeedOfLight alone and past the 300 s timeout under
+the full set. ncu counts launches over its whole invocation, so the cap applies only to a run of
+one problem; the recorder profiles a problem that timed out in a batched run again alone with
+it. Every other suite problem launches at most 48 kernels in its profiled call."""
+
 
 def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
             size: str = "full", problem_timeout_s: float = 300.0, start: int = 0,
             workdir: Path | None = None, deadline_s: float | None = None,
-            max_ops: int | None = MAX_OPS) -> NcuRun:
+            max_ops: int | None = MAX_OPS, max_kernels: int | None = None) -> NcuRun:
     """One ncu invocation over ``problems`` (from index ``start``) with ``sections``.
 
     A problem that does not finish within ``problem_timeout_s`` (no status line from the
     driver), or an invocation that outlasts ``deadline_s``, gets ncu stopped; ncu then writes
     what it profiled so far, and the returned run keeps the problems that finished (its status
-    names the problem in flight; after a deadline it ends with ``{"event": "deadline"}``).
+    names the problem in flight, and ends with ``{"event": "timeout"}`` or ``{"event":
+    "deadline"}``). ``max_kernels`` (a run of one problem only) profiles its first kernels.
 
     Raises:
         NcuNotFoundError, NcuPermissionError, NcuUnsupportedError, UnknownSectionError: ncu
@@ -165,6 +174,9 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     exe = find_ncu(ncu)
     if not sections:
         raise ProfilingError("no sections to collect: pass at least one")
+    if max_kernels is not None and len(problems) - start != 1:
+        raise ProfilingError("max_kernels caps the kernels of a whole ncu invocation: pass it "
+                             "only for a run of one problem")
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)
     # a folder of its own: no two invocations ever share a report or a status file
@@ -180,7 +192,9 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     command = [exe, "--config-file", "off", "--clock-control", "none", "--cache-control", "all",
                "--replay-mode", "kernel", "--nvtx", "--nvtx-include", NVTX_FILTER,
                *[a for s in sections for a in ("--section", s)],
-               "--metrics", DURATION_METRIC, "-f", "-o", str(report.with_suffix("")),
+               "--metrics", DURATION_METRIC,
+               *(("--launch-count", str(max_kernels)) if max_kernels is not None else ()),
+               "-f", "-o", str(report.with_suffix("")),
                sys.executable, "-m", "autoprofiler_env.profiler.driver", str(spec_path)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     root = str(Path(__file__).resolve().parents[2])
@@ -191,16 +205,17 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
         try:
-            last_change, seen, past_deadline = time.perf_counter(), -1, False
+            last_change, seen, stopped = time.perf_counter(), -1, None
             while process.poll() is None:
                 time.sleep(0.5)
                 size_now = status_path.stat().st_size if status_path.exists() else 0
                 if size_now != seen:
                     seen, last_change = size_now, time.perf_counter()
                 elif time.perf_counter() - last_change > problem_timeout_s:
+                    stopped = {"event": "timeout", "problem_timeout_s": problem_timeout_s}
                     break
                 if deadline_s is not None and time.perf_counter() - started > deadline_s:
-                    past_deadline = True
+                    stopped = {"event": "deadline", "deadline_s": deadline_s}
                     break
         finally:
             # ncu runs in a process group of its own: a hang, an interrupt or a kill of this
@@ -211,8 +226,8 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     log = log_path.read_text(errors="replace").replace(str(workdir), "<workdir>")
     check_log(log)
     status = read_jsonl(status_path)
-    if past_deadline:
-        status.append({"event": "deadline", "deadline_s": deadline_s})
+    if stopped is not None:
+        status.append(stopped)
     raw = details = ""
     if report.exists():
         raw = _export(exe, report, "raw", ["--print-units", "base"])
@@ -247,6 +262,11 @@ def _terminate_becomes_exit():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def timed_out(status: list[dict]) -> bool:
+    """Whether the runner stopped the run because a problem outlasted its timeout."""
+    return any(r.get("event") == "timeout" for r in status)
 
 
 def failed_problem(status: list[dict]) -> int | None:

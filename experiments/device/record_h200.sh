@@ -2,7 +2,7 @@
 # On a GPU machine, inside one time-limited command: go on with the recording of the shipped
 # dataset, then pack the recording for the trip back (the device tool returns at most 8 files).
 #   OUT=results RECORDING=docs/data/recording_h200 BUDGET=520 PARTS=reference,full,candidates \
-#     bash experiments/device/record_h200.sh
+#     WARM=6 bash experiments/device/record_h200.sh
 # Resumable: run it again (with the recording brought back and committed) to continue.
 set -u -o pipefail
 FINAL=${OUT:-results}
@@ -10,7 +10,7 @@ RECORDING=${RECORDING:-docs/data/recording_h200}
 export PYTHONUNBUFFERED=1
 mkdir -p "$FINAL" "$RECORDING"
 python3 -m experiments.cli record --out "$RECORDING" --parts "${PARTS:-reference,full,candidates}" \
-  --time-budget "${BUDGET:-520}" 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
+  --time-budget "${BUDGET:-520}" --warm-workers "${WARM:-6}" 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
   | tail -40 | tee "$FINAL/record.log"
 tar czf "$FINAL/recording.tgz" --exclude=_work "$RECORDING"
 ls -la "$FINAL"

@@ -1,0 +1,323 @@
+"""Does the replay answer as the GPU does? Live runs on the H200 compared with the dataset.
+
+    python3 -m experiments.fidelity pairs    [--out DIR] [--deadline S] [--warm-workers N]  # GPU
+    python3 -m experiments.fidelity episodes [--out DIR] [--episodes 5] [--deadline S]      # GPU
+    python -m experiments.fidelity analyze   [--out DIR] [--dataset FILE]                  # CPU
+
+``pairs`` (issue 5's fidelity): for (problem, section set) pairs drawn from the dataset --
+section sets of 1, 2, 3, 5 and 8 sections, three problems each -- it runs ncu with exactly
+those sections (one invocation per set), the reference optimizer on that live profile, and the
+harness on the candidate, ``REPEATS`` times (the spread of the repeats is the run-to-run noise).
+``episodes`` (issue 6): full episodes of ``AutoProfilerLive-v0`` with the roofline rule tree of
+``baselines/``. ``analyze`` compares both with the replay of the dataset: the same candidate?
+the speedup within the noise? the same reward?
+
+Everything is resumable: ncu runs are saved per section set, live outcomes and episodes are
+appended one JSON line at a time and skipped when found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_OUT = Path("docs/data/fidelity_h200")
+SIZES = (1, 1, 1, 2, 2, 2, 3, 3, 3, 5, 5, 8)
+"""Sections per set: twelve sets, three problems each, 36 pairs."""
+PER_SET = 3
+REPEATS = 3
+MAX_FULL_SET_S = 60.0
+"""Problems whose full set took longer to replay are not drawn (they would take a command's
+time under a large set); the suite has a handful."""
+EPISODE_BUDGET = {"budget": 0.25, "budget_unit": "sections"}
+
+
+def plan(dataset, seed: int = 0) -> list[dict]:
+    """The pairs, grouped by section set: ``[{"key", "sections", "uris"}]``; deterministic for
+    a dataset and a seed. Problems are drawn without replacement while they last."""
+    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
+
+    rng = random.Random(seed)
+    uris = [u for u in dataset.uris()
+            if (full := dataset.record(u).set_costs.get("full")) is not None
+            and full.replay_s <= MAX_FULL_SET_S and dataset.record(u).outcomes]
+    pool: list[str] = []
+    groups = []
+    for size in SIZES:
+        sections = dataset.canonical(rng.sample(ACTION_SECTIONS, size))
+        members = []
+        while len(members) < PER_SET:
+            if not pool:
+                pool = rng.sample(uris, len(uris))
+            uri = pool.pop()
+            if uri not in members:
+                members.append(uri)
+        groups.append({"key": "+".join(sections), "sections": list(sections),
+                       "uris": members})
+    return groups
+
+
+def _deadline(seconds: float | None) -> float | None:
+    return time.monotonic() + seconds if seconds else None
+
+
+def _load_plan(out: Path, dataset_path: str | None) -> list[dict]:
+    path = out / "plan.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+
+    groups = plan(Dataset.load(dataset_path or DEFAULT_DATASET))
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(groups, indent=1) + "\n")
+    return groups
+
+
+def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | None = None,
+               warm_workers: int = 8, config=None) -> int:
+    """ncu, the reference optimizer and the harness (``config``: the default on CUDA) on every
+    planned pair (GPU)."""
+    from autoprofiler_env.dataset.record import record_ncu, warm_candidates
+    from autoprofiler_env.harness import Evaluator, HarnessConfig
+    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+    from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+    from autoprofiler_env.problems import load_problem
+
+    deadline = _deadline(deadline_s)
+    groups = _load_plan(out, dataset_path)
+    for g in groups:  # one invocation per section set
+        record_ncu([load_problem(u) for u in g["uris"]], {g["key"]: g["sections"]},
+                   out / "ncu", chunk=PER_SET, deadline=deadline, problem_timeout_s=240.0)
+    live = live_profiles(out)
+    config = config or HarnessConfig(device="cuda")
+    optimizer = ReferenceOptimizer(device=config.device)
+    todo = []
+    for g in groups:
+        for uri in g["uris"]:
+            profile = live.get((uri, g["key"]))
+            if profile is not None:
+                problem = load_problem(uri)
+                todo.append((g["key"], problem, optimizer.optimize(problem, profile)))
+    rows_path = out / "live.jsonl"
+    done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(rows_path)}
+    warm_candidates([(p, c.source) for key, p, c in todo
+                     if any((p.uri, key, r) not in done for r in range(REPEATS))],
+                    config, warm_workers, deadline=deadline)
+    with Evaluator(config) as evaluator, JsonlAppender(rows_path) as log:
+        for repeat in range(REPEATS):  # all pairs once, then again: repeats minutes apart
+            for key, problem, candidate in todo:
+                if (problem.uri, key, repeat) in done:
+                    continue
+                if deadline is not None and time.monotonic() > deadline:
+                    return 0
+                result = evaluator.evaluate(problem, candidate.source)
+                log.write({"uri": problem.uri, "sections": key, "repeat": repeat,
+                           "transformation": candidate.producer, "reason": candidate.reason,
+                           "correct": result.correct,
+                           "error_kind": result.error_kind.value if result.error_kind else None,
+                           "reference_ms": result.reference.median_ms
+                           if result.reference else None,
+                           "candidate_ms": result.candidate.median_ms
+                           if result.candidate else None,
+                           "speedup": result.speedup})
+    return 0
+
+
+def live_profiles(out: Path) -> dict:
+    """(uri, section-set key) -> the live profile, from the saved ncu runs."""
+    from autoprofiler_env.profiler import NcuRun, profiles_from_run
+
+    found = {}
+    for path in sorted((out / "ncu").rglob("run.json")):
+        run = NcuRun.load(path.parent)
+        for p in profiles_from_run(run)[0]:
+            found[(p.problem_uri, path.parent.parent.name)] = p
+    return found
+
+
+def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
+                  deadline_s: float | None = None) -> int:
+    """Full episodes of the live environment with the roofline rule tree (GPU)."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401  (registers the ids)
+    from autoprofiler_env.envs import LIVE_ID
+    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+    from baselines.agents import RooflineTree
+
+    deadline = _deadline(deadline_s)
+    groups = _load_plan(out, dataset_path)
+    uris = list(dict.fromkeys(u for g in groups for u in g["uris"]))[:episodes]
+    path = out / "episodes.jsonl"
+    done = {r["problem"] for r in read_jsonl(path)}
+    env = gym.make(LIVE_ID, problems=uris, **EPISODE_BUDGET)
+    agent = RooflineTree(env)
+    with JsonlAppender(path) as log:
+        for uri in uris:
+            if uri in done:
+                continue
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            started = time.perf_counter()
+            obs, _ = env.reset(options={"problem": uri})
+            agent.reset()
+            terminated = False
+            while not terminated:
+                action, _ = agent.predict(obs, action_masks=env.unwrapped.action_masks())
+                obs, _, terminated, _, info = env.step(int(action))
+            record = env.unwrapped.last_record
+            log.write({**json.loads(record.to_json()), "wall_s": time.perf_counter() - started})
+    env.close()
+    return 0
+
+
+# -- analysis (CPU) -----------------------------------------------------------------------------
+
+def pair_rows(out: Path, dataset) -> list[dict]:
+    """One row per live pair: the replay's choice and speedup against the live ones."""
+    from autoprofiler_env.envs.backends import ReplayBackend
+    from autoprofiler_env.jsonlines import read_jsonl
+
+    replay = ReplayBackend(dataset)
+    by_pair: dict[tuple[str, str], list[dict]] = {}
+    for r in read_jsonl(out / "live.jsonl"):
+        by_pair.setdefault((r["uri"], r["sections"]), []).append(r)
+    rows = []
+    for (uri, key), repeats in sorted(by_pair.items()):
+        sections = tuple(key.split("+"))
+        expected = replay.finish(uri, sections)
+        speedups = [r["speedup"] for r in repeats if r["correct"] and r["speedup"]]
+        live_median = statistics.median(speedups) if speedups else None
+        rows.append({
+            "problem": uri.rsplit("/", 1)[1], "n_sections": len(sections), "sections": key,
+            "replay_choice": expected.transformation, "live_choice": repeats[0]["transformation"],
+            "same_choice": expected.transformation == repeats[0]["transformation"],
+            "replay_speedup": expected.speedup, "live_speedup": live_median,
+            "live_repeats": len(speedups),
+            "live_spread": (max(speedups) / min(speedups) - 1) if len(speedups) > 1 else None,
+            "live_correct": all(r["correct"] for r in repeats),
+            "replay_correct": expected.correct})
+    return rows
+
+
+def episode_rows(out: Path, dataset) -> list[dict]:
+    """One row per live episode: its reward against the replay of the same sections, and the
+    sections the agent takes on the replay."""
+    from autoprofiler_env.envs.profiling_env import EpisodeRecord, ProfilingEnv
+    from autoprofiler_env.jsonlines import read_jsonl
+    from baselines.agents import RooflineTree
+
+    rows = []
+    env = ProfilingEnv(dataset=dataset, split=None, **EPISODE_BUDGET)
+    agent = RooflineTree(env)
+    for r in read_jsonl(out / "episodes.jsonl"):
+        r = dict(r)
+        wall = r.pop("wall_s", None)
+        record = EpisodeRecord.from_json(json.dumps(r))
+        total, info = env.apply(record)
+        obs, _ = env.reset(options={"problem": record.problem})
+        agent.reset()
+        terminated = False
+        while not terminated:
+            action, _ = agent.predict(obs, action_masks=env.action_masks())
+            obs, _, terminated, _, replay_info = env.step(int(action))
+        rows.append({
+            "problem": record.problem.rsplit("/", 1)[1], "live_sections": "+".join(
+                record.sections), "replay_agent_sections": "+".join(replay_info["sections"]),
+            "live_candidate": record.candidate, "replay_candidate": info["candidate"],
+            "live_reward": record.reward, "replay_reward": total,
+            "live_speedup": record.speedup, "replay_speedup": info["speedup"],
+            "wall_s": wall})
+    return rows
+
+
+def summarize(pairs: list[dict], episodes: list[dict]) -> dict:
+    out: dict = {}
+    if pairs:
+        spreads = [r["live_spread"] for r in pairs if r["live_spread"] is not None]
+        noise = statistics.quantiles(spreads, n=20)[-1] if len(spreads) >= 2 else None
+        both = [r for r in pairs if r["same_choice"] and r["live_speedup"]
+                and r["replay_speedup"]]
+        gaps = [abs(math.log(r["live_speedup"] / r["replay_speedup"])) for r in both]
+        out.update(
+            pairs=len(pairs), same_choice=sum(r["same_choice"] for r in pairs),
+            same_choice_by_size={n: f"{sum(r['same_choice'] for r in pairs if r['n_sections'] == n)}"
+                                    f"/{sum(r['n_sections'] == n for r in pairs)}"
+                                 for n in sorted({r["n_sections"] for r in pairs})},
+            noise_p95=noise, median_spread=statistics.median(spreads) if spreads else None,
+            speedup_gap_median=statistics.median(gaps) if gaps else None,
+            speedup_gap_max=max(gaps) if gaps else None,
+            within_noise=sum(g <= math.log1p(noise) for g in gaps) if noise is not None else None,
+            compared=len(gaps))
+    if episodes:
+        out.update(episodes=len(episodes),
+                   same_candidate=sum(e["live_candidate"] == e["replay_candidate"]
+                                      for e in episodes),
+                   same_sections=sum(e["live_sections"] == e["replay_agent_sections"]
+                                     for e in episodes),
+                   reward_gap_max=max(abs(e["live_reward"] - e["replay_reward"])
+                                      for e in episodes))
+    return out
+
+
+def _table(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    cols = list(rows[0])
+
+    def cell(v):
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+                      *("| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows)])
+
+
+def analyze(out: Path, dataset_path: str | None = None) -> int:
+    import csv
+
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+
+    dataset = Dataset.load(dataset_path or DEFAULT_DATASET)
+    pairs = pair_rows(out, dataset) if (out / "live.jsonl").exists() else []
+    episodes = episode_rows(out, dataset) if (out / "episodes.jsonl").exists() else []
+    for rows, name in ((pairs, "pairs.csv"), (episodes, "episodes.csv")):
+        if rows:
+            with (out / name).open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+    print(_table(pairs), end="\n\n")
+    print(_table(episodes), end="\n\n")
+    summary = summarize(pairs, episodes)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.fidelity", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("pairs", "episodes", "analyze"))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--dataset", help="a dataset file (default: the shipped one)")
+    parser.add_argument("--deadline", type=float, metavar="SECONDS")
+    parser.add_argument("--warm-workers", type=int, default=8)
+    parser.add_argument("--episodes", type=int, default=5)
+    args = parser.parse_args(argv)
+    if args.what == "pairs":
+        return live_pairs(args.out, args.dataset, args.deadline, args.warm_workers)
+    if args.what == "episodes":
+        return live_episodes(args.out, args.dataset, args.episodes, args.deadline)
+    return analyze(args.out, args.dataset)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The fidelity experiment's plan, its live loop (on a CPU, with a recorded ncu run standing in
+for ncu) and its comparison with the replay."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from autoprofiler_env.dataset import Dataset
+from autoprofiler_env.envs.backends import ReplayBackend
+from autoprofiler_env.envs.profiling_env import ProfilingEnv
+from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.profiler import NcuRun
+from baselines.agents import RooflineTree
+from experiments import fidelity
+
+STUDY = Path(__file__).parents[1] / "docs" / "data" / "profile_study_h200"
+
+
+def test_the_plan_draws_36_pairs_of_sets_of_1_to_8_sections(study_dataset):
+    dataset = Dataset.load(study_dataset)
+    groups = fidelity.plan(dataset, seed=0)
+    assert groups == fidelity.plan(dataset, seed=0)
+    assert [len(g["sections"]) for g in groups] == list(fidelity.SIZES)
+    assert sum(len(g["uris"]) for g in groups) == 36
+    for g in groups:
+        assert len(set(g["uris"])) == fidelity.PER_SET
+        assert tuple(g["sections"]) == dataset.canonical(g["sections"])
+        assert set(g["uris"]) <= set(dataset.uris())
+    assert fidelity.plan(dataset, seed=1) != groups
+
+
+def test_the_live_loop_profiles_optimizes_and_times_each_pair_and_resumes(tmp_path,
+                                                                        monkeypatch):
+    import autoprofiler_env.dataset.record as record
+
+    uri = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
+    (tmp_path / "plan.json").write_text(json.dumps([
+        {"key": "SpeedOfLight", "sections": ["SpeedOfLight"], "uris": [uri]}]))
+    calls = []
+
+    def fake_run_ncu(problems, sections, **kwargs):
+        calls.append([p.uri for p in problems])
+        study = NcuRun.load(STUDY / "section-SpeedOfLight")
+        index = [p["uri"] for p in study.problems].index(uri)
+        status = [r for r in study.status if r.get("index") in (None, index)]
+        return replace(study, problems=[{"uri": uri} if i == index else {"uri": f"other{i}"}
+                                        for i in range(len(study.problems))], status=status)
+
+    monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)
+    rows = read_jsonl(tmp_path / "live.jsonl")
+    assert calls == [[uri]]
+    assert [(r["uri"], r["sections"], r["repeat"]) for r in rows] == [
+        (uri, "SpeedOfLight", i) for i in range(fidelity.REPEATS)]
+    assert len({r["transformation"] for r in rows}) == 1 and rows[0]["reason"]
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)  # nothing is redone
+    assert calls == [[uri]] and len(read_jsonl(tmp_path / "live.jsonl")) == fidelity.REPEATS
+
+
+def test_analysis_counts_same_choices_noise_and_episode_rewards(study_dataset, tmp_path):
+    dataset = Dataset.load(study_dataset)
+    replay = ReplayBackend(dataset)
+    groups = fidelity.plan(dataset)[:4]
+    live = []
+    for n, g in enumerate(groups):
+        for uri in g["uris"]:
+            expected = replay.finish(uri, tuple(g["sections"]))
+            for repeat, jitter in enumerate((0.99, 1.0, 1.01)):
+                live.append({"uri": uri, "sections": g["key"], "repeat": repeat,
+                             "transformation": expected.transformation if n else "other",
+                             "correct": expected.correct,
+                             "speedup": expected.speedup * jitter if expected.speedup else None})
+    (tmp_path / "live.jsonl").write_text("".join(json.dumps(r) + "\n" for r in live))
+    env = ProfilingEnv(dataset=dataset, split=None, **fidelity.EPISODE_BUDGET)
+    agent = RooflineTree(env)
+    episodes = []
+    for uri in groups[0]["uris"]:
+        obs, _ = env.reset(options={"problem": uri})
+        terminated = False
+        while not terminated:
+            action, _ = agent.predict(obs, action_masks=env.action_masks())
+            obs, _, terminated, _, _ = env.step(int(action))
+        episodes.append({**json.loads(env.last_record.to_json()), "wall_s": 1.0})
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+
+    assert fidelity.analyze(tmp_path, str(study_dataset)) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    n_pairs = sum(len(g["uris"]) for g in groups)
+    assert summary["pairs"] == n_pairs
+    assert summary["same_choice"] == n_pairs - len(groups[0]["uris"])  # group 0 chose "other"
+    assert abs(summary["median_spread"] - 0.0202) < 1e-3  # 1.01 / 0.99 - 1
+    assert summary["within_noise"] == summary["compared"]
+    assert summary["episodes"] == summary["same_candidate"] == summary["same_sections"] == 3
+    assert summary["reward_gap_max"] == 0.0
+    assert (tmp_path / "pairs.csv").exists() and (tmp_path / "episodes.csv").exists()
