@@ -246,11 +246,14 @@ def summarize(pairs: list[dict], episodes: list[dict]) -> dict:
         both = [r for r in pairs if r["same_choice"] and r["live_speedup"]
                 and r["replay_speedup"]]
         gaps = [abs(math.log(r["live_speedup"] / r["replay_speedup"])) for r in both]
+        by_size = {}
+        for r in pairs:
+            same, total = by_size.get(r["n_sections"], (0, 0))
+            by_size[r["n_sections"]] = (same + r["same_choice"], total + 1)
         out.update(
             pairs=len(pairs), same_choice=sum(r["same_choice"] for r in pairs),
-            same_choice_by_size={n: f"{sum(r['same_choice'] for r in pairs if r['n_sections'] == n)}"
-                                    f"/{sum(r['n_sections'] == n for r in pairs)}"
-                                 for n in sorted({r["n_sections"] for r in pairs})},
+            same_choice_by_size={n: f"{same}/{total}"
+                                 for n, (same, total) in sorted(by_size.items())},
             noise_p95=noise, median_spread=statistics.median(spreads) if spreads else None,
             speedup_gap_median=statistics.median(gaps) if gaps else None,
             speedup_gap_max=max(gaps) if gaps else None,
