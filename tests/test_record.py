@@ -112,6 +112,25 @@ def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_
     assert record_ncu(problems, configs, tmp_path, chunk=3) == 0
 
 
+def test_each_part_logs_its_device_time_and_the_dataset_carries_the_total(tmp_path):
+    from autoprofiler_env.dataset.record import TIMINGS, record, recording_cost
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    out = tmp_path / "rec"
+    summary = record(out, [small], parts=("reference",), device="cpu")
+    assert summary["reference"] == 1
+    record(out, [small], parts=("reference",), device="cpu")  # resumed: nothing to do
+    rows = read_jsonl(out / TIMINGS)
+    assert [r["part"] for r in rows] == ["reference", "reference"]
+    assert rows[0]["wall_s"] > rows[1]["wall_s"] >= 0 and rows[0]["holds"] == 1
+    shutil.copytree(STUDY / "section-LaunchStats", out / "profiles" / "LaunchStats" / "a")
+    cost = recording_cost(out)
+    assert cost["logged_s"]["reference"] == rows[0]["wall_s"] + rows[1]["wall_s"]
+    assert cost["ncu_runs"] == 1 and cost["ncu_runs_s"] == NcuRun.load(
+        STUDY / "section-LaunchStats").wall_s
+    assert cost["candidates"] == 0
+
+
 def test_candidates_are_recorded_once(tmp_path):
     problem = load_problem("matmul_4096x4096x4096")  # on a CPU only autocast_bf16 applies
     config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,

@@ -163,7 +163,10 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
     if not (recording / "reference.jsonl").exists():
         raise DatasetError(f"{recording} is not a recording: it has no reference.jsonl; make "
                            "one with `autoprofiler record --out DIR` on a GPU")
+    from autoprofiler_env.dataset.record import recording_cost
+
     candidates, llm = recording / "candidates.jsonl", recording / "llm.jsonl"
+    metadata = {"recording_cost": recording_cost(recording), **(metadata or {})}
     return build_from_folders(recording, recording / "reference.jsonl",
                               candidates if candidates.exists() else None, metadata,
                               llm if llm.exists() else None, more_runs)

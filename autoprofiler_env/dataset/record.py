@@ -15,6 +15,7 @@ Layout of a recording folder::
     sets/<set>/<run>/                saved ncu runs of ncu's full (and basic, detailed) set
     profiles/<section>/<run>/        saved ncu runs of one action section alone
     candidates.jsonl                 one line per (problem, transformation)
+    timings.jsonl                    one line per part per call: its wall time (device time)
     llm.jsonl                        one line per (problem, section set, repeat) of an LLM
                                      optimizer (``record_llm``; its endpoint needs no GPU, the
                                      harness does)
@@ -286,6 +287,7 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     for part in PARTS:  # in this order, whatever order they were asked in
         if part not in parts:
             continue
+        started = time.monotonic()
         if part == "reference":
             rows = record_reference(problems, HarnessConfig(device=device),
                                     out / "reference.jsonl", deadline)
@@ -302,5 +304,30 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
             root = out / ("sets" if part in ("full", "sets") else "profiles")
             record_ncu(problems, configs, root, chunk, deadline)
             summary[part] = {name: len(covered(root / name)) for name in configs}
+        with JsonlAppender(out / TIMINGS) as log:
+            log.write({"part": part, "wall_s": time.monotonic() - started,
+                       "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device,
+                       "holds": summary[part]})
     summary["stopped_by_time_budget"] = _past(deadline)
     return summary
+
+
+TIMINGS = "timings.jsonl"
+"""One line per part per ``record`` call: its wall time. The recording's device time."""
+
+
+def recording_cost(out: Path) -> dict:
+    """What the recording cost in device seconds: per part, as ``record`` logged it
+    (``timings.jsonl``), and what the recording itself shows of its parts made before that
+    log existed: the ncu runs' wall time and the candidates' judging and timing wall time
+    (without their compile warm-up)."""
+    out = Path(out)
+    logged: dict[str, float] = {}
+    for row in read_jsonl(out / TIMINGS):
+        logged[row["part"]] = logged.get(row["part"], 0.0) + row["wall_s"]
+    runs = [json.loads(p.read_text()) for p in out.rglob("run.json")]
+    return {"logged_s": logged,
+            "ncu_runs_s": sum(m["wall_s"] for m in runs), "ncu_runs": len(runs),
+            "candidates_judged_s": sum(r.get("wall_s") or 0.0
+                                       for r in read_jsonl(out / "candidates.jsonl")),
+            "candidates": len(read_jsonl(out / "candidates.jsonl"))}
