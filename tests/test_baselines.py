@@ -74,7 +74,6 @@ def test_benchmark_table_and_plot(study_dataset, tmp_path):
 
 
 def test_wandb_logs_offline(study_dataset, tmp_path, monkeypatch):
-    pytest.importorskip("wandb")
     from experiments.benchmark import log_wandb
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)

@@ -16,7 +16,7 @@ The prompt (:func:`build_messages`) is KernelBench's: the problem's source, the 
   arguments or by ``AUTOPROFILER_LLM_BASE_URL``, ``AUTOPROFILER_LLM_MODEL`` and
   ``AUTOPROFILER_LLM_API_KEY`` (else ``OPENAI_API_KEY``).
 - :class:`TransformersBackend`: a local ``transformers`` causal LM, loaded from a local path
-  only (``pip install autoprofiler-env[llm]``).
+  only.
 
 :meth:`LLMOptimizer.optimize` never raises for what the model does: a time-out, a failed
 request, an empty reply, a reply without code or with code that does not parse all give a
@@ -337,8 +337,8 @@ def _transformers():
         import transformers
     except ImportError as e:
         raise OptimizationError(
-            "TransformersBackend needs the transformers package: pip install "
-            "'autoprofiler-env[llm]'") from e
+            "TransformersBackend needs the transformers package, which autoprofiler-env "
+            "requires: reinstall it with `pip install -e .`") from e
     return transformers
 
 
