@@ -140,7 +140,8 @@ def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path
     try:
         import wandb
     except ImportError as e:
-        raise SystemExit("wandb is not installed: pip install autoprofiler-env (it requires wandb)") from e
+        raise SystemExit("wandb is not installed; autoprofiler-env requires it: reinstall it "
+                         "with `pip install -e .`") from e
     if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
         os.environ["WANDB_MODE"] = "offline"
     run = wandb.init(project="autoprofiler-env", job_type="benchmark", config=config)

@@ -130,6 +130,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 # -- record and dataset ---------------------------------------------------------------------
 
+def _llm_part(args: argparse.Namespace):
+    """The LLM part of a recording, from the command line (raises the optimizer's
+    OptimizationError when no endpoint or model is given)."""
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.record import LLMPart, parse_section_sets
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+    from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
+
+    backend = OpenAIChatBackend(args.llm_base_url, args.llm_model)
+    dataset = Dataset.load(args.dataset or DEFAULT_DATASET)
+    return LLMPart(LLMOptimizer(backend, temperature=args.temperature), dataset,
+                   parse_section_sets(args.section_sets, dataset.sections), args.repeats)
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     from autoprofiler_env.dataset.record import PARTS, record
     from autoprofiler_env.problems import load_problem, load_suite
@@ -140,9 +154,13 @@ def cmd_record(args: argparse.Namespace) -> int:
     if set(parts) - set(PARTS):
         return _fail(f"unknown parts {sorted(set(parts) - set(PARTS))}; choose from "
                      f"{', '.join(PARTS)}")
+    try:
+        llm = _llm_part(args) if "llm" in parts else None
+    except ValueError as e:
+        return _fail(str(e))
     summary = record(Path(args.out), problems, parts, chunk=args.chunk,
                      time_budget_s=args.time_budget, device=args.device,
-                     warm_workers=args.warm_workers)
+                     warm_workers=args.warm_workers, llm=llm)
     print(json.dumps(summary))
     if summary["stopped_by_time_budget"]:
         print("autoprofiler: the time budget ran out; run the same command again to go on",
@@ -260,6 +278,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes compiling candidates in parallel before timing")
     p.add_argument("--split", choices=("train", "val", "test"))
     p.add_argument("--level", type=int, choices=(1, 2, 3))
+    g = p.add_argument_group("the llm part (--parts llm): an LLM optimizer's outcomes")
+    g.add_argument("--llm-base-url", help="an OpenAI-compatible API's base URL (default: "
+                   "$AUTOPROFILER_LLM_BASE_URL)")
+    g.add_argument("--llm-model", help="the model's name on that server (default: "
+                   "$AUTOPROFILER_LLM_MODEL)")
+    g.add_argument("--dataset", help="the dataset whose profiles the model is shown "
+                   "(default: the shipped one)")
+    g.add_argument("--section-sets", default="none;SpeedOfLight;basic;full",
+                   help="';'-separated: none, basic, detailed, full, or sections joined by '+' "
+                        "(default: none;SpeedOfLight;basic;full)")
+    g.add_argument("--repeats", type=int, default=3, help="replies per (problem, section set)")
+    g.add_argument("--temperature", type=float, default=0.7,
+                   help="sampling temperature of the repeats (default: 0.7)")
     p.add_argument("problems", nargs="*", help="URIs or files (default: the suite)")
     p.set_defaults(func=cmd_record)
 

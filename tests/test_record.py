@@ -131,6 +131,34 @@ def test_each_part_logs_its_device_time_and_the_dataset_carries_the_total(tmp_pa
     assert cost["candidates"] == 0
 
 
+def test_section_sets_for_the_llm_part_are_parsed_and_checked():
+    import pytest
+
+    from autoprofiler_env.dataset.record import parse_section_sets
+    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
+
+    sets = parse_section_sets("none;SpeedOfLight;SpeedOfLight+WarpStateStats;basic;;full",
+                              ACTION_SECTIONS)
+    assert sets[:3] == ((), ("SpeedOfLight",), ("SpeedOfLight", "WarpStateStats"))
+    assert sets[3] == ("SpeedOfLight", "LaunchStats", "Occupancy", "WorkloadDistribution")
+    assert sets[4] == ACTION_SECTIONS and len(sets) == 5  # "" is none again: once
+    with pytest.raises(ValueError, match="SpeedOfDark"):
+        parse_section_sets("SpeedOfDark", ACTION_SECTIONS)
+
+
+def test_recording_with_an_llm_says_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.delenv("AUTOPROFILER_LLM_BASE_URL", raising=False)
+    out = subprocess.run([sys.executable, "-m", "experiments.cli", "record", "--out",
+                          str(tmp_path / "r"), "--parts", "llm", "--device", "cpu"],
+                         capture_output=True, text=True, cwd=ROOT, check=False)
+    assert out.returncode == 2 and "no LLM endpoint" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "experiments.cli", "record", "--out",
+                          str(tmp_path / "r"), "--parts", "llm", "--llm-base-url", "http://h/v1",
+                          "--llm-model", "m", "--dataset", str(tmp_path / "missing.json.gz")],
+                         capture_output=True, text=True, cwd=ROOT, check=False)
+    assert out.returncode == 2 and "missing.json.gz" in out.stderr
+
+
 def test_candidates_are_recorded_once(tmp_path):
     problem = load_problem("matmul_4096x4096x4096")  # on a CPU only autocast_bf16 applies
     config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
@@ -189,7 +217,7 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
     """A chat backend that answers with a correct ReLU for the first seed and with prose for
     the next: both are recorded, the second as an incorrect `no_code` outcome."""
     from autoprofiler_env.dataset.build import build
-    from autoprofiler_env.dataset.record import record_llm
+    from autoprofiler_env.dataset.record import LLMPart, record, record_llm
     from autoprofiler_env.optimizers.llm import LLMOptimizer
     from autoprofiler_env.problems import load_file
 
@@ -224,6 +252,10 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
     again = record_llm([relu], Replay(), LLMOptimizer(Scripted(), seed=0), sets, out, config,
                        repeats=2)
     assert again == rows  # nothing recorded twice
+    # the recorder's llm part is the same call, resumed: a third repeat is all it adds
+    summary = record(tmp_path, [relu], parts=("llm",), device="cpu", llm=LLMPart(
+        LLMOptimizer(Scripted(), seed=0), Replay(), tuple(sets), repeats=3))
+    assert summary["llm"] == 6 and read_jsonl(out)[:4] == rows
     # built into a dataset (the rows re-keyed to the suite problem whose profile was shown)
     run_dirs = [STUDY / "section-SpeedOfLight"]
     reference = read_jsonl(REFERENCE)

@@ -30,6 +30,7 @@ import json
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -41,8 +42,9 @@ from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.runner import MAX_KERNELS, failed_problem, run_ncu, timed_out
 
-PARTS = ("reference", "full", "candidates", "sets", "profiles")
-"""What a recording can hold, in the order they are recorded."""
+PARTS = ("reference", "full", "candidates", "sets", "profiles", "llm")
+"""What a recording can hold, in the order they are recorded (``llm`` needs an
+:class:`LLMPart`)."""
 DEFAULT_PARTS = ("reference", "full", "candidates")
 """Enough for a dataset: the eager times, every problem's run of ncu's full set (the evidence of
 every section, cut out of it, and the full set's cost) and the candidates' outcomes. ``sets``
@@ -271,9 +273,43 @@ def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[t
     return read_jsonl(out)
 
 
+@dataclass(frozen=True)
+class LLMPart:
+    """What the ``llm`` part records: ``optimizer``'s outcomes (an :class:`~autoprofiler_env.
+    optimizers.llm.LLMOptimizer`) with the profiles ``dataset`` replays for each of
+    ``section_sets``, ``repeats`` times each."""
+
+    optimizer: object
+    dataset: object
+    section_sets: tuple[tuple[str, ...], ...]
+    repeats: int = 1
+
+
+def parse_section_sets(text: str, sections: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """``"none;SpeedOfLight;SpeedOfLight+WarpStateStats;basic;full"`` -> section sets: ``none``
+    is no profile; ``basic``, ``detailed`` and ``full`` are ncu's sets (their sections among
+    ``sections``, the dataset's); anything else is sections joined by ``+``."""
+    catalogue = load_catalogue()
+    out = []
+    for item in (t.strip() for t in text.split(";")):
+        if item in ("", "none"):
+            out.append(())
+        elif item in catalogue.sets:
+            out.append(tuple(s for s in sections if s in catalogue.sets[item]))
+        else:
+            names = tuple(x.strip() for x in item.split("+"))
+            unknown = [x for x in names if x not in sections]
+            if unknown:
+                raise ValueError(f"unknown sections {unknown} in {item!r}: the dataset has "
+                                 f"{', '.join(sections)}, and the sets none, "
+                                 f"{', '.join(catalogue.sets)}")
+            out.append(names)
+    return tuple(dict.fromkeys(out))
+
+
 def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int = 12,
            time_budget_s: float | None = None, device: str = "cuda",
-           warm_workers: int = 6) -> dict:
+           warm_workers: int = 6, llm: LLMPart | None = None) -> dict:
     """Records the parts asked for, resuming what ``out`` already holds. Returns a summary:
     what each part holds now and whether the time budget cut it short."""
     deadline = time.monotonic() + time_budget_s if time_budget_s else None
@@ -282,6 +318,9 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
+    if "llm" in parts and llm is None:
+        raise ValueError("the llm part needs an LLMPart: the optimizer, the dataset whose "
+                         "profiles it is shown, and the section sets")
     summary = {}
     catalogue = load_catalogue()
     for part in PARTS:  # in this order, whatever order they were asked in
@@ -296,6 +335,11 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
             rows = record_candidates(problems, out / "candidates.jsonl",
                                      HarnessConfig(device=device), warm_workers=warm_workers,
                                      deadline=deadline)
+            summary[part] = len(rows)
+        elif part == "llm":
+            rows = record_llm(problems, llm.dataset, llm.optimizer, list(llm.section_sets),
+                              out / "llm.jsonl", HarnessConfig(device=device), llm.repeats,
+                              deadline)
             summary[part] = len(rows)
         else:
             configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
