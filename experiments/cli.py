@@ -169,16 +169,22 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
+    from collections import Counter
+
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.build import build_from_recording
     from autoprofiler_env.dataset.replay import DEFAULT_DATASET
 
     if args.action == "build":
         content = build_from_recording(Path(args.recording),
-                                       more_runs=tuple(Path(r) for r in args.runs))
+                                       more_runs=tuple(Path(r) for r in args.runs),
+                                       complete=args.complete)
         checksum = content.save(Path(args.out))
         print(f"{len(content.problems)} problems, {len(content.sections)} sections: {args.out} "
               f"(sha256 {checksum})")
+        reasons = Counter(content.metadata["left_out"].values())
+        if reasons:
+            print("left out: " + "; ".join(f"{n} with {why}" for why, n in reasons.items()))
         return EXIT_OK
     info = Dataset.load(Path(args.file) if args.file else DEFAULT_DATASET).info()
     print(json.dumps(info, indent=1))
@@ -299,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = dsub.add_parser("build", help="a recording folder -> a dataset file")
     q.add_argument("--recording", required=True)
     q.add_argument("--out", required=True)
+    q.add_argument("--complete", action="store_true",
+                   help="keep only the problems with every candidate's outcome (what the "
+                        "replay environment needs)")
     q.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="more saved ncu runs, e.g. a profiler study's sections and sets alone "
                         "(their measured costs replace modelled ones); repeatable")

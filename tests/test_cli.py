@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,25 @@ def test_evaluate_cuda_without_a_gpu_says_so():
     out = run("evaluate", "--problem", PROBLEM, "--candidate",
               str(DATA / "candidates" / "relu_correct.py"), "--device", "cuda")
     assert out.returncode == 2 and "no CUDA device" in out.stderr
+
+
+def test_the_main_job_runs_on_the_shipped_dataset(tmp_path):
+    """The README's main job: every agent on the shipped dataset's test split."""
+    out = subprocess.run([sys.executable, "-m", "experiments.cli", "benchmark", "--out",
+                          str(tmp_path)], capture_output=True, text=True, check=False,
+                         cwd=Path(__file__).parents[1])
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("oracle ") for line in lines)
+    assert any(line.startswith("roofline-tree ") for line in lines)
+    for name in ("benchmark.csv", "episodes.csv", "benchmark.png"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_dataset_info_describes_the_shipped_dataset():
+    out = subprocess.run([sys.executable, "-m", "experiments.cli", "dataset", "info"],
+                         capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[1])
+    info = json.loads(out.stdout)
+    assert info["metadata"]["gpu"] == "NVIDIA H200" and info["complete"]
+    assert info["problems"] >= 32 and len(info["metadata"]["sha256"]) == 64

@@ -220,3 +220,25 @@ def test_a_problem_with_only_the_full_set_gets_modelled_costs():
         assert profiles[s].cost.passes == measured[s].cost.passes or s == "PmSampling"
     ratio = profiles["SpeedOfLight"].cost.replay_s / measured["SpeedOfLight"].cost.replay_s
     assert 0.5 < ratio < 2
+
+
+def test_complete_keeps_only_problems_with_every_candidates_outcome_and_says_why():
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.jsonlines import read_jsonl
+
+    run_dirs = sorted(p.parent for p in STUDY.glob("section-*/run.json"))
+    reference = read_jsonl(DATA / "recording_h200" / "reference.jsonl")
+    study = {p["uri"] for p in NcuRun.load(STUDY / "set-full").problems}
+    rows = [r for r in read_jsonl(DATA / "recording_h200" / "candidates.jsonl")
+            if r["uri"] in study]
+    softmax = "problem://autoprofiler/v1/level1/softmax_16384x4096"
+    dropped = next(r for r in rows if r["uri"] == softmax)
+    rows = [r for r in rows if r is not dropped]
+    everything = build(run_dirs, reference, rows)
+    assert len(everything.problems) == 12 and softmax in everything.problems
+    assert everything.metadata["left_out"] == {
+        u: "not the evidence of every section" for u in
+        {r["uri"] for r in reference} - study}  # the rest of the suite: no profiles here
+    complete = build(run_dirs, reference, rows, complete=True)
+    assert set(complete.problems) == study - {softmax}
+    assert complete.metadata["left_out"][softmax] == "not every candidate's outcome"

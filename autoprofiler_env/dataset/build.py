@@ -33,9 +33,12 @@ def kept_metrics() -> frozenset[str]:
 
 def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[dict],
           metadata: dict | None = None, llm_rows: list[dict] | None = None,
-          sections: tuple[str, ...] = ACTION_SECTIONS) -> DatasetFile:
+          sections: tuple[str, ...] = ACTION_SECTIONS, complete: bool = False) -> DatasetFile:
     """A dataset of the problems that have a reference timing and the evidence of each of
-    ``sections`` (the action set; problems with less are left out).
+    ``sections`` (the action set; problems with less are left out), and with ``complete``
+    only those with the outcome of every transformation that applies (what the replay
+    environment needs) or with an LLM optimizer's outcomes. ``metadata["left_out"]``
+    names each problem of the recording that was left out, and why.
 
     ``run_dirs``: saved ncu runs, each with one section or with the sections of one of ncu's
     sets. A section's evidence on a problem is cut out of the problem's run of the full set
@@ -87,8 +90,16 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                 transformation=r["model"], correct=bool(r["correct"]),
                 error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
                 speedup=r.get("speedup")))
-    records = {}
-    for uri in sorted(set(profiles) & set(eager)):
+    device = next(iter(eager.values()), {}).get("device", "cuda")
+    records, left_out = {}, {}
+    for uri in sorted(set(alone) | set(eager) | set(outcomes)):
+        why = ("no reference timing" if uri not in eager
+               else "not the evidence of every section" if uri not in profiles
+               else "not every candidate's outcome" if complete and uri not in llm
+               and _unrecorded(uri, outcomes.get(uri, {}), device) else None)
+        if why is not None:
+            left_out[uri] = why
+            continue
         problem = load_problem(uri)
         row = eager[uri]
         records[uri] = ProblemRecord(
@@ -110,8 +121,16 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             "optimizer": "reference",
             "evidence": "each section cut out of one run of ncu's full set per problem "
                         "(docs/profiler.md: the same choices as runs of the sections)",
-            "cost_model": model.to_dict(), **(metadata or {})}
+            "cost_model": model.to_dict(), "left_out": left_out, **(metadata or {})}
     return DatasetFile(meta, sections, records)
+
+
+def _unrecorded(uri: str, outcomes: dict, device: str) -> set[str]:
+    """The transformations that apply to the problem on ``device`` without an outcome."""
+    from autoprofiler_env.optimizers import applicable
+
+    problem = load_problem(uri)
+    return {t.name for t in applicable(problem, static_features(problem), device)} - set(outcomes)
 
 
 def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], model: CostModel,
@@ -146,17 +165,19 @@ def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], mode
 
 def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = None,
                        metadata: dict | None = None, llm: Path | None = None,
-                       more_runs: tuple[Path, ...] = ()) -> DatasetFile:
+                       more_runs: tuple[Path, ...] = (), complete: bool = False
+                       ) -> DatasetFile:
     """:func:`build` from a folder of saved ncu runs (any depth), and any in ``more_runs``,
     and the logs."""
     run_dirs = sorted(p.parent for root in (*more_runs, run_root)
                       for p in Path(root).rglob("run.json"))
     return build(run_dirs, read_jsonl(reference), read_jsonl(outcomes) if outcomes else [],
-                 metadata, read_jsonl(llm) if llm else None)
+                 metadata, read_jsonl(llm) if llm else None, complete=complete)
 
 
 def build_from_recording(recording: Path, metadata: dict | None = None,
-                         more_runs: tuple[Path, ...] = ()) -> DatasetFile:
+                         more_runs: tuple[Path, ...] = (), complete: bool = False
+                         ) -> DatasetFile:
     """:func:`build` from a recording folder (see :mod:`.record`), with the saved ncu runs in
     ``more_runs`` (a profiler study's sections and sets alone: measured costs) besides."""
     recording = Path(recording)
@@ -169,4 +190,4 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
     metadata = {"recording_cost": recording_cost(recording), **(metadata or {})}
     return build_from_folders(recording, recording / "reference.jsonl",
                               candidates if candidates.exists() else None, metadata,
-                              llm if llm.exists() else None, more_runs)
+                              llm if llm.exists() else None, more_runs, complete)
