@@ -143,7 +143,7 @@ def live_profiles(out: Path) -> dict:
 
 
 def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
-                  deadline_s: float | None = None) -> int:
+                  deadline_s: float | None = None, device: str = "cuda") -> int:
     """Full episodes of the live environment with the roofline rule tree (GPU)."""
     import gymnasium as gym
 
@@ -157,7 +157,7 @@ def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
     uris = list(dict.fromkeys(u for g in groups for u in g["uris"]))[:episodes]
     path = out / "episodes.jsonl"
     done = {r["problem"] for r in read_jsonl(path)}
-    env = gym.make(LIVE_ID, problems=uris, **EPISODE_BUDGET)
+    env = gym.make(LIVE_ID, problems=uris, device=device, **EPISODE_BUDGET)
     agent = RooflineTree(env)
     with JsonlAppender(path) as log:
         for uri in uris:

@@ -96,3 +96,36 @@ def test_analysis_counts_same_choices_noise_and_episode_rewards(study_dataset, t
     assert summary["episodes"] == summary["same_candidate"] == summary["same_sections"] == 3
     assert summary["reward_gap_max"] == 0.0
     assert (tmp_path / "pairs.csv").exists() and (tmp_path / "episodes.csv").exists()
+
+
+def test_live_episodes_run_the_live_environment_and_resume(study_dataset, tmp_path,
+                                                           monkeypatch):
+    """The live episodes' loop on a CPU: ncu stands in as the study's recorded evidence, the
+    harness runs the problems at their smoke sizes."""
+    import functools
+
+    import autoprofiler_env.envs.backends as backends
+    import autoprofiler_env.harness as harness
+
+    dataset = Dataset.load(study_dataset)
+    calls = []
+
+    def fake_profile_problems(problems, sections, **kwargs):
+        calls.append((problems[0].name, tuple(sections)))
+        return [dataset.profile(problems[0].uri, sections)], []
+
+    monkeypatch.setattr(backends, "profile_problems", fake_profile_problems)
+    monkeypatch.setattr(harness, "HarnessConfig", functools.partial(
+        HarnessConfig, size="smoke", timing_budget_ms=2, min_trials=1, max_trials=2,
+        warmup_ms=0))
+    uris = ["problem://autoprofiler/v1/level1/softmax_16384x4096",
+            "problem://autoprofiler/v1/level1/relu_16384x16384"]
+    (tmp_path / "plan.json").write_text(json.dumps([
+        {"key": "SpeedOfLight", "sections": ["SpeedOfLight"], "uris": uris}]))
+    fidelity.live_episodes(tmp_path, episodes=1, device="cpu")
+    (row,) = read_jsonl(tmp_path / "episodes.jsonl")
+    assert row["problem"] == uris[0] and row["sections"][0] == "SpeedOfLight"
+    assert calls[0] == ("softmax_16384x4096", ("SpeedOfLight",))
+    assert row["candidate"] and row["wall_s"] > 0 and isinstance(row["reward"], float)
+    fidelity.live_episodes(tmp_path, episodes=2, device="cpu")  # resumes: one more episode
+    assert [r["problem"] for r in read_jsonl(tmp_path / "episodes.jsonl")] == uris
