@@ -9,7 +9,9 @@ FINAL=${OUT:-results}
 RECORDING=${RECORDING:-docs/data/recording_h200}
 export PYTHONUNBUFFERED=1
 mkdir -p "$FINAL" "$RECORDING"
-python3 -m experiments.cli record --out "$RECORDING" --parts "${PARTS:-reference,full,candidates}" \
+# killed (SIGTERM: ncu is stopped, finished work is kept) 40 s past the budget, so that the
+# packing below always runs
+timeout -s TERM $(( ${BUDGET:-520} + 40 )) python3 -m experiments.cli record --out "$RECORDING" --parts "${PARTS:-reference,full,candidates}" \
   --time-budget "${BUDGET:-520}" --warm-workers "${WARM:-6}" 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
   | tail -40 | tee "$FINAL/record.log"
 tar czf "$FINAL/recording.tgz" --exclude=_work "$RECORDING"
