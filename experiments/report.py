@@ -48,9 +48,11 @@ def oracle_vs_fixed(summary: list[dict], ceiling: float | None = None) -> list[d
         fixed = [r for r in at if r["agent"].startswith(("set:", "section:", "curated:",
                                                          "no-profile"))]
         best = max(fixed, key=lambda r: r["geomean_speedup"])
+        named = {r["agent"]: r["geomean_speedup"] for r in at}
         rows.append({"budget": budget, "best_candidate": ceiling,
                      "oracle": oracle["geomean_speedup"],
-                     "best_fixed": best["geomean_speedup"], "best_fixed_agent": best["agent"]})
+                     "best_fixed": best["geomean_speedup"], "best_fixed_agent": best["agent"],
+                     "full_set": named.get("set:full"), "no_profile": named.get("no-profile")})
     return rows
 
 
@@ -121,6 +123,10 @@ def figures(out: Path, vs: list[dict], decisive: dict[str, Counter], sections) -
     ax.plot(budgets, [r["oracle"] for r in vs], "o-", lw=2, label="hindsight oracle")
     ax.plot(budgets, [r["best_fixed"] for r in vs], "s--", lw=2,
             label="best fixed configuration")
+    ax.plot(budgets, [r["full_set"] for r in vs], "^-.", lw=1.5, color="tab:red",
+            label="ncu's full set (cut where it does not fit)")
+    ax.plot(budgets, [r["no_profile"] for r in vs], "-", lw=1, color="gray",
+            label="no profile")
     for r in vs:
         ax.annotate(r["best_fixed_agent"], (r["budget"], r["best_fixed"]), fontsize=7,
                     xytext=(4, -10), textcoords="offset points")
@@ -164,14 +170,12 @@ def report(dataset: str, out: Path, budgets: list[float], split: str | None = No
     worse = larger_profile_worse(backend, uris)
     decisive = decisive_sections(backend, uris, tags)
     paths = figures(out, vs, decisive, backend.sections)
-    return {"oracle_vs_fixed": vs, "larger_profile": worse,
+    return {"problems": len(uris), "oracle_vs_fixed": vs, "larger_profile": worse,
             "decisive": {t: dict(c) for t, c in decisive.items()},
             "figures": [str(p) for p in paths]}
 
 
 def main(argv: list[str] | None = None) -> int:
-    import json
-
     parser = argparse.ArgumentParser(prog="python -m experiments.report")
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--out", type=Path, default=Path("docs/report"))
@@ -180,17 +184,35 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = report(args.dataset, args.out, [float(b) for b in args.budgets.split(",")],
                     None if args.split == "all" else args.split)
-    print("| budget | best candidate | hindsight oracle | best fixed | which |")
-    print("|---|---|---|---|---|")
-    for r in result["oracle_vs_fixed"]:
-        print(f"| {r['budget']:g} | {r['best_candidate']:.3f} | {r['oracle']:.3f} | "
-              f"{r['best_fixed']:.3f} | {r['best_fixed_agent']} |")
-    w = result["larger_profile"]
-    print(f"\nadding one section to a set of <= 2: worse {w['worse']:.1%}, better "
-          f"{w['better']:.1%}, same {w['same']:.1%} of {w['pairs']} pairs")
-    print(json.dumps(result["decisive"], indent=1))
-    print("figures:", ", ".join(result["figures"]))
+    text = markdown(result, args.dataset, args.split)
+    (args.out / "tables.md").write_text(text)
+    print(text)
+    print("figures:", ", ".join(result["figures"]), "; tables:", args.out / "tables.md")
     return 0
+
+
+def markdown(result: dict, dataset: str, split: str) -> str:
+    """The report's tables as markdown (``tables.md`` beside the figures)."""
+    lines = [f"<!-- python -m experiments.report --dataset {dataset} --split {split} -->",
+             "", f"{result['problems']} problems (split: {split}); geometric-mean speedups over "
+             "eager, an incorrect candidate counting as eager.",
+             "", "| budget | best candidate | hindsight oracle | best fixed configuration | "
+             "which | full set | no profile |", "|---|---|---|---|---|---|---|"]
+    for r in result["oracle_vs_fixed"]:
+        lines.append(f"| {r['budget']:g} | {r['best_candidate']:.3f} | {r['oracle']:.3f} | "
+                     f"{r['best_fixed']:.3f} | {r['best_fixed_agent']} | {r['full_set']:.3f} | "
+                     f"{r['no_profile']:.3f} |")
+    w = result["larger_profile"]
+    lines += ["", f"Adding one section to a set of at most two: worse {w['worse']:.1%}, better "
+              f"{w['better']:.1%}, the same {w['same']:.1%} of {w['pairs']} pairs.", "",
+              "| added section | times it made the outcome worse |", "|---|---|"]
+    lines += [f"| {s} | {n} |" for s, n in sorted(w["worse_by_added_section"].items(),
+                                                   key=lambda kv: -kv[1])]
+    lines += ["", "| dominant op | sections in the smallest winning sets (share) |", "|---|---|"]
+    for tag, counts in sorted(result["decisive"].items()):
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+        lines.append(f"| {tag} | " + ", ".join(f"{s} {v:.2f}" for s, v in ranked) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
