@@ -125,12 +125,18 @@ def plot(summary: list[dict], path: Path) -> bool:
 
 
 def print_table(summary: list[dict]) -> None:
-    print(f"{'agent':44s} {'budget':>6s} {'geomean':>8s} {'fast_1':>7s} {'cost s':>7s} "
-          f"{'regret':>7s} {'fits':>5s}")
-    for r in summary:
-        print(f"{r['agent']:44s} {r['budget']:6.2f} {r['geomean_speedup']:8.3f} "
-              f"{r['fast_1']:7.2f} {r['mean_cost_s']:7.2f} {r['regret']:7.3f} "
-              f"{r['fits_budget']:5.2f}")
+    """One block per budget, the agents best first."""
+    width = max(len(r["agent"]) for r in summary)
+    for budget in sorted({r["budget"] for r in summary}):
+        rows = sorted((r for r in summary if r["budget"] == budget),
+                      key=lambda r: (-r["geomean_speedup"], r["agent"]))
+        print(f"\nbudget {budget:.0%} of the full set's cost ({rows[0]['episodes']} episodes "
+              "per deterministic agent)")
+        print(f"{'agent':{width}s} {'geomean':>8s} {'fast_1':>7s} {'cost s':>7s} "
+              f"{'regret':>7s} {'fits':>5s}")
+        for r in rows:
+            print(f"{r['agent']:{width}s} {r['geomean_speedup']:8.3f} {r['fast_1']:7.2f} "
+                  f"{r['mean_cost_s']:7.2f} {r['regret']:7.3f} {r['fits_budget']:5.2f}")
 
 
 def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path: Path) -> None:
