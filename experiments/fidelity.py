@@ -195,6 +195,7 @@ def pair_rows(out: Path, dataset) -> list[dict]:
         expected = replay.finish(uri, sections)
         speedups = [r["speedup"] for r in repeats if r["correct"] and r["speedup"]]
         live_median = statistics.median(speedups) if speedups else None
+        eager = [r["reference_ms"] for r in repeats if r.get("reference_ms")]
         rows.append({
             "problem": uri.rsplit("/", 1)[1], "n_sections": len(sections), "sections": key,
             "replay_choice": expected.transformation, "live_choice": repeats[0]["transformation"],
@@ -203,7 +204,10 @@ def pair_rows(out: Path, dataset) -> list[dict]:
             "live_repeats": len(speedups),
             "live_spread": (max(speedups) / min(speedups) - 1) if len(speedups) > 1 else None,
             "live_correct": all(r["correct"] for r in repeats),
-            "replay_correct": expected.correct})
+            "replay_correct": expected.correct,
+            # the eager reference timed live against the recording's: drift between sessions
+            "eager_ratio": (statistics.median(eager) / dataset.record(uri).eager["median_ms"]
+                            if eager and dataset.record(uri).eager.get("median_ms") else None)})
     return rows
 
 
@@ -258,7 +262,10 @@ def summarize(pairs: list[dict], episodes: list[dict]) -> dict:
             speedup_gap_median=statistics.median(gaps) if gaps else None,
             speedup_gap_max=max(gaps) if gaps else None,
             within_noise=sum(g <= math.log1p(noise) for g in gaps) if noise is not None else None,
-            compared=len(gaps))
+            compared=len(gaps),
+            eager_drift_median=statistics.median(
+                abs(math.log(r["eager_ratio"])) for r in pairs if r["eager_ratio"])
+            if any(r["eager_ratio"] for r in pairs) else None)
     if episodes:
         out.update(episodes=len(episodes),
                    same_candidate=sum(e["live_candidate"] == e["replay_candidate"]

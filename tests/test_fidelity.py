@@ -2,6 +2,7 @@
 for ncu) and its comparison with the replay."""
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -72,6 +73,7 @@ def test_analysis_counts_same_choices_noise_and_episode_rewards(study_dataset, t
                 live.append({"uri": uri, "sections": g["key"], "repeat": repeat,
                              "transformation": expected.transformation if n else "other",
                              "correct": expected.correct,
+                             "reference_ms": 1.02 * dataset.record(uri).eager["median_ms"],
                              "speedup": expected.speedup * jitter if expected.speedup else None})
     (tmp_path / "live.jsonl").write_text("".join(json.dumps(r) + "\n" for r in live))
     env = ProfilingEnv(dataset=dataset, split=None, **fidelity.EPISODE_BUDGET)
@@ -93,6 +95,7 @@ def test_analysis_counts_same_choices_noise_and_episode_rewards(study_dataset, t
     assert summary["same_choice"] == n_pairs - len(groups[0]["uris"])  # group 0 chose "other"
     assert abs(summary["median_spread"] - 0.0202) < 1e-3  # 1.01 / 0.99 - 1
     assert summary["within_noise"] == summary["compared"]
+    assert abs(summary["eager_drift_median"] - math.log(1.02)) < 1e-9
     assert summary["episodes"] == summary["same_candidate"] == summary["same_sections"] == 3
     assert summary["reward_gap_max"] == 0.0
     assert (tmp_path / "pairs.csv").exists() and (tmp_path / "episodes.csv").exists()
