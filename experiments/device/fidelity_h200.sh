@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On a GPU machine, inside one time-limited command: go on with the fidelity runs (live pairs,
-# then live episodes) against the shipped dataset, and pack them for the trip back.
+# On a GPU machine, inside one time-limited command: go on with the fidelity runs (live
+# episodes, then live pairs) against the shipped dataset, and pack them for the trip back.
 #   OUT=results DEADLINE=540 bash experiments/device/fidelity_h200.sh
 # DEADLINE: seconds until no new work starts; each step is also killed (SIGTERM: ncu is
 # stopped, finished rows are kept) 30 s after it, so that the packing always runs.
@@ -20,7 +20,7 @@ step() {  # step NAME ARGS...: one fidelity command within what is left of the d
     --deadline "$left" "$@" 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
     | tail -30 | tee "$FINAL/$name.log"
 }
-step pairs --warm-workers "${WARM:-8}"
 step episodes
+step pairs --warm-workers "${WARM:-8}"
 tar czf "$FINAL/fidelity.tgz" --exclude=_work "$RUNS"
 ls -la "$FINAL"
