@@ -56,6 +56,29 @@ def oracle_vs_fixed(summary: list[dict], ceiling: float | None = None) -> list[d
     return rows
 
 
+def per_problem(backend, uris: list[str], episodes: list[dict], budget: float) -> list[dict]:
+    """Per problem at ``budget``: its best candidate, and what the oracle, SpeedOfLight alone
+    and no profile led the optimizer to."""
+    at = {(e["agent"], e["problem"]): e for e in episodes if e["budget"] == budget}
+    rows = []
+    for uri in uris:
+        outcomes = backend.dataset.record(uri).outcomes.values()
+        best = max(outcomes, key=_value, default=None)
+
+        def shown(agent):
+            e = at.get((agent, uri))
+            return f"{e['candidate']} {e['speedup']:.2f}x" if e else "-"
+
+        oracle = at.get(("oracle", uri))
+        rows.append({"problem": uri.rsplit("/", 1)[1],
+                     "best candidate": f"{best.transformation} {math.exp(_value(best)):.2f}x"
+                     if best is not None and _value(best) > 0 else "eager 1.00x",
+                     "oracle's sections": (oracle["sections"] or "none") if oracle else "-",
+                     "oracle": shown("oracle"), "SpeedOfLight": shown("section:SpeedOfLight"),
+                     "no profile": shown("no-profile")})
+    return rows
+
+
 def larger_profile_worse(backend, uris: list[str], max_base: int = 2) -> dict:
     """Counts (S, S + x) pairs where adding section x made the outcome worse or better."""
     sections = backend.sections
@@ -165,12 +188,13 @@ def report(dataset: str, out: Path, budgets: list[float], split: str | None = No
     backend = ReplayBackend(dataset)
     uris = backend.problems(split)
     tags = {u: (backend.dataset.record(u).tags or ("other",))[0] for u in uris}
-    summary, _ = benchmark(dataset, budgets, seeds=1, split=split)
+    summary, episodes = benchmark(dataset, budgets, seeds=1, split=split)
     vs = oracle_vs_fixed(summary, best_candidate(backend, uris))
     worse = larger_profile_worse(backend, uris)
     decisive = decisive_sections(backend, uris, tags)
     paths = figures(out, vs, decisive, backend.sections)
     return {"problems": len(uris), "oracle_vs_fixed": vs, "larger_profile": worse,
+            "per_problem": per_problem(backend, uris, episodes, max(budgets)),
             "decisive": {t: dict(c) for t, c in decisive.items()},
             "figures": [str(p) for p in paths]}
 
@@ -212,6 +236,13 @@ def markdown(result: dict, dataset: str, split: str) -> str:
     for tag, counts in sorted(result["decisive"].items()):
         ranked = sorted(counts.items(), key=lambda kv: -kv[1])
         lines.append(f"| {tag} | " + ", ".join(f"{s} {v:.2f}" for s, v in ranked) + " |")
+    rows = result["per_problem"]
+    if rows:
+        budget = max(r["budget"] for r in result["oracle_vs_fixed"])
+        lines += ["", f"Per problem, at a budget of {budget:.0%} (an incorrect candidate shows "
+                  "as eager's 1.00x):", "", "| " + " | ".join(rows[0]) + " |",
+                  "|" + "---|" * len(rows[0])]
+        lines += ["| " + " | ".join(str(v) for v in r.values()) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
