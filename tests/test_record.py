@@ -159,6 +159,32 @@ def test_recording_with_an_llm_says_what_is_missing(tmp_path, monkeypatch):
     assert out.returncode == 2 and "missing.json.gz" in out.stderr
 
 
+def test_candidates_are_compiled_in_workers_then_timed_in_batches(tmp_path, monkeypatch):
+    """Two warm workers: batches of 8 candidates, each batch compiled before it is timed."""
+    import autoprofiler_env.dataset.record as record
+
+    events = []
+    real_warm = record.CandidateWarmer.warm
+
+    def warm(self, items, deadline=None):
+        events.append(("warm", len(items)))
+        return real_warm(self, items, deadline)
+
+    monkeypatch.setattr(record.CandidateWarmer, "warm", warm)
+    problems = [load_problem(n) for n in ("conv2d_1x1_32x256x56x56", "conv2d_3x3_16x64x128x128",
+                                          "conv2d_7x7_stride2_32x3x224x224",
+                                          "conv2d_depthwise_3x3_16x128x256x256",
+                                          "conv_transpose2d_16x128x64x64")]
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    out = tmp_path / "candidates.jsonl"
+    rows = record_candidates(problems, out, config, warm_workers=2, timeout_s=120)
+    assert events == [("warm", 8), ("warm", 2)] and len(rows) == 10
+    assert {r["transformation"] for r in rows} == {"autocast_bf16", "channels_last"}
+    assert all(r["correct"] in (True, False) and r["wall_s"] > 0 for r in rows)
+    assert record_candidates(problems, out, config, warm_workers=2) == rows  # all done
+
+
 def test_candidates_are_recorded_once(tmp_path):
     problem = load_problem("matmul_4096x4096x4096")  # on a CPU only autocast_bf16 applies
     config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,

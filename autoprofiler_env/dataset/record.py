@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -163,34 +164,60 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
     return made
 
 
+class CandidateWarmer:
+    """Compiles candidates in ``workers`` worker processes at once, filling Inductor's on-disk
+    cache, so that judging and timing them one at a time afterwards spends its time on the
+    GPU. Errors are left for that pass to judge and record. A context manager: the workers
+    live until it closes, across calls of :meth:`warm`."""
+
+    def __init__(self, config: HarnessConfig, workers: int, timeout_s: float = 600.0) -> None:
+        from dataclasses import replace
+
+        self.workers = workers
+        warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
+                              max_trials=1, warmup_ms=0, flush_l2=False)
+        self._free: queue.Queue = queue.Queue()
+        for _ in range(workers if workers > 1 else 0):
+            self._free.put(Evaluator(warm_config, timeout_s=timeout_s))
+
+    def warm(self, items: list[tuple[Problem, str]], deadline: float | None = None) -> None:
+        """Compiles ``(problem, source)`` items, each in whichever worker is free."""
+        if self.workers <= 1 or not items or _past(deadline):
+            return
+
+        def one(item):
+            problem, source = item
+            if _past(deadline):
+                return
+            evaluator = self._free.get()  # one item at a time per worker process
+            try:
+                evaluator.evaluate(problem, source)
+            except Exception:  # a broken candidate is judged, and recorded, in the timed pass
+                pass
+            finally:
+                self._free.put(evaluator)
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            list(tqdm(pool.map(one, items), total=len(items), desc="compile", leave=False))
+
+    def close(self) -> None:
+        while not self._free.empty():
+            self._free.get().close()
+
+    def __enter__(self) -> CandidateWarmer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def warm_candidates(items: list[tuple[Problem, str]], config: HarnessConfig, workers: int,
                     timeout_s: float = 600.0, deadline: float | None = None) -> None:
-    """Compiles candidates (``(problem, source)``) in ``workers`` processes at once, filling
-    Inductor's on-disk cache, so that judging and timing them one at a time afterwards spends
-    its time on the GPU. Errors are left for that pass to judge and record."""
-    from dataclasses import replace
-
+    """:class:`CandidateWarmer` once over ``items``."""
     if workers <= 1 or not items or _past(deadline):
         return
-    warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
-                          max_trials=1, warmup_ms=0, flush_l2=False)
-    evaluators = [Evaluator(warm_config, timeout_s=timeout_s) for _ in range(workers)]
-
-    def warm(item):
-        i, (problem, source) = item
-        if _past(deadline):
-            return
-        try:
-            evaluators[i % workers].evaluate(problem, source)
-        except Exception:  # a broken candidate is judged, and recorded, in the timed pass
-            pass
-
-    try:
-        with ThreadPoolExecutor(workers) as pool:
-            list(tqdm(pool.map(warm, enumerate(items)), total=len(items), desc="compile"))
-    finally:
-        for ev in evaluators:
-            ev.close()
+    with CandidateWarmer(config, workers, timeout_s) as warmer:
+        warmer.warm(items, deadline)
 
 
 def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
@@ -198,9 +225,10 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                       deadline: float | None = None) -> list[dict]:
     """Judges and times every applicable transformation of every problem not yet in ``out``.
 
-    First every candidate is compiled in ``warm_workers`` processes at once (filling
-    Inductor's on-disk cache); then they are judged and timed one at a time, so that no two
-    timings share the GPU.
+    In batches of ``4 * warm_workers`` candidates: each batch is first compiled in
+    ``warm_workers`` processes at once (filling Inductor's on-disk cache), then judged and
+    timed one candidate at a time, so that no two timings share the GPU and a time budget
+    that runs out stops soon after compiling started, with every judged candidate recorded.
     """
     from autoprofiler_env.features import static_features
     from autoprofiler_env.optimizers import applicable
@@ -212,26 +240,37 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
         for t in applicable(problem, features, config.device):
             if (problem.uri, t.name) not in done:
                 todo.append((problem, t.name, t.rewrite(problem, features)))
-    warm_candidates([(problem, source) for problem, _, source in todo], config, warm_workers,
-                    timeout_s, deadline)
+    if not todo:
+        return read_jsonl(out)
     info = machine_info(config.device)
-    with Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log:
-        for problem, name, source in tqdm(todo, desc="judge and time"):
-            if _past(deadline):
-                break
-            result = evaluator.evaluate(problem, source)
-            log.write({
-                "uri": problem.uri, "level": problem.level, "transformation": name,
-                "correct": result.correct,
-                "error_kind": result.error_kind.value if result.error_kind else None,
-                "error_message": result.error_message[:300],
-                "reference_ms": result.reference.median_ms if result.reference else None,
-                "candidate_ms": result.candidate.median_ms if result.candidate else None,
-                "candidate_p20_ms": result.candidate.p20_ms if result.candidate else None,
-                "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
-                "speedup": result.speedup, "max_abs_error": result.max_abs_error,
-                "wall_s": result.wall_s, **info})
+    batch = 4 * max(warm_workers, 1)
+    with CandidateWarmer(config, warm_workers, timeout_s) as warmer, \
+            Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log, \
+            tqdm(total=len(todo), desc="judge and time") as bar:
+        for start in range(0, len(todo), batch):
+            members = todo[start:start + batch]
+            warmer.warm([(problem, source) for problem, _, source in members], deadline)
+            for problem, name, source in members:
+                if _past(deadline):
+                    return read_jsonl(out)
+                log.write(_outcome_row(problem, name, evaluator.evaluate(problem, source),
+                                       info))
+                bar.update()
     return read_jsonl(out)
+
+
+def _outcome_row(problem: Problem, name: str, result, info: dict) -> dict:
+    """One line of ``candidates.jsonl``: a candidate's judgement and timing."""
+    return {"uri": problem.uri, "level": problem.level, "transformation": name,
+            "correct": result.correct,
+            "error_kind": result.error_kind.value if result.error_kind else None,
+            "error_message": result.error_message[:300],
+            "reference_ms": result.reference.median_ms if result.reference else None,
+            "candidate_ms": result.candidate.median_ms if result.candidate else None,
+            "candidate_p20_ms": result.candidate.p20_ms if result.candidate else None,
+            "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
+            "speedup": result.speedup, "max_abs_error": result.max_abs_error,
+            "wall_s": result.wall_s, **info}
 
 
 def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[tuple[str, ...]],
