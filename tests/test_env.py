@@ -198,3 +198,55 @@ def test_a_dataset_without_outcomes_is_refused(tmp_path):
                        data / "recording_h200" / "reference.jsonl").save(path)
     with pytest.raises(DatasetError, match="no recorded candidate outcomes"):
         ProfilingEnv(dataset=str(path))
+
+
+def test_an_llm_optimizers_recorded_replies_are_replayed_by_seed(tmp_path):
+    """optimizer="llm:<model>": the reward is one of the replies recorded for (problem,
+    collected sections), drawn with the env's seeded generator; a set that was not recorded
+    raises, or falls back to the largest recorded subset when that policy is named."""
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.errors import DatasetError, NotRecordedError
+    from autoprofiler_env.jsonlines import read_jsonl
+    from autoprofiler_env.profiler import NcuRun
+    from tests.conftest import DATA
+
+    root = DATA.parent.parent / "docs" / "data"
+    run_dirs = sorted(p.parent for p in (root / "profile_study_h200").glob("section-*/run.json"))
+    reference = read_jsonl(root / "recording_h200" / "reference.jsonl")
+    uris = [p["uri"] for p in NcuRun.load(run_dirs[0]).problems]
+    # two replies per key, as `autoprofiler record --parts llm --repeats 2` writes them
+    llm = [{"uri": u, "model": "llm:m", "sections": key, "repeat": r, "correct": r == 0,
+            "error_kind": None if r == 0 else "incorrect", "candidate_ms": 1.0,
+            "speedup": 2.0 if key else 1.5} for u in uris for key in ("", "SpeedOfLight")
+           for r in range(2)]
+    path = tmp_path / "llm.json.gz"
+    build(run_dirs, reference, [], llm_rows=llm).save(path)
+    with pytest.raises(DatasetError, match="no recorded candidate outcomes"):
+        ProfilingEnv(dataset=str(path), split=None)  # the reference optimizer has none here
+    env = ProfilingEnv(dataset=str(path), split=None, optimizer="llm:m", budget=1.0)
+    sol = env.sections.index("SpeedOfLight")
+
+    def episode(seed, actions):
+        env.reset(seed=seed, options={"problem": uris[0]})
+        for a in actions:
+            *_, reward, terminated, _, info = env.step(a)
+        return reward, info
+
+    draws = [episode(seed, [sol, env.STOP]) for seed in range(20)]
+    assert {info["candidate"] for _, info in draws} == {"llm:m"}
+    assert {round(r, 6) for r, _ in draws} == {round(math.log(2.0), 6), round(math.log(0.5), 6)}
+    assert [r for r, _ in draws] == [episode(seed, [sol, env.STOP])[0] for seed in range(20)]
+    reward, info = episode(0, [env.STOP])
+    assert info["correct"] in (True, False) and info["speedup"] in (1.5, None)
+    wss = env.sections.index("WarpStateStats")
+    with pytest.raises(NotRecordedError, match="WarpStateStats"):
+        episode(0, [sol, wss, env.STOP])
+    fallback = ProfilingEnv(dataset=str(path), split=None, optimizer="llm:m", budget=1.0,
+                            llm_missing="largest_recorded_subset")
+    fallback.reset(seed=0, options={"problem": uris[0]})
+    fallback.step(sol)
+    fallback.step(wss)
+    *_, info = fallback.step(fallback.STOP)
+    assert info["speedup"] in (2.0, None)  # the SpeedOfLight key's replies
+    with pytest.raises(ValueError, match="llm:<model>"):
+        ProfilingEnv(dataset=str(path), split=None, optimizer="gpt")

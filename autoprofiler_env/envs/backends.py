@@ -79,8 +79,29 @@ class EpisodeOutcome:
     error_kind: str | None
 
 
+OPTIMIZERS = ("reference", "llm:<model>")
+"""What ``optimizer`` may name: the deterministic reference optimizer, or an LLM optimizer by
+the model name its outcomes were recorded under (``llm:<model>``; live: the model on the
+OpenAI-compatible endpoint of ``AUTOPROFILER_LLM_BASE_URL``)."""
+LLM_MISSING = ("raise", "largest_recorded_subset")
+"""The replay's policies for an LLM optimizer's (problem, section set) that was not recorded
+(:meth:`~autoprofiler_env.dataset.replay.Dataset.llm_outcome`)."""
+
+
+def _llm_model(optimizer: str) -> str | None:
+    """The model of ``"llm:<model>"``; None for ``"reference"``; ValueError otherwise."""
+    if optimizer == "reference":
+        return None
+    if optimizer.startswith("llm:") and len(optimizer) > 4:
+        return optimizer[4:]
+    raise ValueError(f"optimizer must be 'reference' or 'llm:<model>', got {optimizer!r}")
+
+
 class ReplayBackend:
-    """Answers from a recorded dataset; the reference optimizer runs on the replayed evidence.
+    """Answers from a recorded dataset. The reference optimizer runs on the replayed evidence;
+    an LLM optimizer's outcome is one of the repeats recorded for (problem, section set), drawn
+    with the environment's seeded generator, and ``llm_missing`` names what a set that was not
+    recorded gets.
 
     A candidate whose outcome was not recorded raises :class:`NotRecordedError` (the replay
     never invents an outcome); every transformation that applies to a problem is recorded, so
@@ -89,17 +110,28 @@ class ReplayBackend:
 
     deterministic = True
 
-    def __init__(self, dataset: str | Path | Dataset | None = None,
-                 device: str = "cuda") -> None:
+    def __init__(self, dataset: str | Path | Dataset | None = None, device: str = "cuda",
+                 optimizer: str = "reference", llm_missing: str = "raise") -> None:
         self.dataset = (dataset if isinstance(dataset, Dataset)
                         else Dataset.load(dataset or DEFAULT_DATASET))
-        self.device = device
-        bare = [u for u in self.dataset.uris() if not self.dataset.record(u).outcomes]
+        self.device, self.optimizer_name, self.llm_missing = device, optimizer, llm_missing
+        # the dataset keys an LLM's outcomes by its producer's name, "llm:<model>"
+        self.llm_model = optimizer if _llm_model(optimizer) is not None else None
+        if llm_missing not in LLM_MISSING:
+            raise ValueError(f"llm_missing must be one of {LLM_MISSING}, got {llm_missing!r}")
+        if self.llm_model is None:
+            bare = [u for u in self.dataset.uris() if not self.dataset.record(u).outcomes]
+            what = "candidate outcomes", "--parts candidates"
+        else:
+            bare = [u for u in self.dataset.uris()
+                    if self.llm_model not in self.dataset.record(u).llm_outcomes]
+            what = f"outcomes of {optimizer}", "--parts llm"
         if bare:
             raise DatasetError(
-                f"{len(bare)} problems of the dataset have no recorded candidate outcomes (e.g. "
+                f"{len(bare)} problems of the dataset have no recorded {what[0]} (e.g. "
                 f"{bare[0]}): the replay cannot reward them; record them with `autoprofiler "
-                "record --parts candidates` and rebuild the dataset")
+                f"record {what[1]}` and rebuild the dataset")
+        self.deterministic = self.llm_model is None
         self.sections = self.dataset.sections
         self.metrics = key_metrics(self.sections)
         self.optimizer = ReferenceOptimizer(device=device)
@@ -107,10 +139,11 @@ class ReplayBackend:
         self._finish = lru_cache(maxsize=1 << 16)(self._compute_finish)
 
     def __getstate__(self) -> dict:  # caches are rebuilt, not pickled
-        return {"dataset": self.dataset, "device": self.device}
+        return {"dataset": self.dataset, "device": self.device,
+                "optimizer": self.optimizer_name, "llm_missing": self.llm_missing}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["dataset"], state["device"])
+        self.__init__(**state)
 
     def problems(self, split: str | None) -> list[str]:
         return self.dataset.uris(split)
@@ -133,7 +166,16 @@ class ReplayBackend:
     def _compute_view(self, uri: str, section: str) -> SectionView:
         return section_view(self.dataset.profile(uri, [section]), section, self.metrics)
 
-    def finish(self, uri: str, sections: tuple[str, ...]) -> EpisodeOutcome:
+    def finish(self, uri: str, sections: tuple[str, ...],
+               rng: np.random.Generator | None = None) -> EpisodeOutcome:
+        """The optimizer's outcome with the profile of ``sections``; ``rng`` draws among an
+        LLM optimizer's recorded repeats (the first without one)."""
+        if self.llm_model is not None:
+            outcome = self.dataset.llm_outcome(uri, self.llm_model, sections, rng=rng,
+                                               missing=self.llm_missing)
+            return EpisodeOutcome(self.optimizer_name, "a recorded reply of the model",
+                                  outcome.correct, outcome.speedup if outcome.correct else None,
+                                  outcome.error_kind)
         return self._finish(uri, self.dataset.canonical(sections))
 
     def profile(self, uri: str, sections) -> Profile:
@@ -161,7 +203,8 @@ class LiveBackend:
     deterministic = False
 
     def __init__(self, problems: list[str] | None = None, device: str = "cuda",
-                 ncu: str | None = None, timeout_s: float = 600.0) -> None:
+                 ncu: str | None = None, timeout_s: float = 600.0,
+                 optimizer: str = "reference") -> None:
         from autoprofiler_env.harness import Evaluator, HarnessConfig
         from autoprofiler_env.problems import load_problem, load_suite
 
@@ -169,7 +212,13 @@ class LiveBackend:
                                              else load_suite())}
         self.sections = ACTION_SECTIONS
         self.metrics = key_metrics(self.sections)
-        self.optimizer = ReferenceOptimizer(device=device)
+        model = _llm_model(optimizer)
+        if model is None:
+            self.optimizer = ReferenceOptimizer(device=device)
+        else:
+            from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
+
+            self.optimizer = LLMOptimizer(OpenAIChatBackend(model=model))
         self.evaluator = Evaluator(HarnessConfig(device=device), timeout_s=timeout_s)
         self.ncu = ncu
         self._profiles: dict[tuple[str, str], Profile] = {}
@@ -200,10 +249,14 @@ class LiveBackend:
         parts = [self._profile_alone(uri, s) for s in sections]
         return merge_profiles(uri, tuple(sections), parts)
 
-    def finish(self, uri: str, sections: tuple[str, ...]) -> EpisodeOutcome:
+    def finish(self, uri: str, sections: tuple[str, ...],
+               rng: np.random.Generator | None = None) -> EpisodeOutcome:
         problem = self._problems[uri]
         profile = self.profile(uri, sections) if sections else None
         candidate = self.optimizer.optimize(problem, profile)
+        if candidate.error:  # an LLM reply with no code: judged as incorrect, never run
+            return EpisodeOutcome(candidate.producer, candidate.reason, False, None,
+                                  candidate.error.split(":")[0])
         result = self.evaluator.evaluate(problem, candidate.source)
         return EpisodeOutcome(candidate.producer, candidate.reason, result.correct,
                               result.speedup,

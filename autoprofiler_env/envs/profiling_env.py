@@ -100,10 +100,13 @@ class ProfilingEnv(gym.Env):
       full set's cost in seconds before profiling).
 
     ``make`` kwargs (all JSON-serializable): ``dataset`` (path), ``split`` or ``problems``
-    (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``budget`` and ``budget_unit``
-    (``seconds``, ``passes`` or ``sections``) and ``budget_is_fraction`` (a fraction of the
-    full set's cost, default, or an absolute amount), ``reward``, ``incorrect_reward``,
-    ``cost_penalty``, ``device``.
+    (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``optimizer`` (``"reference"``,
+    default, or ``"llm:<model>"``: on the replay one of the model's recorded replies for the
+    problem and the collected section set, drawn with the environment's seeded generator, and
+    ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
+    ``"largest_recorded_subset"``), ``budget`` and ``budget_unit`` (``seconds``, ``passes`` or
+    ``sections``) and ``budget_is_fraction`` (a fraction of the full set's cost, default, or an
+    absolute amount), ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -113,6 +116,7 @@ class ProfilingEnv(gym.Env):
                  budget: float = 0.25, budget_unit: str = "seconds",
                  budget_is_fraction: bool = True, reward: str = "log_speedup",
                  incorrect_reward: float = math.log(0.5), cost_penalty: float = 0.0,
+                 optimizer: str = "reference", llm_missing: str = "raise",
                  device: str = "cuda", render_mode: str | None = None) -> None:
         if budget_unit not in BUDGET_UNITS:
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
@@ -121,9 +125,10 @@ class ProfilingEnv(gym.Env):
         if budget <= 0:
             raise ValueError(f"budget must be positive, got {budget}")
         if backend == "replay":
-            self.backend = ReplayBackend(dataset, device=device)
+            self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
+                                         llm_missing=llm_missing)
         elif backend == "live":
-            self.backend = LiveBackend(problems, device=device)
+            self.backend = LiveBackend(problems, device=device, optimizer=optimizer)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         self.problems = list(problems) if problems else self.backend.problems(split)
@@ -241,7 +246,8 @@ class ProfilingEnv(gym.Env):
         return self._observation(), float(reward), False, False, self._info()
 
     def _finish(self, invalid: bool):
-        outcome: EpisodeOutcome = self.backend.finish(self._uri, tuple(self._collected))
+        outcome: EpisodeOutcome = self.backend.finish(self._uri, tuple(self._collected),
+                                                      rng=self.np_random)
         if outcome.correct and outcome.speedup:
             reward = (math.log(outcome.speedup) if self.reward_kind == "log_speedup"
                       else outcome.speedup)
