@@ -222,6 +222,29 @@ def test_a_problem_with_only_the_full_set_gets_modelled_costs():
     assert 0.5 < ratio < 2
 
 
+def test_a_run_alone_of_other_kernels_than_the_full_sets_gets_a_modelled_cost():
+    """A batched run alone has no kernel cap: for a problem of more than MAX_KERNELS kernels
+    it measured more work than the capped full-set run, so its cost is not used."""
+    from dataclasses import replace
+
+    from autoprofiler_env.dataset.build import evidence_and_costs
+    from autoprofiler_env.dataset.costs import CostModel
+    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
+
+    runs = _study_runs()
+    uri = "problem://autoprofiler/v1/level1/softmax_16384x4096"
+    model = CostModel.fit({s: [(r[s].cost, r["set:full"].cost) for u, r in runs.items()
+                               if u != uri] for s in ACTION_SECTIONS})
+    sol = runs[uri]["SpeedOfLight"]
+    longer = replace(sol, cost=replace(sol.cost, n_kernels=sol.cost.n_kernels + 100,
+                                       replay_s=sol.cost.replay_s * 50))
+    _, _, modelled = evidence_and_costs({**runs[uri], "SpeedOfLight": longer}, ACTION_SECTIONS,
+                                        model)
+    assert modelled == ("SpeedOfLight",)
+    _, _, modelled = evidence_and_costs(runs[uri], ACTION_SECTIONS, model)
+    assert modelled == ()
+
+
 def test_complete_keeps_only_problems_with_every_candidates_outcome_and_says_why():
     from autoprofiler_env.dataset.build import build
     from autoprofiler_env.jsonlines import read_jsonl

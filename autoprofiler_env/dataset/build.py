@@ -65,7 +65,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                                                  else run.sections[0]] = p
     model = CostModel.fit({name: [(runs[name].cost, runs["set:full"].cost)
                                   for runs in alone.values() if name in runs
-                                  and "set:full" in runs]
+                                  and "set:full" in runs
+                                  and _same_kernels(runs[name], runs["set:full"])]
                            for name in (*sections, *MODELLED_SETS)})
     profiles: dict[str, dict] = {}
     set_costs: dict[str, dict] = {}
@@ -125,6 +126,13 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     return DatasetFile(meta, sections, records)
 
 
+def _same_kernels(run: Profile, full: Profile) -> bool:
+    """Whether a run alone profiled as many kernels as the problem's full-set run: a run
+    without the kernel cap (a batched one) of a problem that has more than ``MAX_KERNELS``
+    measured another amount of work, and its cost is modelled instead."""
+    return run.cost.n_kernels == full.cost.n_kernels
+
+
 def _unrecorded(uri: str, outcomes: dict, device: str) -> set[str]:
     """The transformations that apply to the problem on ``device`` without an outcome."""
     from autoprofiler_env.optimizers import applicable
@@ -139,12 +147,13 @@ def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], mode
     """One problem's evidence per section, its set costs and the names whose cost is modelled,
     from its runs (``runs``: section or ``"set:NAME"`` -> the profile of that run). A basic or
     detailed set that was neither measured nor can be modelled is left out; a section raises
-    DatasetError."""
+    DatasetError. A measured cost is used where its run profiled the kernels the full set's
+    run did (:func:`_same_kernels`)."""
     catalogue = catalogue or load_catalogue()
     full = runs.get("set:full")
     profiles, set_costs, modelled = {}, {}, []
     for name in (*sections, *MODELLED_SETS):
-        if name in runs:
+        if name in runs and (full is None or _same_kernels(runs[name], full)):
             cost = runs[name].cost
         elif full is not None and (name in model.fractions or not name.startswith("set:")):
             passes = (catalogue.set_passes[name[4:]] if name.startswith("set:")
