@@ -94,7 +94,7 @@ def _llm_model(optimizer: str) -> str | None:
         return None
     if optimizer.startswith("llm:") and len(optimizer) > 4:
         return optimizer[4:]
-    raise ValueError(f"optimizer must be 'reference' or 'llm:<model>', got {optimizer!r}")
+    raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
 
 
 class ReplayBackend:
