@@ -265,3 +265,34 @@ def test_complete_keeps_only_problems_with_every_candidates_outcome_and_says_why
     complete = build(run_dirs, reference, rows, complete=True)
     assert set(complete.problems) == study - {softmax}
     assert complete.metadata["left_out"][softmax] == "not every candidate's outcome"
+
+
+def test_costs_holding_ncus_start_up_are_modelled_or_replaced_by_a_primed_run(tmp_path):
+    """The study's runs predate the driver's primer, and matmul_4096 came first in each: its
+    section costs are modelled from its full set's, and its full set's cost is flagged until
+    a primed run of it exists."""
+    from dataclasses import replace
+
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.jsonlines import read_jsonl
+    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
+
+    reference = read_jsonl(DATA / "recording_h200" / "reference.jsonl")
+    run_dirs = sorted(p.parent for p in STUDY.glob("s*-*/run.json")
+                      if p.parent.name.startswith(("section-", "set-")))
+    matmul = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
+    content = build(run_dirs, reference, [])
+    assert content.problems[matmul].modelled_costs == (*ACTION_SECTIONS, "set:basic",
+                                                       "set:detailed")
+    assert content.metadata["unprimed_costs"] == {matmul: ["set:full"]}
+    others = [r for u, r in content.problems.items() if u != matmul]
+    assert len(others) == 11 and all(r.modelled_costs == () for r in others)
+    full = NcuRun.load(STUDY / "set-full")
+    index = [p["uri"] for p in full.problems].index(matmul)
+    primed = replace(full, status=[{"event": "primer", "s": 1.0}] + [
+        r for r in full.status if r.get("index") in (None, index)])
+    primed.save(tmp_path / "primed")
+    again = build([*run_dirs, tmp_path / "primed"], reference, [])
+    assert again.metadata["unprimed_costs"] == {}
+    assert again.problems[matmul].set_costs["full"].replay_s == content.problems[
+        matmul].set_costs["full"].replay_s  # (the stand-in primed run holds the same numbers)

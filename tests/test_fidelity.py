@@ -44,7 +44,8 @@ def test_the_live_loop_profiles_optimizes_and_times_each_pair_and_resumes(tmp_pa
         calls.append([p.uri for p in problems])
         study = NcuRun.load(STUDY / "section-SpeedOfLight")
         index = [p["uri"] for p in study.problems].index(uri)
-        status = [r for r in study.status if r.get("index") in (None, index)]
+        status = [{"event": "primer", "s": 1.0}] + [
+            r for r in study.status if r.get("index") in (None, index)]
         return replace(study, problems=[{"uri": uri} if i == index else {"uri": f"other{i}"}
                                         for i in range(len(study.problems))], status=status)
 

@@ -221,10 +221,27 @@ def test_the_kernel_cap_is_ncus_launch_count_for_a_run_of_one_problem(tmp_path):
     with pytest.raises(ProfilingError, match="one problem"):
         run_ncu([relu, softmax], ["SpeedOfLight"], ncu=fake, max_kernels=64)
     run = run_ncu([relu], ["SpeedOfLight"], ncu=fake, max_kernels=64, workdir=tmp_path / "w")
-    assert "--launch-count 64" in args.read_text()
-    assert run.command[run.command.index("--launch-count") + 1] == "64"
+    assert "--launch-count 65" in args.read_text()  # 64 and the primer's kernel
+    assert run.command[run.command.index("--launch-count") + 1] == "65"
     run_ncu([relu], ["SpeedOfLight"], ncu=fake, workdir=tmp_path / "w")
     assert "--launch-count" not in args.read_text()
+
+
+def test_the_primers_kernel_belongs_to_no_problem_and_marks_the_run_primed():
+    from autoprofiler_env.profiler.driver import PRIMER_INDEX
+    from autoprofiler_env.profiler.runner import first_unprimed, primed
+
+    run = _run("section-SpeedOfLight")
+    header, units, first, *rest = run.raw_csv.splitlines()
+    primer = first.replace('"0",', '"999",', 1).replace(":ap_0:", f":ap_{PRIMER_INDEX}:")
+    with_primer = dataclasses.replace(
+        run, raw_csv="\n".join([header, units, primer, first, *rest]),
+        status=[run.status[0], {"event": "primer", "s": 1.2}, *run.status[1:]])
+    before, after = profiles_from_run(run)[0], profiles_from_run(with_primer)[0]
+    assert [p.kernels for p in after] == [p.kernels for p in before]
+    assert not primed(run.status) and primed(with_primer.status)
+    assert first_unprimed(run.status) == run.problems[0]["uri"]
+    assert first_unprimed(with_primer.status) is None
 
 
 def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(monkeypatch):

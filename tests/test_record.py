@@ -37,7 +37,7 @@ def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path,
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append((tuple(p.name for p in problems), tuple(sections)))
         done = problems[:1] if stop_after_one else problems
-        status = [row for i, p in enumerate(done) for row in (
+        status = [{"event": "primer", "s": 1.0}] + [row for i, p in enumerate(done) for row in (
             {"event": "begin", "index": i, "uri": p.uri},
             {"event": "problem", "index": i, "uri": p.uri, "ok": True})]
         if stop_after_one:
@@ -71,11 +71,26 @@ def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path,
 def test_a_problem_that_hung_is_not_retried(tmp_path):
     run = replace(NcuRun.load(STUDY / "section-LaunchStats"),
                   problems=[{"uri": "a"}, {"uri": "b"}, {"uri": "c"}], status=[
+                      {"event": "primer", "s": 1.0},
                       {"event": "begin", "index": 0, "uri": "a"},
                       {"event": "problem", "index": 0, "uri": "a", "ok": True},
                       {"event": "begin", "index": 1, "uri": "b"}])
     run.save(tmp_path / "x" / "run1")
     assert covered(tmp_path / "x") == {"a", "b"}
+
+
+def test_the_first_problem_of_a_run_without_the_primer_is_profiled_again(tmp_path):
+    """Runs recorded before the driver's primer: their first problem's cost holds ncu's
+    start-up, so the recorder owes it a primed run; the others are done."""
+    run = NcuRun.load(STUDY / "section-LaunchStats")
+    run.save(tmp_path / "x" / "old")
+    uris = [p["uri"] for p in run.problems]
+    assert covered(tmp_path / "x") == set(uris[1:])
+    replace(run, problems=run.problems[:1], status=[
+        {"event": "primer", "s": 1.0}, {"event": "begin", "index": 0, "uri": uris[0]},
+        {"event": "problem", "index": 0, "uri": uris[0], "ok": True},
+        {"event": "finished"}]).save(tmp_path / "x" / "new")
+    assert covered(tmp_path / "x") == set(uris)
 
 
 def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_cap(
@@ -86,7 +101,7 @@ def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_
 
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append(([p.name for p in problems], kwargs["max_kernels"]))
-        status = []
+        status = [{"event": "primer", "s": 1.0}]
         for i, p in enumerate(problems):
             status.append({"event": "begin", "index": i, "uri": p.uri})
             if p.name == "lstm_sequence_64x128x512":  # times out, capped or not

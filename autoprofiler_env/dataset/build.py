@@ -17,7 +17,7 @@ from autoprofiler_env.problems import load_problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.parse import cut, profiles_from_run
 from autoprofiler_env.profiler.records import Profile, ProfileCost
-from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun
+from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, first_unprimed
 
 MODELLED_SETS = ("set:basic", "set:detailed")
 """The sets whose cost a dataset records besides the full set's (measured or modelled)."""
@@ -41,7 +41,10 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     names each problem of the recording that was left out, and why.
 
     ``run_dirs``: saved ncu runs, each with one section or with the sections of one of ncu's
-    sets. A section's evidence on a problem is cut out of the problem's run of the full set
+    sets. The first problem of a run without the driver's primer paid ncu's start-up in its
+    cost: a primed run of the same configuration replaces it; where there is none, its cost
+    is modelled if the full set's run exists, else kept (``metadata["unprimed_costs"]`` lists
+    the costs that still hold ncu's start-up: the full set's, or a section's without one). A section's evidence on a problem is cut out of the problem's run of the full set
     (:func:`~autoprofiler_env.profiler.parse.cut`), or, where the problem has none, taken from
     its run of that section alone. What collecting a section (or the basic or detailed set)
     alone costs is the measured cost where that run exists, else the :class:`CostModel`'s
@@ -53,6 +56,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     catalogue = load_catalogue()
     sets = {tuple(sorted(v)): k for k, v in catalogue.sets.items()}
     alone: dict[str, dict[str, Profile]] = {}  # uri -> section or set -> profile of that run
+    unprimed: set[tuple[str, str]] = set()  # (uri, key) whose cost holds ncu's start-up
     ncu_version = ""
     for directory in run_dirs:  # a problem's later run of the same configuration wins
         run = NcuRun.load(directory)
@@ -60,13 +64,22 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
         if len(run.sections) != 1 and set_name is None:
             continue
         ncu_version = run.ncu_version or ncu_version
+        key = f"set:{set_name}" if set_name else run.sections[0]
+        first = first_unprimed(run.status)
         for p in profiles_from_run(run)[0]:
-            alone.setdefault(p.problem_uri, {})[f"set:{set_name}" if set_name
-                                                 else run.sections[0]] = p
+            runs = alone.setdefault(p.problem_uri, {})
+            if p.problem_uri == first:  # the first problem of a run without the primer
+                if key in runs and (p.problem_uri, key) not in unprimed:
+                    continue  # a primed run's cost is kept
+                unprimed.add((p.problem_uri, key))
+            else:
+                unprimed.discard((p.problem_uri, key))
+            runs[key] = p
     model = CostModel.fit({name: [(runs[name].cost, runs["set:full"].cost)
-                                  for runs in alone.values() if name in runs
+                                  for uri, runs in alone.items() if name in runs
                                   and "set:full" in runs
-                                  and _same_kernels(runs[name], runs["set:full"])]
+                                  and _same_kernels(runs[name], runs["set:full"])
+                                  and not {(uri, name), (uri, "set:full")} & unprimed]
                            for name in (*sections, *MODELLED_SETS)})
     profiles: dict[str, dict] = {}
     set_costs: dict[str, dict] = {}
@@ -74,7 +87,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     for uri, runs in alone.items():
         if "set:full" in runs or all(s in runs for s in sections):
             profiles[uri], set_costs[uri], modelled[uri] = evidence_and_costs(
-                runs, sections, model, catalogue, keep)
+                runs, sections, model, catalogue, keep,
+                unprimed=frozenset(k for u, k in unprimed if u == uri))
     eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
     outcomes: dict[str, dict] = {}
     for r in outcome_rows:
@@ -122,8 +136,21 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             "optimizer": "reference",
             "evidence": "each section cut out of one run of ncu's full set per problem "
                         "(docs/profiler.md: the same choices as runs of the sections)",
-            "cost_model": model.to_dict(), "left_out": left_out, **(metadata or {})}
+            "cost_model": model.to_dict(), "left_out": left_out,
+            "unprimed_costs": _unprimed_costs(unprimed, records, modelled),
+            **(metadata or {})}
     return DatasetFile(meta, sections, records)
+
+
+def _unprimed_costs(unprimed: set[tuple[str, str]], records: dict,
+                    modelled: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Per kept problem, the costs in its record that hold ncu's start-up: the full set's,
+    or a section's or set's that could not be modelled."""
+    out: dict[str, list[str]] = {}
+    for uri, key in sorted(unprimed):
+        if uri in records and (key == "set:full" or key not in modelled[uri]):
+            out.setdefault(uri, []).append(key)
+    return out
 
 
 def _same_kernels(run: Profile, full: Profile) -> bool:
@@ -142,18 +169,21 @@ def _unrecorded(uri: str, outcomes: dict, device: str) -> set[str]:
 
 
 def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], model: CostModel,
-                       catalogue=None, keep: frozenset[str] | None = None
+                       catalogue=None, keep: frozenset[str] | None = None,
+                       unprimed: frozenset[str] = frozenset()
                        ) -> tuple[dict[str, Profile], dict[str, ProfileCost], tuple[str, ...]]:
     """One problem's evidence per section, its set costs and the names whose cost is modelled,
     from its runs (``runs``: section or ``"set:NAME"`` -> the profile of that run). A basic or
     detailed set that was neither measured nor can be modelled is left out; a section raises
     DatasetError. A measured cost is used where its run profiled the kernels the full set's
-    run did (:func:`_same_kernels`)."""
+    run did (:func:`_same_kernels`) and, when the full set's run exists, where its run was
+    primed (``unprimed``: the names whose run was not)."""
     catalogue = catalogue or load_catalogue()
     full = runs.get("set:full")
     profiles, set_costs, modelled = {}, {}, []
     for name in (*sections, *MODELLED_SETS):
-        if name in runs and (full is None or _same_kernels(runs[name], full)):
+        if name in runs and (full is None or (_same_kernels(runs[name], full)
+                                              and name not in unprimed)):
             cost = runs[name].cost
         elif full is not None and (name in model.fractions or not name.startswith("set:")):
             passes = (catalogue.set_passes[name[4:]] if name.startswith("set:")

@@ -41,7 +41,13 @@ from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
-from autoprofiler_env.profiler.runner import MAX_KERNELS, failed_problem, run_ncu, timed_out
+from autoprofiler_env.profiler.runner import (
+    MAX_KERNELS,
+    failed_problem,
+    first_unprimed,
+    run_ncu,
+    timed_out,
+)
 
 PARTS = ("reference", "full", "candidates", "sets", "profiles", "llm")
 """What a recording can hold, in the order they are recorded (``llm`` needs an
@@ -128,10 +134,13 @@ def _timed_out_batched(meta: dict) -> str | None:
 def covered(root: Path) -> set[str]:
     """The problems the saved runs under ``root`` are done with: profiled, or failed (a crash,
     or a hang with the kernel cap on, is not retried); not those a deadline stopped before or
-    during, nor one that timed out in a batched run (it is profiled again alone, capped)."""
+    during, nor one that timed out in a batched run (it is profiled again alone, capped), nor
+    the first problem of a run without the primer (its cost holds ncu's start-up)."""
     done = set()
     for meta in _runs(root):
-        done |= {r["uri"] for r in meta["status"] if r.get("event") == "problem"}
+        first = first_unprimed(meta["status"])
+        done |= {r["uri"] for r in meta["status"]
+                 if r.get("event") == "problem" and r["uri"] != first}
         failed = failed_problem(meta["status"])
         if failed is not None and _timed_out_batched(meta) is None:
             done.add(meta["problems"][failed]["uri"])

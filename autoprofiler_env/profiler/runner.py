@@ -186,14 +186,15 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     report.unlink(missing_ok=True)
     spec = {"problems": [{"uri": p.uri, "path": str(p.path)} for p in problems],
             "size": size, "warmup": 3, "status": str(status_path), "start": start,
-            "max_ops": max_ops}
+            "max_ops": max_ops, "primer": True}
     spec_path = workdir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     command = [exe, "--config-file", "off", "--clock-control", "none", "--cache-control", "all",
                "--replay-mode", "kernel", "--nvtx", "--nvtx-include", NVTX_FILTER,
                *[a for s in sections for a in ("--section", s)],
                "--metrics", DURATION_METRIC,
-               *(("--launch-count", str(max_kernels)) if max_kernels is not None else ()),
+               # the primer's kernel counts as a launch too
+               *(("--launch-count", str(max_kernels + 1)) if max_kernels is not None else ()),
                "-f", "-o", str(report.with_suffix("")),
                sys.executable, "-m", "autoprofiler_env.profiler.driver", str(spec_path)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -262,6 +263,20 @@ def _terminate_becomes_exit():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def primed(status: list[dict]) -> bool:
+    """Whether the run began with the driver's primer: without it, the first problem's
+    ``profiled_s`` holds ncu's one-time start-up of profiling as well."""
+    return any(r.get("event") == "primer" for r in status)
+
+
+def first_unprimed(status: list[dict]) -> str | None:
+    """The URI of the first problem profiled by a run without the primer (its cost holds
+    ncu's start-up); None for a primed run."""
+    if primed(status):
+        return None
+    return next((r["uri"] for r in status if r.get("event") == "problem"), None)
 
 
 def timed_out(status: list[dict]) -> bool:
