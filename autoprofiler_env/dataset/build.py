@@ -44,7 +44,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     sets. The first problem of a run without the driver's primer paid ncu's start-up in its
     cost: a primed run of the same configuration replaces it; where there is none, its cost
     is modelled if the full set's run exists, else kept (``metadata["unprimed_costs"]`` lists
-    the costs that still hold ncu's start-up: the full set's, or a section's without one). A section's evidence on a problem is cut out of the problem's run of the full set
+    the costs that still hold ncu's start-up: the full set's, or a section's without one).
+    A section's evidence on a problem is cut out of the problem's run of the full set
     (:func:`~autoprofiler_env.profiler.parse.cut`), or, where the problem has none, taken from
     its run of that section alone. What collecting a section (or the basic or detailed set)
     alone costs is the measured cost where that run exists, else the :class:`CostModel`'s
