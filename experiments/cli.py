@@ -141,7 +141,8 @@ def _llm_part(args: argparse.Namespace):
     backend = OpenAIChatBackend(args.llm_base_url, args.llm_model)
     dataset = Dataset.load(args.dataset or DEFAULT_DATASET)
     return LLMPart(LLMOptimizer(backend, temperature=args.temperature), dataset,
-                   parse_section_sets(args.section_sets, dataset.sections), args.repeats)
+                   parse_section_sets(args.section_sets, dataset.sections), args.repeats,
+                   frozenset(dataset.uris()))
 
 
 def cmd_record(args: argparse.Namespace) -> int:

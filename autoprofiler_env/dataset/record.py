@@ -331,6 +331,7 @@ class LLMPart:
     dataset: object
     section_sets: tuple[tuple[str, ...], ...]
     repeats: int = 1
+    uris: frozenset[str] | None = None  # the dataset's problems: the others are skipped
 
 
 def parse_section_sets(text: str, sections: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
@@ -385,7 +386,8 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
                                      deadline=deadline)
             summary[part] = len(rows)
         elif part == "llm":
-            rows = record_llm(problems, llm.dataset, llm.optimizer, list(llm.section_sets),
+            shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
+            rows = record_llm(shown, llm.dataset, llm.optimizer, list(llm.section_sets),
                               out / "llm.jsonl", HarnessConfig(device=device), llm.repeats,
                               deadline)
             summary[part] = len(rows)
