@@ -391,6 +391,8 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
                               out / "llm.jsonl", HarnessConfig(device=device), llm.repeats,
                               deadline)
             summary[part] = len(rows)
+            if len(shown) < len(problems):
+                summary["llm_not_in_dataset"] = len(problems) - len(shown)
         else:
             configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
                        {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
