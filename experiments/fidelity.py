@@ -84,7 +84,7 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
                warm_workers: int = 8, config=None) -> int:
     """ncu, the reference optimizer and the harness (``config``: the default on CUDA) on every
     planned pair (GPU)."""
-    from autoprofiler_env.dataset.record import record_ncu, warm_candidates
+    from autoprofiler_env.dataset.record import CandidateWarmer, record_ncu
     from autoprofiler_env.harness import Evaluator, HarnessConfig
     from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
     from autoprofiler_env.optimizers.reference import ReferenceOptimizer
@@ -107,9 +107,9 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
                 todo.append((g["key"], problem, optimizer.optimize(problem, profile)))
     rows_path = out / "live.jsonl"
     done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(rows_path)}
-    warm_candidates([(p, c.source) for key, p, c in todo
-                     if any((p.uri, key, r) not in done for r in range(REPEATS))],
-                    config, warm_workers, deadline=deadline)
+    with CandidateWarmer(config, warm_workers) as warmer:
+        warmer.warm([(p, c.source) for key, p, c in todo
+                     if any((p.uri, key, r) not in done for r in range(REPEATS))], deadline)
     with Evaluator(config) as evaluator, JsonlAppender(rows_path) as log:
         for repeat in range(REPEATS):  # all pairs once, then again: repeats minutes apart
             for key, problem, candidate in todo:

@@ -220,15 +220,6 @@ class CandidateWarmer:
         self.close()
 
 
-def warm_candidates(items: list[tuple[Problem, str]], config: HarnessConfig, workers: int,
-                    timeout_s: float = 600.0, deadline: float | None = None) -> None:
-    """:class:`CandidateWarmer` once over ``items``."""
-    if workers <= 1 or not items or _past(deadline):
-        return
-    with CandidateWarmer(config, workers, timeout_s) as warmer:
-        warmer.warm(items, deadline)
-
-
 def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                       warm_workers: int = 6, timeout_s: float = 600.0,
                       deadline: float | None = None) -> list[dict]:

@@ -21,6 +21,9 @@ from autoprofiler_env.profiler.records import KernelProfile, Profile, ProfileCos
 
 DEFAULT_DATASET = Path(__file__).parent / "data" / "h200-reference.json.gz"
 """The dataset shipped with the package (recorded on an H200 with the reference optimizer)."""
+LLM_MISSING = ("raise", "largest_recorded_subset")
+"""The policies for an LLM optimizer's (problem, section set) that was not recorded
+(:meth:`Dataset.llm_outcome`)."""
 
 
 class Dataset:
@@ -104,9 +107,8 @@ class Dataset:
 
         Never a silent default: the fallback is named by the caller.
         """
-        if missing not in ("raise", "largest_recorded_subset"):
-            raise ValueError(f"missing must be 'raise' or 'largest_recorded_subset', got "
-                             f"{missing!r}")
+        if missing not in LLM_MISSING:
+            raise ValueError(f"missing must be one of {LLM_MISSING}, got {missing!r}")
         keyed = self.record(uri).llm_outcomes.get(model)
         if not keyed:
             raise NotRecordedError(f"no outcomes of the LLM optimizer {model!r} for {uri}")

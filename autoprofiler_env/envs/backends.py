@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from autoprofiler_env.dataset import Dataset
-from autoprofiler_env.dataset.replay import DEFAULT_DATASET, merge_profiles
+from autoprofiler_env.dataset.replay import DEFAULT_DATASET, LLM_MISSING, merge_profiles
 from autoprofiler_env.errors import DatasetError, ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.optimizers.reference import ReferenceOptimizer
@@ -83,9 +83,6 @@ OPTIMIZERS = ("reference", "llm:<model>")
 """What ``optimizer`` may name: the deterministic reference optimizer, or an LLM optimizer by
 the model name its outcomes were recorded under (``llm:<model>``; live: the model on the
 OpenAI-compatible endpoint of ``AUTOPROFILER_LLM_BASE_URL``)."""
-LLM_MISSING = ("raise", "largest_recorded_subset")
-"""The replay's policies for an LLM optimizer's (problem, section set) that was not recorded
-(:meth:`~autoprofiler_env.dataset.replay.Dataset.llm_outcome`)."""
 
 
 def _llm_model(optimizer: str) -> str | None:
@@ -108,8 +105,6 @@ class ReplayBackend:
     with the reference optimizer this does not happen on a complete dataset.
     """
 
-    deterministic = True
-
     def __init__(self, dataset: str | Path | Dataset | None = None, device: str = "cuda",
                  optimizer: str = "reference", llm_missing: str = "raise") -> None:
         self.dataset = (dataset if isinstance(dataset, Dataset)
@@ -131,7 +126,6 @@ class ReplayBackend:
                 f"{len(bare)} problems of the dataset have no recorded {what[0]} (e.g. "
                 f"{bare[0]}): the replay cannot reward them; record them with `autoprofiler "
                 f"record {what[1]}` and rebuild the dataset")
-        self.deterministic = self.llm_model is None
         self.sections = self.dataset.sections
         self.metrics = key_metrics(self.sections)
         self.optimizer = ReferenceOptimizer(device=device)
@@ -199,8 +193,6 @@ class LiveBackend:
     with that section alone (so its evidence and cost are what the replay records), then the
     reference optimizer writes the candidate from the merged profile and the harness judges and
     times it. Nondeterministic: timings and sampled counters vary between runs."""
-
-    deterministic = False
 
     def __init__(self, problems: list[str] | None = None, device: str = "cuda",
                  ncu: str | None = None, timeout_s: float = 600.0,
