@@ -5,8 +5,9 @@ so that ``evaluate_policy`` and the benchmark serve all of them.
 - :class:`FixedSections`: a fixed list of sections, in order: ncu's basic, detailed and full
   sets (the action sections they contain), each single section, and a curated list in the
   spirit of CudaForge's 24 metrics. If the next section of its list is not affordable it
-  stops, and the episode is marked as cut (``fits_budget`` is False): a fixed configuration
-  that does not fit the budget is reported, never silently shortened.
+  stops; :meth:`Agent.fits_budget` then says False for the episode's sections (the
+  benchmark's ``fits_budget`` column): a fixed configuration that does not fit the budget is
+  reported, never silently shortened.
 - :class:`RooflineTree`: in the spirit of KernelAgent: SpeedOfLight first, then the memory
   branch (MemoryWorkloadAnalysis, its chart) or the compute branch (ComputeWorkloadAnalysis,
   WarpStateStats) by which throughput is higher.
@@ -49,6 +50,11 @@ class Agent:
     def reset(self) -> None:
         pass
 
+    def fits_budget(self, collected) -> bool:
+        """Whether an episode that ended with the sections ``collected`` ran this agent's
+        configuration whole (always, for an agent without a fixed configuration)."""
+        return True
+
     def act(self, observation: dict, mask: np.ndarray) -> int:
         raise NotImplementedError
 
@@ -88,19 +94,17 @@ class FixedSections(Agent):
         if missing:
             raise ValueError(f"{name}: sections not in this environment: {missing}")
         self.plan = [self.sections.index(s) for s in sections]
-        self.fits_budget = True
 
-    def reset(self) -> None:
-        self.fits_budget = True
+    def fits_budget(self, collected) -> bool:
+        # judged from the episode's end, not from the masks this agent saw: the environment
+        # also ends an episode by itself when no section is affordable any more
+        return {self.sections[i] for i in self.plan} <= set(collected)
 
     def act(self, observation, mask):
         for index in self.plan:
             if observation["collected"][index]:
                 continue
-            if not mask[index]:
-                self.fits_budget = False
-                return self.stop
-            return index
+            return index if mask[index] else self.stop
         return self.stop
 
 

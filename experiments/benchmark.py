@@ -36,7 +36,7 @@ def run_episode(env, agent, uri: str) -> dict:
     return {"agent": agent.name, "problem": uri, "sections": "+".join(info["sections"]),
             "cost_s": info["cost"], "candidate": info["candidate"], "correct": info["correct"],
             "speedup": speedup, "reward": reward,
-            "fits_budget": getattr(agent, "fits_budget", True)}
+            "fits_budget": agent.fits_budget(info["sections"])}
 
 
 def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,

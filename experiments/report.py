@@ -193,7 +193,8 @@ def report(dataset: str, out: Path, budgets: list[float], split: str | None = No
     worse = larger_profile_worse(backend, uris)
     decisive = decisive_sections(backend, uris, tags)
     paths = figures(out, vs, decisive, backend.sections)
-    return {"problems": len(uris), "oracle_vs_fixed": vs, "larger_profile": worse,
+    return {"problems": len(uris), "oracle_vs_fixed": vs, "agents": summary,
+            "larger_profile": worse,
             "per_problem": per_problem(backend, uris, episodes, max(budgets)),
             "decisive": {t: dict(c) for t, c in decisive.items()},
             "figures": [str(p) for p in paths]}
@@ -226,6 +227,20 @@ def markdown(result: dict, dataset: str, split: str) -> str:
         lines.append(f"| {r['budget']:g} | {r['best_candidate']:.3f} | {r['oracle']:.3f} | "
                      f"{r['best_fixed']:.3f} | {r['best_fixed_agent']} | {r['full_set']:.3f} | "
                      f"{r['no_profile']:.3f} |")
+    budgets = sorted({r["budget"] for r in result["agents"]})
+    by_agent: dict[str, dict[float, dict]] = {}
+    for r in result["agents"]:
+        by_agent.setdefault(r["agent"], {})[r["budget"]] = r
+    lines += ["", "Every agent, geometric-mean speedup per budget (in brackets: the share of "
+              "problems where a fixed configuration fits the budget, when not all):", "",
+              "| agent | " + " | ".join(f"{b:.0%}" for b in budgets) + " |",
+              "|---|" + "---|" * len(budgets)]
+    for agent, rows in sorted(by_agent.items(),
+                              key=lambda kv: -kv[1][budgets[-1]]["geomean_speedup"]):
+        cells = [f"{rows[b]['geomean_speedup']:.3f}" + (
+            f" ({rows[b]['fits_budget']:.0%})" if rows[b]["fits_budget"] < 1 else "")
+            for b in budgets]
+        lines.append(f"| {agent} | " + " | ".join(cells) + " |")
     w = result["larger_profile"]
     lines += ["", f"Adding one section to a set of at most two: worse {w['worse']:.1%}, better "
               f"{w['better']:.1%}, the same {w['same']:.1%} of {w['pairs']} pairs.", "",

@@ -28,6 +28,14 @@ def test_fixed_configurations_report_when_they_do_not_fit(study_dataset):
     full = FixedSections(small, [s for s in small.unwrapped.sections], "all")
     row = run_episode(small, full, small.unwrapped.problems[0])
     assert row["fits_budget"] is False and row["sections"]
+    # cut where the environment itself ended the episode (nothing affordable left), which
+    # the agent never sees: judged from the sections the episode ended with
+    two = gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None, budget=2,
+                   budget_unit="sections", budget_is_fraction=False)
+    three = FixedSections(two, ["SpeedOfLight", "Occupancy", "LaunchStats"], "three")
+    row = run_episode(two, three, two.unwrapped.problems[0])
+    assert row["sections"] == "SpeedOfLight+Occupancy" and row["fits_budget"] is False
+    assert run_episode(small, NoProfile(small), small.unwrapped.problems[0])["fits_budget"]
     none = run_episode(small, NoProfile(small), small.unwrapped.problems[0])
     assert none["cost_s"] == 0 and none["sections"] == ""
 

@@ -55,6 +55,10 @@ def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path,
                                           "matmul_4096x4096x4096")]
     configs = {"SpeedOfLight": ["SpeedOfLight"], "LaunchStats": ["LaunchStats"]}
     assert record_ncu(problems, configs, tmp_path, chunk=2, deadline=time.monotonic() - 1) == 0
+    # too little time left to finish even one problem: no run is started (and saved)
+    assert record_ncu(problems, configs, tmp_path, chunk=2,
+                      deadline=time.monotonic() + record.MIN_RUN_S / 2) == 0
+    assert not list(tmp_path.rglob("run.json"))
     stop_after_one.append(True)
     assert record_ncu(problems, {"SpeedOfLight": ["SpeedOfLight"]}, tmp_path, chunk=2) == 2
     assert covered(tmp_path / "SpeedOfLight") == {problems[0].uri, problems[2].uri}

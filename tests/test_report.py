@@ -12,3 +12,15 @@ def test_report_tables_and_figures(study_dataset, tmp_path):
     assert result["decisive"]
     for path in result["figures"]:
         assert (tmp_path / path.rsplit("/", 1)[1]).stat().st_size > 10_000
+
+
+def test_report_markdown_lists_every_agent_at_every_budget(study_dataset, tmp_path):
+    from experiments.report import markdown
+
+    result = report(str(study_dataset), tmp_path, [0.25, 1.0], split="train")
+    text = markdown(result, str(study_dataset), "train")
+    agents = {r["agent"] for r in result["agents"]}
+    assert {"oracle", "no-profile", "set:basic", "section:SpeedOfLight"} <= agents
+    table = text.split("Every agent")[1].split("\n\n")[1].splitlines()
+    assert table[0] == "| agent | 25% | 100% |"
+    assert {line.split(" | ")[0].lstrip("| ") for line in table[2:]} == agents

@@ -1,7 +1,10 @@
-"""Resumable JSON-lines logs: a torn line is dropped, finished work is not redone."""
+"""Resumable JSON-lines logs: a torn line is dropped, finished work is not redone. Atomic
+writes: the old file or the new one, with ordinary permissions."""
 
 import json
+import os
 
+from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.dataset.record import record_reference
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
@@ -28,3 +31,16 @@ def test_reference_timing_resumes_where_it_stopped(tmp_path):
     assert [r["uri"] for r in rows] == [relu.uri, broken.uri]
     assert rows[0]["median_ms"] == 123.0  # not timed again
     assert "matched by zeros" in rows[1]["error"]  # a broken problem is logged, not fatal
+
+
+def test_an_atomic_write_replaces_the_file_with_the_umasks_permissions(tmp_path):
+    target = tmp_path / "sub" / "data.json"
+    old = os.umask(0o022)
+    try:
+        write_atomic(target, b"old")
+        write_atomic(target, b"new")
+    finally:
+        os.umask(old)
+    assert target.read_bytes() == b"new"
+    assert target.stat().st_mode & 0o777 == 0o644  # not a temporary file's private 0o600
+    assert [p.name for p in target.parent.iterdir()] == ["data.json"]  # no temporary left

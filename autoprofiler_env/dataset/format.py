@@ -31,11 +31,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.profiler.records import Profile, ProfileCost
@@ -121,12 +120,7 @@ class DatasetFile:
         checksum = hashlib.sha256(_canonical(problems)).hexdigest()
         body = {"schema": SCHEMA, "metadata": {**self.metadata, "sha256": checksum},
                 "sections": list(self.sections), "problems": problems}
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(gzip.compress(json.dumps(body).encode(), mtime=0))
-        os.replace(tmp, path)
+        write_atomic(Path(path), gzip.compress(json.dumps(body).encode(), mtime=0))
         return checksum
 
     @classmethod

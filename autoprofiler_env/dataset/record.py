@@ -147,6 +147,11 @@ def covered(root: Path) -> set[str]:
     return done
 
 
+MIN_RUN_S = 30.0
+"""An ncu run is not started with less time left: ncu's start-up and the primer take about
+4 s on the H200, and a problem under the full set takes 10-40 s."""
+
+
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
                deadline: float | None = None, problem_timeout_s: float = 300.0) -> int:
     """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
@@ -163,9 +168,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
         work += [(f"capped-{chunks([p], 1)[0][0]}", [p], MAX_KERNELS)
                  for p in problems if p.uri in capped]
         for chunk_id, members, max_kernels in tqdm(work, desc=f"ncu {name}", unit="run"):
-            if _past(deadline):
-                return made
             left = deadline - time.monotonic() if deadline is not None else None
+            if left is not None and left < MIN_RUN_S:
+                return made
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
                           problem_timeout_s=problem_timeout_s, deadline_s=left)
             run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections import Counter
 
+from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.features import static_features
 from autoprofiler_env.problems.loaders import MANIFEST_PATH, SPLITS, load_suite, read_manifest
 
@@ -35,7 +34,8 @@ def build_manifest() -> dict:
     for problem in load_suite():
         key = problem.uri.rsplit("/", 2)[-2] + "/" + problem.name
         tags = list(static_features(problem).tags)
-        entries[key] = {"level": problem.level, "tags": tags, "split": old.get(key, {}).get("split")}
+        entries[key] = {"level": problem.level, "tags": tags,
+                        "split": old.get(key, {}).get("split")}
     fresh = [k for k, e in entries.items() if e["split"] is None]
     if len(fresh) == len(entries):  # a new suite: deal the stratified pattern
         order = sorted(entries, key=lambda k: (entries[k]["level"], entries[k]["tags"][:1],
@@ -54,11 +54,7 @@ def build_manifest() -> dict:
 
 def write_manifest(manifest: dict) -> None:
     """Writes atomically (a temporary file, then a rename)."""
-    fd, tmp = tempfile.mkstemp(dir=MANIFEST_PATH.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, MANIFEST_PATH)
+    write_atomic(MANIFEST_PATH, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import (
     NcuNotFoundError,
     NcuPermissionError,
@@ -73,12 +74,8 @@ class NcuRun:
         meta["status"] = [{k: v for k, v in r.items() if k != "traceback"} for r in self.status]
         for name, text in (("raw.csv.gz", self.raw_csv), ("details.csv.gz", self.details_csv),
                            ("log.txt.gz", self.log)):
-            tmp = directory / (name + ".tmp")
-            tmp.write_bytes(gzip.compress(text.encode(), mtime=0))
-            os.replace(tmp, directory / name)
-        tmp = directory / "run.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=1))
-        os.replace(tmp, directory / "run.json")
+            write_atomic(directory / name, gzip.compress(text.encode(), mtime=0))
+        write_atomic(directory / "run.json", json.dumps(meta, indent=1).encode())
 
     @classmethod
     def load(cls, directory: Path) -> NcuRun:
@@ -123,14 +120,15 @@ def check_log(log: str) -> None:
 
 
 def ncu_version(ncu: str) -> str:
-    out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60,
+                         check=False).stdout
     match = re.search(r"Version (\S+)", out)
     return match.group(1) if match else out.strip().splitlines()[-1] if out.strip() else ""
 
 
 def _export(ncu: str, report: Path, page: str, extra: list[str]) -> str:
     out = subprocess.run([ncu, "--import", str(report), "--page", page, "--csv", *extra],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0 or "==ERROR==" in out.stdout[:2000]:
         lines = (out.stderr + out.stdout).strip().splitlines()
         errors = [ln.replace("==ERROR==", "").strip() for ln in lines if "==ERROR==" in ln]
