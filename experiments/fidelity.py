@@ -173,7 +173,9 @@ def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
                 action, _ = agent.predict(obs, action_masks=env.unwrapped.action_masks())
                 obs, _, terminated, _, info = env.step(int(action))
             record = env.unwrapped.last_record
-            log.write({**json.loads(record.to_json()), "wall_s": time.perf_counter() - started})
+            log.write({**json.loads(record.to_json()), "eager_ms": info["eager_ms"],
+                       "candidate_ms": info["candidate_ms"],
+                       "wall_s": time.perf_counter() - started})
     env.close()
     return 0
 
@@ -224,6 +226,8 @@ def episode_rows(out: Path, dataset) -> list[dict]:
     for r in read_jsonl(out / "episodes.jsonl"):
         r = dict(r)
         wall = r.pop("wall_s", None)
+        live_eager = r.pop("eager_ms", None)  # logged from this stop on
+        r.pop("candidate_ms", None)
         record = EpisodeRecord.from_json(json.dumps(r))
         total, info = env.apply(record)
         obs, _ = env.reset(options={"problem": record.problem})
@@ -238,6 +242,9 @@ def episode_rows(out: Path, dataset) -> list[dict]:
             "live_candidate": record.candidate, "replay_candidate": info["candidate"],
             "live_reward": record.reward, "replay_reward": total,
             "live_speedup": record.speedup, "replay_speedup": info["speedup"],
+            # the eager reference timed live against the recording's: drift between sessions
+            "eager_ratio": live_eager / info["eager_ms"]
+            if live_eager and info["eager_ms"] else None,
             "wall_s": wall})
     return rows
 

@@ -139,6 +139,10 @@ def test_reward_is_the_candidates_log_speedup(study_dataset):
     outcome = env.backend.dataset.outcome(uri, "tf32")
     expected = math.log(outcome.speedup) if outcome.correct else math.log(0.5)
     assert reward == pytest.approx(expected)
+    env.reset(options={"problem": "problem://autoprofiler/v1/level1/relu_16384x16384"})
+    *_, info = env.step(env.STOP)
+    assert info["correct"] and info["candidate_ms"] > 0  # the times behind the speedup
+    assert info["eager_ms"] / info["candidate_ms"] == pytest.approx(info["speedup"])
 
 
 def test_records_apply_and_validate(study_dataset, tmp_path):

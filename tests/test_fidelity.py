@@ -131,5 +131,6 @@ def test_live_episodes_run_the_live_environment_and_resume(study_dataset, tmp_pa
     assert row["problem"] == uris[0] and row["sections"][0] == "SpeedOfLight"
     assert calls[0] == ("softmax_16384x4096", ("SpeedOfLight",))
     assert row["candidate"] and row["wall_s"] > 0 and isinstance(row["reward"], float)
+    assert row["eager_ms"] > 0  # the live eager time, against which the drift is measured
     fidelity.live_episodes(tmp_path, episodes=2, device="cpu")  # resumes: one more episode
     assert [r["problem"] for r in read_jsonl(tmp_path / "episodes.jsonl")] == uris

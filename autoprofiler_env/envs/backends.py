@@ -77,6 +77,8 @@ class EpisodeOutcome:
     correct: bool
     speedup: float | None
     error_kind: str | None
+    eager_ms: float | None = None      # the eager reference's median time, recorded or live
+    candidate_ms: float | None = None  # the candidate's, when it ran
 
 
 OPTIMIZERS = ("reference", "llm:<model>")
@@ -180,11 +182,16 @@ class ReplayBackend:
         profile = self.dataset.profile(uri, sections) if sections else None
         name, reason, _ = self.optimizer.choose(None, profile, record.features,
                                                 applicable=frozenset(record.outcomes))
+        eager_ms = record.eager.get("median_ms")
         if name == "identity":
-            return EpisodeOutcome(name, reason, True, 1.0, None)
+            return EpisodeOutcome(name, reason, True, 1.0, None, eager_ms, eager_ms)
         outcome = self.dataset.outcome(uri, name)
+        if outcome.correct and outcome.speedup and outcome.median_ms:
+            # the eager time of the candidate's own timing session, behind its speedup
+            eager_ms = outcome.median_ms * outcome.speedup
         return EpisodeOutcome(name, reason, outcome.correct,
-                              outcome.speedup if outcome.correct else None, outcome.error_kind)
+                              outcome.speedup if outcome.correct else None, outcome.error_kind,
+                              eager_ms, outcome.median_ms)
 
 
 
@@ -252,4 +259,6 @@ class LiveBackend:
         result = self.evaluator.evaluate(problem, candidate.source)
         return EpisodeOutcome(candidate.producer, candidate.reason, result.correct,
                               result.speedup,
-                              result.error_kind.value if result.error_kind else None)
+                              result.error_kind.value if result.error_kind else None,
+                              result.reference.median_ms if result.reference else None,
+                              result.candidate.median_ms if result.candidate else None)

@@ -89,7 +89,10 @@ class ProfilingEnv(gym.Env):
 
     The episode terminates on STOP, on an invalid action, or when no uncollected section fits
     the remaining budget. It is never truncated by the environment (wrap it in ``TimeLimit``
-    if you like; an episode has at most ``n_sections + 1`` steps).
+    if you like; an episode has at most ``n_sections + 1`` steps). The last step's ``info``
+    holds the episode: ``problem``, ``sections`` (in order), ``cost``, ``candidate``,
+    ``reason``, ``correct``, ``speedup``, ``error_kind``, ``eager_ms`` and ``candidate_ms``
+    (the median times behind the speedup), and ``record`` (an :class:`EpisodeRecord`).
 
     ## Registered Configurations
 
@@ -260,7 +263,8 @@ class ProfilingEnv(gym.Env):
         info.update(problem=self._uri, sections=tuple(self._collected), cost=self._spent,
                     candidate=outcome.transformation, reason=outcome.reason,
                     correct=outcome.correct, speedup=outcome.speedup,
-                    error_kind=outcome.error_kind, invalid_action=invalid,
+                    error_kind=outcome.error_kind, eager_ms=outcome.eager_ms,
+                    candidate_ms=outcome.candidate_ms, invalid_action=invalid,
                     record=self.last_record)
         return self._observation(), float(reward), True, False, info
 
