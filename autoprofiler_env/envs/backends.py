@@ -133,6 +133,7 @@ class ReplayBackend:
         self.optimizer = ReferenceOptimizer(device=device)
         self._view = lru_cache(maxsize=None)(self._compute_view)
         self._finish = lru_cache(maxsize=1 << 16)(self._compute_finish)
+        self._features = lru_cache(maxsize=None)(self._compute_features)
 
     def __getstate__(self) -> dict:  # caches are rebuilt, not pickled
         return {"dataset": self.dataset, "device": self.device,
@@ -145,6 +146,10 @@ class ReplayBackend:
         return self.dataset.uris(split)
 
     def features(self, uri: str) -> np.ndarray:
+        """The static feature vector (cached: do not modify it in place)."""
+        return self._features(uri)
+
+    def _compute_features(self, uri: str) -> np.ndarray:
         return self.dataset.record(uri).features.vector()
 
     def full_cost(self, uri: str) -> tuple[float | None, int]:
