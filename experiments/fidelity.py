@@ -10,7 +10,9 @@ those sections (one invocation per set), the reference optimizer on that live pr
 harness on the candidate, ``REPEATS`` times (the spread of the repeats is the run-to-run noise).
 ``episodes`` (issue 6): full episodes of ``AutoProfilerLive-v0`` with the roofline rule tree of
 ``baselines/``. ``analyze`` compares both with the replay of the dataset: the same candidate?
-the speedup within the noise? the same reward?
+the speedup within the noise? the same reward? It also reruns the reference optimizer on the
+saved live ncu profiles (on any machine: choosing needs no GPU), so the choices can be
+compared as soon as ncu has run (``choices.csv``; the differing ones are printed).
 
 Everything is resumable: ncu runs are saved per section set, live outcomes and episodes are
 appended one JSON line at a time and skipped when found.
@@ -213,6 +215,30 @@ def pair_rows(out: Path, dataset) -> list[dict]:
     return rows
 
 
+def choice_rows(out: Path, dataset) -> list[dict]:
+    """One row per planned pair whose live ncu run is saved: the reference optimizer's choice
+    on that live profile against the replay's. The optimizer is deterministic and needs no
+    GPU to choose, so this half of the comparison runs anywhere once ncu has run."""
+    from autoprofiler_env.envs.backends import ReplayBackend
+
+    replay = ReplayBackend(dataset)
+    live = live_profiles(out)
+    rows = []
+    for g in _load_plan(out, None):
+        for uri in g["uris"]:
+            profile = live.get((uri, g["key"]))
+            if profile is None or uri not in dataset.uris():
+                continue
+            record = dataset.record(uri)
+            choice, _, _ = replay.optimizer.choose(None, profile, record.features,
+                                                   applicable=frozenset(record.outcomes))
+            expected = replay.finish(uri, tuple(g["sections"])).transformation
+            rows.append({"problem": uri.rsplit("/", 1)[1], "sections": g["key"],
+                         "live_profile_choice": choice, "replay_choice": expected,
+                         "same_choice": choice == expected})
+    return rows
+
+
 def episode_rows(out: Path, dataset) -> list[dict]:
     """One row per live episode: its reward against the replay of the same sections, and the
     sections the agent takes on the replay."""
@@ -249,8 +275,11 @@ def episode_rows(out: Path, dataset) -> list[dict]:
     return rows
 
 
-def summarize(pairs: list[dict], episodes: list[dict]) -> dict:
+def summarize(pairs: list[dict], episodes: list[dict], choices: list[dict] = ()) -> dict:
     out: dict = {}
+    if choices:
+        out.update(profiled_pairs=len(choices),
+                   same_choice_on_live_profiles=sum(r["same_choice"] for r in choices))
     if pairs:
         spreads = [r["live_spread"] for r in pairs if r["live_spread"] is not None]
         noise = statistics.quantiles(spreads, n=20)[-1] if len(spreads) >= 2 else None
@@ -305,7 +334,9 @@ def analyze(out: Path, dataset_path: str | None = None) -> int:
     dataset = Dataset.load(dataset_path or DEFAULT_DATASET)
     pairs = pair_rows(out, dataset) if (out / "live.jsonl").exists() else []
     episodes = episode_rows(out, dataset) if (out / "episodes.jsonl").exists() else []
-    for rows, name in ((pairs, "pairs.csv"), (episodes, "episodes.csv")):
+    choices = choice_rows(out, dataset) if (out / "ncu").exists() else []
+    for rows, name in ((pairs, "pairs.csv"), (episodes, "episodes.csv"),
+                       (choices, "choices.csv")):
         if rows:
             with (out / name).open("w", newline="") as f:
                 writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -313,7 +344,8 @@ def analyze(out: Path, dataset_path: str | None = None) -> int:
                 writer.writerows(rows)
     print(_table(pairs), end="\n\n")
     print(_table(episodes), end="\n\n")
-    summary = summarize(pairs, episodes)
+    print(_table([r for r in choices if not r["same_choice"]]), end="\n\n")
+    summary = summarize(pairs, episodes, choices)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     return 0

@@ -62,6 +62,27 @@ def test_the_live_loop_profiles_optimizes_and_times_each_pair_and_resumes(tmp_pa
     assert calls == [[uri]] and len(read_jsonl(tmp_path / "live.jsonl")) == fidelity.REPEATS
 
 
+def test_choices_on_saved_live_profiles_are_compared_without_a_gpu(study_dataset, tmp_path):
+    """The study's SpeedOfLight run stands in as the live ncu run of a one-set plan."""
+    import shutil
+
+    dataset = Dataset.load(study_dataset)
+    study = NcuRun.load(STUDY / "section-SpeedOfLight")
+    uris = [p["uri"] for p in study.problems][:3]
+    (tmp_path / "plan.json").write_text(json.dumps([
+        {"key": "SpeedOfLight", "sections": ["SpeedOfLight"], "uris": uris}]))
+    shutil.copytree(STUDY / "section-SpeedOfLight", tmp_path / "ncu" / "SpeedOfLight" / "run0")
+    rows = fidelity.choice_rows(tmp_path, dataset)
+    replay = ReplayBackend(dataset)
+    assert [r["problem"] for r in rows] == [u.rsplit("/", 1)[1] for u in uris]
+    for r, uri in zip(rows, uris):
+        assert r["replay_choice"] == replay.finish(uri, ("SpeedOfLight",)).transformation
+    # the dataset cuts its evidence out of the full-set run; here it leads to the same choices
+    assert all(r["same_choice"] for r in rows)
+    summary = fidelity.summarize([], [], rows)
+    assert summary == {"profiled_pairs": 3, "same_choice_on_live_profiles": 3}
+
+
 def test_analysis_counts_same_choices_noise_and_episode_rewards(study_dataset, tmp_path):
     dataset = Dataset.load(study_dataset)
     replay = ReplayBackend(dataset)
