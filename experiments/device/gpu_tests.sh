@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# On a GPU machine: every test marked gpu (the live environment's Gymnasium and SB3 checks, the
+# harness's CUDA timing and faults), which CI's CPU machine skips.
+#   OUT=results bash experiments/device/gpu_tests.sh
+# Needs pytest and stable-baselines3 importable (on the device: wheels in .whl/, see
+# docs/dataset.md "Recording"). The log lands in $OUT/gpu_tests.txt.
+set -u -o pipefail
+FINAL=${OUT:-results}
+mkdir -p "$FINAL"
+export PYTHONUNBUFFERED=1
+timeout -s TERM "${LIMIT:-540}" python3 -m pytest -m gpu -v -p no:cacheprovider tests/ 2>&1 \
+  | tail -40 | tee "$FINAL/gpu_tests.txt"
