@@ -221,10 +221,12 @@ def choice_rows(out: Path, dataset) -> list[dict]:
     GPU to choose, so this half of the comparison runs anywhere once ncu has run."""
     from autoprofiler_env.envs.backends import ReplayBackend
 
+    if not (out / "plan.json").exists():
+        return []
     replay = ReplayBackend(dataset)
     live = live_profiles(out)
     rows = []
-    for g in _load_plan(out, None):
+    for g in json.loads((out / "plan.json").read_text()):
         for uri in g["uris"]:
             profile = live.get((uri, g["key"]))
             if profile is None or uri not in dataset.uris():

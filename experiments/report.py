@@ -238,7 +238,7 @@ def markdown(result: dict, dataset: str, split: str) -> str:
     by_agent: dict[str, dict[float, dict]] = {}
     for r in result["agents"]:
         by_agent.setdefault(r["agent"], {})[r["budget"]] = r
-    lines += ["", "Every agent, geometric-mean speedup per budget (in brackets: the share of "
+    lines += ["", "Every agent, geometric-mean speedup per budget (in parentheses: the share of "
               "problems where a fixed configuration fits the budget, when not all):", "",
               "| agent | " + " | ".join(f"{b:.0%}" for b in budgets) + " |",
               "|---|" + "---|" * len(budgets)]
