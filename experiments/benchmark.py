@@ -94,15 +94,13 @@ def write_csv(rows: list[dict], path: Path, columns=None) -> None:
         writer.writerows(rows)
 
 
-def plot(summary: list[dict], path: Path) -> bool:
-    """Speedup against profiling cost, one curve per agent; False if matplotlib is missing."""
-    try:
-        import matplotlib
+def plot(summary: list[dict], path: Path) -> Path:
+    """Speedup against profiling cost, one curve per agent; returns ``path``."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(9, 6))
     names = sorted({r["agent"] for r in summary})
     highlight = {"oracle", "random", "roofline-tree", "no-profile", "set:basic", "set:full",
@@ -121,7 +119,7 @@ def plot(summary: list[dict], path: Path) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
+    return path
 
 
 def print_table(summary: list[dict]) -> None:

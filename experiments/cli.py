@@ -202,12 +202,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_csv(summary, out / "benchmark.csv", COLUMNS)
     write_csv(episodes, out / "episodes.csv")
-    plotted = plot(summary, out / "benchmark.png")
+    figure = plot(summary, out / "benchmark.png")
     print_table(summary)
-    print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}"
-          + (f", {out / 'benchmark.png'}" if plotted else " (no plot: pip install matplotlib)"))
+    print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}")
     if args.wandb:
-        log_wandb(vars(args) | {"command": "benchmark"}, summary, episodes, out / "benchmark.png")
+        log_wandb(vars(args) | {"command": "benchmark"}, summary, episodes, figure)
     return EXIT_OK
 
 
@@ -273,9 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("record", help="record profiles and outcomes on a GPU (resumable)")
     p.add_argument("--out", required=True, help="the recording folder (created or resumed)")
     p.add_argument("--parts", default="reference,full,candidates",
-                   help="what to record, of reference,full,candidates,sets,profiles (default: "
-                   "reference,full,candidates; sets and profiles measure the basic and "
-                   "detailed sets and each section alone, for the cost model)")
+                   help="what to record, of reference,full,candidates,sets,profiles,llm "
+                   "(default: reference,full,candidates; sets and profiles measure the basic "
+                   "and detailed sets and each section alone, for the cost model; llm needs "
+                   "the options below)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--chunk", type=int, default=12, help="problems per ncu invocation")
     p.add_argument("--time-budget", type=float,

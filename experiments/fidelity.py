@@ -123,12 +123,9 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
                 log.write({"uri": problem.uri, "sections": key, "repeat": repeat,
                            "transformation": candidate.producer, "reason": candidate.reason,
                            "correct": result.correct,
-                           "error_kind": result.error_kind.value if result.error_kind else None,
-                           "reference_ms": result.reference.median_ms
-                           if result.reference else None,
-                           "candidate_ms": result.candidate.median_ms
-                           if result.candidate else None,
-                           "speedup": result.speedup})
+                           "error_kind": result.error_name,
+                           "reference_ms": result.reference_ms,
+                           "candidate_ms": result.candidate_ms, "speedup": result.speedup})
     return 0
 
 

@@ -25,7 +25,11 @@ from autoprofiler_env.errors import LLMError, OptimizationError
 from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.optimizers.candidate import Candidate
 from autoprofiler_env.optimizers.llm import (
+    DEFAULT_MAX_TOKENS,
     DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TIMEOUT_S,
+    REPLY_CHARS,
     ChatBackend,
     LLMOptimizer,
     OpenAIChatBackend,
@@ -257,6 +261,8 @@ SCRIPT: dict[str, tuple[int, object, float]] = {
     "empty": (200, "", 0.0),
     "null": (200, None, 0.0),
     "no-choices": (200, {"object": "chat.completion", "choices": []}, 0.0),
+    "choices-object": (200, {"object": "chat.completion", "choices": {"0": {}}}, 0.0),
+    "null-part": (200, [{"type": "text", "text": None}], 0.0),
     "not-json": (200, b"<html>gateway</html>", 0.0),
     "broken": (200, "```python\nclass ModelNew(nn.Module:\n    pass\n```", 0.0),
     "long": (200, LONG_REPLY, 0.0),
@@ -363,6 +369,8 @@ def test_the_key_is_sent_and_the_profile_is_shown(server, relu, profile):
     ("empty", "empty", "no content"),
     ("null", "empty", "no content"),
     ("no-choices", "empty", "no choices"),
+    ("choices-object", "empty", "no choices"),
+    ("null-part", "empty", "no content"),
     ("not-json", "http", "not JSON"),
     ("broken", "syntax", "line 1"),
     ("error500", "http", "HTTP 500"),
@@ -374,6 +382,9 @@ def test_failures_come_back_as_candidates_with_their_kind(server, relu, model, k
     assert says in candidate.error
     assert f"({kind})" in candidate.reason
     assert candidate.problem_uri == relu.uri
+    # a reply the client could not read (an HTTP error, not JSON) is a failed request
+    answered = "the request failed" if kind == "http" else "its reply gave no program"
+    assert answered in candidate.reason, candidate.reason
 
 
 def test_http_error_keeps_the_start_of_the_body(server, relu):
@@ -391,9 +402,9 @@ def test_reply_without_code_is_recorded(server, relu):
 def test_long_reply_is_truncated_in_the_evidence(server, relu):
     candidate = _optimizer(server, "long").optimize(relu, None)
     assert candidate.error is None and candidate.source == GOOD_CODE
-    assert candidate.evidence["reply_chars"] == len(LONG_REPLY) > 5000
-    assert 4000 <= len(candidate.evidence["reply"]) < 4100
-    assert candidate.evidence["reply"].startswith(LONG_REPLY[:4000])
+    assert candidate.evidence["reply_chars"] == len(LONG_REPLY) > REPLY_CHARS
+    assert REPLY_CHARS <= len(candidate.evidence["reply"]) < REPLY_CHARS + 100
+    assert candidate.evidence["reply"].startswith(LONG_REPLY[:REPLY_CHARS])
 
 
 def test_a_slow_server_times_out(server, relu):
@@ -439,7 +450,8 @@ def test_any_backend_object_will_do(relu):
     assert candidate.source == GOOD_CODE and candidate.producer == "llm:canned"
     ((messages, max_tokens, temperature, seed, timeout_s),) = backend.calls
     assert messages == build_messages(relu, None)
-    assert (max_tokens, temperature, timeout_s) == (4096, 0.0, 300.0) and seed == DEFAULT_SEED
+    assert (max_tokens, temperature, timeout_s, seed) == (
+        DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S, DEFAULT_SEED)
 
 
 # -- real models (marked llm) -------------------------------------------------------------------

@@ -268,10 +268,8 @@ def _outcome_row(problem: Problem, name: str, result, info: dict) -> dict:
     """One line of ``candidates.jsonl``: a candidate's judgement and timing."""
     return {"uri": problem.uri, "level": problem.level, "transformation": name,
             "correct": result.correct,
-            "error_kind": result.error_kind.value if result.error_kind else None,
-            "error_message": result.error_message[:300],
-            "reference_ms": result.reference.median_ms if result.reference else None,
-            "candidate_ms": result.candidate.median_ms if result.candidate else None,
+            "error_kind": result.error_name, "error_message": result.error_message[:300],
+            "reference_ms": result.reference_ms, "candidate_ms": result.candidate_ms,
             "candidate_p20_ms": result.candidate.p20_ms if result.candidate else None,
             "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
             "speedup": result.speedup, "max_abs_error": result.max_abs_error,
@@ -306,12 +304,8 @@ def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[t
                                    candidate_ms=None, speedup=None)
                     else:
                         result = evaluator.evaluate(problem, candidate.source)
-                        row.update(correct=result.correct,
-                                   error_kind=result.error_kind.value if result.error_kind
-                                   else None,
-                                   candidate_ms=result.candidate.median_ms
-                                   if result.candidate else None,
-                                   speedup=result.speedup)
+                        row.update(correct=result.correct, error_kind=result.error_name,
+                                   candidate_ms=result.candidate_ms, speedup=result.speedup)
                     log.write(row)
     optimizer.seed = base_seed
     return read_jsonl(out)

@@ -174,9 +174,8 @@ class ReplayBackend:
         if self.llm_model is not None:
             outcome = self.dataset.llm_outcome(uri, self.llm_model, sections, rng=rng,
                                                missing=self.llm_missing)
-            return EpisodeOutcome(self.optimizer_name, "a recorded reply of the model",
-                                  outcome.correct, outcome.speedup if outcome.correct else None,
-                                  outcome.error_kind)
+            return self._replayed(uri, self.optimizer_name, "a recorded reply of the model",
+                                  outcome)
         return self._finish(uri, self.dataset.canonical(sections))
 
     def profile(self, uri: str, sections) -> Profile:
@@ -187,10 +186,14 @@ class ReplayBackend:
         profile = self.dataset.profile(uri, sections) if sections else None
         name, reason, _ = self.optimizer.choose(None, profile, record.features,
                                                 applicable=frozenset(record.outcomes))
-        eager_ms = record.eager.get("median_ms")
         if name == "identity":
+            eager_ms = record.eager.get("median_ms")
             return EpisodeOutcome(name, reason, True, 1.0, None, eager_ms, eager_ms)
-        outcome = self.dataset.outcome(uri, name)
+        return self._replayed(uri, name, reason, self.dataset.outcome(uri, name))
+
+    def _replayed(self, uri: str, name: str, reason: str, outcome) -> EpisodeOutcome:
+        """An episode's outcome from a recorded one (``Outcome``)."""
+        eager_ms = self.dataset.record(uri).eager.get("median_ms")
         if outcome.correct and outcome.speedup and outcome.median_ms:
             # the eager time of the candidate's own timing session, behind its speedup
             eager_ms = outcome.median_ms * outcome.speedup
@@ -263,7 +266,5 @@ class LiveBackend:
                                   candidate.error.split(":")[0])
         result = self.evaluator.evaluate(problem, candidate.source)
         return EpisodeOutcome(candidate.producer, candidate.reason, result.correct,
-                              result.speedup,
-                              result.error_kind.value if result.error_kind else None,
-                              result.reference.median_ms if result.reference else None,
-                              result.candidate.median_ms if result.candidate else None)
+                              result.speedup, result.error_name, result.reference_ms,
+                              result.candidate_ms)

@@ -142,6 +142,21 @@ class EvalResult:
         return self.reference.median_ms / self.candidate.median_ms
 
     @property
+    def reference_ms(self) -> float | None:
+        """The eager reference's median time, when it was timed."""
+        return self.reference.median_ms if self.reference else None
+
+    @property
+    def candidate_ms(self) -> float | None:
+        """The candidate's median time, when it was timed."""
+        return self.candidate.median_ms if self.candidate else None
+
+    @property
+    def error_name(self) -> str | None:
+        """``error_kind``'s value, as logs and records store it."""
+        return self.error_kind.value if self.error_kind else None
+
+    @property
     def summary(self) -> str:
         """One line for a terminal."""
         if self.correct:
@@ -151,7 +166,7 @@ class EvalResult:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["error_kind"] = self.error_kind.value if self.error_kind else None
+        d["error_kind"] = self.error_name
         d["speedup"] = self.speedup
         return d
 

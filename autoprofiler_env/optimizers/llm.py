@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import textwrap
 import time
 import urllib.error
@@ -99,7 +98,7 @@ NO_PROFILE_TEXT = ("No profile was collected for this program: optimize it from 
 def render_profile(profile: Profile | None) -> str:
     """The profile's part of the prompt: :func:`render_markdown`, or a note that none was
     collected."""
-    if profile is None:
+    if profile is None or not profile.sections:
         return NO_PROFILE_TEXT
     return render_markdown(profile)
 
@@ -198,8 +197,8 @@ class ChatBackend(Protocol):
         model_name: names the model in a candidate's producer (``llm:<model_name>``).
 
     A backend may also keep ``last_info``, a dict of what its last call reported besides the
-    text (``finish_reason``, ``usage``, ``elapsed_s``); the optimizer copies it into the
-    candidate's evidence when it is there.
+    text (``finish_reason``, ``usage``); the optimizer copies it into the candidate's evidence
+    when it is there.
     """
 
     model_name: str
@@ -227,7 +226,7 @@ def _chat_url(base_url: str) -> str:
 
 
 def _is_timeout(e: object) -> bool:
-    return isinstance(e, (TimeoutError, socket.timeout)) or "timed out" in str(e)
+    return isinstance(e, TimeoutError) or "timed out" in str(e)
 
 
 class OpenAIChatBackend:
@@ -257,7 +256,6 @@ class OpenAIChatBackend:
             raise OptimizationError(
                 f"no LLM model: pass model or set {ENV_MODEL} (the model's name as the "
                 "server lists it under /v1/models)")
-        self.base_url = base_url
         self.url = _chat_url(base_url)
         self.model_name = model
         self.api_key = api_key or os.environ.get(ENV_API_KEY) or os.environ.get(
@@ -283,49 +281,41 @@ class OpenAIChatBackend:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         self.last_info = {}
-        started = time.perf_counter()
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as e:
-            try:
-                detail = e.read().decode("utf-8", "replace")
-            except Exception:  # the body of a failed response may itself fail to read
-                detail = ""
+            with e:
+                try:
+                    detail = e.read().decode("utf-8", "replace")
+                except Exception:  # the body of a failed response may itself fail to read
+                    detail = ""
             detail = " ".join(detail.split())[:300]
             raise LLMError("http", f"HTTP {e.code} from {self.url}"
                            + (f": {detail}" if detail else "")) from e
-        except urllib.error.URLError as e:
-            reason = e.reason
-            if _is_timeout(reason):
+        except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets
+            cause = getattr(e, "reason", e)  # URLError wraps the socket's error
+            if _is_timeout(cause) or _is_timeout(e):
                 raise LLMError("timeout", f"no reply from {self.url} within {timeout_s:g} s") \
                     from e
-            raise LLMError("connection", f"cannot reach {self.url}: {reason}") from e
-        except (TimeoutError, socket.timeout) as e:
-            raise LLMError("timeout", f"no reply from {self.url} within {timeout_s:g} s") from e
-        except (http.client.HTTPException, ConnectionError, OSError) as e:
-            if _is_timeout(e):
-                raise LLMError("timeout", f"no reply from {self.url} within {timeout_s:g} s") \
-                    from e
-            raise LLMError("connection", f"the connection to {self.url} failed: "
-                           f"{type(e).__name__}: {e}") from e
-        elapsed = time.perf_counter() - started
+            raise LLMError("connection", f"cannot reach {self.url}: "
+                           f"{type(cause).__name__}: {cause}") from e
         try:
             reply = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise LLMError("http", f"the reply from {self.url} is not JSON: "
                            f"{raw[:200]!r}") from e
         choices = reply.get("choices") if isinstance(reply, dict) else None
-        if not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise LLMError("empty", f"the reply from {self.url} has no choices: "
                            f"{json.dumps(reply)[:200]}")
         choice = choices[0]
         message = choice.get("message") or {}
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):  # content as parts: [{"type": "text", "text": ...}]
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
         self.last_info = {"finish_reason": choice.get("finish_reason"),
-                          "usage": reply.get("usage"), "elapsed_s": round(elapsed, 3)}
+                          "usage": reply.get("usage")}
         if not isinstance(content, str) or not content.strip():
             raise LLMError("empty", f"the model returned no content (finish_reason "
                            f"{choice.get('finish_reason')!r})")
@@ -391,7 +381,15 @@ class TransformersBackend:
         return f"TransformersBackend({str(self.model_path)!r}, gguf_file={self.gguf_file!r})"
 
     def prompt_ids(self, messages: list[Message]):
-        """The token ids of the prompt, ready for ``generate``."""
+        """The token ids of the prompt (a tensor of shape (1, n)), ready for ``generate``."""
+        import torch
+
+        ids = self._template_ids(messages)
+        if not isinstance(ids, torch.Tensor):  # some versions give a BatchEncoding
+            ids = ids["input_ids"]
+        return ids
+
+    def _template_ids(self, messages: list[Message]):
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             try:
@@ -412,10 +410,7 @@ class TransformersBackend:
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
         import torch
 
-        ids = self.prompt_ids(messages)
-        if not isinstance(ids, torch.Tensor):  # some versions give a BatchEncoding
-            ids = ids["input_ids"]
-        ids = ids.to(self.device)
+        ids = self.prompt_ids(messages).to(self.device)
         torch.manual_seed(seed)
         sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {
             "do_sample": False, "temperature": None, "top_p": None, "top_k": None}
@@ -434,8 +429,7 @@ class TransformersBackend:
         self.last_info = {
             "finish_reason": "stop" if finished else "length" if n_new >= max_tokens else
             "time",
-            "usage": {"prompt_tokens": int(ids.shape[-1]), "completion_tokens": n_new},
-            "elapsed_s": round(elapsed, 3)}
+            "usage": {"prompt_tokens": int(ids.shape[-1]), "completion_tokens": n_new}}
         if not finished and n_new < max_tokens and elapsed >= timeout_s:
             raise LLMError("timeout", f"{self.model_name} did not finish within {timeout_s:g} s "
                            f"({n_new} tokens)")
@@ -497,13 +491,17 @@ class LLMOptimizer:
                                           temperature=self.temperature, seed=self.seed,
                                           timeout_s=self.timeout_s)
             source = extract_code(reply)
+            failed: LLMError | None = None
         except LLMError as e:
-            evidence.update(self._reply_evidence(reply, started))
-            stage = "the request failed" if reply is None else "its reply gave no program"
-            return Candidate(problem_uri=problem.uri, source="", producer=self.producer,
-                             reason=f"{self.producer}: {stage} ({e.kind})", evidence=evidence,
-                             error=str(e))
+            failed = e
         evidence.update(self._reply_evidence(reply, started))
+        if failed is not None:
+            # the server answered (an empty reply, or one without code), or never did
+            answered = reply is not None or failed.kind == "empty"
+            stage = "its reply gave no program" if answered else "the request failed"
+            return Candidate(problem_uri=problem.uri, source="", producer=self.producer,
+                             reason=f"{self.producer}: {stage} ({failed.kind})",
+                             evidence=evidence, error=str(failed))
         shown = (f"a profile of {', '.join(profile.sections)}" if profile is not None
                  and profile.sections else "no profile")
         return Candidate(problem_uri=problem.uri, source=source, producer=self.producer,
@@ -511,7 +509,7 @@ class LLMOptimizer:
                          evidence=evidence)
 
     def _reply_evidence(self, reply: str | None, started: float) -> dict[str, object]:
-        info = dict(getattr(self.backend, "last_info", None) or {})
+        info = getattr(self.backend, "last_info", None) or {}
         evidence: dict[str, object] = {"elapsed_s": round(time.perf_counter() - started, 3)}
         if info.get("finish_reason") is not None:
             evidence["finish_reason"] = info["finish_reason"]

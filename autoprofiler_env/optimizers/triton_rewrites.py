@@ -463,7 +463,7 @@ def _function_table() -> dict:
 
     for op in ("relu", "sigmoid", "tanh", "exp", "log", "abs", "neg", "sqrt", "rsqrt",
                "reciprocal", "square", "clamp", "clamp_min", "clamp_max", "pow", "add", "sub",
-               "mul", "div", "softmax", "log_softmax", "layer_norm", "rms_norm"):
+               "mul", "div", "softmax", "log_softmax", "rms_norm"):
         add(getattr(torch, op, None), op)
     add(torch.clip, "clamp")
     add(torch.negative, "neg")
@@ -493,8 +493,6 @@ _METHODS = {name: name for name in (
     "softmax", "log_softmax")}
 _METHODS.update({"clip": "clamp", "negative": "neg", "multiply": "mul", "subtract": "sub",
                  "true_divide": "div", "divide": "div"})
-_METHOD_SIGS = {"softmax": (("dim", "dtype"), {"dtype": None}),
-                "log_softmax": (("dim", "dtype"), {"dtype": None})}
 
 
 def _module_call(node, module) -> _Call | None:
@@ -553,7 +551,7 @@ def _as_call(node, gm) -> _Call | None:
         op = _METHODS.get(node.target)
         if op is None:
             return None
-        names, defaults = _METHOD_SIGS.get(op, _SIGNATURES[op])
+        names, defaults = _SIGNATURES[op]
         bound = _bind(node, ("input",) + names, defaults)
         return _Call(op, bound) if bound is not None else None
     if node.op == "call_module":
@@ -859,7 +857,6 @@ class _Step:
     lines: list[str]
     label: str
     operand: Any = None
-    operand_first: bool = False
     inplace: bool = False
     absorbed: tuple = ()
 
@@ -923,7 +920,7 @@ def _pointwise_options(node, gm) -> list[_Step]:
                     and _tensor_meta(operand).dtype == out.dtype):
                 expr = f"a {sym} v" if first else f"v {sym} a"
                 steps.append(_Step(node, primary, [f"v = {expr}"], f"{call.op} tensor",
-                                   operand=operand, operand_first=first))
+                                   operand=operand))
         return steps
     if not hasattr(x, "op"):
         return []

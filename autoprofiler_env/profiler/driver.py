@@ -5,15 +5,16 @@ and torch's start-up (about 4 s) is paid once per ncu invocation, not once per p
 
 SPEC is a JSON object ``{"problems": [{"uri", "path"}...], "size": "full", "warmup": 3,
 "status": "status.jsonl", "seed": 42, "max_ops": 64, "primer": true}``. With ``primer`` it
-first runs one tiny kernel inside a profiled range of its own (``PRIMER_INDEX``). For each problem the driver builds the
-model and the inputs on the GPU, runs ``warmup`` calls (not profiled: ncu's NVTX filter
-excludes them), then one call inside the NVTX range ``ap_<index>``: ncu profiles exactly the
-kernels of that call. With ``max_ops`` the range closes after that many PyTorch operators, so
-a long program (a 128-step recurrence) is profiled on its first operators, whose kernels repeat
-in the rest; ``ops`` and ``ops_profiled`` in the status line say how many there were. It
-appends one JSON line per problem to the status file -- ``profiled_s`` is the wall time of the
-measured call, which under ncu is the time spent replaying its kernels -- so that a crash or a
-hang names the problem it happened in.
+first runs one tiny kernel inside a profiled range of its own (``PRIMER_INDEX``). For each
+problem the driver builds the model and the inputs on the GPU, runs ``warmup`` calls (not
+profiled: ncu's NVTX filter excludes them), then one call inside the NVTX range
+``ap_<index>``: ncu profiles exactly the kernels of that call. With ``max_ops`` the range
+closes after that many PyTorch operators, so a long program (a 128-step recurrence) is
+profiled on its first operators, whose kernels repeat in the rest; ``ops`` and
+``ops_profiled`` in the status line say how many there were. It appends one JSON line per
+problem to the status file -- ``profiled_s`` is the wall time of the measured call, which
+under ncu is the time spent replaying its kernels -- so that a crash or a hang names the
+problem it happened in.
 """
 
 from __future__ import annotations
