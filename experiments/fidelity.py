@@ -181,8 +181,25 @@ def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
 
 # -- analysis (CPU) -----------------------------------------------------------------------------
 
+def recorded_interval(record, outcome) -> tuple[float, float] | None:
+    """The recording's own noise around a candidate's speedup: the speedup with the eager time
+    at its p20 and p80 and the candidate's at its p80 and p20 (both measured in the recording
+    session, the eager's spread relative to its median). None without those quantiles."""
+    eager = record.eager
+    if not (outcome and outcome.speedup and outcome.median_ms and outcome.p20_ms
+            and outcome.p80_ms and eager.get("median_ms") and eager.get("p20_ms")
+            and eager.get("p80_ms")):
+        return None
+    low = eager["p20_ms"] / eager["median_ms"] * outcome.median_ms / outcome.p80_ms
+    high = eager["p80_ms"] / eager["median_ms"] * outcome.median_ms / outcome.p20_ms
+    return outcome.speedup * low, outcome.speedup * high
+
+
 def pair_rows(out: Path, dataset) -> list[dict]:
-    """One row per live pair: the replay's choice and speedup against the live ones."""
+    """One row per live pair: the replay's choice and speedup against the live ones. The
+    speedups agree within the noise when the live repeats' range meets the recording's own
+    p20-p80 interval (:func:`recorded_interval`): both sides are measurements, each with its
+    spread, and a launch-bound problem's eager time can vary by half within a session."""
     from autoprofiler_env.envs.backends import ReplayBackend
     from autoprofiler_env.jsonlines import read_jsonl
 
@@ -194,6 +211,8 @@ def pair_rows(out: Path, dataset) -> list[dict]:
     for (uri, key), repeats in sorted(by_pair.items()):
         sections = tuple(key.split("+"))
         expected = replay.finish(uri, sections)
+        record = dataset.record(uri)
+        interval = recorded_interval(record, record.outcomes.get(expected.transformation))
         speedups = [r["speedup"] for r in repeats if r["correct"] and r["speedup"]]
         live_median = statistics.median(speedups) if speedups else None
         eager = [r["reference_ms"] for r in repeats if r.get("reference_ms")]
@@ -203,12 +222,18 @@ def pair_rows(out: Path, dataset) -> list[dict]:
             "same_choice": expected.transformation == repeats[0]["transformation"],
             "replay_speedup": expected.speedup, "live_speedup": live_median,
             "live_repeats": len(speedups),
+            "live_min": min(speedups) if speedups else None,
+            "live_max": max(speedups) if speedups else None,
             "live_spread": (max(speedups) / min(speedups) - 1) if len(speedups) > 1 else None,
+            "replay_p20": interval[0] if interval else None,
+            "replay_p80": interval[1] if interval else None,
+            "within_noise": (interval[0] <= max(speedups) and min(speedups) <= interval[1])
+            if interval and speedups else None,
             "live_correct": all(r["correct"] for r in repeats),
             "replay_correct": expected.correct,
             # the eager reference timed live against the recording's: drift between sessions
-            "eager_ratio": (statistics.median(eager) / dataset.record(uri).eager["median_ms"]
-                            if eager and dataset.record(uri).eager.get("median_ms") else None)})
+            "eager_ratio": (statistics.median(eager) / record.eager["median_ms"]
+                            if eager and record.eager.get("median_ms") else None)})
     return rows
 
 
@@ -281,10 +306,10 @@ def summarize(pairs: list[dict], episodes: list[dict], choices: list[dict] = ())
                    same_choice_on_live_profiles=sum(r["same_choice"] for r in choices))
     if pairs:
         spreads = [r["live_spread"] for r in pairs if r["live_spread"] is not None]
-        noise = statistics.quantiles(spreads, n=20)[-1] if len(spreads) >= 2 else None
         both = [r for r in pairs if r["same_choice"] and r["live_speedup"]
                 and r["replay_speedup"]]
         gaps = [abs(math.log(r["live_speedup"] / r["replay_speedup"])) for r in both]
+        median_spread = statistics.median(spreads) if spreads else None
         by_size = {}
         for r in pairs:
             same, total = by_size.get(r["n_sections"], (0, 0))
@@ -293,11 +318,17 @@ def summarize(pairs: list[dict], episodes: list[dict], choices: list[dict] = ())
             pairs=len(pairs), same_choice=sum(r["same_choice"] for r in pairs),
             same_choice_by_size={n: f"{same}/{total}"
                                  for n, (same, total) in sorted(by_size.items())},
-            noise_p95=noise, median_spread=statistics.median(spreads) if spreads else None,
+            median_spread=median_spread,
+            noise_p95=statistics.quantiles(spreads, n=20)[-1] if len(spreads) >= 2 else None,
             speedup_gap_median=statistics.median(gaps) if gaps else None,
             speedup_gap_max=max(gaps) if gaps else None,
-            within_noise=sum(g <= math.log1p(noise) for g in gaps) if noise is not None else None,
             compared=len(gaps),
+            # the replay's speedup inside the live repeats' range, widened by the median spread
+            in_live_range=sum(r["live_min"] / (1 + median_spread) <= r["replay_speedup"]
+                              <= r["live_max"] * (1 + median_spread) for r in both)
+            if median_spread is not None else None,
+            within_noise=sum(bool(r["within_noise"]) for r in both),
+            within_noise_judged=sum(r["within_noise"] is not None for r in both),
             eager_drift_median=statistics.median(
                 abs(math.log(r["eager_ratio"])) for r in pairs if r["eager_ratio"])
             if any(r["eager_ratio"] for r in pairs) else None)
