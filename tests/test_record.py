@@ -308,3 +308,44 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
                     sections=("SpeedOfLight",))
     keyed = content.problems[ds_uri].llm_outcomes["llm:scripted"]
     assert [o.correct for o in keyed[""]] == [True, False] and len(keyed["SpeedOfLight"]) == 2
+
+
+def test_a_part_stopped_by_sigterm_still_logs_its_device_time(tmp_path, monkeypatch):
+    """``timeout`` ends a command with SIGTERM: the part's wall time is logged, marked."""
+    import os
+    import signal
+    import time
+
+    import pytest
+
+    import autoprofiler_env.dataset.record as record
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises SystemExit before this ends
+
+    monkeypatch.setattr(record, "record_reference", terminated)
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    with pytest.raises(SystemExit):
+        record.record(tmp_path, [small], parts=("reference",), device="cpu")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+    (row,) = read_jsonl(tmp_path / record.TIMINGS)
+    assert row["part"] == "reference" and row["interrupted"] and row["holds"] is None
+    assert 0 <= row["wall_s"] < 5
+    assert record.recording_cost(tmp_path)["logged_s"] == {"reference": row["wall_s"]}
+
+
+def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path):
+    import time
+
+    from autoprofiler_env.dataset.record import CandidateWarmer
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    hangs = "import time\ntime.sleep(300)\n"  # the worker never answers this one
+    config = HarnessConfig(device="cpu", size="smoke")
+    with CandidateWarmer(config, workers=2, timeout_s=300) as warmer:
+        started = time.monotonic()
+        warmer.warm([(small, hangs)] * 4, deadline=time.monotonic() + 20)
+        elapsed = time.monotonic() - started
+        assert 19 < elapsed < 60  # not the 300 s of the sleeps
+        assert all(e.worker_pid is None or not e._process.is_alive() for e in warmer._all)

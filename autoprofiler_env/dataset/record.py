@@ -30,7 +30,7 @@ import json
 import platform
 import queue
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,7 @@ from autoprofiler_env.profiler.runner import (
     failed_problem,
     first_unprimed,
     run_ncu,
+    terminate_becomes_exit,
     timed_out,
 )
 
@@ -190,33 +191,54 @@ class CandidateWarmer:
         self.workers = workers
         warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
                               max_trials=1, warmup_ms=0, flush_l2=False)
+        self._all = [Evaluator(warm_config, timeout_s=timeout_s)
+                     for _ in range(workers if workers > 1 else 0)]
+        self._stopping = False
         self._free: queue.Queue = queue.Queue()
-        for _ in range(workers if workers > 1 else 0):
-            self._free.put(Evaluator(warm_config, timeout_s=timeout_s))
+        for evaluator in self._all:
+            self._free.put(evaluator)
 
     def warm(self, items: list[tuple[Problem, str]], deadline: float | None = None) -> None:
-        """Compiles ``(problem, source)`` items, each in whichever worker is free."""
+        """Compiles ``(problem, source)`` items, each in whichever worker is free. At the
+        deadline (or on an exception, SIGTERM's SystemExit included) the compiles in flight
+        are killed and the rest dropped: warming saves nothing that a later call needs."""
         if self.workers <= 1 or not items or _past(deadline):
             return
 
         def one(item):
             problem, source = item
-            if _past(deadline):
+            if _past(deadline) or self._stopping:
                 return
             evaluator = self._free.get()  # one item at a time per worker process
             try:
-                evaluator.evaluate(problem, source)
+                if not self._stopping:
+                    evaluator.evaluate(problem, source)
             except Exception:  # a broken candidate is judged, and recorded, in the timed pass
                 pass
             finally:
                 self._free.put(evaluator)
 
         with ThreadPoolExecutor(self.workers) as pool:
-            list(tqdm(pool.map(one, items), total=len(items), desc="compile", leave=False))
+            futures = [pool.submit(one, item) for item in items]
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                for _ in tqdm(as_completed(futures, timeout=timeout), total=len(items),
+                              desc="compile", leave=False):
+                    pass
+            except BaseException as e:  # the deadline, or the process is being stopped
+                self._stopping = True
+                for future in futures:
+                    future.cancel()
+                for evaluator in self._all:
+                    evaluator.interrupt()
+                if not isinstance(e, TimeoutError):
+                    raise
+            finally:
+                self._stopping = False
 
     def close(self) -> None:
-        while not self._free.empty():
-            self._free.get().close()
+        for evaluator in self._all:
+            evaluator.close()
 
     def __enter__(self) -> CandidateWarmer:
         return self
@@ -360,42 +382,54 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     if "llm" in parts and llm is None:
         raise ValueError("the llm part needs an LLMPart: the optimizer, the dataset whose "
                          "profiles it is shown, and the section sets")
-    summary = {}
+    with terminate_becomes_exit():
+        summary = {part: _record_part(part, out, problems, chunk, deadline, device,
+                                      warm_workers, llm)
+                   for part in PARTS if part in parts}  # in this order, whatever was asked
+    if "llm" in summary and llm.uris is not None:
+        missing = sum(p.uri not in llm.uris for p in problems)
+        if missing:
+            summary["llm_not_in_dataset"] = missing
+    summary["stopped_by_time_budget"] = _past(deadline)
+    return summary
+
+
+def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
+                 deadline: float | None, device: str, warm_workers: int,
+                 llm: LLMPart | None):
+    """Records one part; logs its wall time to ``timings.jsonl`` even when it is stopped (an
+    exception, SIGTERM), so that the device time it took is not lost to the recording cost."""
     catalogue = load_catalogue()
-    for part in PARTS:  # in this order, whatever order they were asked in
-        if part not in parts:
-            continue
-        started = time.monotonic()
+    started = time.monotonic()
+    holds = None
+    try:
         if part == "reference":
-            rows = record_reference(problems, HarnessConfig(device=device),
-                                    out / "reference.jsonl", deadline)
-            summary[part] = len(rows)
+            holds = len(record_reference(problems, HarnessConfig(device=device),
+                                         out / "reference.jsonl", deadline))
         elif part == "candidates":
-            rows = record_candidates(problems, out / "candidates.jsonl",
-                                     HarnessConfig(device=device), warm_workers=warm_workers,
-                                     deadline=deadline)
-            summary[part] = len(rows)
+            holds = len(record_candidates(problems, out / "candidates.jsonl",
+                                          HarnessConfig(device=device),
+                                          warm_workers=warm_workers, deadline=deadline))
         elif part == "llm":
             shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
-            rows = record_llm(shown, llm.dataset, llm.optimizer, list(llm.section_sets),
-                              out / "llm.jsonl", HarnessConfig(device=device), llm.repeats,
-                              deadline)
-            summary[part] = len(rows)
-            if len(shown) < len(problems):
-                summary["llm_not_in_dataset"] = len(problems) - len(shown)
+            holds = len(record_llm(shown, llm.dataset, llm.optimizer, list(llm.section_sets),
+                                   out / "llm.jsonl", HarnessConfig(device=device),
+                                   llm.repeats, deadline))
         else:
             configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
                        {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
                        if part == "sets" else {s: [s] for s in ACTION_SECTIONS})
             root = out / ("sets" if part in ("full", "sets") else "profiles")
             record_ncu(problems, configs, root, chunk, deadline)
-            summary[part] = {name: len(covered(root / name)) for name in configs}
+            holds = {name: len(covered(root / name)) for name in configs}
+        return holds
+    finally:
+        row = {"part": part, "wall_s": time.monotonic() - started,
+               "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device, "holds": holds}
+        if holds is None:
+            row["interrupted"] = True  # what it finished is in its files
         with JsonlAppender(out / TIMINGS) as log:
-            log.write({"part": part, "wall_s": time.monotonic() - started,
-                       "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device,
-                       "holds": summary[part]})
-    summary["stopped_by_time_budget"] = _past(deadline)
-    return summary
+            log.write(row)
 
 
 TIMINGS = "timings.jsonl"

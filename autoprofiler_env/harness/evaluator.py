@@ -60,18 +60,22 @@ class Evaluator:
                                     name="autoprofiler-harness")
         process.start()
         child.close()
+        self._process = process  # from here on, interrupt() can stop it
         if not parent.poll(STARTUP_TIMEOUT_S):
-            process.kill()
+            parent.close()
+            self._kill()
             raise EvaluationError(f"the harness worker did not start within "
                                   f"{STARTUP_TIMEOUT_S:.0f} s")
         try:
             parent.recv()
         except EOFError as e:
             process.join(5)
+            parent.close()
+            self._kill()
             raise EvaluationError(f"the harness worker died while starting (exit code "
                                   f"{process.exitcode}); run `python -c 'import torch'` to "
                                   "see why") from e
-        self._process, self._conn = process, parent
+        self._conn = parent
 
     def _kill(self) -> None:
         if self._process is not None:
@@ -91,6 +95,13 @@ class Evaluator:
             except (BrokenPipeError, OSError):
                 pass
         self._kill()
+
+    def interrupt(self) -> None:
+        """Kills the worker now; safe from another thread. The evaluation in flight returns as
+        a crash, the next one starts a fresh worker."""
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()
 
     def __enter__(self) -> Evaluator:
         return self

@@ -200,7 +200,7 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     started = time.perf_counter()
     log_path = workdir / "ncu.log"
-    with log_path.open("w") as log_file, _terminate_becomes_exit():
+    with log_path.open("w") as log_file, terminate_becomes_exit():
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
         try:
@@ -250,9 +250,10 @@ def _stop(process: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 
 @contextmanager
-def _terminate_becomes_exit():
-    """Turns SIGTERM (``timeout``, a job scheduler) into SystemExit while ncu runs, so that the
-    ``finally`` above runs and kills ncu; Python's default would exit without cleaning up."""
+def terminate_becomes_exit():
+    """Turns SIGTERM (``timeout``, a job scheduler) into SystemExit inside the block, so that
+    ``finally`` clauses run (ncu is killed, the recorder logs its time); Python's default would
+    exit without cleaning up. A no-op off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
