@@ -70,8 +70,14 @@ _NO_KERNEL_NAMES = frozenset({
     "ones_like", "full", "full_like", "fill", "zero", "scalar_tensor", "arange", "lift_fresh",
     "_local_scalar_dense"})
 
-_POINTWISE_NAMES = frozenset({"hardswish", "hardsigmoid", "mish", "hardtanh", "threshold",
-                              "softshrink", "hardshrink", "rrelu_with_noise", "prelu"})
+_POINTWISE_NAMES = frozenset({
+    "hardswish", "hardsigmoid", "mish", "hardtanh", "threshold", "softshrink", "hardshrink",
+    "rrelu_with_noise", "prelu",
+    # tagged pointwise by recent torch, but not by every version (torch 2.11 left leaky_relu
+    # "other"): named, so that the features, and the candidates that apply, do not depend on it
+    "abs", "add", "clamp", "clamp_min", "clamp_max", "div", "eq", "gelu", "leaky_relu", "mul",
+    "pow", "relu", "rsqrt", "sigmoid", "silu", "softplus", "sub", "tanh", "exp", "log", "neg",
+    "sqrt", "elu", "maximum", "minimum"})
 
 OP_CATEGORIES: tuple[str, ...] = (
     "matmul", "conv", "conv_transpose", "attention", "rnn", "softmax", "norm", "pooling", "loss",

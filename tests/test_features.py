@@ -44,3 +44,13 @@ def test_a_fused_chain_has_more_unfused_traffic_than_minimal():
     chains = [static_features(p) for p in load_suite(level=2)]
     assert all(f.n_ops >= 2 for f in chains)
     assert sum(f.fusion_ratio > 1.5 for f in chains) >= len(chains) // 2
+
+
+def test_pointwise_ops_are_named_not_left_to_a_torch_versions_tags():
+    """torch 2.11 did not tag leaky_relu pointwise: its problem lost the compile candidate."""
+    import torch
+
+    from autoprofiler_env.features import op_category
+
+    for name in ("leaky_relu", "gelu", "relu", "add", "mul", "sigmoid", "tanh"):
+        assert op_category(getattr(torch.ops.aten, name)) == "pointwise", name  # no tags
