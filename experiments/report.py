@@ -59,9 +59,10 @@ def oracle_vs_fixed(summary: list[dict], ceiling: float | None = None) -> list[d
     return rows
 
 
-def per_problem(backend, uris: list[str], episodes: list[dict], budget: float) -> list[dict]:
-    """Per problem at ``budget``: its best candidate, and what the oracle, SpeedOfLight alone
-    and no profile led the optimizer to."""
+def per_problem(backend, uris: list[str], episodes: list[dict], budget: float,
+                fixed: tuple[str, ...] = ("section:SpeedOfLight",)) -> list[dict]:
+    """Per problem at ``budget``: its best candidate, and what the oracle, the ``fixed``
+    configurations (agent names) and no profile led the optimizer to."""
     at = {(e["agent"], e["problem"]): e for e in episodes if e["budget"] == budget}
     rows = []
     for uri in uris:
@@ -77,7 +78,8 @@ def per_problem(backend, uris: list[str], episodes: list[dict], budget: float) -
                      "best candidate": f"{best.transformation} {math.exp(_value(best)):.2f}x"
                      if best is not None and _value(best) > 0 else "eager 1.00x",
                      "oracle's sections": (oracle["sections"] or "none") if oracle else "-",
-                     "oracle": shown("oracle"), "SpeedOfLight": shown("section:SpeedOfLight"),
+                     "oracle": shown("oracle"),
+                     **{agent.split(":", 1)[-1]: shown(agent) for agent in fixed},
                      "no profile": shown("no-profile")})
     return rows
 
@@ -201,7 +203,8 @@ def report(dataset: str, out: Path, budgets: list[float], split: str | None = No
     paths = figures(out, vs, decisive, backend.sections)
     return {"problems": len(uris), "oracle_vs_fixed": vs, "agents": summary,
             "larger_profile": worse,
-            "per_problem": per_problem(backend, uris, episodes, max(budgets)),
+            "per_problem": per_problem(backend, uris, episodes, max(budgets), tuple(
+                dict.fromkeys((vs[-1]["best_fixed_agent"], "section:SpeedOfLight")))),
             "decisive": {t: dict(c) for t, c in decisive.items()},
             "figures": [str(p) for p in paths]}
 

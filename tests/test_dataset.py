@@ -88,24 +88,38 @@ def test_unrecorded_keys_raise(ds):
         ds.record("problem://autoprofiler/v1/level1/nope")
 
 
+def _read(path):
+    head, _, document = gzip.decompress(path.read_bytes()).partition(b"\n")
+    return json.loads(head), json.loads(document)
+
+
+def _write(path, header, body):
+    path.write_bytes(gzip.compress(json.dumps(header).encode() + b"\n"
+                                   + json.dumps(body, separators=(",", ":")).encode()))
+
+
 def test_corrupted_files_are_refused(saved, tmp_path):
-    body = json.loads(gzip.decompress(saved.read_bytes()))
+    header, body = _read(saved)
     body["problems"][0]["eager"]["median_ms"] *= 2  # a silent edit
-    tampered = tmp_path / "tampered.json.gz"
-    tampered.write_bytes(gzip.compress(json.dumps(body).encode()))
+    _write(tmp_path / "tampered.json.gz", header, body)
     with pytest.raises(DatasetError, match="corrupted"):
-        DatasetFile.load(tampered)
+        DatasetFile.load(tmp_path / "tampered.json.gz")
+    body["problems"][0]["eager"]["median_ms"] /= 2  # undone: the same bytes, accepted
+    _write(tmp_path / "restored.json.gz", header, body)
+    assert DatasetFile.load(tmp_path / "restored.json.gz") == DatasetFile.load(saved)
     truncated = tmp_path / "truncated.json.gz"
     truncated.write_bytes(saved.read_bytes()[:1000])
     with pytest.raises(DatasetError, match="not a readable dataset"):
         DatasetFile.load(truncated)
     with pytest.raises(DatasetError, match="no dataset file"):
         DatasetFile.load(tmp_path / "missing.json.gz")
-    body["schema"] = "autoprofiler-dataset/0"
-    old = tmp_path / "old.json.gz"
-    old.write_bytes(gzip.compress(json.dumps(body).encode()))
-    with pytest.raises(DatasetError, match="schema"):
-        DatasetFile.load(old)
+    _write(tmp_path / "old.json.gz", {**header, "schema": "autoprofiler-dataset/1"}, body)
+    with pytest.raises(DatasetError, match="schema 'autoprofiler-dataset/1'.*dataset build"):
+        DatasetFile.load(tmp_path / "old.json.gz")
+    (tmp_path / "v1.json.gz").write_bytes(gzip.compress(json.dumps(  # schema 1: one document
+        {"schema": "autoprofiler-dataset/1", **body}).encode()))
+    with pytest.raises(DatasetError, match="schema 'autoprofiler-dataset/1'"):
+        DatasetFile.load(tmp_path / "v1.json.gz")
 
 
 def test_round_trip_is_exact(ds, tmp_path):

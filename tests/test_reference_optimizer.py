@@ -80,3 +80,27 @@ def test_an_empty_profile_proposes_nothing():
     profile = _profile("section-LaunchStats", "relu_16384x16384")
     empty = type(profile)(profile.problem_uri, (), (), profile.cost)
     assert proposals(empty) == []
+
+
+def test_the_rules_read_only_their_evidence_metrics():
+    """The replay merges only EVIDENCE_METRICS before choosing: on every shipped problem and
+    random section sets, the rules propose exactly what they do on the whole profile."""
+    import random
+
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+    from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
+
+    dataset = Dataset.load(DEFAULT_DATASET)
+    rng = random.Random(0)
+    keep = frozenset(EVIDENCE_METRICS)
+    fired = 0
+    for uri in dataset.uris():
+        for _ in range(8):
+            sections = rng.sample(dataset.sections, rng.randint(1, 6))
+            whole = dataset.profile(uri, sections)
+            kept = dataset.profile(uri, sections, keep)
+            assert all(set(k.metrics) <= keep for k in kept.kernels)
+            assert proposals(kept) == proposals(whole), (uri, sections)
+            fired += bool(proposals(whole))
+    assert fired > 300, fired  # most of the 768 profiles make some rule fire

@@ -1,10 +1,12 @@
-"""The recorded dataset: schema ``autoprofiler-dataset/1``.
+"""The recorded dataset: schema ``autoprofiler-dataset/2``.
 
-One gzipped JSON file holds everything the replay backend needs to answer "problem P,
-sections S, optimizer O" on a CPU:
+One gzipped file holds everything the replay backend needs to answer "problem P, sections S,
+optimizer O" on a CPU. Its first line is a JSON header, ``{"schema": ..., "sha256": ...}``;
+the rest is one JSON document, whose bytes the ``sha256`` covers (checked on load, without
+serialising anything again). The document holds:
 
 - ``metadata``: GPU, driver, CUDA, torch, triton and ncu versions, date, tolerance, timing
-  method, and the ``sha256`` of the canonical JSON of ``problems`` (checked on load);
+  method (on load, the header's ``sha256`` is added to it);
 - ``sections``: the action sections recorded for every problem;
 - ``problems``: per problem its URI, level, split, tags, static features, the eager time and
   spread, and
@@ -39,7 +41,7 @@ from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
-SCHEMA = "autoprofiler-dataset/1"
+SCHEMA = "autoprofiler-dataset/2"
 
 
 @dataclass(frozen=True)
@@ -102,10 +104,6 @@ def compact(profile: Profile, keep: frozenset[str]) -> Profile:
     return replace(profile, kernels=kernels)
 
 
-def _canonical(problems: list[dict]) -> bytes:
-    return json.dumps(problems, sort_keys=True, separators=(",", ":")).encode()
-
-
 @dataclass(frozen=True)
 class DatasetFile:
     """The file's content, checked: metadata, sections and problem records by URI."""
@@ -116,11 +114,13 @@ class DatasetFile:
 
     def save(self, path: Path) -> str:
         """Writes atomically; returns the checksum it stored."""
-        problems = [r.to_dict() for r in self.problems.values()]
-        checksum = hashlib.sha256(_canonical(problems)).hexdigest()
-        body = {"schema": SCHEMA, "metadata": {**self.metadata, "sha256": checksum},
-                "sections": list(self.sections), "problems": problems}
-        write_atomic(Path(path), gzip.compress(json.dumps(body).encode(), mtime=0))
+        metadata = {k: v for k, v in self.metadata.items() if k != "sha256"}
+        document = json.dumps({"metadata": metadata, "sections": list(self.sections),
+                               "problems": [r.to_dict() for r in self.problems.values()]},
+                              separators=(",", ":")).encode()
+        checksum = hashlib.sha256(document).hexdigest()
+        header = json.dumps({"schema": SCHEMA, "sha256": checksum}).encode()
+        write_atomic(Path(path), gzip.compress(header + b"\n" + document, mtime=0))
         return checksum
 
     @classmethod
@@ -132,23 +132,27 @@ class DatasetFile:
         """
         path = Path(path)
         try:
-            body = json.loads(gzip.decompress(path.read_bytes()))
+            head, _, document = gzip.decompress(path.read_bytes()).partition(b"\n")
+            header = json.loads(head)
         except FileNotFoundError:
             raise DatasetError(f"no dataset file at {path}") from None
         except (OSError, EOFError, ValueError) as e:
             raise DatasetError(f"{path} is not a readable dataset (gzipped JSON): {e}; "
                                "restore it from git or record it again") from e
-        if body.get("schema") != SCHEMA:
-            raise DatasetError(f"{path} has schema {body.get('schema')!r}; this version reads "
-                               f"{SCHEMA!r}")
-        expected = body["metadata"].get("sha256")
-        actual = hashlib.sha256(_canonical(body["problems"])).hexdigest()
-        if expected != actual:
+        schema = header.get("schema") if isinstance(header, dict) else None
+        if schema != SCHEMA:
+            raise DatasetError(f"{path} has schema {schema!r}; this version reads {SCHEMA!r}: "
+                               "build it again with `autoprofiler dataset build`")
+        actual = hashlib.sha256(document).hexdigest()
+        if header.get("sha256") != actual:
             raise DatasetError(f"{path} is corrupted: its checksum is {actual[:12]}..., the "
-                               f"file says {str(expected)[:12]}...; restore it from git or "
-                               "record it again")
+                               f"file says {str(header.get('sha256'))[:12]}...; restore it "
+                               "from git or record it again")
         try:
+            body = json.loads(document)
             problems = {d["uri"]: ProblemRecord.from_dict(d) for d in body["problems"]}
-        except (KeyError, TypeError) as e:
+            metadata = {**body["metadata"], "sha256": actual}
+            sections = tuple(body["sections"])
+        except (ValueError, KeyError, TypeError) as e:
             raise DatasetError(f"{path}: a problem record is malformed: {e!r}") from e
-        return cls(body["metadata"], tuple(body["sections"]), problems)
+        return cls(metadata, sections, problems)

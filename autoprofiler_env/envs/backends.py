@@ -14,10 +14,12 @@ from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.replay import DEFAULT_DATASET, LLM_MISSING, merge_profiles
 from autoprofiler_env.errors import DatasetError, ProfilingError
 from autoprofiler_env.features import static_features
-from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS, ReferenceOptimizer
 from autoprofiler_env.profiler import profile_problems
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.records import Profile
+
+EVIDENCE = frozenset(EVIDENCE_METRICS)
 
 
 def key_metrics(sections: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -183,7 +185,8 @@ class ReplayBackend:
 
     def _compute_finish(self, uri: str, sections: tuple[str, ...]) -> EpisodeOutcome:
         record = self.dataset.record(uri)
-        profile = self.dataset.profile(uri, sections) if sections else None
+        # the rules read a handful of metrics: merging only those gives the same choice
+        profile = self.dataset.profile(uri, sections, EVIDENCE) if sections else None
         name, reason, _ = self.optimizer.choose(None, profile, record.features,
                                                 applicable=frozenset(record.outcomes))
         if name == "identity":

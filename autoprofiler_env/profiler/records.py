@@ -4,6 +4,7 @@ aggregate over its kernels weighted by duration, and the cost of collecting it."
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 Value = float | str
 
@@ -110,16 +111,20 @@ class Profile:
 
     def shares(self) -> list[float]:
         """Each kernel's share of the problem's GPU time (equal shares without durations)."""
+        return list(self._shares)
+
+    @cached_property
+    def _shares(self) -> tuple[float, ...]:  # read once per metric: computed once per profile
         total = self.duration_ns
         if total <= 0:
-            return [1.0 / len(self.kernels)] * len(self.kernels) if self.kernels else []
-        return [(k.duration_ns or 0.0) / total for k in self.kernels]
+            return (1.0 / len(self.kernels),) * len(self.kernels) if self.kernels else ()
+        return tuple((k.duration_ns or 0.0) / total for k in self.kernels)
 
     def metric(self, name: str) -> float | None:
         """A metric over the problem: the duration-weighted mean over the kernels that have it
         as a number; None if none has it."""
         total = weight = 0.0
-        for kernel, share in zip(self.kernels, self.shares()):
+        for kernel, share in zip(self.kernels, self._shares):
             value = kernel.metrics.get(name)
             if isinstance(value, float):
                 total += share * value
@@ -138,7 +143,7 @@ class Profile:
         summed over kernels (a rule that fires on a kernel taking 10% of the time can save at
         most 10% of the problem's time). Largest first; those without estimates last."""
         best: dict[tuple, tuple[Finding, float, float]] = {}
-        for kernel, share in zip(self.kernels, self.shares()):
+        for kernel, share in zip(self.kernels, self._shares):
             for f in kernel.findings:
                 key = (f.section, f.rule, f.kind)
                 weighted = share * (f.speedup_pct or 0.0)
