@@ -59,9 +59,12 @@ def test_the_oracle_is_an_upper_bound(env):
 
 def test_sb3_evaluate_policy_takes_a_baseline(env):
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
 
-    mean, std = evaluate_policy(RooflineTree(env), env, n_eval_episodes=4)
-    assert np.isfinite(mean)
+    monitored = Monitor(env)  # as SB3 asks: episode rewards and lengths as the env gave them
+    rewards, lengths = evaluate_policy(RooflineTree(monitored), monitored, n_eval_episodes=4,
+                                       return_episode_rewards=True)
+    assert len(rewards) == 4 and all(np.isfinite(rewards)) and min(lengths) >= 1
 
 
 def test_benchmark_table_and_plot(study_dataset, tmp_path):
