@@ -204,6 +204,7 @@ class CandidateWarmer:
         are killed and the rest dropped: warming saves nothing that a later call needs."""
         if self.workers <= 1 or not items or _past(deadline):
             return
+        self._stopping = False  # set when this call is stopped, until its threads are done
 
         def one(item):
             problem, source = item
@@ -233,8 +234,6 @@ class CandidateWarmer:
                     evaluator.interrupt()
                 if not isinstance(e, TimeoutError):
                     raise
-            finally:
-                self._stopping = False
 
     def close(self) -> None:
         for evaluator in self._all:
