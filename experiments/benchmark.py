@@ -56,7 +56,7 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
         uris = env.unwrapped.problems
         oracle_speedup = {}
         agents = all_agents(env)
-        for agent in tqdm(agents, desc=f"budget {budget:g}", leave=False):
+        for agent in tqdm(agents, desc=f"budget {budget:g}", unit="agent", leave=False):
             runs = []
             for seed in range(seeds if agent.stochastic else 1):
                 if agent.stochastic:
