@@ -17,11 +17,13 @@ class ProblemError(AutoProfilerError):
     Attributes:
         path: the problem file (or URI) at fault.
         cause: one line saying what is wrong.
+        hint: what to do about it, or "".
     """
 
     def __init__(self, path: str, cause: str, hint: str = "") -> None:
         self.path = str(path)
         self.cause = cause
+        self.hint = hint
         message = f"{self.path}: {cause}"
         if hint:
             message += f" ({hint})"
@@ -30,6 +32,14 @@ class ProblemError(AutoProfilerError):
 
 class ProblemNotFoundError(ProblemError):
     """A URI or path names no known problem."""
+
+
+class ProblemWorkerError(AutoProfilerError):
+    """The worker process that imports problem files in isolation could not start or answer.
+
+    Not the fault of any one file (those are :class:`ProblemError`): every file would fail the
+    same way, so a scan stops. The worker's traceback, if any, is on stderr.
+    """
 
 
 class EvaluationError(AutoProfilerError):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -204,6 +206,18 @@ def static_features(problem: Problem, size: Size = "full") -> StaticFeatures:
         ProblemError: the file does not import, or its model or forward fails on the meta
             device (an operator without a meta kernel, or a bug in the problem).
     """
+    return module_features(problem.path, import_problem(problem.path, size))
+
+
+def module_features(path: str | Path, module: ModuleType) -> StaticFeatures:
+    """The second half of :func:`static_features`: traces an already imported problem module.
+
+    Separate so that :mod:`autoprofiler_env.problems.isolated` can tell a slow or crashing
+    import from a slow or crashing trace, and name the right one in its error.
+
+    Raises:
+        ProblemError: the model or its forward fails on the meta device.
+    """
     torch = _torch()
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
@@ -226,7 +240,6 @@ def static_features(problem: Problem, size: Size = "full") -> StaticFeatures:
                     self.pointwise_flops += sum(t.numel() for t in _tensors(out))
             return out
 
-    module = import_problem(problem.path, size)
     try:
         with torch.device("meta"), torch.no_grad():
             model = module.Model(*module.get_init_inputs())
@@ -236,7 +249,7 @@ def static_features(problem: Problem, size: Size = "full") -> StaticFeatures:
                 output = model(*inputs)
             flops_by_module = flop_counter.get_flop_counts().get("Global", {})
     except Exception as e:
-        raise ProblemError(problem.path, f"the reference forward failed on the meta device: "
+        raise ProblemError(path, f"the reference forward failed on the meta device: "
                            f"{type(e).__name__}: {e}") from e
     flops = int(flop_counter.get_total_flops())
     flops_by_category: Counter[str] = Counter()

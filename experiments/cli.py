@@ -2,7 +2,9 @@
 
     autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--wandb]
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
-    autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda] [--json]
+                          [--timeout 60]
+    autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda]
+                          [--tolerance kernelbench-v0.1] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler dataset build --recording DIR --out FILE | autoprofiler dataset info [FILE]
@@ -31,9 +33,12 @@ def _fail(message: str) -> int:
 # -- problems -------------------------------------------------------------------------------
 
 def cmd_problems(args: argparse.Namespace) -> int:
-    from autoprofiler_env.features import static_features
+    from autoprofiler_env.errors import ProblemError
     from autoprofiler_env.problems import load_file, load_suite, scan_directory
+    from autoprofiler_env.problems.isolated import IsolatedFeatures
 
+    if not args.timeout > 0:
+        return _fail(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     errors = []
     if args.source is None:
         problems = load_suite(split=args.split, level=args.level)
@@ -45,18 +50,21 @@ def cmd_problems(args: argparse.Namespace) -> int:
             problems = [load_file(source)]
         problems = [p for p in problems if args.level is None or p.level == args.level]
     rows = []
-    for problem in problems:
-        row = problem.to_dict()
-        if args.features or (args.source is not None and not problem.tags):
-            try:
-                features = static_features(problem)
-            except AutoProfilerError as e:
-                errors.append(e)
-                continue
-            row["tags"] = list(features.tags)
-            if args.features:
-                row["features"] = features.to_dict()
-        rows.append(row)
+    # each file is imported in a worker process with a time limit: a file that hangs, crashes
+    # or prints when imported must not stop the scan or write into its output
+    with IsolatedFeatures(timeout_s=args.timeout) as isolated:
+        for problem in problems:
+            row = problem.to_dict()
+            if args.features or (args.source is not None and not problem.tags):
+                try:
+                    features = isolated.static_features(problem)
+                except ProblemError as e:
+                    errors.append(e)
+                    continue
+                row["tags"] = list(features.tags)
+                if args.features:
+                    row["features"] = features.to_dict()
+            rows.append(row)
     for e in errors:
         print(f"autoprofiler: skipped {e}", file=sys.stderr)
     if args.json:
@@ -85,9 +93,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          "use --device cpu")
     problem = load_problem(args.problem)
     source = read_candidate(args.candidate)
-    config = HarnessConfig(device=args.device, size=args.size, atol=args.atol, rtol=args.rtol,
-                           n_correctness=args.correctness_trials, seed=args.seed)
-    with Evaluator(config, timeout_s=args.timeout) as evaluator:
+    config = HarnessConfig(device=args.device, size=args.size, tolerance=args.tolerance,
+                           n_correctness=args.correctness_trials, seed=args.seed,
+                           static_check=args.static_check)
+    with Evaluator(config, timeout_s=args.timeout, prepare_timeout_s=args.timeout) as evaluator:
         result = evaluator.evaluate(problem, source)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
@@ -177,9 +186,13 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     from autoprofiler_env.dataset.replay import DEFAULT_DATASET
 
     if args.action == "build":
+        if args.tolerances and not Path(args.tolerances).is_file():
+            return _fail(f"--tolerances {args.tolerances}: no such file")
         content = build_from_recording(Path(args.recording),
                                        more_runs=tuple(Path(r) for r in args.runs),
-                                       complete=args.complete)
+                                       complete=args.complete,
+                                       tolerances=Path(args.tolerances) if args.tolerances
+                                       else None)
         checksum = content.save(Path(args.out))
         print(f"{len(content.problems)} problems, {len(content.sections)} sections: {args.out} "
               f"(sha256 {checksum})")
@@ -224,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=("train", "val", "test"), help="only this split")
     p.add_argument("--level", type=int, choices=(1, 2, 3), help="only this level")
     p.add_argument("--features", action="store_true", help="add the static features")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds a file may take to import and trace before it is skipped "
+                   "(default: 60)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_problems)
 
@@ -234,9 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", choices=("full", "smoke"), default="full",
                    help="the problem's real sizes, or its small CPU smoke-test sizes")
     p.add_argument("--timeout", type=float, default=300.0,
-                   help="seconds before a candidate is stopped (default: 300)")
-    p.add_argument("--atol", type=float, default=1e-2)
-    p.add_argument("--rtol", type=float, default=1e-2)
+                   help="seconds before a candidate is stopped, and before preparing the "
+                   "reference is (default: 300)")
+    p.add_argument("--tolerance", default="kernelbench-v0.1",
+                   help="a KernelBench regime (kernelbench-v0, kernelbench-v0.1: atol = rtol = "
+                   "1e-2; kernelbench: fp32 1e-4), a number (atol = rtol) or ATOL,RTOL "
+                   "(default: kernelbench-v0.1; docs/harness.md)")
+    p.add_argument("--static-check", choices=("enforce", "warn", "off"), default="enforce",
+                   help="reject candidates whose source patches torch, reads the environment, "
+                   "writes files, opens sockets, ... (default: enforce; docs/harness.md)")
     p.add_argument("--correctness-trials", type=int, default=3,
                    help="fresh random input sets the candidate must match (default: 3)")
     p.add_argument("--seed", type=int, default=42)
@@ -309,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--complete", action="store_true",
                    help="keep only the problems with every candidate's outcome (what the "
                         "replay environment needs)")
+    q.add_argument("--tolerances", metavar="FILE",
+                   help="rows of the same candidates judged again by judge 2 "
+                   "(experiments/rejudge.py): their tolerance_needed, where the verdicts agree")
     q.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="more saved ncu runs, e.g. a profiler study's sections and sets alone "
                         "(their measured costs replace modelled ones); repeatable")

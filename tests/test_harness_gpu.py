@@ -29,3 +29,25 @@ def test_gpu_faults_lose_only_the_worker(name, kind):
         result = ev.evaluate(relu, candidate(name))
         assert result.error_kind is kind, result.error_message
         assert ev.evaluate(relu, candidate("relu_correct")).correct
+
+
+CHEATS = DATA / "candidates" / "cheats"
+RUNTIME_ONLY = HarnessConfig(device="cuda", static_check="off")
+
+
+def test_work_left_on_a_side_stream_is_caught():
+    problem = load_problem("problem://autoprofiler/v1/level1/relu_16384x16384")
+    with Evaluator(RUNTIME_ONLY, timeout_s=120) as ev:
+        result = ev.evaluate(problem, (CHEATS / "side_stream.py").read_text())
+    assert not result.correct
+    assert result.error_kind in (ErrorKind.ASYNC_WORK, ErrorKind.MISMATCH), result.error_message
+
+
+def test_patched_cuda_events_disagree_with_the_judges_clock():
+    problem = load_problem("problem://autoprofiler/v1/level1/matmul_4096x4096x4096")
+    honest_source = problem.source + "\n\nclass ModelNew(Model):\n    pass\n"
+    with Evaluator(RUNTIME_ONLY, timeout_s=120) as ev:
+        honest = ev.evaluate(problem, honest_source)
+        cheat = ev.evaluate(problem, (CHEATS / "cuda_event_patch.py").read_text())
+    assert honest.correct and honest.timing_unexplained < 0.2, honest.timing_unexplained
+    assert cheat.error_kind is ErrorKind.TIMING_MISMATCH, (cheat.error_message, cheat.speedup)

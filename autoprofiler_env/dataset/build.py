@@ -5,6 +5,7 @@ outcomes (JSON lines)."""
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from pathlib import Path
 
 from autoprofiler_env.dataset.costs import CostModel
@@ -33,7 +34,8 @@ def kept_metrics() -> frozenset[str]:
 
 def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[dict],
           metadata: dict | None = None, llm_rows: list[dict] | None = None,
-          sections: tuple[str, ...] = ACTION_SECTIONS, complete: bool = False) -> DatasetFile:
+          sections: tuple[str, ...] = ACTION_SECTIONS, complete: bool = False,
+          tolerance_rows: list[dict] | None = None) -> DatasetFile:
     """A dataset of the problems that have a reference timing and the evidence of each of
     ``sections`` (the action set; problems with less are left out), and with ``complete``
     only those with the outcome of every transformation that applies (what the replay
@@ -52,6 +54,9 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     prediction from the full set's cost, fitted on the problems that have both; the record's
     ``modelled_costs`` names those. ``outcome_rows``: the candidates' outcomes
     (``uri, transformation, correct, error_kind, candidate_ms, ... speedup``).
+    ``tolerance_rows``: outcomes of the same candidates judged again by a judge that stores
+    ``tolerance_needed`` (``experiments/rejudge.py``); a row lends its ``tolerance_needed``
+    to a recorded outcome without one when the two verdicts agree, nothing else.
     """
     keep = kept_metrics()
     catalogue = load_catalogue()
@@ -97,7 +102,14 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             transformation=r["transformation"], correct=bool(r["correct"]),
             error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
             p20_ms=r.get("candidate_p20_ms"), p80_ms=r.get("candidate_p80_ms"),
-            speedup=r.get("speedup"))
+            speedup=r.get("speedup"), max_abs_error=r.get("max_abs_error"),
+            tolerance_needed=r.get("tolerance_needed"))
+    for r in tolerance_rows or []:  # judged again (judge 2): only what it needs is taken
+        old = outcomes.get(r["uri"], {}).get(r["transformation"])
+        if old is not None and old.tolerance_needed is None and r.get("tolerance_needed") \
+                is not None and bool(r["correct"]) == old.correct:
+            outcomes[r["uri"]][r["transformation"]] = replace(
+                old, tolerance_needed=r["tolerance_needed"])
     llm: dict[str, dict] = {}
     for r in sorted(llm_rows or [], key=lambda r: (r["uri"], r["model"], r["sections"],
                                                    r["repeat"])):
@@ -205,19 +217,20 @@ def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], mode
 
 def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = None,
                        metadata: dict | None = None, llm: Path | None = None,
-                       more_runs: tuple[Path, ...] = (), complete: bool = False
-                       ) -> DatasetFile:
+                       more_runs: tuple[Path, ...] = (), complete: bool = False,
+                       tolerances: Path | None = None) -> DatasetFile:
     """:func:`build` from a folder of saved ncu runs (any depth), and any in ``more_runs``,
-    and the logs."""
+    and the logs (``tolerances``: the rows of a judging again, see :func:`build`)."""
     run_dirs = sorted(p.parent for root in (*more_runs, run_root)
                       for p in Path(root).rglob("run.json"))
     return build(run_dirs, read_jsonl(reference), read_jsonl(outcomes) if outcomes else [],
-                 metadata, read_jsonl(llm) if llm else None, complete=complete)
+                 metadata, read_jsonl(llm) if llm else None, complete=complete,
+                 tolerance_rows=read_jsonl(tolerances) if tolerances else None)
 
 
 def build_from_recording(recording: Path, metadata: dict | None = None,
-                         more_runs: tuple[Path, ...] = (), complete: bool = False
-                         ) -> DatasetFile:
+                         more_runs: tuple[Path, ...] = (), complete: bool = False,
+                         tolerances: Path | None = None) -> DatasetFile:
     """:func:`build` from a recording folder (see :mod:`.record`), with the saved ncu runs in
     ``more_runs`` (a profiler study's sections and sets alone: measured costs) besides."""
     recording = Path(recording)
@@ -230,4 +243,4 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
     metadata = {"recording_cost": recording_cost(recording), **(metadata or {})}
     return build_from_folders(recording, recording / "reference.jsonl",
                               candidates if candidates.exists() else None, metadata,
-                              llm if llm.exists() else None, more_runs, complete)
+                              llm if llm.exists() else None, more_runs, complete, tolerances)

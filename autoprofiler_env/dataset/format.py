@@ -37,16 +37,23 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from autoprofiler_env.atomic import write_atomic
-from autoprofiler_env.errors import DatasetError
+from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
 SCHEMA = "autoprofiler-dataset/2"
+RECORDED_TOLERANCE = "kernelbench-v0.1"
+"""The regime the shipped recordings were judged under."""
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """The measured outcome of one candidate program of a problem."""
+    """The measured outcome of one candidate program of a problem, judged at the recording's
+    tolerance (KernelBench v0.1's atol = rtol = 1e-2 for every shipped dataset).
+
+    ``max_abs_error`` and ``tolerance_needed`` (per dtype, the smallest ``t`` passing with
+    ``atol = rtol = t``: docs/harness.md) let :meth:`judged` replay a stricter regime.
+    """
 
     transformation: str
     correct: bool
@@ -55,6 +62,51 @@ class Outcome:
     p20_ms: float | None = None
     p80_ms: float | None = None
     speedup: float | None = None
+    max_abs_error: float | None = None
+    tolerance_needed: dict | None = None
+
+    def judged(self, tolerance, recorded=RECORDED_TOLERANCE) -> Outcome:
+        """This outcome under another tolerance regime (a preset name or a number).
+
+        A regime no stricter than the recording's keeps a correct outcome; a stricter one
+        decides from ``tolerance_needed``, or from ``max_abs_error`` where that alone
+        suffices (``|c - r| / (1 + |r|) <= |c - r|``). An incorrect outcome stays incorrect.
+
+        Raises:
+            NotRecordedError: the record cannot decide it (it was recorded before the judge
+                stored ``tolerance_needed``, or the regime is looser than the recording's).
+        """
+        from autoprofiler_env.harness.tolerance import passes, resolve
+
+        regime, base = resolve(tolerance), resolve(recorded)
+        if not regime.symmetric:
+            raise NotRecordedError(f"the tolerance {regime.name!r} has atol != rtol: a record "
+                                   "decides only regimes with atol = rtol")
+        dtypes = ("float32", "float64", "float16", "bfloat16")
+        looser = any(regime.for_dtype(d)[0] > base.for_dtype(d)[0] for d in dtypes)
+        if not self.correct:
+            if looser:
+                raise NotRecordedError(
+                    f"{self.transformation} was judged incorrect at {base.name}; whether it "
+                    f"passes the looser {regime.name} was not recorded")
+            return self
+        if not looser and all(regime.for_dtype(d) == base.for_dtype(d) for d in dtypes):
+            return self
+        if self.tolerance_needed is not None:
+            ok = passes(self.tolerance_needed, regime)
+        elif self.max_abs_error is not None and self.max_abs_error <= min(
+                regime.for_dtype(d)[0] for d in dtypes):
+            ok = True
+        else:
+            raise NotRecordedError(
+                f"{self.transformation} was recorded without tolerance_needed (judge 1) and its "
+                f"max abs error {self.max_abs_error} does not decide {regime.name}: record it "
+                "again (`autoprofiler record --parts candidates`) or replay at the recording's "
+                "tolerance")
+        if ok:
+            return self
+        return replace(self, correct=False, error_kind="mismatch", median_ms=None, p20_ms=None,
+                       p80_ms=None, speedup=None)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 from autoprofiler_env.errors import ProblemError
 from autoprofiler_env.harness import Evaluator, HarnessConfig
+from autoprofiler_env.harness.records import JUDGE_VERSION
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
@@ -191,7 +192,7 @@ class CandidateWarmer:
         self.workers = workers
         warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
                               max_trials=1, warmup_ms=0, flush_l2=False)
-        self._all = [Evaluator(warm_config, timeout_s=timeout_s)
+        self._all = [Evaluator(warm_config, timeout_s=timeout_s, spare=False)
                      for _ in range(workers if workers > 1 else 0)]
         self._stopping = False
         self._free: queue.Queue = queue.Queue()
@@ -279,14 +280,16 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             for problem, name, source in members:
                 if _past(deadline):
                     return read_jsonl(out)
-                log.write(_outcome_row(problem, name, evaluator.evaluate(problem, source),
-                                       info))
+                log.write(outcome_row(problem, name, evaluator.evaluate(problem, source),
+                                      info, source))
                 bar.update()
     return read_jsonl(out)
 
 
-def _outcome_row(problem: Problem, name: str, result, info: dict) -> dict:
-    """One line of ``candidates.jsonl``: a candidate's judgement and timing."""
+def outcome_row(problem: Problem, name: str, result, info: dict, source: str) -> dict:
+    """One line of ``candidates.jsonl``: a candidate's judgement and timing, with the judge's
+    version, the source's sha256 and the smallest tolerance it passes at (so that a stricter
+    regime replays from it)."""
     return {"uri": problem.uri, "level": problem.level, "transformation": name,
             "correct": result.correct,
             "error_kind": result.error_name, "error_message": result.error_message[:300],
@@ -294,6 +297,9 @@ def _outcome_row(problem: Problem, name: str, result, info: dict) -> dict:
             "candidate_p20_ms": result.candidate.p20_ms if result.candidate else None,
             "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
             "speedup": result.speedup, "max_abs_error": result.max_abs_error,
+            "tolerance_needed": result.tolerance_needed,
+            "timing_unexplained": result.timing_unexplained, "rechecked": result.rechecked,
+            "judge": JUDGE_VERSION, "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
             "wall_s": result.wall_s, **info}
 
 

@@ -81,18 +81,20 @@ class Dataset:
     def cost(self, uri: str, sections) -> ProfileCost:
         return self.profile(uri, sections).cost
 
-    def outcome(self, uri: str, transformation: str) -> Outcome:
-        """The recorded outcome of a candidate.
+    def outcome(self, uri: str, transformation: str, tolerance=None) -> Outcome:
+        """The recorded outcome of a candidate, under ``tolerance`` (a regime of
+        :mod:`autoprofiler_env.harness.tolerance`; None: as recorded).
 
         Raises:
-            NotRecordedError: the candidate was not recorded for this problem (the replay never
-                invents an outcome).
+            NotRecordedError: the candidate was not recorded for this problem, or its record
+                cannot decide ``tolerance`` (the replay never invents an outcome).
         """
         outcomes = self.record(uri).outcomes
         if transformation not in outcomes:
             raise NotRecordedError(f"no recorded outcome of {transformation!r} for {uri}; "
                                    f"recorded: {', '.join(sorted(outcomes)) or 'none'}")
-        return outcomes[transformation]
+        outcome = outcomes[transformation]
+        return outcome if tolerance is None else outcome.judged(tolerance)
 
     def llm_outcome(self, uri: str, model: str, sections, rng=None,
                     missing: str = "raise") -> Outcome:

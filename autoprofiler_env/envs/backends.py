@@ -110,10 +110,16 @@ class ReplayBackend:
     """
 
     def __init__(self, dataset: str | Path | Dataset | None = None, device: str = "cuda",
-                 optimizer: str = "reference", llm_missing: str = "raise") -> None:
+                 optimizer: str = "reference", llm_missing: str = "raise",
+                 tolerance: str | float | None = None) -> None:
+        from autoprofiler_env.harness.tolerance import resolve
+
+        if tolerance is not None:
+            resolve(tolerance)  # an unknown regime fails here, naming the known ones
         self.dataset = (dataset if isinstance(dataset, Dataset)
                         else Dataset.load(dataset or DEFAULT_DATASET))
         self.device, self.optimizer_name, self.llm_missing = device, optimizer, llm_missing
+        self.tolerance = tolerance
         # the dataset keys an LLM's outcomes by its producer's name, "llm:<model>"
         self.llm_model = optimizer if _llm_model(optimizer) is not None else None
         if llm_missing not in LLM_MISSING:
@@ -139,7 +145,8 @@ class ReplayBackend:
 
     def __getstate__(self) -> dict:  # caches are rebuilt, not pickled
         return {"dataset": self.dataset, "device": self.device,
-                "optimizer": self.optimizer_name, "llm_missing": self.llm_missing}
+                "optimizer": self.optimizer_name, "llm_missing": self.llm_missing,
+                "tolerance": self.tolerance}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(**state)
@@ -176,6 +183,8 @@ class ReplayBackend:
         if self.llm_model is not None:
             outcome = self.dataset.llm_outcome(uri, self.llm_model, sections, rng=rng,
                                                missing=self.llm_missing)
+            if self.tolerance is not None:
+                outcome = outcome.judged(self.tolerance)
             return self._replayed(uri, self.optimizer_name, "a recorded reply of the model",
                                   outcome)
         return self._finish(uri, self.dataset.canonical(sections))
@@ -192,7 +201,8 @@ class ReplayBackend:
         if name == "identity":
             eager_ms = record.eager.get("median_ms")
             return EpisodeOutcome(name, reason, True, 1.0, None, eager_ms, eager_ms)
-        return self._replayed(uri, name, reason, self.dataset.outcome(uri, name))
+        return self._replayed(uri, name, reason,
+                              self.dataset.outcome(uri, name, self.tolerance))
 
     def _replayed(self, uri: str, name: str, reason: str, outcome) -> EpisodeOutcome:
         """An episode's outcome from a recorded one (``Outcome``)."""
@@ -214,7 +224,7 @@ class LiveBackend:
 
     def __init__(self, problems: list[str] | None = None, device: str = "cuda",
                  ncu: str | None = None, timeout_s: float = 600.0,
-                 optimizer: str = "reference") -> None:
+                 optimizer: str = "reference", tolerance: str | float | None = None) -> None:
         from autoprofiler_env.harness import Evaluator, HarnessConfig
         from autoprofiler_env.problems import load_problem, load_suite
 
@@ -229,7 +239,8 @@ class LiveBackend:
             from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
 
             self.optimizer = LLMOptimizer(OpenAIChatBackend(model=model))
-        self.evaluator = Evaluator(HarnessConfig(device=device), timeout_s=timeout_s)
+        self.evaluator = Evaluator(HarnessConfig(device=device, tolerance=None if tolerance is None
+                                                 else str(tolerance)), timeout_s=timeout_s)
         self.ncu = ncu
         self._profiles: dict[tuple[str, str], Profile] = {}
 

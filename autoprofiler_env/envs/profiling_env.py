@@ -109,7 +109,12 @@ class ProfilingEnv(gym.Env):
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
     ``"largest_recorded_subset"``), ``budget`` and ``budget_unit`` (``seconds``, ``passes`` or
     ``sections``) and ``budget_is_fraction`` (a fraction of the full set's cost, default, or an
-    absolute amount), ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``.
+    absolute amount), ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, and
+    ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
+    atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
+    The replay judges a recorded outcome under it from the record's ``tolerance_needed``
+    (docs/harness.md) and raises :class:`~autoprofiler_env.errors.NotRecordedError` where the
+    record cannot decide; the live backend judges the candidate under it.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -120,7 +125,8 @@ class ProfilingEnv(gym.Env):
                  budget_is_fraction: bool = True, reward: str = "log_speedup",
                  incorrect_reward: float = math.log(0.5), cost_penalty: float = 0.0,
                  optimizer: str = "reference", llm_missing: str = "raise",
-                 device: str = "cuda", render_mode: str | None = None) -> None:
+                 device: str = "cuda", tolerance: str | float | None = None,
+                 render_mode: str | None = None) -> None:
         if budget_unit not in BUDGET_UNITS:
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
         if reward not in REWARDS:
@@ -129,9 +135,10 @@ class ProfilingEnv(gym.Env):
             raise ValueError(f"budget must be positive, got {budget}")
         if backend == "replay":
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
-                                         llm_missing=llm_missing)
+                                         llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
-            self.backend = LiveBackend(problems, device=device, optimizer=optimizer)
+            self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
+                                       tolerance=tolerance)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         self.problems = list(problems) if problems else self.backend.problems(split)

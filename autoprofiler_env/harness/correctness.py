@@ -3,10 +3,10 @@ outputs (KernelBench issue 165: an all-zeros output passed ``allclose`` on some 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from autoprofiler_env.harness.records import ErrorKind
 
@@ -17,17 +17,18 @@ class Mismatch:
     message: str
 
 
-def _leaves(output) -> list:
-    return tree_flatten(output)[0]
-
-
 _CHUNK = 1 << 24  # elements compared at a time: bounds the temporaries of a 1 GB output
 
 
 def _flat_chunks(*tensors: torch.Tensor):
+    """Chunks of the flattened tensors, at least in float32 (float64 stays float64)."""
     flat = [t.detach().reshape(-1) for t in tensors]
+    wide = torch.float64 if flat[0].dtype in (torch.float64, torch.complex128) else torch.float32
     for start in range(0, flat[0].numel(), _CHUNK):
-        yield [f[start:start + _CHUNK].double() for f in flat]
+        chunk = [f[start:start + _CHUNK] for f in flat]
+        if chunk[0].is_complex():
+            chunk = [torch.view_as_real(c) for c in chunk]
+        yield [c.to(wide) for c in chunk]
 
 
 def _is_constant(t: torch.Tensor) -> bool:
@@ -60,58 +61,115 @@ def trivial_match(reference: torch.Tensor, atol: float, rtol: float) -> str | No
     return None
 
 
-def compare(reference, candidate, atol: float, rtol: float) -> tuple[Mismatch | None, float]:
-    """Checks a candidate's output against the reference's.
+@dataclass(frozen=True)
+class Opaque:
+    """An output leaf that is neither a tensor nor a plain value (only its type is known)."""
 
-    Returns ``(None, max_abs_error)`` when they match, otherwise the first mismatch found:
-    structure, shape, dtype, non-finite values, a constant output where the reference varies,
-    or values outside ``atol + rtol * |reference|``.
+    type_name: str
+
+
+@dataclass
+class Comparison:
+    """The outcome of comparing one set of outputs.
+
+    Attributes:
+        mismatch: the first failure found at the judged tolerance, or None.
+        needed: per floating dtype, ``max |c - r| / (1 + |r|)``: the smallest ``t`` passing
+            with ``atol = rtol = t`` (``inf`` where no tolerance passes).
+        max_abs_error: the largest ``|c - r|``.
     """
-    ref_leaves, cand_leaves = _leaves(reference), _leaves(candidate)
-    if len(ref_leaves) != len(cand_leaves):
-        return Mismatch(ErrorKind.STRUCTURE, f"{len(cand_leaves)} outputs, expected "
-                        f"{len(ref_leaves)}"), float("nan")
+
+    mismatch: Mismatch | None
+    needed: dict = field(default_factory=dict)
+    max_abs_error: float = 0.0
+
+
+def _never(kind: ErrorKind, message: str, dtypes) -> Comparison:
+    return Comparison(Mismatch(kind, message), {d: math.inf for d in dtypes}, math.nan)
+
+
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def compare(reference: list, candidate: list, tolerance_for) -> Comparison:
+    """Compares a candidate's output leaves with the reference's (CPU tensors and values).
+
+    ``tolerance_for(dtype_name) -> (atol, rtol)`` gives the judged tolerance per dtype. The
+    first failure is reported: structure, shape, dtype, non-finite values, a constant output
+    where the reference varies, or values outside ``atol + rtol * |reference|``; ``needed`` is
+    measured over every value even so, when the shapes allow it.
+    """
+    dtypes = sorted({_dtype_name(r) for r in reference
+                     if isinstance(r, torch.Tensor) and (r.is_floating_point() or r.is_complex())})
+    if len(reference) != len(candidate):
+        return _never(ErrorKind.STRUCTURE, f"{len(candidate)} outputs, expected "
+                      f"{len(reference)}", dtypes)
+    needed: dict[str, float] = {d: 0.0 for d in dtypes}
     worst = 0.0
-    for i, (ref, cand) in enumerate(zip(ref_leaves, cand_leaves)):
-        where = f"output {i}" if len(ref_leaves) > 1 else "the output"
+    first: Mismatch | None = None
+    for i, (ref, cand) in enumerate(zip(reference, candidate)):
+        where = f"output {i}" if len(reference) > 1 else "the output"
         if not isinstance(ref, torch.Tensor):
-            if isinstance(cand, torch.Tensor) or cand != ref:
-                return Mismatch(ErrorKind.MISMATCH, f"{where} is {cand!r}, expected {ref!r}"), \
-                    float("nan")
+            if isinstance(cand, torch.Tensor) or type(cand) is not type(ref) or cand != ref:
+                return _never(ErrorKind.MISMATCH, f"{where} is {cand!r}, expected {ref!r}",
+                              dtypes)
             continue
         if not isinstance(cand, torch.Tensor):
-            return Mismatch(ErrorKind.STRUCTURE, f"{where} is a {type(cand).__name__}, "
-                            "expected a tensor"), float("nan")
+            kind = cand.type_name if isinstance(cand, Opaque) else type(cand).__name__
+            return _never(ErrorKind.STRUCTURE, f"{where} is a {kind}, expected a tensor",
+                          dtypes)
         if cand.shape != ref.shape:
-            return Mismatch(ErrorKind.SHAPE, f"{where} has shape {tuple(cand.shape)}, expected "
-                            f"{tuple(ref.shape)}"), float("nan")
+            return _never(ErrorKind.SHAPE, f"{where} has shape {tuple(cand.shape)}, expected "
+                          f"{tuple(ref.shape)}", dtypes)
         if cand.dtype != ref.dtype:
-            return Mismatch(ErrorKind.DTYPE, f"{where} has dtype {cand.dtype}, expected "
-                            f"{ref.dtype}"), float("nan")
-        if cand.device != ref.device:
-            return Mismatch(ErrorKind.STRUCTURE, f"{where} is on {cand.device}, expected "
-                            f"{ref.device}"), float("nan")
+            return _never(ErrorKind.DTYPE, f"{where} has dtype {cand.dtype}, expected "
+                          f"{ref.dtype}", dtypes)
         if not torch.is_floating_point(ref) and not torch.is_complex(ref):
             if not torch.equal(cand, ref):
-                return Mismatch(ErrorKind.MISMATCH, f"{where}: integer values differ"), \
-                    float("nan")
+                return _never(ErrorKind.MISMATCH, f"{where}: integer values differ", dtypes)
             continue
         ref_finite = torch.isfinite(ref)
-        if bool((~torch.isfinite(cand) & ref_finite).any()):
-            n = int((~torch.isfinite(cand) & ref_finite).sum())
-            return Mismatch(ErrorKind.NONFINITE, f"{where} has {n} NaN/Inf values where the "
-                            "reference is finite"), float("nan")
+        bad = ~torch.isfinite(cand) & ref_finite
+        if bool(bad.any()):
+            return _never(ErrorKind.NONFINITE, f"{where} has {int(bad.sum())} NaN/Inf values "
+                          "where the reference is finite", dtypes)
         if _is_constant(cand) and not _is_constant(ref):
-            return Mismatch(ErrorKind.DEGENERATE, f"{where} is the constant "
-                            f"{cand.reshape(-1)[0].item():.4g} everywhere; the reference "
-                            "varies"), float("nan")
-        err, n_bad = 0.0, 0
+            return _never(ErrorKind.DEGENERATE, f"{where} is the constant "
+                          f"{cand.reshape(-1)[0].item():.4g} everywhere; the reference varies",
+                          dtypes)
+        atol, rtol = tolerance_for(_dtype_name(ref))
+        err, ratio, n_bad = 0.0, 0.0, 0
         for r, c in _flat_chunks(ref, cand):
-            diff = torch.where(torch.isfinite(r), (c - r).abs(), torch.zeros_like(r))
-            err = max(err, float(diff.max()))
+            finite = torch.isfinite(r)
+            diff = torch.where(finite, (c - r).abs(), torch.zeros_like(r))
+            if diff.numel():
+                err = max(err, float(diff.max()))
+                ratio = max(ratio, float((diff / (1 + r.abs().nan_to_num(0, 0, 0))).max()))
             n_bad += int((diff > atol + rtol * r.abs()).sum())
         worst = max(worst, err)
-        if n_bad:
-            return Mismatch(ErrorKind.MISMATCH, f"{where}: {n_bad} of {ref.numel()} values "
-                            f"outside atol={atol}, rtol={rtol} (max abs error {err:.3g})"), err
-    return None, worst
+        name = _dtype_name(ref)
+        needed[name] = max(needed[name], ratio)
+        if n_bad and first is None:
+            first = Mismatch(ErrorKind.MISMATCH, f"{where}: {n_bad} of {ref.numel()} values "
+                             f"outside atol={atol:g}, rtol={rtol:g} (max abs error {err:.3g})")
+    return Comparison(first, needed, worst)
+
+
+def fingerprint(leaves: list) -> tuple:
+    """A cheap identity of a set of outputs (sums and a strided sample of each tensor), to
+    tell an output that stays the same across input sets."""
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            flat = leaf.reshape(-1)
+            step = max(1, flat.numel() // 4096)
+            sample = flat[::step]
+            if flat.is_floating_point() or flat.is_complex():
+                out.append((tuple(leaf.shape), float(flat.double().sum().nan_to_num(0)),
+                            sample.double().nan_to_num(0).tolist()))
+            else:
+                out.append((tuple(leaf.shape), int(flat.long().sum()), sample.tolist()))
+        else:
+            out.append(repr(leaf))
+    return tuple(out)

@@ -10,6 +10,12 @@ from enum import Enum
 from autoprofiler_env.problems.problem import Size
 
 
+JUDGE_VERSION = 2
+"""The judge's version, stored with every recorded outcome: 1 judged in the candidate's own
+process; 2 is the separated, sandboxed judge of docs/harness.md. An outcome is reused only
+where the candidate's source and the judge's version are the same."""
+
+
 class ErrorKind(str, Enum):
     """Why a candidate was judged incorrect (or could not be judged)."""
 
@@ -26,6 +32,11 @@ class ErrorKind(str, Enum):
     MISMATCH = "mismatch"            # values outside atol / rtol
     TIMEOUT = "timeout"              # did not finish within the time limit: worker killed
     CRASH = "crash"                  # the worker process died (segfault, abort, killed)
+    STATIC = "static"                # the static check found a forbidden construct
+    PROTOCOL = "protocol"            # the candidate's process sent a malformed or forged reply
+    ASYNC_WORK = "async_work"        # outputs changed after forward returned (side stream, thread)
+    TIMING_MISMATCH = "timing_mismatch"  # its reported time disagrees with the judge's clock
+    SANDBOX = "sandbox"              # it tried what the sandbox forbids (a write outside, a socket)
 
 
 @dataclass(frozen=True)
@@ -35,7 +46,11 @@ class HarnessConfig:
     Attributes:
         device: ``"cpu"`` or ``"cuda"`` (or ``"cuda:N"``).
         size: ``"full"`` (the real sizes; all recorded data) or ``"smoke"`` (CPU tests).
-        atol, rtol: the tolerance of ``torch.allclose`` against the reference (fp32: 1e-2).
+        atol, rtol: the tolerance of ``torch.allclose`` against the reference, used when
+            ``tolerance`` is None (fp32 default: KernelBench v0.1's 1e-2).
+        tolerance: a named regime (:data:`~autoprofiler_env.harness.tolerance.PRESETS`, e.g.
+            ``"kernelbench-v0.1"``, ``"kernelbench"``) whose per-dtype atol/rtol replace
+            ``atol`` and ``rtol``.
         n_correctness: how many fresh random input sets a candidate must match.
         seed: seeds the weights (the same for Model and ModelNew) and the input sets.
         warmup_ms: time spent running the model before any timing.
@@ -43,6 +58,12 @@ class HarnessConfig:
         min_trials, max_trials: ... but at least and at most this many.
         flush_l2: on CUDA, overwrite a buffer twice the L2's size before every trial, so no
             trial reads its inputs from the previous trial's cache.
+        rounds: timing runs in this many rounds, each a batch of the reference and a batch of
+            the candidate, alternating which goes first, so that drift cancels.
+        static_check: ``"enforce"`` (rejecting findings fail the candidate), ``"warn"`` (they
+            are listed only: tests of the runtime defences use it) or ``"off"``.
+        sandbox: isolate the candidate's process (namespaces, limits, a scrubbed
+            environment: docs/harness.md); False only for debugging.
     """
 
     device: str = "cpu"
@@ -56,6 +77,29 @@ class HarnessConfig:
     min_trials: int = 10
     max_trials: int = 500
     flush_l2: bool = True
+    tolerance: str | None = None
+    rounds: int = 5
+    static_check: str = "enforce"
+    sandbox: bool = True
+
+    def __post_init__(self) -> None:
+        from autoprofiler_env.harness.tolerance import resolve
+
+        if self.tolerance is not None:
+            resolve(self.tolerance)  # an unknown name fails here, with the names it knows
+        if self.static_check not in ("enforce", "warn", "off"):
+            raise ValueError(f"static_check must be 'enforce', 'warn' or 'off', got "
+                             f"{self.static_check!r}")
+        if self.rounds < 1 or self.n_correctness < 1:
+            raise ValueError("rounds and n_correctness must be at least 1")
+
+    def tolerance_for(self, dtype: str) -> tuple[float, float]:
+        """(atol, rtol) for an output of this dtype (``"float32"``)."""
+        if self.tolerance is None:
+            return self.atol, self.rtol
+        from autoprofiler_env.harness.tolerance import resolve
+
+        return resolve(self.tolerance).for_dtype(dtype)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -118,9 +162,22 @@ class ReferenceRun:
 class EvalResult:
     """The verdict on one candidate for one problem.
 
-    ``correct`` is True only when every output matched on every input set; then
-    ``candidate`` holds its timing and ``speedup`` is reference median / candidate median.
-    Otherwise ``error_kind`` says why and ``error_message`` gives the detail.
+    ``correct`` is True only when every output matched on every input set (the correctness
+    sets and the sampled timed calls) and every check of the judge passed; then ``candidate``
+    holds its timing and ``speedup`` is reference median / candidate median, both timed in the
+    same interleaved run. Otherwise ``error_kind`` says why and ``error_message`` gives the
+    detail.
+
+    ``tolerance_needed`` maps each floating output dtype to the smallest ``t`` at which the
+    candidate passes with ``atol = rtol = t`` (``max |c - r| / (1 + |r|)`` over every compared
+    value), so that a stricter regime can be judged from the record alone
+    (:func:`~autoprofiler_env.harness.tolerance.passes`); None when it failed before any value
+    could be compared, ``inf`` for a failure no tolerance fixes (shape, NaN, degenerate).
+    ``timing_unexplained`` is the share of the judge's own clock over the candidate's timed
+    batches that its reported times and the reference's measured overhead do not explain
+    (docs/harness.md); ``rechecked`` says a suspicious speedup was measured again on fresh
+    inputs. ``findings`` are the static check's warnings; ``isolation`` says what the sandbox
+    of the candidate's process achieved.
     """
 
     problem_uri: str
@@ -134,6 +191,11 @@ class EvalResult:
     n_correctness_passed: int = 0
     wall_s: float = 0.0
     config: dict = field(default_factory=dict)
+    tolerance_needed: dict | None = None
+    timing_unexplained: float | None = None
+    rechecked: bool = False
+    findings: list = field(default_factory=list)
+    isolation: dict = field(default_factory=dict)
 
     @property
     def speedup(self) -> float | None:

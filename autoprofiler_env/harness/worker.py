@@ -1,32 +1,34 @@
-"""The worker process: imports torch once, then checks and times candidates on request.
+"""What runs inside a worker process: the reference's or one candidate's, never both.
 
-It runs in a child process (see :mod:`autoprofiler_env.harness.evaluator`), so that a
-candidate that crashes the process, corrupts the CUDA context or never returns takes down only
-the worker. Messages are plain dicts over a ``multiprocessing`` pipe.
+A worker is started by :mod:`autoprofiler_env.harness.process`, which runs :func:`main` with
+``--role reference|candidate``. The reference's
+worker imports the problem and builds ``Model``; a candidate's worker (sandboxed first:
+:mod:`.sandbox`) imports the problem, for its inputs, and the candidate's source, and builds
+``ModelNew``. Both answer the same requests with the same code, so that the reference and the
+candidate are run and timed by one procedure:
+
+- ``load``: import and build;
+- ``outputs``: the outputs for one input set, made from a seed the judge chose;
+- ``warmup``: run for a while, report the time per call (sizes the timed batches only);
+- ``time``: a batch of timed calls, each on a fresh input set made from its own seed, with an
+  L2 flush before each call on a GPU; the outputs of the calls the judge named are
+  snapshotted when ``forward`` returns and checked for changes after a device-wide
+  synchronize; ``samples`` then hands those snapshots over.
+
+Nothing the candidate's worker says about correctness is believed: it hands over raw outputs
+and times, which the judge (:mod:`.evaluator`) compares and checks against its own clock.
 """
 
 from __future__ import annotations
 
-import gc
+import argparse
 import importlib.util
-import itertools
+import math
 import os
 import sys
-import tempfile
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-
-import torch
-from torch.utils._pytree import tree_flatten
-
-from autoprofiler_env.errors import ProblemError
-from autoprofiler_env.harness.correctness import compare, trivial_match
-from autoprofiler_env.harness.records import ErrorKind, EvalResult, HarnessConfig, Timing
-from autoprofiler_env.harness.timing import time_fn
-from autoprofiler_env.problems.problem import import_problem
 
 _CUDA_ERROR_MARKS = ("CUDA error", "illegal memory access", "device-side assert",
                      "CUBLAS_STATUS", "CUDNN_STATUS", "unspecified launch failure")
@@ -36,37 +38,12 @@ class CudaContextLost(Exception):
     """A CUDA error after which this process cannot use the GPU again."""
 
 
-@dataclass
-class BackendFlags:
-    """Global numerics switches that a candidate may change (TF32, cuDNN benchmark). The
-    reference always runs with the flags the worker started with; a candidate with those it
-    set while it was imported and built."""
+class StageError(Exception):
+    """The candidate (or the problem) failed at a stage: import, no_model_new, init, runtime."""
 
-    matmul_tf32: bool
-    cudnn_tf32: bool
-    cudnn_benchmark: bool
-    matmul_precision: str
-
-    @classmethod
-    def capture(cls) -> BackendFlags:
-        return cls(torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-                   torch.backends.cudnn.benchmark, torch.get_float32_matmul_precision())
-
-    def apply(self) -> None:
-        torch.backends.cuda.matmul.allow_tf32 = self.matmul_tf32
-        torch.backends.cudnn.allow_tf32 = self.cudnn_tf32
-        torch.backends.cudnn.benchmark = self.cudnn_benchmark
-        torch.set_float32_matmul_precision(self.matmul_precision)
-
-
-@dataclass
-class Prepared:
-    """A problem made ready on the device: its module, reference model and timing."""
-
-    module: ModuleType
-    model: torch.nn.Module
-    reference: Timing
-    peak_memory_bytes: int | None
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -78,180 +55,342 @@ def _one_line(e: BaseException) -> str:
     return text[0] if len(text) == 1 else f"{text[0]} ... {text[-1]}"[:500]
 
 
-class Worker:
-    """State kept between requests: prepared problems and a scratch folder for candidates."""
+class Auditor:
+    """Records what a candidate does that the sandbox forbids (a write outside its folders, an
+    internet socket) through Python's audit hooks, which cannot be removed once added. The OS
+    isolation stops the act itself where it is available; this makes it a verdict."""
 
-    def __init__(self) -> None:
-        # fp32 means fp32: cuDNN's default would let convolutions use TF32.
+    _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    _FS_EVENTS = {"os.remove", "os.rmdir", "os.rename", "os.replace", "shutil.rmtree",
+                  "os.truncate", "os.chmod", "os.chown", "os.link", "os.symlink", "os.mkdir"}
+
+    def __init__(self, allowed: list[str]) -> None:
+        self.allowed = [os.path.realpath(p) for p in allowed] + ["/dev/null", "/dev/shm"]
+        self.violations: list[str] = []
+        self.active = False
+
+    def _outside(self, path) -> str | None:
+        if isinstance(path, int):
+            return None
+        try:
+            real = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return None
+        if any(real == a or real.startswith(a.rstrip("/") + "/") for a in self.allowed):
+            return None
+        return real
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if not self.active or len(self.violations) > 20:
+            return
+        if event == "open" and len(args) >= 3:
+            path, mode, flags = args[0], args[1], args[2]
+            writing = (any(c in mode for c in "wax+") if isinstance(mode, str)
+                       else isinstance(flags, int) and bool(flags & self._WRITE_FLAGS))
+            where = self._outside(path) if writing else None
+            if where:
+                self.violations.append(f"opened {where} for writing")
+        elif event in self._FS_EVENTS and args:
+            where = self._outside(args[0])
+            if where:
+                self.violations.append(f"{event} on {where}")
+        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+            sock = args[0] if args else None
+            family = getattr(sock, "family", None)
+            if family is not None and int(family) in (2, 10):  # AF_INET, AF_INET6
+                self.violations.append(f"{event} to {args[1] if len(args) > 1 else '?'}")
+
+
+class Runner:
+    """A problem's module and one model (the reference or the candidate) on a device."""
+
+    def __init__(self, role: str, auditor: Auditor | None) -> None:
+        import torch
+
+        self.torch = torch
+        self.role = role
+        self.auditor = auditor
+        # fp32 means fp32: cuDNN's default would let convolutions use TF32. A candidate may
+        # change these (that is what its TF32 transformation does), in its own process only.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        self.pristine = BackendFlags.capture()
-        self.prepared: dict[tuple, Prepared] = {}
-        self.scratch = Path(tempfile.mkdtemp(prefix="autoprofiler-candidates-"))
-        self._ids = itertools.count()
+        self.module = None
+        self.model = None
+        self.device = "cpu"
+        self.flush = None
+        self.samples: list[tuple[int, list]] = []
 
-    # -- helpers ----------------------------------------------------------------------------
+    # -- loading ----------------------------------------------------------------------------
 
-    def _inputs(self, module: ModuleType, config: HarnessConfig, trial: int) -> list:
-        torch.manual_seed(config.seed + 1 + trial)
-        with torch.device(config.device):
-            inputs = module.get_inputs()
-        return [x.to(config.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    def load(self, path: str, size: str, device: str, seed: int, source: str | None) -> dict:
+        from autoprofiler_env.problems.problem import import_problem
 
-    def _build(self, cls, module: ModuleType, config: HarnessConfig) -> torch.nn.Module:
-        torch.manual_seed(config.seed)
-        with torch.device(config.device):
-            model = cls(*module.get_init_inputs())
-        return model.to(config.device)
-
-    @staticmethod
-    def _sync(config: HarnessConfig) -> None:
-        if torch.device(config.device).type == "cuda":
-            torch.cuda.synchronize(config.device)
-
-    def _clone(self, inputs: list) -> list:
-        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-    # -- requests ---------------------------------------------------------------------------
-
-    def prepare(self, path: str, config: HarnessConfig) -> Prepared:
-        """Imports the problem, builds the reference, checks it is well posed, times it."""
-        key = (path, config.size, config.device, config.seed, config.atol, config.rtol)
-        if key in self.prepared:
-            return self.prepared[key]
-        self.prepared.clear()  # one problem at a time on the device: its memory is freed
-        gc.collect()
-        module = import_problem(Path(path), config.size)
-        self.pristine.apply()
-        on_cuda = torch.device(config.device).type == "cuda"
+        torch = self.torch
+        self.device = device
+        self.module = import_problem(Path(path), size)  # ProblemError: the problem's fault
+        on_cuda = torch.device(device).type == "cuda"
         if on_cuda:
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(config.device)
-            baseline = torch.cuda.memory_allocated(config.device)
+            torch.cuda.reset_peak_memory_stats(device)
+            baseline = torch.cuda.memory_allocated(device)
+        if source is None:
+            cls = self.module.Model
+        else:
+            cls = self._import_candidate(source)
         try:
-            model = self._build(module.Model, module, config)
-            inputs = self._inputs(module, config, 0)
-            with torch.no_grad():
-                output = model(*self._clone(inputs))
-            self._sync(config)
-            # the problem's own footprint: weights, inputs, one forward; not the harness's
-            peak = (torch.cuda.max_memory_allocated(config.device) - baseline
-                    if on_cuda else None)
+            self.model = self._build(cls, seed)
         except Exception as e:
             if _is_cuda_error(e):
                 raise CudaContextLost(_one_line(e)) from e
-            raise ProblemError(path, f"the reference failed: {_one_line(e)}") from e
-        for i, leaf in enumerate(t for t in tree_flatten(output)[0]
-                                 if isinstance(t, torch.Tensor)):
-            if torch.is_floating_point(leaf) and not bool(torch.isfinite(leaf).all()):
-                raise ProblemError(path, f"the reference output {i} has NaN or Inf values")
-            constant = trivial_match(leaf, config.atol, config.rtol)
-            if constant:
-                raise ProblemError(
-                    path, f"the reference output {i} is matched by {constant} at atol="
-                    f"{config.atol}, rtol={config.rtol}, so a constant candidate would pass",
-                    "change the problem's inputs or sizes (docs/problems.md)")
-        with torch.no_grad():
-            reference = time_fn(lambda: model(*inputs), config)
-        prepared = Prepared(module, model, reference, peak)
-        self.prepared[key] = prepared
-        return prepared
+            raise StageError("init", _one_line(e)) from e
+        reply = {}
+        if source is None:  # the reference: its own footprint, weights and one forward
+            self.run(self.inputs(seed + 1))
+            self.sync()
+            if on_cuda:
+                reply["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device) - baseline
+        return reply
 
-    def _load_candidate(self, source: str) -> ModuleType:
-        path = self.scratch / f"candidate_{next(self._ids)}.py"
+    def _import_candidate(self, source: str):
+        path = Path.cwd() / "candidate.py"
         path.write_text(source)  # a real file: triton's @jit and tracebacks read the source
-        spec = importlib.util.spec_from_file_location(path.stem, path)
+        spec = importlib.util.spec_from_file_location("candidate", path)
         module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)
-        return module
-
-    def evaluate(self, uri: str, path: str, source: str, config: HarnessConfig) -> EvalResult:
-        started = time.perf_counter()
-        prepared = self.prepare(path, config)
-
-        def fail(kind: ErrorKind, message: str, passed: int = 0, err=None) -> EvalResult:
-            return EvalResult(problem_uri=uri, device=config.device, correct=False,
-                              error_kind=kind, error_message=message,
-                              reference=prepared.reference, max_abs_error=err,
-                              n_correctness_passed=passed,
-                              wall_s=time.perf_counter() - started, config=config.to_dict())
-
-        stage, passed, worst = ErrorKind.IMPORT, 0, 0.0
+        sys.modules["candidate"] = module
+        if self.auditor is not None:
+            self.auditor.active = True
         try:
-            self.pristine.apply()
-            module = self._load_candidate(source)
-            stage = ErrorKind.NO_MODEL_NEW
-            model_new_cls = getattr(module, "ModelNew", None)
-            if not isinstance(model_new_cls, type):
-                return fail(ErrorKind.NO_MODEL_NEW, "the candidate defines no class ModelNew")
-            stage = ErrorKind.INIT
-            candidate = self._build(model_new_cls, prepared.module, config)
-            flags = BackendFlags.capture()
-            stage = ErrorKind.RUNTIME
-            for trial in range(config.n_correctness):
-                inputs = self._inputs(prepared.module, config, trial)
-                with torch.no_grad():
-                    self.pristine.apply()
-                    expected = prepared.model(*self._clone(inputs))
-                    flags.apply()
-                    got = candidate(*self._clone(inputs))
-                self._sync(config)
-                mismatch, err = compare(expected, got, config.atol, config.rtol)
-                if mismatch:
-                    return fail(mismatch.kind, f"input set {trial}: {mismatch.message}",
-                                passed, err if err == err else None)
-                worst = max(worst, err)
-                passed += 1
-                del expected, got
-            flags.apply()
-            with torch.no_grad():
-                timing = time_fn(lambda: candidate(*inputs), config)
-        except Exception as e:
-            if _is_cuda_error(e):
-                raise CudaContextLost(_one_line(e)) from e
-            return fail(stage, _one_line(e), passed)
-        finally:
-            self.pristine.apply()
-            gc.collect()
-            if torch.device(config.device).type == "cuda":
-                try:
-                    torch.cuda.empty_cache()
-                except Exception:  # a lost context fails here too; the error above says why
-                    pass
-        return EvalResult(problem_uri=uri, device=config.device, correct=True,
-                          reference=prepared.reference, candidate=timing,
-                          max_abs_error=worst, n_correctness_passed=passed,
-                          wall_s=time.perf_counter() - started, config=config.to_dict())
+            spec.loader.exec_module(module)
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise StageError("import", f"the candidate raised {type(e).__name__} at "
+                                 "import") from None
+            raise StageError("import", _one_line(e)) from e
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type):
+            raise StageError("no_model_new", "the candidate defines no class ModelNew")
+        return cls
+
+    def _build(self, cls, seed: int):
+        torch = self.torch
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            model = cls(*self.module.get_init_inputs())
+        return model.to(self.device)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def inputs(self, seed: int) -> list:
+        torch = self.torch
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            inputs = self.module.get_inputs()
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def run(self, inputs: list):
+        with self.torch.no_grad():
+            return self.model(*inputs)
+
+    def sync(self) -> None:
+        if self.torch.device(self.device).type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def _leaves(self, output) -> tuple[list[dict], list]:
+        """The output's leaves: tensors (sent raw) and plain values."""
+        from torch.utils._pytree import tree_flatten
+
+        specs, tensors = [], []
+        for leaf in tree_flatten(output)[0]:
+            if isinstance(leaf, self.torch.Tensor):
+                specs.append({"tensor": len(tensors)})
+                tensors.append(leaf)
+            elif isinstance(leaf, (bool, int, float, str)) or leaf is None:
+                value = leaf
+                if isinstance(leaf, float) and not math.isfinite(leaf):
+                    value = repr(leaf)
+                specs.append({"value": value})
+            else:
+                specs.append({"other": type(leaf).__name__})
+        return specs, tensors
+
+    def _snapshot(self, output) -> tuple[list[dict], list, list]:
+        specs, tensors = self._leaves(output)
+        return specs, [t.detach().clone() for t in tensors], tensors
+
+    def _changed(self, snaps: list, live: list) -> bool:
+        """Whether any output differs, bit for bit, from its snapshot (NaNs included)."""
+        torch = self.torch
+
+        def bits(t):
+            return t.detach().reshape(-1).view(torch.uint8) if t.numel() else t
+
+        return any(s.shape != t.shape or not torch.equal(bits(s), bits(t))
+                   for s, t in zip(snaps, live))
+
+    def outputs(self, seed: int) -> tuple[dict, list]:
+        output = self.run(self.inputs(seed))
+        specs, snaps, live = self._snapshot(output)  # at return, before any synchronize
+        self.sync()
+        return {"leaves": specs, "changed": self._changed(snaps, live)}, snaps
+
+    def warmup(self, seed: int, ms: float) -> dict:
+        inputs = self.inputs(seed)
+        start, calls = time.perf_counter(), 0
+        while calls < 3 or (time.perf_counter() - start) * 1e3 < ms:  # a fresh process is cold
+            self.run(inputs)
+            self.sync()
+            calls += 1
+        return {"per_call_ms": (time.perf_counter() - start) * 1e3 / calls}
+
+    def _flush_buffer(self):
+        torch = self.torch
+        if self.flush is None:
+            props = torch.cuda.get_device_properties(self.device)
+            l2_bytes = getattr(props, "L2_cache_size", 64 << 20)
+            self.flush = torch.empty(max(2 * l2_bytes, 1 << 20) // 4, dtype=torch.int32,
+                                     device=self.device)
+        return self.flush
+
+    def time(self, seeds: list[int], flush: bool, sample: list[int]) -> dict:
+        """One timed batch: per call a fresh input set, then (GPU) an L2 flush, then the call
+        between two CUDA events (CPU: ``perf_counter``)."""
+        torch = self.torch
+        cuda = torch.device(self.device).type == "cuda"
+        sample = set(sample)
+        self.samples = []
+        kept, changed = [], False
+        buffer = self._flush_buffer() if cuda and flush else None
+        events = []
+        times = []
+        for i, seed in enumerate(seeds):
+            inputs = self.inputs(seed)
+            if cuda:
+                if buffer is not None:
+                    buffer.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                    enable_timing=True)
+                start.record()
+                output = self.run(inputs)
+                end.record()
+                events.append((start, end))
+            else:
+                t0 = time.perf_counter()
+                output = self.run(inputs)
+                times.append((time.perf_counter() - t0) * 1e3)
+            if i in sample:  # snapshot at return, compare after a device-wide synchronize
+                specs, snaps, live = self._snapshot(output)
+                self.sync()
+                changed = changed or self._changed(snaps, live)
+                kept.append((seed, specs, snaps))
+                del live
+            del output, inputs
+        self.sync()
+        if cuda:
+            times = [s.elapsed_time(e) for s, e in events]
+        self.samples = kept
+        return {"times_ms": times, "changed": changed}
+
+    def take_samples(self) -> tuple[dict, list]:
+        header, tensors = [], []
+        for seed, specs, snaps in self.samples:
+            offset = len(tensors)
+            header.append({"seed": seed, "leaves": [
+                {"tensor": s["tensor"] + offset} if "tensor" in s else s for s in specs]})
+            tensors.extend(snaps)
+        self.samples = []
+        return {"samples": header}, tensors
 
 
-def serve(conn) -> None:
-    """The worker's main loop: one reply per request until the pipe closes."""
-    os.dup2(2, 1)  # a candidate's prints must not reach the caller's stdout (JSON lives there)
-    sys.stdout = sys.stderr
-    worker = Worker()
-    conn.send({"ok": True, "pid": os.getpid(), "torch": torch.__version__})
+def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
+    """The worker's loop: one reply per request until the judge closes the pipe."""
+    import torch
+
+    from autoprofiler_env.errors import ProblemError
+    from autoprofiler_env.harness import wire
+
+    runner = Runner(role, auditor)
+    wire.send(conn, {"ok": True, "pid": os.getpid(), "torch": torch.__version__,
+                     "isolation": isolation})
+
+    def reply(header: dict, tensors=()) -> None:
+        if auditor is not None:
+            header["violations"] = list(auditor.violations)
+        wire.send(conn, header, tensors)
+
     while True:
         try:
-            request = conn.recv()
-        except (EOFError, KeyboardInterrupt):
+            request = wire.recv_json(conn)
+        except (EOFError, OSError, KeyboardInterrupt):
             return
-        if request is None:
+        if request is None or request.get("op") == "exit":
             return
-        config = HarnessConfig(**request["config"])
+        op = request.get("op")
         try:
-            if request["op"] == "prepare":
-                prepared = worker.prepare(request["path"], config)
-                conn.send({"ok": True, "reference": prepared.reference,
-                           "peak_memory_bytes": prepared.peak_memory_bytes})
+            if op == "load":
+                reply({"ok": True, **runner.load(request["path"], request["size"],
+                                                 request["device"], request["seed"],
+                                                 request.get("source"))})
+            elif op == "outputs":
+                header, tensors = runner.outputs(request["seed"])
+                reply({"ok": True, **header}, tensors)
+            elif op == "warmup":
+                reply({"ok": True, **runner.warmup(request["seed"], request["ms"])})
+            elif op == "time":
+                reply({"ok": True, **runner.time(request["seeds"], request["flush"],
+                                                 request["sample"])})
+            elif op == "samples":
+                header, tensors = runner.take_samples()
+                reply({"ok": True, **header}, tensors)
             else:
-                result = worker.evaluate(request["uri"], request["path"], request["source"],
-                                         config)
-                conn.send({"ok": True, "result": result})
+                reply({"ok": False, "internal_error": f"unknown request {op!r}"})
         except ProblemError as e:
-            conn.send({"ok": False, "problem_error": e.cause, "path": e.path})
+            reply({"ok": False, "problem_error": e.cause, "path": e.path})
+        except StageError as e:
+            reply({"ok": False, "stage": e.stage, "error": str(e)})
         except CudaContextLost as e:
-            conn.send({"ok": False, "cuda_error": str(e)})
-            os._exit(3)  # the context is gone; the parent starts a fresh worker
-        except Exception as e:  # a harness bug: report it whole, keep serving
-            conn.send({"ok": False, "internal_error": traceback.format_exc(), "short": _one_line(e)})
+            reply({"ok": False, "cuda_error": str(e)})
+            os._exit(3)  # the context is gone; the judge starts a fresh worker
+        except Exception as e:
+            if _is_cuda_error(e):
+                reply({"ok": False, "cuda_error": _one_line(e)})
+                os._exit(3)
+            if role == "reference":  # the problem's own code failed
+                reply({"ok": False, "problem_error": f"the reference failed: {_one_line(e)}",
+                       "path": request.get("path", "")})
+            elif op in ("outputs", "warmup", "time"):
+                reply({"ok": False, "stage": "runtime", "error": _one_line(e)})
+            else:
+                reply({"ok": False, "internal_error": traceback.format_exc(),
+                       "short": _one_line(e)})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="autoprofiler-worker",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--role", choices=("reference", "candidate"), required=True)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--sandbox", action="store_true")
+    parser.add_argument("--writable", action="append", default=[])
+    parser.add_argument("--cpu-seconds", type=float)
+    parser.add_argument("--address-space", type=int)
+    args = parser.parse_args(argv)
+    from multiprocessing.connection import Connection
+
+    from autoprofiler_env.harness import sandbox
+    from autoprofiler_env.processes import die_with_parent
+
+    isolation = {}
+    if args.sandbox:
+        isolation = sandbox.isolate(args.parent, args.writable, args.cpu_seconds,
+                                    args.address_space)
+    else:
+        die_with_parent(args.parent)
+    os.dup2(2, 1)  # a candidate's prints must not reach the judge's stdout (JSON lives there)
+    sys.stdout = sys.stderr
+    conn = Connection(args.fd)
+    auditor = None
+    if args.role == "candidate":
+        auditor = Auditor(args.writable + [os.getcwd()])
+        sys.addaudithook(auditor)
+    serve(conn, args.role, auditor, isolation)
+

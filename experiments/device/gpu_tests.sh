@@ -8,5 +8,5 @@ set -u -o pipefail
 FINAL=${OUT:-results}
 mkdir -p "$FINAL"
 export PYTHONUNBUFFERED=1
-timeout -s TERM "${LIMIT:-540}" python3 -m pytest -m gpu -v -p no:cacheprovider tests/ 2>&1 \
+timeout -s KILL "${LIMIT:-540}" python3 -m pytest -m gpu -v -p no:cacheprovider ${TESTPATHS:-tests/} 2>&1 \
   | sed "s#$PWD#.#g" | tail -40 | tee "$FINAL/gpu_tests.txt"  # no machine paths in the log

@@ -1,0 +1,179 @@
+"""A worker process as the judge sees it: started, asked, timed out, killed.
+
+Workers are plain subprocesses (running :func:`autoprofiler_env.harness.worker.main`), not
+``multiprocessing`` children: a script without an ``if __name__ == "__main__":`` guard can use
+the harness, and the judge controls exactly what a candidate's process inherits (its
+environment, its folder, the one socket it talks over). Each runs in a session of its own and
+dies with the judge (``PR_SET_PDEATHSIG``); :meth:`WorkerProcess.kill` kills its whole process
+group.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from autoprofiler_env.harness import wire
+from autoprofiler_env.harness.sandbox import scrubbed_environment
+from autoprofiler_env.processes import kill_group
+
+STARTUP_TIMEOUT_S = 180.0
+"""Starting a worker imports torch and initialises CUDA: seconds, more on a loaded machine."""
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_ENTRY = "from autoprofiler_env.harness.worker import main; main()"
+"""Run by import (not ``-m``), so the worker's module has its own name in ``sys.modules``."""
+
+
+class WorkerTimeout(Exception):
+    """No reply within the time limit (the worker has been killed)."""
+
+
+class WorkerDied(Exception):
+    """The worker's process ended (its exit code or signal is in the message)."""
+
+
+def default_cache_dir() -> Path:
+    """The compile caches (Inductor, Triton) that every candidate's process shares: like
+    Inductor's own default, one folder per user in the temporary folder."""
+    return Path(tempfile.gettempdir()) / f"autoprofiler-compile-cache-{os.getuid()}"
+
+
+class WorkerProcess:
+    """One worker process and its socket.
+
+    Args:
+        role: ``"reference"`` or ``"candidate"``.
+        sandbox: isolate it (only a candidate's: :mod:`.sandbox`).
+        cache_dir: the shared compile caches (a candidate's process may write there).
+        cpu_seconds, address_space: resource limits for a sandboxed process.
+    """
+
+    def __init__(self, role: str, sandbox: bool = False, cache_dir: Path | None = None,
+                 cpu_seconds: float | None = None, address_space: int | None = None) -> None:
+        self.role = role
+        self.sandboxed = sandbox
+        self.home = Path(tempfile.mkdtemp(prefix=f"autoprofiler-{role}-"))
+        cache_dir = Path(cache_dir or default_cache_dir())
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        parent_sock, child_sock = socket.socketpair()
+        command = [sys.executable, "-c", _ENTRY, "--role", role,
+                   "--fd", str(child_sock.fileno()), "--parent", str(os.getpid())]
+        if sandbox:
+            env = scrubbed_environment(os.environ, str(self.home), str(cache_dir))
+            command += ["--sandbox", "--writable", str(self.home), "--writable", str(cache_dir)]
+            if cpu_seconds:
+                command += ["--cpu-seconds", str(int(cpu_seconds))]
+            if address_space:
+                command += ["--address-space", str(int(address_space))]
+        else:
+            env = dict(os.environ)
+        # a candidate's worker writes its source there: never into the caller's folder
+        cwd = str(self.home) if role == "candidate" else None
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH"))
+                                            if p)
+        try:
+            self.popen = subprocess.Popen(command, pass_fds=(child_sock.fileno(),), env=env,
+                                          cwd=cwd, stdin=subprocess.DEVNULL, stdout=2,
+                                          start_new_session=True)
+        finally:
+            child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+        self.hello: dict | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict:
+        """The worker's first message (its pid, torch version and isolation report).
+
+        Raises:
+            WorkerTimeout, WorkerDied: it did not start.
+        """
+        if self.hello is None:
+            header, _ = self.receive(timeout_s, max_bytes=0)
+            self.hello = header
+        return self.hello
+
+    def send(self, message: dict) -> None:
+        try:
+            wire.send_json(self.conn, message)
+        except (BrokenPipeError, ConnectionError, OSError) as e:
+            raise self._died() from e
+
+    def receive(self, timeout_s: float, max_bytes: int) -> tuple[dict, list]:
+        """One reply within ``timeout_s``.
+
+        Raises:
+            WorkerTimeout: none came (the worker is killed).
+            WorkerDied: the worker is gone.
+            wire.WireError: the reply is malformed.
+        """
+        try:
+            ready = self.conn.poll(max(timeout_s, 0.0))
+        except (OSError, EOFError):
+            ready = True
+        if not ready:
+            self.kill()
+            raise WorkerTimeout(f"no answer within {timeout_s:g} s: the worker was killed")
+        try:
+            return wire.recv(self.conn, max_bytes)
+        except (EOFError, ConnectionError, OSError) as e:
+            raise self._died() from e
+
+    def request(self, message: dict, timeout_s: float, max_bytes: int = 1 << 20
+                ) -> tuple[dict, list]:
+        self.send(message)
+        return self.receive(timeout_s, max_bytes)
+
+    def _died(self) -> WorkerDied:
+        try:
+            code = self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill()
+        if code is not None and code < 0:
+            return WorkerDied(f"the worker process died, exit code {code} (signal {-code})")
+        return WorkerDied(f"the worker process died, exit code {code}")
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Asks it to exit, then kills what is left."""
+        if self.alive():
+            try:
+                wire.send_json(self.conn, {"op": "exit"})
+                self.popen.wait(timeout_s)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        """Kills its process group now (safe from another thread, and twice)."""
+        kill_group(self.popen)
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def __del__(self) -> None:
+        try:
+            if self.popen.poll() is None:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+        except Exception:
+            pass
+
+
+def elapsed_ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1e3

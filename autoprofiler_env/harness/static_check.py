@@ -1,0 +1,241 @@
+"""A static check of a candidate's source, in the spirit of KernelBench's
+``kernel_static_checker.py``: it names the constructs that reward hacking uses.
+
+It reads the syntax tree (no regular expressions over text, so comments and strings never
+match). Findings of a *rejecting* rule fail the candidate (``ErrorKind.STATIC``) when the
+harness runs with ``static_check="enforce"`` (the default); *warning* rules are listed in the
+result only. The table is also in docs/harness.md.
+
+| rule | rejects or warns | what it finds |
+|---|---|---|
+| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os`` or the harness, or ``setattr`` / ``delattr`` on one of them |
+| ``introspection`` | rejects | ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
+| ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` |
+| ``network`` | rejects | ``socket``, ``ssl``, ``http``, ``urllib``, ``requests``, ``httpx``, ``aiohttp``, ``ftplib``, ``smtplib`` |
+| ``filesystem`` | rejects | ``open`` for writing, ``os.remove`` / ``unlink`` / ``rmdir`` / ``rename`` / ``replace`` / ``makedirs`` / ``mkdir``, ``shutil``, ``Path.write_*`` / ``unlink`` / ``rmdir`` / ``touch`` |
+| ``concurrency`` | rejects | ``threading``, ``_thread``, ``multiprocessing``, ``concurrent.futures``, ``subprocess``, ``os.fork`` / ``system`` / ``exec*`` / ``spawn*`` / ``popen``, ``signal`` |
+| ``dynamic_code`` | warns | ``exec``, ``eval``, ``compile``, ``__import__``, ``importlib`` (they can hide anything from this check) |
+| ``stream`` | warns | ``torch.cuda.Stream``, ``torch.cuda.stream``, ``wait_stream``, ``record_stream`` (legitimate in CUDA-graph capture; work left on a side stream is caught at run time) |
+| ``fallback`` | warns | ``try`` / ``except`` (KernelBench's bypass rule; falling back to PyTorch is not cheating here) |
+
+A static check is never complete (``getattr(__builtins__, "ev" + "al")`` passes it); the
+run-time defences (docs/harness.md) do not depend on it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+REJECT = ("patch", "introspection", "environment", "network", "filesystem", "concurrency")
+WARN = ("dynamic_code", "stream", "fallback")
+
+_PROTECTED_MODULES = {"torch", "time", "gc", "builtins", "sys", "os", "autoprofiler_env",
+                      "numpy", "triton"}
+_ALLOWED_TORCH_ATTRS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.config.")
+_INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "_ctypes"}
+_NETWORK_MODULES = {"socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp",
+                    "ftplib", "smtplib", "telnetlib", "xmlrpc", "asyncio"}
+_CONCURRENCY_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess",
+                        "signal"}
+_FS_MODULES = {"shutil"}
+_FRAME_ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "gi_frame", "tb_frame",
+                "cr_frame", "__subclasses__", "__globals__", "__builtins__", "_getframe"}
+_ENV_ATTRS = {"environ", "getenv", "environb", "putenv", "unsetenv"}
+_OS_FS = {"remove", "unlink", "rmdir", "removedirs", "rename", "renames", "replace", "makedirs",
+          "mkdir", "truncate", "chmod", "chown", "link", "symlink"}
+_OS_PROC = {"fork", "forkpty", "system", "popen", "execv", "execve", "execl", "execle", "execlp",
+            "execvp", "execvpe", "spawnl", "spawnv", "spawnve", "posix_spawn", "posix_spawnp",
+            "kill", "killpg"}
+_PATH_WRITES = {"write_text", "write_bytes", "unlink", "rmdir", "touch",
+                "mkdir", "symlink_to", "hardlink_to", "chmod"}
+_STREAM_ATTRS = {"wait_stream", "record_stream"}
+_DYNAMIC = {"exec", "eval", "compile", "__import__"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One construct the check found."""
+
+    rule: str
+    line: int
+    message: str
+
+    @property
+    def rejects(self) -> bool:
+        return self.rule in REJECT
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.rule}: {self.message}"
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``torch.cuda.Event.record`` for an attribute chain of names, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.aliases: dict[str, str] = {}  # local name -> module it is bound to
+
+    def add(self, rule: str, node: ast.AST, message: str) -> None:
+        self.findings.append(Finding(rule, getattr(node, "lineno", 0), message))
+
+    def _resolve(self, dotted: str | None) -> str | None:
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        base = self.aliases.get(head, head)
+        return f"{base}.{rest}" if rest else base
+
+    # -- imports ----------------------------------------------------------------------------
+
+    def _import(self, node: ast.AST, module: str) -> None:
+        top = module.split(".")[0]
+        if top in _INTROSPECTION_MODULES:
+            self.add("introspection", node, f"imports {module}")
+        elif top in _NETWORK_MODULES:
+            self.add("network", node, f"imports {module}")
+        elif top in _CONCURRENCY_MODULES:
+            self.add("concurrency", node, f"imports {module}")
+        elif top in _FS_MODULES:
+            self.add("filesystem", node, f"imports {module}")
+        elif top == "importlib":
+            self.add("dynamic_code", node, f"imports {module}")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._import(node, alias.name)
+            self.aliases[(alias.asname or alias.name).split(".")[0]] = (
+                alias.name if alias.asname else alias.name.split(".")[0])
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        self._import(node, module)
+        for alias in node.names:
+            full = f"{module}.{alias.name}" if module else alias.name
+            self.aliases[alias.asname or alias.name] = full
+            if module == "os" and alias.name in _ENV_ATTRS:
+                self.add("environment", node, f"imports os.{alias.name}")
+            elif module == "os" and alias.name in _OS_PROC:
+                self.add("concurrency", node, f"imports os.{alias.name}")
+            elif module == "os" and alias.name in _OS_FS:
+                self.add("filesystem", node, f"imports os.{alias.name}")
+            elif module == "sys" and alias.name in ("modules", "_getframe"):
+                self.add("introspection", node, f"imports sys.{alias.name}")
+        self.generic_visit(node)
+
+    # -- assignments (monkey-patching) ------------------------------------------------------
+
+    def _check_target(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                self._check_target(t, node)
+            return
+        if not isinstance(target, (ast.Attribute, ast.Subscript)):
+            return
+        base = target.value if isinstance(target, ast.Subscript) else target
+        full = self._resolve(_dotted(base))
+        if full is None:
+            return
+        if any(full.startswith(p) or full + "." == p for p in _ALLOWED_TORCH_ATTRS):
+            return
+        if full.split(".")[0] in _PROTECTED_MODULES and "." in full:
+            self.add("patch", node, f"assigns {full}")
+        elif full.split(".")[0] in _PROTECTED_MODULES and isinstance(target, ast.Subscript):
+            self.add("patch", node, f"assigns an item of {full}")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_target(target, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_target(target, node)
+        self.generic_visit(node)
+
+    # -- names, attributes, calls -----------------------------------------------------------
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        full = self._resolve(_dotted(node)) or ""
+        if node.attr in _FRAME_ATTRS:
+            self.add("introspection", node, f"reads .{node.attr}")
+        elif full in ("sys.modules", "sys._getframe"):
+            self.add("introspection", node, f"uses {full}")
+        elif full.startswith("os.") and node.attr in _ENV_ATTRS:
+            self.add("environment", node, f"uses {full}")
+        elif full.startswith("os.") and node.attr in _OS_PROC:
+            self.add("concurrency", node, f"uses {full}")
+        elif full.startswith("os.") and node.attr in _OS_FS:
+            self.add("filesystem", node, f"uses {full}")
+        elif full in ("torch.cuda.Stream", "torch.cuda.stream") or node.attr in _STREAM_ATTRS:
+            self.add("stream", node, f"uses {full or node.attr}")
+        elif node.attr in _PATH_WRITES and not full.startswith(("torch.", "os.")):
+            self.add("filesystem", node, f"calls .{node.attr}")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in _DYNAMIC and isinstance(node.ctx, ast.Load):
+            self.add("dynamic_code", node, f"uses {node.id}")
+        elif node.id in _FRAME_ATTRS:
+            self.add("introspection", node, f"uses {node.id}")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = self._resolve(_dotted(node.func))
+        if func in ("setattr", "delattr") and node.args:
+            target = self._resolve(_dotted(node.args[0]))
+            if target and target.split(".")[0] in _PROTECTED_MODULES and not any(
+                    (target + ".").startswith(p) for p in _ALLOWED_TORCH_ATTRS):
+                self.add("patch", node, f"{func} on {target}")
+        if func in ("open", "io.open", "builtins.open", "os.open"):
+            mode = None
+            if len(node.args) >= 2:
+                mode = node.args[1]
+            for kw in node.keywords:
+                if kw.arg in ("mode", "flags"):
+                    mode = kw.value
+            if func == "os.open" or (mode is not None and not (
+                    isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                    and not set(mode.value) & set("wax+"))):
+                self.add("filesystem", node, f"{func} for writing")
+        self.generic_visit(node)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self.add("fallback", node, "try/except (a fallback to PyTorch is allowed here)")
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+
+def check_source(source: str) -> list[Finding]:
+    """The findings in ``source``, in line order. A source that does not parse has none (the
+    import in the worker reports the syntax error)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    visitor = _Visitor()
+    try:
+        visitor.visit(tree)
+    except RecursionError:
+        visitor.add("dynamic_code", tree, "a syntax tree too deep to check")
+    return sorted(visitor.findings, key=lambda f: f.line)

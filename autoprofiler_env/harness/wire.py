@@ -1,0 +1,94 @@
+"""The messages between the judge and its worker processes: JSON headers and raw tensor bytes.
+
+Nothing a worker sends is unpickled: a pickle from a candidate's process would run its code in
+the judge. A message is one JSON frame, then one frame of raw bytes per tensor it names
+(``{"tensors": [{"dtype": "float32", "shape": [4, 8]}, ...]}``). The judge reads with a bound
+on the total size and checks every field; anything else is a :class:`WireError`, which the
+judge reports as a forged or malformed reply (``ErrorKind.PROTOCOL``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import torch
+
+MAX_HEADER_BYTES = 1 << 20
+
+DTYPES = {name: getattr(torch, name) for name in (
+    "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
+    "bool", "complex64", "complex128")}
+
+
+class WireError(Exception):
+    """A frame that is not what the protocol allows."""
+
+
+def send(conn, header: dict, tensors: list | tuple = ()) -> None:
+    """Sends a header and the tensors it lists (contiguous CPU copies, raw bytes)."""
+    cpu = [t.detach().contiguous().cpu() for t in tensors]
+    header = dict(header, tensors=[{"dtype": str(t.dtype).removeprefix("torch."),
+                                    "shape": list(t.shape)} for t in cpu])
+    conn.send_bytes(json.dumps(header, allow_nan=True).encode())
+    for t in cpu:
+        conn.send_bytes(t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
+
+
+def _recv(conn, limit: int) -> bytes:
+    try:
+        return conn.recv_bytes(limit)
+    except OSError as e:  # multiprocessing raises OSError("bad message length") over limit
+        if "message length" in str(e):
+            raise WireError(f"a frame larger than {limit} bytes") from e
+        raise
+
+
+def recv(conn, max_bytes: int = 1 << 36) -> tuple[dict, list[torch.Tensor]]:
+    """Reads one message. ``max_bytes`` bounds what its tensors may take.
+
+    Raises:
+        WireError: a frame that does not parse or does not match its header.
+        EOFError, OSError: the other side is gone.
+    """
+    raw = _recv(conn, MAX_HEADER_BYTES)
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise WireError(f"a header that is not JSON: {e}") from e
+    if not isinstance(header, dict):
+        raise WireError(f"a header that is a {type(header).__name__}, not an object")
+    specs = header.pop("tensors", [])
+    if not isinstance(specs, list):
+        raise WireError("'tensors' is not a list")
+    tensors, budget = [], max_bytes
+    for spec in specs:
+        if not (isinstance(spec, dict) and spec.get("dtype") in DTYPES
+                and isinstance(spec.get("shape"), list)
+                and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**40
+                        for n in spec["shape"])):
+            raise WireError(f"a tensor description that is not valid: {str(spec)[:200]}")
+        dtype = DTYPES[spec["dtype"]]
+        size = math.prod(spec["shape"]) * torch.empty((), dtype=dtype).element_size()
+        if size > budget:
+            raise WireError(f"tensors larger than the {max_bytes} bytes allowed")
+        budget -= size
+        data = _recv(conn, max(size, 1))
+        if len(data) != size:
+            raise WireError(f"a {spec['dtype']} tensor of shape {spec['shape']} needs {size} "
+                            f"bytes, the frame has {len(data)}")
+        flat = (torch.frombuffer(bytearray(data), dtype=dtype) if size
+                else torch.empty(0, dtype=dtype))
+        tensors.append(flat.reshape(spec["shape"]))
+    return header, tensors
+
+
+def send_json(conn, message: dict) -> None:
+    """A request from the judge (it is trusted; JSON keeps one format both ways)."""
+    conn.send_bytes(json.dumps(message).encode())
+
+
+def recv_json(conn) -> dict | None:
+    """A request, as a worker reads it; None asks the worker to exit."""
+    message = json.loads(conn.recv_bytes())
+    return message if isinstance(message, dict) else None

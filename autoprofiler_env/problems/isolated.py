@@ -1,0 +1,351 @@
+"""Static features of untrusted problem files, computed in a worker process with a time limit.
+
+:func:`autoprofiler_env.features.static_features` imports the problem file in the caller's
+process, and a KernelBench-format file is a Python script: it may download weights, sleep,
+loop, print, or crash the interpreter when it is imported. For the project's own suite that is
+fine; for a folder of someone else's files (``autoprofiler problems --source DIR``) one such
+file would block the whole scan, kill it, or write into its JSON output. Here each file is
+imported and traced in a worker process instead:
+
+- a file gets ``timeout_s`` seconds (import and meta trace together); a slower one, a hanging
+  one, or one that kills its process becomes a :class:`ProblemError` that names the file and
+  says what happened, and the worker is killed (its whole process group) and replaced;
+- whatever the file prints goes to stderr, never to the caller's stdout;
+- one worker serves file after file while they behave (starting Python and torch costs
+  seconds, and that start-up is not charged to any file).
+
+The worker is a plain ``python -c`` subprocess, not a ``multiprocessing`` child, so a script
+without an ``if __name__ == "__main__":`` guard can use this. It runs in a session of its own
+and dies with its parent (``PR_SET_PDEATHSIG`` on Linux). It is *not* a sandbox: a file runs
+with the caller's rights, and state it changes (torch's defaults, say) stays in the worker for
+the files after it.
+
+>>> with IsolatedFeatures(timeout_s=60) as isolated:
+...     features = isolated.static_features(load_file("KernelBench/level1/19_ReLU.py"))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autoprofiler_env.errors import ProblemError, ProblemWorkerError
+from autoprofiler_env.processes import die_with_parent, kill_group
+from autoprofiler_env.problems.problem import SIZES, Problem, Size
+
+if TYPE_CHECKING:
+    from autoprofiler_env.features import StaticFeatures
+
+DEFAULT_TIMEOUT_S = 60.0
+"""Seconds one file may take to import and trace. KernelBench's files take well under one."""
+
+STARTUP_TIMEOUT_S = 180.0
+"""Seconds a fresh worker may take to import torch (several on a loaded machine)."""
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+"""Prepended to the worker's PYTHONPATH: it must import this package even when the caller runs
+from a checkout without an install."""
+
+_ENTRY = "from autoprofiler_env.problems.isolated import _worker_main; _worker_main()"
+_HINT = ("the file runs slow code when it is imported or traced: fix that, or allow more "
+         "time: autoprofiler problems --timeout S")
+
+
+@dataclass(frozen=True)
+class _Phase:
+    """What the worker is doing with a file, for the error that says where it failed."""
+
+    what: str  # "the import" / "the meta trace"
+    slow: str  # "import" / "building Model and tracing its forward on the meta device"
+
+
+_IMPORT = _Phase("the import", "import")
+_TRACE = _Phase("the meta trace", "building Model and tracing its forward on the meta device")
+
+
+class _WorkerGone(Exception):
+    """The worker's process ended or its pipe broke (the worker has been killed).
+
+    Attributes:
+        verb: what the file did to it ("crashed", "ended its process").
+        detail: how it ended ("signal 6, SIGABRT", "exit code 3").
+    """
+
+    def __init__(self, verb: str, detail: str) -> None:
+        super().__init__(f"{verb} ({detail})")
+        self.verb, self.detail = verb, detail
+
+
+class _WorkerTimeout(Exception):
+    """No message before the deadline (the worker has been killed)."""
+
+
+class _Worker:
+    """One worker process and its two pipes: JSON lines in, JSON lines out."""
+
+    def __init__(self) -> None:
+        request_r, self._request_w = os.pipe()
+        self._reply_r, reply_w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        try:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-c", _ENTRY, str(request_r), str(reply_w), str(os.getpid())],
+                pass_fds=(request_r, reply_w), env=env, stdin=subprocess.DEVNULL,
+                stdout=2, start_new_session=True)
+        except OSError as e:
+            os.close(self._request_w)
+            os.close(self._reply_r)
+            raise ProblemWorkerError(f"cannot start the problem import worker: {e}") from e
+        finally:
+            os.close(request_r)
+            os.close(reply_w)
+        self._buffer = b""
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Waits for the worker's first message (it has imported torch).
+
+        Raises:
+            ProblemWorkerError: it did not start.
+        """
+        try:
+            self.receive(time.monotonic() + timeout_s)
+        except _WorkerTimeout:
+            raise ProblemWorkerError(
+                f"the problem import worker did not start within {timeout_s:g} s "
+                "(importing torch on a loaded machine?)") from None
+        except _WorkerGone as e:
+            raise ProblemWorkerError(
+                f"the problem import worker did not start ({e.detail}; its traceback, if any, "
+                "is on stderr above: can this Python import torch and autoprofiler_env?)"
+            ) from None
+
+    def send(self, message: dict) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._request_w, data):]
+        except OSError:  # BrokenPipeError: it is gone
+            raise self._gone() from None
+
+    def receive(self, deadline: float) -> dict:
+        """The worker's next message, before ``deadline`` (a ``time.monotonic()`` value).
+
+        Raises:
+            _WorkerTimeout, _WorkerGone: no message (the worker is killed either way).
+        """
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            ready = remaining > 0 and select.select([self._reply_r], [], [], remaining)[0]
+            if not ready:
+                self.kill()
+                raise _WorkerTimeout()
+            chunk = os.read(self._reply_r, 1 << 16)
+            if not chunk:  # end of file: the process is gone, or going
+                raise self._gone()
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):  # something else wrote into our pipe
+            self.kill()
+            raise _WorkerGone("broke the worker's pipe", "something wrote into it")
+        return message
+
+    def _gone(self) -> _WorkerGone:
+        """How the process ended, read before it is killed: a process that aborts may still
+        be writing its core dump when its pipe closes, and killing it then would hide the
+        signal that ended it."""
+        try:
+            code = self.popen.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill()
+        if code is None:
+            return _WorkerGone("broke the worker's pipe", "it closed it")
+        if code < 0:
+            try:
+                return _WorkerGone("crashed", f"signal {-code}, {signal.Signals(-code).name}")
+            except ValueError:
+                return _WorkerGone("crashed", f"signal {-code}")
+        return _WorkerGone("ended its process", f"exit code {code}")
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None and self._request_w >= 0
+
+    def kill(self) -> None:
+        """Kills its whole process group (children a file started too), safe to call twice."""
+        kill_group(self.popen)
+        for fd in (self._request_w, self._reply_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._request_w = self._reply_r = -1
+
+    def close(self) -> None:
+        """Asks it to exit (closing its request pipe), then kills what is left."""
+        if self.popen.poll() is None and self._request_w >= 0:
+            try:
+                os.close(self._request_w)
+                self._request_w = -1
+                self.popen.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+class IsolatedFeatures:
+    """:func:`~autoprofiler_env.features.static_features`, one file at a time in a worker
+    process with a time limit per file (see the module's docstring for why).
+
+    Use it as a context manager, or call :meth:`close`, so that the worker ends with you. Use
+    it from one thread: on Linux the worker dies when the thread that started it ends.
+
+    Args:
+        timeout_s: seconds one file may take to import and trace.
+        startup_timeout_s: seconds a fresh worker may take to start (not charged to a file).
+    """
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
+        self.startup_timeout_s = float(startup_timeout_s)
+        self._worker: _Worker | None = None
+
+    def static_features(self, problem: Problem | str | Path, size: Size = "full"
+                        ) -> StaticFeatures:
+        """The file's static features, as :func:`~autoprofiler_env.features.static_features`
+        computes them, but imported and traced in the worker.
+
+        Raises:
+            ProblemError: the file does not import or trace, takes longer than ``timeout_s``,
+                or kills its process (the worker is replaced for the next file).
+            ProblemWorkerError: no worker could be started.
+        """
+        from autoprofiler_env.features import StaticFeatures
+
+        if size not in SIZES:
+            raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+        path = Path(problem.path if isinstance(problem, Problem) else problem).resolve()
+        worker = self._ready_worker()
+        deadline = time.monotonic() + self.timeout_s
+        phase = _IMPORT
+        try:
+            worker.send({"path": str(path), "size": size})
+            while True:
+                message = worker.receive(deadline)
+                if message.get("phase") == "imported":
+                    phase = _TRACE
+                    continue
+                break
+        except _WorkerTimeout:
+            raise ProblemError(path, f"{phase.slow} took longer than {self.timeout_s:g} s",
+                               _HINT) from None
+        except _WorkerGone as e:
+            raise ProblemError(path, f"{phase.what} {e}",
+                               "the file, or a library it calls, ends its Python process"
+                               ) from None
+        if "features" in message:
+            return StaticFeatures.from_dict(message["features"])
+        raise ProblemError(path, str(message.get("cause") or "failed, for no stated reason"),
+                           str(message.get("hint") or ""))
+
+    def _ready_worker(self) -> _Worker:
+        if self._worker is None or not self._worker.alive():
+            if self._worker is not None:
+                self._worker.kill()
+            self._worker = None
+            worker = _Worker()
+            try:
+                worker.wait_ready(self.startup_timeout_s)
+            except BaseException:
+                worker.kill()
+                raise
+            self._worker = worker
+        return self._worker
+
+    def close(self) -> None:
+        """Ends the worker, if one runs (a later call starts a fresh one)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> IsolatedFeatures:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._worker is not None:  # Ctrl-C, say: no waiting for a busy worker to finish
+            self._worker.kill()
+            self._worker = None
+
+    def __del__(self) -> None:
+        try:
+            if self._worker is not None:
+                self._worker.kill()
+        except Exception:
+            pass
+
+
+# -- the worker's side ----------------------------------------------------------------------
+
+def _failure(e: BaseException, phase: _Phase) -> dict:
+    if isinstance(e, ProblemError):
+        return {"cause": e.cause, "hint": e.hint}
+    if isinstance(e, SystemExit):
+        return {"cause": f"{phase.what} called sys.exit({e.code!r})"}
+    return {"cause": f"{phase.what} failed: {type(e).__name__}: {e}"}
+
+
+def _worker_main() -> None:
+    """The worker: ``python -c _ENTRY REQUEST_FD REPLY_FD PARENT_PID``. Reads one JSON request
+    a line (``{"path", "size"}``), answers ``{"phase": "imported"}`` once the file imported,
+    then ``{"features": {...}}`` or ``{"cause", "hint"}``. Ends when its requests end."""
+    request_fd, reply_fd, parent_pid = (int(a) for a in sys.argv[1:4])
+    die_with_parent(parent_pid)
+    os.dup2(2, 1)  # a problem's prints must never reach the caller's stdout
+
+    def reply(message: dict) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(reply_fd, data):]
+
+    import torch  # noqa: F401  (paid once, at start-up, not by the first file)
+
+    from autoprofiler_env.features import module_features
+    from autoprofiler_env.problems.problem import import_problem
+
+    reply({"ready": True, "pid": os.getpid()})
+    with os.fdopen(request_fd, "rb") as requests:
+        for line in requests:
+            request = json.loads(line)
+            path = Path(request["path"])
+            try:
+                module = import_problem(path, request["size"])
+            except BaseException as e:  # the file's own code: anything, sys.exit included
+                reply(_failure(e, _IMPORT))
+                continue
+            reply({"phase": "imported"})
+            try:
+                features = module_features(path, module)
+            except BaseException as e:
+                reply(_failure(e, _TRACE))
+                continue
+            finally:
+                sys.modules.pop(module.__name__, None)
+            reply({"features": features.to_dict()})

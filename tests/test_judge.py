@@ -1,0 +1,253 @@
+"""The judge against candidates that cheat (KernelBench's unit_tests/ as first-class cases).
+
+Each cheat in tests/data/candidates/cheats/ is judged twice: with the static check enforced
+(the default), and with it off, so that the run-time defences are shown to hold alone.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.harness import ErrorKind, Evaluator, HarnessConfig, check_source, passes
+from autoprofiler_env.problems import load_file
+from tests.conftest import DATA
+
+CHEATS = DATA / "candidates" / "cheats"
+JUDGE = HarnessConfig(device="cpu", timing_budget_ms=60, min_trials=3, max_trials=30,
+                      warmup_ms=50, rounds=3)
+RUNTIME_ONLY = replace(JUDGE, static_check="off")
+
+
+def cheat(name: str, **fill) -> str:
+    source = (CHEATS / f"{name}.py").read_text()
+    for key, value in fill.items():
+        source = source.replace(f"__{key}__", str(value)).replace(f"{key} = 0  # __{key}__",
+                                                                  f"{key} = {value}")
+    return source
+
+
+def problem(name: str):
+    return load_file(DATA / "problems" / f"{name}.py")
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with Evaluator(JUDGE, timeout_s=120) as ev:
+        yield ev
+
+
+@pytest.fixture(scope="module")
+def runtime_judge():
+    with Evaluator(RUNTIME_ONLY, timeout_s=120) as ev:
+        yield ev
+
+
+@pytest.mark.parametrize("name, rule", [
+    ("op_patch", "patch"), ("reference_swap", "introspection"), ("comparison_patch", "patch"),
+    ("forged_reply", "patch"), ("clock_patch", "patch"), ("timer_patch", "introspection"),
+    ("background_thread", "concurrency"), ("secret_read", "environment"),
+    ("file_write", "filesystem"), ("file_delete", "filesystem"), ("socket_send", "network"),
+    ("spawns_and_hangs", "concurrency"),
+])
+def test_the_static_check_rejects_each_cheat(judge, name, rule):
+    findings = [f for f in check_source(cheat(name)) if f.rejects]
+    assert rule in {f.rule for f in findings}, findings
+    result = judge.evaluate(problem("relu_small"), cheat(name))
+    assert result.error_kind is ErrorKind.STATIC and rule in result.error_message
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("op_patch", ErrorKind.MISMATCH),
+    ("reference_swap", ErrorKind.MISMATCH),
+    ("comparison_patch", ErrorKind.MISMATCH),
+    ("forged_reply", ErrorKind.PROTOCOL),
+    ("garbage_reply", ErrorKind.PROTOCOL),
+])
+def test_correctness_cheats_fail_without_the_static_check(runtime_judge, name, kind):
+    result = runtime_judge.evaluate(problem("relu_small"), cheat(name))
+    assert not result.correct
+    assert result.error_kind is kind, result.error_message
+
+
+def test_a_background_thread_is_caught(runtime_judge):
+    result = runtime_judge.evaluate(problem("relu_small"), cheat("background_thread"))
+    assert not result.correct
+    assert result.error_kind in (ErrorKind.MISMATCH, ErrorKind.NONFINITE, ErrorKind.ASYNC_WORK,
+                                 ErrorKind.DEGENERATE), result.error_message
+
+
+def test_a_constant_scalar_is_degenerate(judge):
+    result = judge.evaluate(problem("mse_scalar"), cheat("constant_scalar"))
+    assert result.error_kind is ErrorKind.DEGENERATE, result.error_message
+    assert "same on every input set" in result.error_message
+
+
+@pytest.fixture(scope="module")
+def honest(runtime_judge):
+    result = runtime_judge.evaluate(problem("matmul_cpu"), cheat("honest_linear"))
+    assert result.correct, result.error_message
+    assert 0.5 < result.speedup < 2.0
+    assert result.timing_unexplained < 0.5
+    return result
+
+
+@pytest.mark.parametrize("name", ["clock_patch", "timer_patch"])
+def test_a_patched_clock_disagrees_with_the_judges(runtime_judge, honest, name):
+    result = runtime_judge.evaluate(problem("matmul_cpu"), cheat(name))
+    assert result.error_kind is ErrorKind.TIMING_MISMATCH, (result.error_message,
+                                                            result.speedup)
+
+
+def test_a_stateful_cache_is_caught_on_the_timed_calls(runtime_judge):
+    result = runtime_judge.evaluate(problem("matmul_cpu"), cheat("stateful_cache"))
+    assert result.error_kind is ErrorKind.MISMATCH, result.error_message
+    assert "timed call" in result.error_message
+
+
+def test_an_identity_cache_is_not_faster_than_honest_work(runtime_judge, honest):
+    result = runtime_judge.evaluate(problem("matmul_cpu"), cheat("identity_cache"))
+    assert not result.correct or result.speedup < 1.5 * honest.speedup, result.speedup
+
+
+def test_the_callers_secrets_are_not_in_the_candidates_environment(monkeypatch):
+    monkeypatch.setenv("AUTOPROFILER_TEST_API_KEY", "sk-not-a-real-key")
+    with Evaluator(RUNTIME_ONLY, timeout_s=120) as ev:
+        result = ev.evaluate(problem("relu_small"), cheat("secret_read"))
+    assert result.correct, result.error_message  # it would add 1.0 had it seen the key
+    assert result.isolation["environment"].startswith("scrubbed")
+
+
+@pytest.fixture
+def namespaces():
+    """The OS isolation the sandbox gets here; the file and network tests need it."""
+    with Evaluator(RUNTIME_ONLY, timeout_s=120) as ev:
+        isolation = ev.evaluate(problem("relu_small"),
+                                (DATA / "candidates" / "relu_correct.py").read_text()).isolation
+    if os.geteuid() == 0:  # root: every namespace must have been made
+        assert "namespace" in isolation["network"], isolation
+        assert isolation["filesystem"].startswith("read-only"), isolation
+        assert "namespace" in isolation["processes"], isolation
+        assert isolation["capabilities"].startswith("none"), isolation
+    return isolation
+
+
+def test_a_write_outside_is_stopped_and_judged(runtime_judge, namespaces, tmp_path):
+    target = tmp_path / "pwned.txt"
+    result = runtime_judge.evaluate(problem("relu_small"), cheat("file_write", TARGET=target))
+    assert result.error_kind is ErrorKind.SANDBOX and "for writing" in result.error_message
+    if namespaces["filesystem"].startswith("read-only"):
+        assert not target.exists()
+
+
+def test_a_delete_in_the_callers_folder_is_stopped_and_judged(namespaces, tmp_path,
+                                                               monkeypatch):
+    victim = tmp_path / "results.csv"
+    victim.write_text("precious")
+    monkeypatch.chdir(tmp_path)
+    with Evaluator(RUNTIME_ONLY, timeout_s=120) as ev:
+        result = ev.evaluate(problem("relu_small"), cheat("file_delete", TARGET=victim))
+    assert result.error_kind is ErrorKind.SANDBOX and "os.remove" in result.error_message
+    if namespaces["filesystem"].startswith("read-only"):
+        assert victim.read_text() == "precious"
+
+
+def test_a_socket_is_stopped_and_judged(runtime_judge, namespaces):
+    received = []
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+
+    def accept():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                received.append(conn.recv(100))
+                conn.close()
+            except OSError:
+                continue
+
+    stop = threading.Event()
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        result = runtime_judge.evaluate(problem("relu_small"), cheat("socket_send", PORT=port))
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+    assert result.error_kind is ErrorKind.SANDBOX and "socket.connect" in result.error_message
+    if "namespace" in namespaces["network"]:
+        assert received == []
+
+
+def test_honest_candidates_pass_and_record_the_tolerance_they_need(judge):
+    relu = problem("relu_small")
+    exact = judge.evaluate(relu, (DATA / "candidates" / "relu_correct.py").read_text())
+    assert exact.correct and exact.tolerance_needed == {"float32": 0.0}
+    assert exact.findings == [] and exact.isolation
+    off = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+          "    def forward(self, x):\n        return torch.relu(x) + 1e-3\n"
+    loose = judge.evaluate(relu, off)
+    assert loose.correct, loose.error_message
+    assert 0.5e-3 < loose.tolerance_needed["float32"] <= 1.001e-3  # float32 rounding
+    assert passes(loose.tolerance_needed, "kernelbench-v0.1")
+    assert not passes(loose.tolerance_needed, "kernelbench")
+    with Evaluator(replace(JUDGE, tolerance="kernelbench"), timeout_s=120) as strict:
+        again = strict.evaluate(relu, off)
+    assert again.error_kind is ErrorKind.MISMATCH and "atol=0.0001" in again.error_message
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_evaluate_leaves_no_process_behind(tmp_path, sig):
+    marker = f"autoprofiler-test-{uuid.uuid4().hex}"
+    candidate = tmp_path / "spawns.py"
+    candidate.write_text(cheat("spawns_and_hangs", MARKER=marker))
+    cli = subprocess.Popen([sys.executable, "-m", "experiments.cli", "evaluate", "--problem",
+                            str(DATA / "problems" / "relu_small.py"), "--candidate",
+                            str(candidate), "--static-check", "off", "--timeout", "300"],
+                           cwd=Path(__file__).parents[1], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not _processes_with(marker) and time.monotonic() < deadline:
+            assert cli.poll() is None, "the CLI ended before its candidate started"
+            time.sleep(0.5)
+        assert _processes_with(marker), "the candidate's process never started"
+        workers = _processes_with(f"--parent\x00{cli.pid}\x00")
+        assert workers, "no worker process names the CLI as its parent"
+        cli.send_signal(sig)
+        cli.wait(30)
+        deadline = time.monotonic() + 30
+        while (_processes_with(marker) or _processes_with(f"--parent\x00{cli.pid}\x00")) \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _processes_with(marker) == []
+        assert _processes_with(f"--parent\x00{cli.pid}\x00") == []
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        for pid in _processes_with(marker):
+            os.kill(pid, signal.SIGKILL)

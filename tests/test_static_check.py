@@ -1,0 +1,79 @@
+"""The static check: what it finds, what it lets through (every candidate of the catalogue)."""
+
+import pytest
+
+from autoprofiler_env.harness import check_source
+from autoprofiler_env.harness.static_check import REJECT, WARN
+from autoprofiler_env.optimizers import TRANSFORMATIONS
+from autoprofiler_env.optimizers.transforms import identity_source
+from autoprofiler_env.problems import load_problem
+
+
+def rules(source: str) -> set[str]:
+    return {f.rule for f in check_source(source)}
+
+
+@pytest.mark.parametrize("source, rule", [
+    ("import torch\ntorch.relu = abs\n", "patch"),
+    ("import torch as t\nt.cuda.Event.elapsed_time = None\n", "patch"),
+    ("import time\nsetattr(time, 'perf_counter', lambda: 0)\n", "patch"),
+    ("from torch import nn\nnn.Module.forward = None\n", "patch"),
+    ("import sys\nsys.modules['x'] = 1\n", "introspection"),
+    ("import gc\n", "introspection"),
+    ("import ctypes\n", "introspection"),
+    ("def f():\n    return f.__globals__\n", "introspection"),
+    ("import os\nk = os.environ['OPENAI_API_KEY']\n", "environment"),
+    ("from os import getenv\n", "environment"),
+    ("import urllib.request\n", "network"),
+    ("open('/tmp/x', 'w').write('y')\n", "filesystem"),
+    ("open('/tmp/x', mode='a')\n", "filesystem"),
+    ("import os\nos.remove('x')\n", "filesystem"),
+    ("import pathlib\npathlib.Path('x').write_text('y')\n", "filesystem"),
+    ("import subprocess\n", "concurrency"),
+    ("import os\nos.system('ls')\n", "concurrency"),
+    ("from concurrent.futures import ThreadPoolExecutor\n", "concurrency"),
+    ("eval('1')\n", "dynamic_code"),
+    ("import torch\ns = torch.cuda.Stream()\n", "stream"),
+    ("try:\n    x = 1\nexcept Exception:\n    pass\n", "fallback"),
+])
+def test_each_rule_finds_its_construct(source, rule):
+    assert rule in rules(source)
+    finding = next(f for f in check_source(source) if f.rule == rule)
+    assert finding.rejects == (rule in REJECT) and finding.line >= 1
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
+    "import torch\ntorch._inductor.config.max_autotune = True\n",
+    "import torch\ntorch.set_float32_matmul_precision('high')\n",
+    "x = 'a'.replace('a', 'b')\nopen('data.txt')\nopen('f', 'rb')\n",
+    "# torch.relu = None in a comment, and in a string:\ns = 'import socket'\n",
+    "class ModelNew:\n    def __init__(self):\n        self.time = 1\n",
+])
+def test_legitimate_code_is_not_rejected(source):
+    assert not [f for f in check_source(source) if f.rejects]
+
+
+def test_unparsable_source_has_no_findings():
+    assert check_source("def (:\n") == []
+
+
+@pytest.mark.parametrize("name", ["relu_16384x16384", "conv2d_3x3_16x64x128x128",
+                                  "linear_tiny_pointwise_chain_64x256"])
+def test_no_candidate_of_the_catalogue_is_rejected(name):
+    from autoprofiler_env.features import static_features
+
+    problem = load_problem(name)
+    features = static_features(problem, size="smoke")
+    sources = [identity_source(problem)]
+    for t in TRANSFORMATIONS.values():
+        if t.applies(problem, features):
+            try:
+                sources.append(t.rewrite(problem, features))
+            except Exception as e:  # a Triton rewrite that does not match this problem
+                assert "match" in str(e).lower() or "apply" in str(e).lower(), e
+    assert len(sources) >= 2
+    for source in sources:
+        rejecting = [str(f) for f in check_source(source) if f.rejects]
+        assert rejecting == [], rejecting
+        assert {f.rule for f in check_source(source)} <= set(WARN)
