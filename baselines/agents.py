@@ -12,9 +12,9 @@ so that ``evaluate_policy`` and the benchmark serve all of them.
   branch (MemoryWorkloadAnalysis, its chart) or the compute branch (ComputeWorkloadAnalysis,
   WarpStateStats) by which throughput is higher.
 - :class:`RandomAgent`: a uniformly random valid action.
-- :class:`HindsightOracle`: per problem, the section set within the budget whose candidate
-  is fastest, found by searching the replay with hindsight (it reads the episode's problem
-  from the environment: the upper bound, not a policy).
+- :class:`HindsightOracle`: per problem, the section set within the budget whose outcome
+  scores best, found by searching the replay with hindsight (it reads the episode's problem
+  from ``env.problem``: the upper bound, not a policy).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from autoprofiler_env.profiler.catalogue import load_catalogue
+from autoprofiler_env.scoring import log_score
 
 CUDAFORGE_LIKE = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis",
                   "ComputeWorkloadAnalysis", "WarpStateStats", "SourceCounters")
@@ -60,18 +61,19 @@ class Agent:
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True,
                 action_masks=None):
-        """SB3's signature. A batched observation (from a VecEnv of this agent's environment,
-        e.g. ``evaluate_policy``) gives a batch of actions."""
+        """SB3's signature. A batched observation (from a VecEnv, e.g. ``evaluate_policy``)
+        gives a batch of actions; the valid actions are ``action_masks`` when given, else the
+        observation's own ``action_mask`` (each sub-environment's)."""
         if episode_start is not None and np.any(episode_start):
             self.reset()
         batched = np.ndim(observation["collected"]) == 2
         if not batched:
-            mask = (np.asarray(action_masks, dtype=bool) if action_masks is not None
-                    else self.env.action_masks())
+            mask = np.asarray(action_masks if action_masks is not None
+                              else observation["action_mask"], dtype=bool)
             return np.array(self.act(observation, mask)), state
         n = len(observation["collected"])
-        masks = (np.asarray(action_masks, dtype=bool).reshape(n, -1) if action_masks is not None
-                 else np.tile(self.env.action_masks(), (n, 1)))
+        masks = np.asarray(action_masks if action_masks is not None
+                           else observation["action_mask"], dtype=bool).reshape(n, -1)
         actions = [self.act({k: v[i] for k, v in observation.items()}, masks[i])
                    for i in range(n)]
         return np.array(actions), state
@@ -148,36 +150,47 @@ class RandomAgent(Agent):
 
 
 class HindsightOracle(Agent):
-    """Searches the section sets within the budget, smallest first, for the fastest correct
-    candidate of the episode's problem; then collects that set."""
+    """The upper bound under the benchmark's own measure: for the episode's problem
+    (``env.problem``, a documented analysis hook), the affordable section set whose outcome
+    has the highest score (:mod:`autoprofiler_env.scoring`), found by searching every
+    affordable set through the backend's ``finish`` with hindsight, smallest sets first (the
+    first of equals is kept); the search stops early once it reaches the best outcome the
+    problem has at all. Then it collects that set. It needs the replay backend."""
 
     name = "oracle"
 
-    def __init__(self, env, max_sections: int = 4) -> None:
+    def __init__(self, env) -> None:
         super().__init__(env)
-        self.max_sections = max_sections
         self._plans: dict[tuple[str, float], list[int]] = {}
         self._plan: list[int] = []
 
     def reset(self) -> None:
         env = self.env
-        key = (env._uri, env._budget_total)
+        key = (env.problem, env.episode_budget)
         if key not in self._plans:
-            self._plans[key] = self._search(env._uri, env._costs, env._budget_total)
+            self._plans[key] = self._search(env.problem, env.section_costs, env.episode_budget)
         self._plan = list(self._plans[key])
 
     def _search(self, uri, costs, budget) -> list[int]:
+        backend = self.env.backend
+        ceiling = backend.best_score(uri)
         best_value, best = -math.inf, []
         n = len(self.sections)
-        for size in range(0, self.max_sections + 1):
-            for combo in itertools.combinations(range(n), size):
+        affordable = [i for i in range(n) if costs[i] <= budget + 1e-12]
+        for size in range(0, len(affordable) + 1):
+            fits_any = False
+            for combo in itertools.combinations(affordable, size):
                 if sum(costs[i] for i in combo) > budget + 1e-12:
                     continue
-                outcome = self.env.backend.finish(uri, tuple(self.sections[i] for i in combo))
-                value = math.log(outcome.speedup) if outcome.correct and outcome.speedup \
-                    else -math.inf
+                fits_any = True
+                outcome = backend.finish(uri, tuple(self.sections[i] for i in combo))
+                value = log_score(outcome.correct, outcome.speedup)
                 if value > best_value + 1e-12:
                     best_value, best = value, list(combo)
+                    if best_value >= ceiling - 1e-12:
+                        return best
+            if not fits_any:
+                break
         return best
 
     def act(self, observation, mask):

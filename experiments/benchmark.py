@@ -3,8 +3,9 @@
     autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--seeds 3]
                            [--out runs/benchmark] [--wandb]
 
-Per agent and budget: the geometric-mean speedup (an incorrect candidate counts as eager,
-1.0x: the program one would ship), fast_1 (the share of problems with a correct candidate
+Per agent and budget: the geometric-mean speedup (the project's one score,
+:mod:`autoprofiler_env.scoring`: an incorrect candidate counts as eager, 1.0x, the program
+one would ship), fast_1 (the share of problems with a correct candidate
 faster than eager), the mean profiling cost (seconds of ncu replay), the regret to the
 hindsight oracle (mean of ln(oracle speedup) - ln(agent speedup)), and for fixed
 configurations the share of problems where they fit the budget. Saves ``benchmark.csv``,
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from autoprofiler_env.scoring import geomean, shipped_speedup
+
 COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cost_s",
            "regret", "fits_budget")
 
@@ -28,11 +31,11 @@ def run_episode(env, agent, uri: str) -> dict:
     obs, info = env.reset(options={"problem": uri})
     agent.reset()
     while True:
-        action, _ = agent.predict(obs, action_masks=info["action_mask"])
+        action, _ = agent.predict(obs, action_masks=info["action_mask"], deterministic=True)
         obs, reward, terminated, truncated, info = env.step(int(action))
         if terminated or truncated:
             break
-    speedup = info["speedup"] if info["correct"] and info["speedup"] else 1.0
+    speedup = shipped_speedup(info["correct"], info["speedup"])
     return {"agent": agent.name, "problem": uri, "sections": "+".join(info["sections"]),
             "cost_s": info["cost"], "candidate": info["candidate"], "correct": info["correct"],
             "speedup": speedup, "reward": reward,
@@ -69,8 +72,7 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
             episodes += runs
             summary.append({
                 "agent": agent.name, "budget": budget, "episodes": len(runs),
-                "geomean_speedup": math.exp(statistics.fmean(math.log(r["speedup"])
-                                                             for r in runs)),
+                "geomean_speedup": geomean(r["speedup"] for r in runs),
                 "fast_1": statistics.fmean(r["correct"] and r["speedup"] > 1.0 for r in runs),
                 "mean_cost_s": statistics.fmean(r["cost_s"] for r in runs),
                 "regret": None,

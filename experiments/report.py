@@ -26,10 +26,12 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from autoprofiler_env.scoring import log_score
+
 
 def _value(outcome) -> float:
-    """ln(speedup) of what one would ship: an incorrect candidate falls back to eager."""
-    return math.log(outcome.speedup) if outcome.correct and outcome.speedup else 0.0
+    """The project's one score of an outcome (:func:`autoprofiler_env.scoring.log_score`)."""
+    return log_score(outcome.correct, outcome.speedup)
 
 
 def best_candidate(backend, uris: list[str]) -> float:

@@ -1,7 +1,11 @@
 """The dataset format and its replay, built from the profiles recorded on the H200."""
 
 import gzip
+import hashlib
 import json
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,6 +124,141 @@ def test_corrupted_files_are_refused(saved, tmp_path):
         {"schema": "autoprofiler-dataset/1", **body}).encode()))
     with pytest.raises(DatasetError, match="schema 'autoprofiler-dataset/1'"):
         DatasetFile.load(tmp_path / "v1.json.gz")
+
+
+REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
+
+
+def _with_outcome(body):
+    """The body's first record, given a correct outcome of 'compile' (the study has none)."""
+    record = body["problems"][0]
+    record["outcomes"]["compile"] = {
+        "transformation": "compile", "correct": True, "error_kind": None, "median_ms": 0.5,
+        "p20_ms": 0.49, "p80_ms": 0.51, "speedup": 1.25, "max_abs_error": 3e-6,
+        "tolerance_needed": {"float32": 3e-6}}
+    return record
+
+
+def _resealed(path, body):
+    """Writes ``body`` with a valid header: the checksum matches whatever it holds."""
+    document = json.dumps(body, separators=(",", ":")).encode()
+    _write(path, {"schema": "autoprofiler-dataset/2",
+                  "sha256": hashlib.sha256(document).hexdigest()}, body)
+
+
+def test_a_damaged_byte_anywhere_or_a_truncation_is_refused_as_corrupted(saved, tmp_path):
+    """Whatever gzip raises (zlib.error, BadGzipFile, EOFError) is a DatasetError that says
+    the file is corrupted and what to do."""
+    data = saved.read_bytes()
+    damaged = {}
+    for offset in (0, 1, 2, 3,  # the gzip header: magic, method, flags
+                   10, 11, 200, len(data) // 2, len(data) - 9,  # the deflate stream
+                   len(data) - 8, len(data) - 5, len(data) - 4, len(data) - 1):  # CRC, length
+        flipped = bytearray(data)
+        flipped[offset] ^= 0xFF
+        damaged[f"flip-{offset}"] = bytes(flipped)
+    for length in (0, 5, 10, 1000, len(data) // 2, len(data) - 4, len(data) - 1):
+        damaged[f"cut-{length}"] = data[:length]
+    damaged["plain-json"] = json.dumps({"schema": "autoprofiler-dataset/2"}).encode()
+    damaged["no-header-line"] = gzip.compress(b"\xff\xfe not json")
+    for name, content in damaged.items():
+        path = tmp_path / f"{name}.json.gz"
+        path.write_bytes(content)
+        with pytest.raises(DatasetError) as e:
+            DatasetFile.load(path)
+        message = str(e.value)
+        assert message.startswith(f"{path} is corrupted: "), name
+        assert message.endswith(f"; {REPAIR}") and "\n" not in message, name
+    # the header's mtime, extra flags and OS bytes (4-9) are not checked by gzip, nor need be:
+    # the content is the same, and its checksum says so
+    flipped = bytearray(data)
+    flipped[4] ^= 0xFF
+    (tmp_path / "mtime.json.gz").write_bytes(bytes(flipped))
+    assert DatasetFile.load(tmp_path / "mtime.json.gz") == DatasetFile.load(saved)
+
+
+def test_dataset_info_on_a_corrupted_file_exits_2_with_one_line(saved, tmp_path):
+    flipped = bytearray(saved.read_bytes())
+    flipped[3] ^= 0xFF  # the flags: zlib.error before the fix
+    (tmp_path / "flipped.json.gz").write_bytes(bytes(flipped))
+    _, body = _read(saved)
+    _with_outcome(body)["outcomes"]["compile"]["speedup"] = -1.0
+    _resealed(tmp_path / "negative.json.gz", body)
+    for path, why in ((tmp_path / "flipped.json.gz", "is corrupted"),
+                      (tmp_path / "negative.json.gz", "speedup is -1.0")):
+        out = subprocess.run([sys.executable, "-m", "experiments.cli", "dataset", "info",
+                              str(path)], capture_output=True, text=True, timeout=120,
+                             check=False, cwd=Path(__file__).parents[1])
+        assert out.returncode == 2 and out.stdout == ""
+        assert len(out.stderr.splitlines()) == 1, out.stderr
+        assert out.stderr.startswith(f"autoprofiler: error: {path}") and why in out.stderr
+
+
+def _set(path):
+    """A mutation setting the value at ``path`` (keys and indices below a problem record)."""
+    def apply(record, value):
+        for key in path[:-1]:
+            record = record[key]
+        record[path[-1]] = value
+    return apply
+
+
+@pytest.mark.parametrize("where, value, says", [
+    (("outcomes", "compile", "speedup"), -1.5,
+     "outcomes['compile'].speedup is -1.5, not a finite number > 0"),
+    (("outcomes", "compile", "speedup"), 0.0, "outcomes['compile'].speedup is 0.0"),
+    (("outcomes", "compile", "speedup"), None, "outcomes['compile'] is correct but has no speedup"),
+    (("outcomes", "compile", "median_ms"), math.nan, "outcomes['compile'].median_ms is nan"),
+    (("outcomes", "compile", "correct"), "yes", "outcomes['compile'].correct is 'yes'"),
+    (("outcomes", "compile", "max_abs_error"), -1e-3,
+     "outcomes['compile'].max_abs_error is -0.001"),
+    (("outcomes", "compile", "tolerance_needed"), {"float32": -1.0},
+     "outcomes['compile'].tolerance_needed['float32'] is -1.0, not a number >= 0 or inf"),
+    (("outcomes", "compile", "tolerance_needed"), {"float32": None},
+     "outcomes['compile'].tolerance_needed['float32'] is None"),
+    (("eager", "median_ms"), math.nan, "eager.median_ms is nan, not a finite number > 0"),
+    (("eager", "median_ms"), -0.2, "eager.median_ms is -0.2"),
+    (("eager", "p80_ms"), math.inf, "eager.p80_ms is inf"),
+    (("set_costs", "full", "replay_s"), -3.0, "set_costs['full'].replay_s is -3.0"),
+    (("profiles", "SpeedOfLight", "cost", "passes"), -1,
+     "profiles['SpeedOfLight'].cost.passes is -1, not an integer >= 0"),
+    (("profiles", "SpeedOfLight", "cost", "gpu_replay_s"), math.nan,
+     "profiles['SpeedOfLight'].cost.gpu_replay_s is nan"),
+    (("profiles", "SpeedOfLight", "kernels", 0, "duration_ns"), -5.0,
+     "profiles['SpeedOfLight'].kernels[0].duration_ns is -5.0"),
+])
+def test_a_valid_checksum_over_a_bad_value_is_refused_naming_problem_field_and_value(
+        saved, tmp_path, where, value, says):
+    """A bad value would fail far from the file (``math domain error`` in the benchmark)."""
+    _, body = _read(saved)
+    record = _with_outcome(body)
+    _resealed(tmp_path / "good.json.gz", body)
+    assert DatasetFile.load(tmp_path / "good.json.gz").problems[record["uri"]].outcomes[
+        "compile"].speedup == 1.25
+    _set(where)(record, value)
+    path = tmp_path / "bad.json.gz"
+    _resealed(path, body)
+    with pytest.raises(DatasetError) as e:
+        DatasetFile.load(path)
+    assert str(e.value).startswith(f"{path}: {record['uri']}: {says}")
+    assert str(e.value).endswith(REPAIR) and "\n" not in str(e.value)
+
+
+def test_values_at_the_edge_of_their_range_load(saved, tmp_path):
+    """inf is a tolerance no regime reaches; None is a value not recorded; an incorrect
+    outcome has no time; a cost may be zero."""
+    _, body = _read(saved)
+    record = _with_outcome(body)
+    outcome = record["outcomes"]["compile"]
+    outcome.update(tolerance_needed={"float32": math.inf, "float16": 0.0}, max_abs_error=None)
+    record["eager"].update(p20_ms=None, p80_ms=None)
+    record["set_costs"]["full"]["gpu_replay_s"] = 0.0
+    record["outcomes"]["_incorrect"] = {"transformation": "_incorrect", "correct": False,
+                                        "error_kind": "mismatch"}
+    _resealed(tmp_path / "edge.json.gz", body)
+    loaded = DatasetFile.load(tmp_path / "edge.json.gz").problems[record["uri"]]
+    assert loaded.outcomes[outcome["transformation"]].tolerance_needed["float32"] == math.inf
+    assert loaded.outcomes["_incorrect"].speedup is None
 
 
 def test_round_trip_is_exact(ds, tmp_path):

@@ -144,9 +144,32 @@ def test_indented_block_is_dedented_and_an_unclosed_last_block_is_read_to_the_en
     ("Reply with one Python code block (```python ... ```) holding\nclass ModelNew.\n[/INST]",
      "no_code"),
     ("```python\nclass ModelNew(nn.Module:\n    pass\n```", "syntax"),
+    # nested past Python's parser (MemoryError) or its AST builder (RecursionError)
+    pytest.param("```python\nx = " + "-" * 100_000 + "1\n```", "syntax", id="deep-unary"),
+    pytest.param("```python\nx = " + "+".join(["1"] * 100_000) + "\n```", "syntax",
+                 id="deep-sum"),
 ])
 def test_unusable_replies_raise_their_kind(reply, kind):
     assert _kind(extract_code, reply) == kind
+
+
+def test_code_nested_too_deeply_is_a_syntax_error_that_says_so():
+    with pytest.raises(LLMError, match="nested too deeply") as info:
+        extract_code("```python\nx = " + "not " * 100_000 + "y\n```")
+    assert info.value.kind == "syntax"
+
+
+@pytest.mark.parametrize("reply", [
+    "```" + " " * 200_000,  # an opening fence and blanks, no newline: once quadratic
+    "```" + " \t" * 100_000 + "`",
+    "x ```" + " " * 200_000,
+    ("```" + " " * 100 + "\n") * 2_000,
+], ids=["fence-blanks", "fence-blanks-backtick", "inline-fence-blanks", "many-fences"])
+def test_fences_are_found_in_linear_time(reply):
+    started = time.perf_counter()
+    with contextlib.suppress(LLMError):
+        extract_code(reply)
+    assert time.perf_counter() - started < 1.0  # the earlier pattern took minutes on these
 
 
 def test_syntax_error_names_the_line():
@@ -268,7 +291,32 @@ SCRIPT: dict[str, tuple[int, object, float]] = {
     "long": (200, LONG_REPLY, 0.0),
     "error500": (500, b'{"error": {"message": "CUDA out of memory in the KV cache"}}', 0.0),
     "slow": (200, GOOD_REPLY, 3.0),
+    # bodies nested past what json can decode (RecursionError), and a number it refuses
+    "deep-array": (200, b"[" * 100_000, 0.0),
+    "deep-closed": (200, b"[" * 100_000 + b"]" * 100_000, 0.0),
+    "deep-object": (200, b'{"a": ' * 100_000, 0.0),
+    "deep-content": (200, b'{"choices": [{"message": {"content": ' + b"[" * 100_000, 0.0),
+    "huge-int": (200, b'{"choices": [], "created": ' + b"1" * 5000 + b"}", 0.0),
+    # content parts whose text is not a string
+    "int-part": (200, [{"type": "text", "text": 5}], 0.0),
+    "dict-part": (200, [{"type": "text", "text": {"value": GOOD_REPLY}}], 0.0),
+    "list-part": (200, [{"type": "text", "text": [GOOD_REPLY]}], 0.0),
+    "bool-part": (200, [{"type": "text", "text": True}, "a bare string", 7], 0.0),
+    "mixed-parts": (200, [{"type": "text", "text": 5}, {"type": "text", "text": GOOD_REPLY}],
+                    0.0),
+    # decodable, with fields nested deeper than the evidence keeps
+    "deep-fields": (200, {"choices": [{"finish_reason": json.loads("[" * 200 + "]" * 200),
+                                       "message": {"content": GOOD_REPLY}}],
+                          "usage": {"a": {"b": {"c": 1}}}}, 0.0),
+    "deep-fields-empty": (200, {"choices": [{"finish_reason": {"nested": [[["stop"]]]},
+                                             "message": {"content": [{"text": {}}]}}]}, 0.0),
+    # one byte a second: the status line and headers too, or only the body
+    "trickle-head": (200, GOOD_REPLY, 0.0),
+    "trickle-body": (200, GOOD_REPLY, 0.0),
 }
+
+TRICKLE_S = 1.0  # a trickling server sends one byte, then waits this long
+TRICKLE_CAP_S = 8.0  # and stops by itself: when the client has gone, or after this long
 
 
 def _completion(content, model: str) -> dict:
@@ -295,6 +343,9 @@ class _Handler(BaseHTTPRequestHandler):
             data = json.dumps(reply).encode()
         else:
             data = json.dumps(_completion(reply, body["model"])).encode()
+        if body["model"].startswith("trickle"):
+            self._trickle(body["model"], status, data)
+            return
         with contextlib.suppress(OSError):  # the client may have given up (the slow case)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -302,12 +353,35 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
 
+    def _trickle(self, model: str, status: int, data: bytes) -> None:
+        """Sends the response one byte a second (from its status line for trickle-head, from
+        its body for trickle-body) until the client hangs up or TRICKLE_CAP_S have passed."""
+        head = (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode()
+        stop = time.monotonic() + TRICKLE_CAP_S
+        self.close_connection = True
+        try:
+            if model == "trickle-head":
+                data = head + data
+            else:
+                self.wfile.write(head)
+            for i in range(len(data)):
+                if time.monotonic() > stop:
+                    break
+                self.wfile.write(data[i:i + 1])
+                time.sleep(TRICKLE_S)
+        except OSError:  # the client gave up: the write fails once its close has come back
+            pass
+        finally:
+            self.server.trickles_ended.append(time.monotonic())
+
 
 @pytest.fixture(scope="module")
 def server():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     httpd.daemon_threads = True
     httpd.requests = []
+    httpd.trickles_ended = []
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
@@ -372,6 +446,16 @@ def test_the_key_is_sent_and_the_profile_is_shown(server, relu, profile):
     ("choices-object", "empty", "no choices"),
     ("null-part", "empty", "no content"),
     ("not-json", "http", "not JSON"),
+    ("deep-array", "http", "nests too deeply"),
+    ("deep-closed", "http", "nests too deeply"),
+    ("deep-object", "http", "nests too deeply"),
+    ("deep-content", "http", "nests too deeply"),
+    ("huge-int", "http", "not JSON"),
+    ("int-part", "empty", "no content"),
+    ("dict-part", "empty", "no content"),
+    ("list-part", "empty", "no content"),
+    ("bool-part", "empty", "no content"),
+    ("deep-fields-empty", "empty", "finish_reason None"),
     ("broken", "syntax", "line 1"),
     ("error500", "http", "HTTP 500"),
 ])
@@ -385,6 +469,20 @@ def test_failures_come_back_as_candidates_with_their_kind(server, relu, model, k
     # a reply the client could not read (an HTTP error, not JSON) is a failed request
     answered = "the request failed" if kind == "http" else "its reply gave no program"
     assert answered in candidate.reason, candidate.reason
+
+
+def test_string_parts_are_kept_and_the_others_skipped(server, relu):
+    candidate = _optimizer(server, "mixed-parts").optimize(relu, None)
+    assert candidate.error is None and candidate.source == GOOD_CODE
+    assert candidate.evidence["reply"] == GOOD_REPLY
+
+
+def test_fields_nested_deeper_than_the_evidence_keeps_are_left_out(server, relu):
+    candidate = _optimizer(server, "deep-fields").optimize(relu, None)
+    assert candidate.error is None and candidate.source == GOOD_CODE
+    assert "finish_reason" not in candidate.evidence  # a list, not a reason
+    assert "usage" not in candidate.evidence  # three dicts deep
+    assert Candidate.from_dict(json.loads(json.dumps(candidate.to_dict()))) == candidate
 
 
 def test_http_error_keeps_the_start_of_the_body(server, relu):
@@ -414,6 +512,27 @@ def test_a_slow_server_times_out(server, relu):
     assert candidate.error.startswith("timeout: "), candidate.error
     assert "0.5 s" in candidate.error and candidate.source == ""
     assert elapsed < 2.5  # the client gave up; it did not wait for the 3 s reply
+
+
+@pytest.mark.parametrize("model", ["trickle-head", "trickle-body"])
+def test_a_trickling_server_times_out_on_the_whole_request(server, relu, model):
+    # one byte a second never trips a per-read timeout: the 2 s bound the whole request
+    ended = len(server.trickles_ended)
+    t0 = time.monotonic()
+    started = time.perf_counter()
+    candidate = _optimizer(server, model, timeout_s=2).optimize(relu, None)
+    elapsed = time.perf_counter() - started
+    assert candidate.error.startswith("timeout: "), candidate.error
+    assert "within 2 s: gave up after 2.0 s" in candidate.error
+    assert "bytes received" in candidate.error and candidate.source == ""
+    assert "the request failed (timeout)" in candidate.reason
+    assert 1.9 < elapsed < 3.0, elapsed  # the whole reply would take minutes
+    # the server stops once it sees the client has hung up, long before its own cap
+    deadline = time.monotonic() + TRICKLE_CAP_S
+    while len(server.trickles_ended) == ended and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(server.trickles_ended) > ended
+    assert server.trickles_ended[-1] - t0 < 2 + 4 * TRICKLE_S < TRICKLE_CAP_S
 
 
 def _free_port() -> int:

@@ -26,6 +26,12 @@ serialising anything again). The document holds:
 Kept metrics (to stay small): every action section's header metrics, the metrics the
 reference optimizer's rules read, and the kernel duration. Files are written atomically
 (a temporary file, then a rename).
+
+Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not
+gzip or is damaged (a flipped byte, a truncation), one of another schema, one whose checksum
+does not match, and one whose values are out of range (:meth:`ProblemRecord.invalid`: a
+speedup that is not a positive number, a NaN or negative time or cost, a correct outcome
+without a speedup), which would otherwise fail later, far from the file.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
+import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -44,6 +52,61 @@ from autoprofiler_env.profiler.records import Profile, ProfileCost
 SCHEMA = "autoprofiler-dataset/2"
 RECORDED_TOLERANCE = "kernelbench-v0.1"
 """The regime the shipped recordings were judged under."""
+_REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
+
+# -- the range of each recorded value, checked on load ------------------------------------------
+# (what it must be, the test); a test is False for None, NaN and booleans (bool is an int)
+_INF = math.inf
+_POSITIVE = ("a finite number > 0", lambda v: type(v) in (float, int) and 0 < v < _INF)
+_NON_NEGATIVE = ("a finite number >= 0", lambda v: type(v) in (float, int) and 0 <= v < _INF)
+_NON_NEGATIVE_OR_INF = ("a number >= 0 or inf", lambda v: type(v) in (float, int) and v >= 0)
+_COUNT = ("an integer >= 0", lambda v: type(v) is int and v >= 0)
+_AT_LEAST_ONE = ("an integer >= 1", lambda v: type(v) is int and v >= 1)
+_OUTCOME_VALUES = (("median_ms", _POSITIVE), ("p20_ms", _POSITIVE), ("p80_ms", _POSITIVE),
+                   ("speedup", _POSITIVE), ("max_abs_error", _NON_NEGATIVE_OR_INF))
+"""An outcome's numbers, each also None (an incorrect outcome has no time)."""
+_COST_VALUES = (("replay_s", _NON_NEGATIVE), ("passes", _COUNT), ("kernel_passes", _COUNT),
+                ("gpu_replay_s", _NON_NEGATIVE), ("n_kernels", _COUNT))
+"""A :class:`ProfileCost`'s fields, none of them None."""
+_EAGER_VALUES = (("p20_ms", _POSITIVE), ("p80_ms", _POSITIVE), ("n_trials", _AT_LEAST_ONE),
+                 ("peak_memory_mb", _NON_NEGATIVE))
+"""The eager timing's other numbers, each also None or absent; its median is required."""
+
+
+def _bad(where: str, value, rule: tuple) -> str:
+    return f"{where} is {value!r}, not {rule[0]}"
+
+
+def _invalid_outcome(where: str, o: Outcome) -> str | None:
+    if type(o.transformation) is not str:
+        return _bad(f"{where}.transformation", o.transformation, ("a string",))
+    if type(o.correct) is not bool:
+        return _bad(f"{where}.correct", o.correct, ("true or false",))
+    if o.error_kind is not None and type(o.error_kind) is not str:
+        return _bad(f"{where}.error_kind", o.error_kind, ("a string or null",))
+    for name, rule in _OUTCOME_VALUES:
+        value = getattr(o, name)
+        if value is not None and not rule[1](value):
+            return _bad(f"{where}.{name}", value, rule)
+    if o.correct and o.speedup is None:
+        return f"{where} is correct but has no speedup"
+    needed = o.tolerance_needed
+    if needed is not None:
+        if type(needed) is not dict:
+            return _bad(f"{where}.tolerance_needed", needed,
+                        ("null or a mapping of dtype to tolerance",))
+        for dtype, value in needed.items():
+            if type(dtype) is not str or not _NON_NEGATIVE_OR_INF[1](value):
+                return _bad(f"{where}.tolerance_needed[{dtype!r}]", value, _NON_NEGATIVE_OR_INF)
+    return None
+
+
+def _invalid_cost(where: str, cost: ProfileCost) -> str | None:
+    for name, rule in _COST_VALUES:
+        value = getattr(cost, name)
+        if not rule[1](value):
+            return _bad(f"{where}.{name}", value, rule)
+    return None
 
 
 @dataclass(frozen=True)
@@ -147,6 +210,50 @@ class ProblemRecord:
                           for m, keyed in d.get("llm_outcomes", {}).items()},
             modelled_costs=tuple(d.get("modelled_costs", ())))
 
+    def invalid(self) -> str | None:
+        """The first recorded value out of its range, said as ``field is value, not what it
+        must be``; None when every value is in range.
+
+        Checked: the eager timing (a positive, finite median; where recorded, a positive p20
+        and p80, at least one trial, a non-negative peak memory), every outcome and LLM outcome
+        (positive, finite times and speedup; a correct one has a speedup; a non-negative max
+        abs error and ``tolerance_needed`` per dtype, inf allowed), every profile's and set's
+        cost (non-negative seconds and counts) and each kernel's duration.
+        """
+        eager = self.eager
+        if type(eager) is not dict:
+            return _bad("eager", eager, ("a mapping",))
+        if not _POSITIVE[1](eager.get("median_ms")):
+            return _bad("eager.median_ms", eager.get("median_ms"), _POSITIVE)
+        for name, rule in _EAGER_VALUES:
+            value = eager.get(name)
+            if value is not None and not rule[1](value):
+                return _bad(f"eager.{name}", value, rule)
+        for t, outcome in self.outcomes.items():
+            why = _invalid_outcome(f"outcomes[{t!r}]", outcome)
+            if why:
+                return why
+        for model, keyed in self.llm_outcomes.items():
+            for key, repeats in keyed.items():
+                for i, outcome in enumerate(repeats):
+                    why = _invalid_outcome(f"llm_outcomes[{model!r}][{key!r}][{i}]", outcome)
+                    if why:
+                        return why
+        for name, cost in self.set_costs.items():
+            why = _invalid_cost(f"set_costs[{name!r}]", cost)
+            if why:
+                return why
+        for section, profile in self.profiles.items():
+            why = _invalid_cost(f"profiles[{section!r}].cost", profile.cost)
+            if why:
+                return why
+            for i, kernel in enumerate(profile.kernels):
+                duration = kernel.duration_ns
+                if duration is not None and not _NON_NEGATIVE[1](duration):
+                    return _bad(f"profiles[{section!r}].kernels[{i}].duration_ns", duration,
+                                _NON_NEGATIVE)
+        return None
+
 
 def compact(profile: Profile, keep: frozenset[str]) -> Profile:
     """The profile with only the kept metrics on each kernel."""
@@ -180,17 +287,25 @@ class DatasetFile:
         """Reads and checks a dataset file.
 
         Raises:
-            DatasetError: missing, not gzip or JSON, another schema, or a checksum mismatch.
+            DatasetError: missing or unreadable; corrupted (not gzip, a damaged or truncated
+                stream, a header that is not JSON, a checksum mismatch); another schema; a
+                malformed record; or a value out of range (:meth:`ProblemRecord.invalid`).
+                The message names the file (and the problem and field) and says what to do.
         """
         path = Path(path)
         try:
-            head, _, document = gzip.decompress(path.read_bytes()).partition(b"\n")
-            header = json.loads(head)
+            raw = path.read_bytes()
         except FileNotFoundError:
             raise DatasetError(f"no dataset file at {path}") from None
-        except (OSError, EOFError, ValueError) as e:
-            raise DatasetError(f"{path} is not a readable dataset (gzipped JSON): {e}; "
-                               "restore it from git or record it again") from e
+        except OSError as e:
+            raise DatasetError(f"cannot read the dataset file {path}: {e}") from e
+        try:  # any damage to the gzip stream (header, body, CRC, length) or to the header line
+            head, _, document = gzip.decompress(raw).partition(b"\n")
+            header = json.loads(head)
+        except (zlib.error, OSError, EOFError, ValueError) as e:  # BadGzipFile is an OSError
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise DatasetError(f"{path} is corrupted: not a readable dataset (gzipped JSON): "
+                               f"{reason}; {_REPAIR}") from e
         schema = header.get("schema") if isinstance(header, dict) else None
         if schema != SCHEMA:
             raise DatasetError(f"{path} has schema {schema!r}; this version reads {SCHEMA!r}: "
@@ -198,13 +313,25 @@ class DatasetFile:
         actual = hashlib.sha256(document).hexdigest()
         if header.get("sha256") != actual:
             raise DatasetError(f"{path} is corrupted: its checksum is {actual[:12]}..., the "
-                               f"file says {str(header.get('sha256'))[:12]}...; restore it "
-                               "from git or record it again")
+                               f"file says {str(header.get('sha256'))[:12]}...; {_REPAIR}")
+        uri = None
         try:
             body = json.loads(document)
-            problems = {d["uri"]: ProblemRecord.from_dict(d) for d in body["problems"]}
+            problems = {}
+            for d in body["problems"]:
+                uri = d["uri"]
+                if uri in problems:
+                    raise ValueError("it is recorded twice")
+                problems[uri] = ProblemRecord.from_dict(d)
+            uri = None
             metadata = {**body["metadata"], "sha256": actual}
             sections = tuple(body["sections"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise DatasetError(f"{path}: a problem record is malformed: {e!r}") from e
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            where = f"the record of {uri}" if uri is not None else "its document"
+            raise DatasetError(f"{path}: {where} is malformed: {e!r}; {_REPAIR}") from e
+        for uri, record in problems.items():
+            why = record.invalid()
+            if why is not None:
+                raise DatasetError(f"{path}: {uri}: {why}; the file was written with a bad "
+                                   f"value: {_REPAIR}")
         return cls(metadata, sections, problems)

@@ -14,6 +14,7 @@ from gymnasium import spaces
 from autoprofiler_env.envs.backends import EpisodeOutcome, LiveBackend, ReplayBackend
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.features import FEATURE_NAMES
+from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
 REWARDS = ("log_speedup", "speedup")
@@ -43,6 +44,10 @@ class EpisodeRecord:
         d = json.loads(line)
         d["sections"] = tuple(d["sections"])
         return cls(**d)
+
+
+COST_CLIP = 1000.0
+"""The largest section cost the observation shows, as a fraction of the episode's budget."""
 
 
 class ProfilingEnv(gym.Env):
@@ -76,14 +81,25 @@ class ProfilingEnv(gym.Env):
     - ``metrics_known``: ``MultiBinary(n_metrics)``, which of them are known;
     - ``findings``: ``Box(n_sections)``, per collected section the sum of its OPT findings'
       time-weighted estimated speedups (percent / 100);
-    - ``budget``: ``Box(1)``, the remaining budget as a fraction of the episode's budget.
+    - ``budget``: ``Box(1)``, the remaining budget as a fraction of the episode's budget;
+    - ``budget_total``: ``Box(2)``, the episode's budget as a fraction of ncu's full set's cost
+      (0 where that is unknown) and as ``log10(1 + budget)`` in ``budget_unit``, so that one
+      policy can serve several budgets;
+    - ``costs``: ``Box(n_sections)``, what each section costs on this problem as a fraction of
+      the episode's budget (as the replay recorded it; clipped at 1000);
+    - ``action_mask``: ``MultiBinary(n_sections + 1)``, the valid actions (as
+      ``action_masks()``), so that a policy called on a batch of observations (a vector env)
+      reads each sub-environment's own.
 
     ## Rewards
 
     0 for every step, minus ``cost_penalty`` x (the step's cost / the budget) when that is set.
-    At the end, ``log_speedup`` (default): ``ln(speedup)`` of a correct candidate,
-    ``incorrect_reward`` (default ``ln(0.5)``: as bad as running twice as slow) otherwise;
-    ``speedup``: the speedup, or 0 for an incorrect candidate.
+    At the end, the project's one score (:mod:`autoprofiler_env.scoring`): the speedup of the
+    program one would ship, the candidate's when it is correct, eager's (1.0) otherwise;
+    ``log_speedup`` (default) gives its ``ln`` (0 for an incorrect candidate), ``speedup`` the
+    speedup itself. ``incorrect_reward``, when set, replaces an incorrect candidate's reward
+    (a training shaping choice, e.g. ``ln(0.5)``: as bad as running twice as slow); the
+    benchmark and the oracle never use it.
 
     ## Termination
 
@@ -123,7 +139,7 @@ class ProfilingEnv(gym.Env):
                  problems: list[str] | None = None, backend: str = "replay",
                  budget: float = 0.25, budget_unit: str = "seconds",
                  budget_is_fraction: bool = True, reward: str = "log_speedup",
-                 incorrect_reward: float = math.log(0.5), cost_penalty: float = 0.0,
+                 incorrect_reward: float | None = None, cost_penalty: float = 0.0,
                  optimizer: str = "reference", llm_missing: str = "raise",
                  device: str = "cuda", tolerance: str | float | None = None,
                  render_mode: str | None = None) -> None:
@@ -147,7 +163,8 @@ class ProfilingEnv(gym.Env):
         self.sections = tuple(self.backend.sections)
         self.budget, self.budget_unit = float(budget), budget_unit
         self.budget_is_fraction = budget_is_fraction
-        self.reward_kind, self.incorrect_reward = reward, float(incorrect_reward)
+        self.reward_kind = reward
+        self.incorrect_reward = None if incorrect_reward is None else float(incorrect_reward)
         self.cost_penalty = float(cost_penalty)
         self.render_mode = render_mode
         n, m = len(self.sections), len(self.backend.metrics)
@@ -161,8 +178,13 @@ class ProfilingEnv(gym.Env):
             "metrics_known": spaces.MultiBinary(m),
             "findings": spaces.Box(0.0, 100.0, (n,), np.float32),
             "budget": spaces.Box(0.0, 1.0, (1,), np.float32),
+            "budget_total": spaces.Box(0.0, 30.0, (2,), np.float32),
+            "costs": spaces.Box(0.0, COST_CLIP, (n,), np.float32),
+            "action_mask": spaces.MultiBinary(n + 1),
         })
         self._uri: str | None = None
+        self._budget_total = 0.0
+        self._costs = np.zeros(len(self.sections))
         self._cost_cache: dict[str, np.ndarray] = {}
         self.last_record: EpisodeRecord | None = None
 
@@ -209,6 +231,7 @@ class ProfilingEnv(gym.Env):
             self._cost_cache[self._uri] = np.array([self._cost(self._uri, s)
                                                     for s in self.sections])
         self._costs = self._cost_cache[self._uri]
+        full = self._full_cost(self._uri)
         self._obs = {
             "features": self.backend.features(self._uri).astype(np.float32),
             "collected": np.zeros(len(self.sections), dtype=np.int8),
@@ -216,10 +239,21 @@ class ProfilingEnv(gym.Env):
             "metrics_known": np.zeros(len(self.backend.metrics), dtype=np.int8),
             "findings": np.zeros(len(self.sections), dtype=np.float32),
             "budget": np.ones(1, dtype=np.float32),
+            "budget_total": np.array([min(self._budget_total / full, 30.0) if full else 0.0,
+                                      math.log10(1.0 + self._budget_total)], dtype=np.float32),
+            "costs": np.minimum(self._costs / self._budget_total, COST_CLIP).astype(np.float32),
+            "action_mask": np.ones(len(self.sections) + 1, dtype=np.int8),
         }
         self._mask = np.ones(len(self.sections) + 1, dtype=bool)
         self._update_mask()
         return self._observation(), self._info()
+
+    def _full_cost(self, uri: str) -> float | None:
+        """ncu's full set's cost on this problem, in ``budget_unit`` (None where unknown)."""
+        if self.budget_unit == "sections":
+            return float(len(self.sections))
+        seconds, passes = self.backend.full_cost(uri)
+        return float(passes) if self.budget_unit == "passes" else seconds
 
     def action_masks(self) -> np.ndarray:
         """The valid actions: affordable sections not yet collected, and STOP."""
@@ -228,6 +262,7 @@ class ProfilingEnv(gym.Env):
     def _update_mask(self) -> None:
         remaining = self._budget_total - self._spent
         self._mask[:-1] = (self._obs["collected"] == 0) & (self._costs <= remaining + 1e-12)
+        self._obs["action_mask"][:] = self._mask
 
     def step(self, action):
         action = int(action)
@@ -258,11 +293,12 @@ class ProfilingEnv(gym.Env):
     def _finish(self, invalid: bool):
         outcome: EpisodeOutcome = self.backend.finish(self._uri, tuple(self._collected),
                                                       rng=self.np_random)
-        if outcome.correct and outcome.speedup:
-            reward = (math.log(outcome.speedup) if self.reward_kind == "log_speedup"
-                      else outcome.speedup)
+        if not (outcome.correct and outcome.speedup) and self.incorrect_reward is not None:
+            reward = self.incorrect_reward
+        elif self.reward_kind == "log_speedup":
+            reward = log_score(outcome.correct, outcome.speedup)
         else:
-            reward = self.incorrect_reward if self.reward_kind == "log_speedup" else 0.0
+            reward = shipped_speedup(outcome.correct, outcome.speedup)
         self.last_record = EpisodeRecord(self._uri, tuple(self._collected), self._spent,
                                          outcome.transformation, outcome.correct,
                                          outcome.speedup, self._return + float(reward))
@@ -277,6 +313,25 @@ class ProfilingEnv(gym.Env):
 
     def _observation(self) -> dict:
         return {k: v.copy() for k, v in self._obs.items()}
+
+    # -- what a policy may read besides the observation (documented, public) ----------------
+
+    @property
+    def problem(self) -> str | None:
+        """The current episode's problem URI (None before the first ``reset``). A policy that
+        uses it is not a profiling policy but an analysis tool (the hindsight oracle)."""
+        return self._uri
+
+    @property
+    def episode_budget(self) -> float:
+        """The current episode's budget, in ``budget_unit``."""
+        return self._budget_total
+
+    @property
+    def section_costs(self) -> np.ndarray:
+        """What collecting each section costs on the current problem, in ``budget_unit``
+        (a copy)."""
+        return self._costs.copy()
 
     def _info(self) -> dict:
         return {"action_mask": self.action_masks(), "problem": self._uri}

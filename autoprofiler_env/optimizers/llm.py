@@ -27,10 +27,14 @@ Decoding is deterministic by default: temperature 0 and a fixed seed.
 from __future__ import annotations
 
 import ast
+import functools
 import http.client
+import io
 import json
+import math
 import os
 import re
+import socket
 import textwrap
 import time
 import urllib.error
@@ -133,9 +137,12 @@ def build_messages(problem: Problem, profile: Profile | None) -> list[Message]:
 
 # An opening fence: at the start of its line (an info string may follow the label), or after
 # text on its line when nothing follows the label ("Here it is: ```python"); not an inline
-# mention such as "(```python ... ```)".
-_FENCE = re.compile(r"(?:^[ \t]*```[ \t]*([^\s`]*)[^\n`]*|```[ \t]*([^\s`]*)[ \t]*)\n",
-                    re.MULTILINE)
+# mention such as "(```python ... ```)". Group 1 is the info string of a fence that opens its
+# line (its label is read by _LABEL), group 2 the label of one after text. No two quantifiers
+# in a row may match the same characters: an earlier form (```[ \t]*([^\s`]*)[^\n`]*) took
+# quadratic time on a fence followed by a long run of blanks (8,000 blanks: 0.7 s).
+_FENCE = re.compile(r"(?:^[ \t]*```([^\n`]*)|```[ \t]*(?:([^\s`]+)[ \t]*)?)\n", re.MULTILINE)
+_LABEL = re.compile(r"[ \t]*([^\s`]*)")
 _CLOSE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
 _PYTHON_LABELS = {"", "python", "py", "python3", "py3"}
 _MODEL_NEW = re.compile(r"^[ \t]*class[ \t]+ModelNew\b", re.MULTILINE)
@@ -151,8 +158,10 @@ def _fenced_blocks(reply: str) -> list[tuple[str, str]]:
             return blocks
         closing = _CLOSE.search(reply, opening.end())
         end = closing.start() if closing else len(reply)
-        label = opening.group(1) if opening.group(1) is not None else opening.group(2)
-        blocks.append((label.lower(), reply[opening.end():end]))
+        info, label = opening.group(1), opening.group(2)
+        if info is not None:
+            label = _LABEL.match(info).group(1)
+        blocks.append(((label or "").lower(), reply[opening.end():end]))
         if closing is None:
             return blocks
         pos = closing.end()
@@ -164,7 +173,8 @@ def extract_code(reply: str) -> str:
 
     Raises:
         LLMError: ``empty`` (the reply is blank), ``no_code`` (no python block), ``syntax``
-            (the code does not parse; the message gives the line).
+            (the code does not parse, or nests too deeply for Python's parser; the message
+            gives the line when there is one).
     """
     if not reply or not reply.strip():
         raise LLMError("empty", "the model's reply is empty")
@@ -182,8 +192,11 @@ def extract_code(reply: str) -> str:
         line = (e.text or "").strip()
         raise LLMError("syntax", f"the code does not parse: line {e.lineno}: {e.msg}"
                        + (f": {line[:120]!r}" if line else "")) from e
-    except ValueError as e:  # null bytes
+    except ValueError as e:  # null bytes, lone surrogates
         raise LLMError("syntax", f"the code does not parse: {e}") from e
+    except (RecursionError, MemoryError) as e:  # the parser's own limits: "-" * 100000 + "1"
+        raise LLMError("syntax", f"the code does not parse: it is nested too deeply "
+                       f"({type(e).__name__})") from e
     return code
 
 
@@ -229,6 +242,195 @@ def _is_timeout(e: object) -> bool:
     return isinstance(e, TimeoutError) or "timed out" in str(e)
 
 
+# -- one deadline for the whole request ---------------------------------------------------------
+#
+# A socket's timeout bounds each call alone: a server that sends one byte a second never trips
+# it. So every blocking step of a request (the connect, a TLS handshake, each send, each read
+# of the status line, the headers and the body) waits at most what is left of one deadline,
+# and a step that starts with nothing left raises TimeoutError.
+
+class _Deadline:
+    """``seconds`` from now (None: none), on the monotonic clock; counts the bytes received."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+        self.at = math.inf if seconds is None else self.started + seconds
+        self.received = 0
+
+    def left(self) -> float | None:
+        """The seconds left, for a socket's timeout (None: no deadline).
+
+        Raises:
+            TimeoutError: none are left.
+        """
+        if self.at == math.inf:
+            return None
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"timed out: the request's {self.seconds:g} s are spent")
+        return left
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self.at
+
+    def waited(self) -> float:
+        return time.monotonic() - self.started
+
+
+class _DeadlineSocket:
+    """A connected socket (plain or TLS) whose every send and receive waits at most until the
+    deadline. Anything else goes to the socket itself. Like ``socket.makefile``, ``close``
+    leaves the socket open while a file made from it is (urllib closes the connection's
+    socket before the body is read)."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._files = 0
+        self._closed = False
+
+    def __getattr__(self, name: str):
+        return getattr(self._sock, name)
+
+    def _arm(self) -> None:
+        self._sock.settimeout(self._deadline.left())
+
+    def recv_into(self, *args, **kwargs) -> int:
+        self._arm()
+        n = self._sock.recv_into(*args, **kwargs)
+        self._deadline.received += n
+        return n
+
+    def recv(self, *args, **kwargs) -> bytes:
+        self._arm()
+        data = self._sock.recv(*args, **kwargs)
+        self._deadline.received += len(data)
+        return data
+
+    def send(self, data, *args) -> int:
+        self._arm()
+        return self._sock.send(data, *args)
+
+    def sendall(self, data, *args) -> None:
+        # send() by send(): sendall's own timeout would let a slow reader stretch one call
+        with memoryview(data) as view, view.cast("B") as octets:
+            sent = 0
+            while sent < len(octets):
+                sent += self.send(octets[sent:], *args)
+
+    def makefile(self, mode: str = "rb", *args, **kwargs) -> io.BufferedReader:
+        if mode != "rb":
+            raise ValueError(f"a deadline socket reads only (mode {mode!r})")
+        self._files += 1
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def _file_closed(self) -> None:
+        self._files -= 1
+        if self._closed and self._files <= 0:
+            self._sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._files <= 0:
+            self._sock.close()
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The raw stream under ``_DeadlineSocket.makefile``: each read is one bounded receive."""
+
+    def __init__(self, sock: _DeadlineSocket) -> None:
+        super().__init__()
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        return self._sock.recv_into(buffer)
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self._sock._file_closed()
+
+
+class _DeadlineConnection:
+    """Mixed into http.client's connections: the connect and a TLS handshake wait at most what
+    is left of the deadline, and the connected socket is a :class:`_DeadlineSocket`."""
+
+    def __init__(self, *args, deadline: _Deadline, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+        create = self._create_connection
+
+        def create_connection(address, timeout=None, source_address=None, *more, **kw):
+            sock = create(address, self._deadline.left(), source_address, *more, **kw)
+            try:  # a TLS handshake that follows is bounded by the socket's timeout as a whole
+                sock.settimeout(self._deadline.left())
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+        self._create_connection = create_connection
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock, self._deadline)
+
+
+class _DeadlineHTTPConnection(_DeadlineConnection, http.client.HTTPConnection):
+    pass
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def do_open(self, http_class, req, **kwargs):
+        return super().do_open(functools.partial(_DeadlineHTTPConnection,
+                                                 deadline=self._deadline), req, **kwargs)
+
+
+_HANDLERS: list[type] = [_DeadlineHTTPHandler]
+
+if hasattr(http.client, "HTTPSConnection") and hasattr(urllib.request, "HTTPSHandler"):
+    class _DeadlineHTTPSConnection(_DeadlineConnection, http.client.HTTPSConnection):
+        pass
+
+    class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+        def __init__(self, deadline: _Deadline) -> None:
+            super().__init__()
+            self._deadline = deadline
+
+        def do_open(self, http_class, req, **kwargs):
+            return super().do_open(functools.partial(_DeadlineHTTPSConnection,
+                                                     deadline=self._deadline), req, **kwargs)
+
+    _HANDLERS.append(_DeadlineHTTPSHandler)
+
+
+def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
+    """urllib's default opener (proxies, redirects, errors), its HTTP(S) bound by
+    ``deadline``."""
+    return urllib.request.build_opener(*(handler(deadline) for handler in _HANDLERS))
+
+
+def _bounded(value: object, depth: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests at most ``depth`` containers deep: what the
+    evidence keeps must stay printable and serializable."""
+    if isinstance(value, dict):
+        return depth > 0 and all(_bounded(v, depth - 1) for v in value.values())
+    if isinstance(value, list):
+        return depth > 0 and all(_bounded(v, depth - 1) for v in value)
+    return True
+
+
 class OpenAIChatBackend:
     """An OpenAI-compatible chat completions endpoint (vLLM, SGLang, llama.cpp's server,
     hosted APIs), spoken with the standard library.
@@ -239,6 +441,11 @@ class OpenAIChatBackend:
         model: the model's name as the server knows it; default ``$AUTOPROFILER_LLM_MODEL``.
         api_key: sent as ``Authorization: Bearer``; default ``$AUTOPROFILER_LLM_API_KEY``,
             else ``$OPENAI_API_KEY``, else none.
+
+    ``timeout_s`` bounds the whole request, not each read: the connect, sending it, and
+    receiving the status, the headers and the body must all be done within it (name
+    resolution is not bounded: the standard library cannot interrupt it). A server that trickles
+    its reply is an ``LLMError("timeout")`` once the time is spent.
 
     Raises:
         OptimizationError: no base URL or no model, from the arguments or the environment.
@@ -281,8 +488,9 @@ class OpenAIChatBackend:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         self.last_info = {}
+        deadline = _Deadline(timeout_s)
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with _opener(deadline).open(request, timeout=timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as e:
             with e:
@@ -295,30 +503,49 @@ class OpenAIChatBackend:
                            + (f": {detail}" if detail else "")) from e
         except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets
             cause = getattr(e, "reason", e)  # URLError wraps the socket's error
-            if _is_timeout(cause) or _is_timeout(e):
-                raise LLMError("timeout", f"no reply from {self.url} within {timeout_s:g} s") \
-                    from e
+            if _is_timeout(cause) or _is_timeout(e) or deadline.spent():
+                limit = f"{timeout_s:g} s" if timeout_s is not None else "its time"
+                raise LLMError("timeout", f"no complete reply from {self.url} within {limit}: "
+                               f"gave up after {deadline.waited():.1f} s, "
+                               f"{deadline.received} bytes received") from e
             raise LLMError("connection", f"cannot reach {self.url}: "
                            f"{type(cause).__name__}: {cause}") from e
+        return self._content(raw)
+
+    def _content(self, raw: bytes) -> str:
+        """The text of a chat completion's first choice, from the reply's body.
+
+        Raises:
+            LLMError: ``http`` (the body is not JSON this decoder can read), ``empty`` (no
+                choices, or no text in the first).
+        """
+        preview = raw[:200].decode("utf-8", "replace")
         try:
             reply = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an over-long integer
             raise LLMError("http", f"the reply from {self.url} is not JSON: "
                            f"{raw[:200]!r}") from e
+        except RecursionError as e:  # "[" * 100000
+            raise LLMError("http", f"the reply from {self.url} is not JSON this client can "
+                           f"read: it nests too deeply: {preview!r}") from e
         choices = reply.get("choices") if isinstance(reply, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise LLMError("empty", f"the reply from {self.url} has no choices: "
-                           f"{json.dumps(reply)[:200]}")
+            raise LLMError("empty", f"the reply from {self.url} has no choices: {preview}")
         choice = choices[0]
-        message = choice.get("message") or {}
+        finish_reason = choice.get("finish_reason")
+        finish_reason = finish_reason[:100] if isinstance(finish_reason, str) else None
+        usage = reply.get("usage")
+        self.last_info = {"finish_reason": finish_reason,
+                          "usage": usage if isinstance(usage, dict) and _bounded(usage, 2)
+                          else None}
+        message = choice.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):  # content as parts: [{"type": "text", "text": ...}]
-            content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
-        self.last_info = {"finish_reason": choice.get("finish_reason"),
-                          "usage": reply.get("usage")}
+            content = "".join(p["text"] for p in content
+                              if isinstance(p, dict) and isinstance(p.get("text"), str))
         if not isinstance(content, str) or not content.strip():
             raise LLMError("empty", f"the model returned no content (finish_reason "
-                           f"{choice.get('finish_reason')!r})")
+                           f"{finish_reason!r})")
         return content
 
 
