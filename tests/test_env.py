@@ -14,6 +14,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 import autoprofiler_env  # noqa: F401  (registers the ids)
 from autoprofiler_env.envs import LIVE_ID, REPLAY_ID
 from autoprofiler_env.envs.profiling_env import EpisodeRecord, ProfilingEnv
+from autoprofiler_env.errors import AutoProfilerError, NotRecordedError
 
 IDS = [REPLAY_ID, pytest.param(LIVE_ID, marks=pytest.mark.gpu)]
 
@@ -120,9 +121,9 @@ def test_masks_budget_and_stop(study_dataset):
 
 
 def test_invalid_action_ends_the_episode_as_documented(study_dataset):
-    env = make(REPLAY_ID, study_dataset).unwrapped
+    env = make(REPLAY_ID, study_dataset, budget=1.0).unwrapped
     env.reset(seed=0)
-    env.step(0)
+    assert not env.step(0)[2]  # (at 0.25 this step may end the episode: no second one then)
     _, _, terminated, _, info = env.step(0)  # collecting SpeedOfLight twice
     assert terminated and info["invalid_action"] and info["sections"] == ("SpeedOfLight",)
     env.reset(seed=0)
@@ -195,6 +196,100 @@ def test_bad_arguments_are_clear(study_dataset):
         env.reset(options={"problem": "problem://nope"})
 
 
+RELU = "problem://autoprofiler/v1/level1/relu_16384x16384"
+
+
+@pytest.mark.parametrize("action", [0, np.int64(0), np.uint8(0), np.array(0), np.array([0]),
+                                    np.array([0], dtype=np.int32)],
+                         ids=["int", "int64", "uint8", "0-d", "1-element", "int32-1-element"])
+def test_an_integer_action_in_any_numpy_form_is_accepted(study_dataset, action):
+    env = make(REPLAY_ID, study_dataset, budget=1.0)
+    env.reset(seed=0, options={"problem": RELU})
+    obs, _, terminated, _, info = env.step(action)
+    assert not terminated and obs["collected"][0] == 1 and not info["action_mask"][0]
+
+
+@pytest.mark.parametrize("action", [None, float("nan"), 2.7, 2.0, np.float32(1.0), "3",
+                                    np.array([1, 2]), np.array([1.0]), [1]],
+                         ids=["None", "nan", "2.7", "2.0", "float32", "str", "2-element",
+                              "float-array", "list"])
+def test_a_non_integer_action_is_a_clear_value_error_and_changes_nothing(study_dataset,
+                                                                         action):
+    """Decision (the class docstring): a value that is not an integer is the caller's bug, as
+    Gymnasium's own envs assert; it raises (never truncated, never a silent STOP) and leaves
+    the episode as it was."""
+    env = make(REPLAY_ID, study_dataset, budget=1.0)
+    env.reset(seed=0, options={"problem": RELU})
+    with pytest.raises(ValueError, match=r"action must be an integer of Discrete\(16\)"):
+        env.step(action)
+    obs, _, terminated, _, _ = env.step(3)  # the episode goes on, untouched
+    assert not terminated and obs["collected"].tolist() == [0, 0, 0, 1] + [0] * 11
+
+
+@pytest.mark.parametrize("ending", ["stop", "masked", "out_of_range", "budget"])
+def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, ending):
+    kwargs = {"budget": 1.0, "budget_unit": "sections", "budget_is_fraction": False}
+    env = make(REPLAY_ID, study_dataset, **(kwargs if ending == "budget" else {"budget": 1.0}))
+    env.reset(seed=0, options={"problem": RELU})
+    actions = {"stop": [15], "masked": [0, 0], "out_of_range": [99], "budget": [0]}[ending]
+    for action in actions:
+        *_, terminated, _, info = env.step(action)
+    assert terminated and info["invalid_action"] == (ending in ("masked", "out_of_range"))
+    record = env.unwrapped.last_record
+    for action in (0, 15):  # neither another section nor a second terminal reward
+        with pytest.raises(gym.error.ResetNeeded, match=r"terminated: call reset\(\)"):
+            env.step(action)
+    assert env.unwrapped.last_record is record
+    env.reset(seed=0)
+    assert not env.step(15)[4]["invalid_action"]  # a new episode steps again
+    bare = ProfilingEnv(dataset=str(study_dataset), split=None)
+    with pytest.raises(gym.error.ResetNeeded, match="before the first reset"):
+        bare.step(15)  # unwrapped, as OrderEnforcing does for gym.make's env
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"budget": math.nan}, ValueError, "budget must be a finite number > 0"),
+    ({"budget": math.inf}, ValueError, "budget must be a finite number > 0"),
+    ({"budget": 0}, ValueError, "budget must be a finite number > 0"),
+    ({"budget": "0.25"}, ValueError, "budget must be a finite number > 0"),
+    ({"cost_penalty": math.nan}, ValueError, "cost_penalty must be a finite number >= 0"),
+    ({"cost_penalty": -0.1}, ValueError, "cost_penalty must be a finite number >= 0"),
+    ({"incorrect_reward": math.nan}, ValueError, "incorrect_reward must be None or a finite"),
+    ({"incorrect_reward": -math.inf}, ValueError, "incorrect_reward must be None or a finite"),
+    ({"problems": []}, ValueError, "at least one problem URI; give problems=None"),
+    ({"problems": RELU}, ValueError, "not a string: give problems=\\['problem://"),
+    ({"problems": [RELU, 3]}, ValueError, "problem URI strings, got 3"),
+    ({"problems": [RELU, "problem://nope"]}, NotRecordedError,
+     r"holds no problem 'problem://nope'; it holds 12 problems: problem://autoprofiler/v1/"),
+], ids=["budget-nan", "budget-inf", "budget-0", "budget-str", "penalty-nan",
+        "penalty-negative", "incorrect-nan", "incorrect-inf", "problems-empty",
+        "problems-str", "problems-int", "problems-unknown"])
+def test_bad_make_kwargs_fail_at_construction_saying_what_is_accepted(study_dataset, kwargs,
+                                                                     error, match):
+    with pytest.raises(error, match=match):
+        make(REPLAY_ID, study_dataset, **kwargs)
+
+
+def test_a_problems_list_the_dataset_holds_is_the_episodes_problems(study_dataset):
+    env = make(REPLAY_ID, study_dataset, problems=(RELU,), cost_penalty=0, budget=1)
+    assert env.unwrapped.problems == [RELU] and env.reset(seed=1)[1]["problem"] == RELU
+
+
+@pytest.mark.parametrize(("options", "error", "match"), [
+    ({"problme": RELU}, ValueError, r"option\(s\) 'problme': the options are 'problem'"),
+    ({"problem": RELU, "seed": 3}, ValueError, "unknown reset option\\(s\\) 'seed'"),
+    ("problem", ValueError, "reset options must be a dict"),
+    ({"problem": "problem://nope"}, AutoProfilerError,
+     "'problem://nope' is not among this environment's problems: 12 problems: problem://"),
+], ids=["misspelt", "extra", "not-a-dict", "unknown-problem"])
+def test_bad_reset_options_are_refused_naming_the_accepted_ones(study_dataset, options, error,
+                                                                match):
+    env = make(REPLAY_ID, study_dataset)
+    with pytest.raises(error, match=match):
+        env.reset(options=options)
+    assert env.reset(options={})[1]["problem"] and env.reset(options=None)[1]["problem"]
+
+
 def test_a_dataset_without_outcomes_is_refused(tmp_path):
     from pathlib import Path
 
@@ -259,3 +354,24 @@ def test_an_llm_optimizers_recorded_replies_are_replayed_by_seed(tmp_path):
     assert info["speedup"] in (2.0, None)  # the SpeedOfLight key's replies
     with pytest.raises(ValueError, match="llm:<model>"):
         ProfilingEnv(dataset=str(path), split=None, optimizer="gpt")
+
+
+def test_the_live_env_takes_a_users_file_from_a_script_without_a_main_guard(tmp_path):
+    """As a gymnasium user writes it: a plain script, a file path; reset needs no GPU."""
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA
+
+    (tmp_path / "my_kernel.py").write_text((DATA / "problems" / "relu_small.py").read_text())
+    (tmp_path / "script.py").write_text(
+        "import gymnasium as gym\n"
+        "import autoprofiler_env  # noqa: F401\n"
+        "env = gym.make('AutoProfilerLive-v0', problems=['my_kernel.py'])\n"
+        "obs, info = env.reset(seed=0)\n"
+        "print(info['problem'], int(obs['action_mask'].sum()))\n")
+    out = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    uri, valid = out.stdout.split()
+    assert uri == f"problem://local/{tmp_path.name}/my_kernel" and int(valid) == 16

@@ -254,8 +254,11 @@ class LiveBackend:
         from autoprofiler_env.harness import Evaluator, HarnessConfig
         from autoprofiler_env.problems import load_problem, load_suite
 
-        self._problems = {p.uri: p for p in ([load_problem(u) for u in problems] if problems
-                                             else load_suite())}
+        loaded = [load_problem(u) for u in problems] if problems else load_suite()
+        self._problems = {p.uri: p for p in loaded}
+        # a user names a problem by a suite URI, a suite name or a file path; the episode
+        # and every record name it by its URI
+        self._uris = {str(ref): p.uri for ref, p in zip(problems or [], loaded)}
         self.sections = ACTION_SECTIONS
         self.metrics = key_metrics(self.sections)
         model = _llm_model(optimizer)
@@ -272,6 +275,10 @@ class LiveBackend:
 
     def problems(self, split: str | None) -> list[str]:
         return [u for u, p in self._problems.items() if split is None or p.split == split]
+
+    def uri_of(self, ref: str) -> str:
+        """The URI of a problem given as it was given to the backend (a path, a name)."""
+        return self._uris.get(str(ref), str(ref))
 
     def features(self, uri: str) -> np.ndarray:
         return static_features(self._problems[uri]).vector()

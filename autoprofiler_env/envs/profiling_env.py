@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+import reprlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -12,12 +14,14 @@ import numpy as np
 from gymnasium import spaces
 
 from autoprofiler_env.envs.backends import EpisodeOutcome, LiveBackend, ReplayBackend
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, NotRecordedError, ProblemNotFoundError
 from autoprofiler_env.features import FEATURE_NAMES
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
 REWARDS = ("log_speedup", "speedup")
+RESET_OPTIONS = ("problem",)
+"""The keys ``reset(options=...)`` accepts; any other key is a ``ValueError``."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,25 @@ class ProfilingEnv(gym.Env):
     (the 15 action sections of ``autoprofiler_env.profiler.catalogue.ACTION_SECTIONS``); action
     ``n_sections`` is STOP. ``action_masks()`` (what sb3-contrib's ``MaskablePPO`` calls) and
     ``info["action_mask"]`` mark the valid ones: sections not yet collected whose cost fits the
-    remaining budget, and STOP (always valid). An invalid action is treated as STOP and
-    ``info["invalid_action"]`` is True: the episode ends; it never raises.
+    remaining budget, and STOP (always valid). An invalid action (an integer that is masked or
+    out of range) is treated as STOP and ``info["invalid_action"]`` is True: the episode ends,
+    with the reward of the profile collected so far; it never raises.
+
+    An action is an integer: an ``int``, a numpy integer (what ``action_space.sample()`` and
+    stable-baselines3 give) or an integer array of one element (0-d or ``(1,)``, a policy's
+    output for one observation). Anything else (``None``, a float, even ``2.0`` or NaN, a
+    string, an array of several elements) raises ``ValueError`` saying what is accepted. This
+    follows Gymnasium: its own environments refuse an action that is not a member of the
+    action space's type (``assert action_space.contains(action)``), because such a value is a
+    bug in the caller, not a policy's choice; ending the episode on it (and paying a reward)
+    would hide the bug in the training data, and truncating ``2.7`` to section 2 would collect
+    a section nobody chose. An integer the policy may emit but the mask forbids is a policy's
+    choice, and is answered inside the episode as above.
+
+    ``step`` before the first ``reset``, or after the episode has terminated, raises
+    ``gymnasium.error.ResetNeeded`` (as Gymnasium's ``OrderEnforcing`` does before a first
+    reset): an episode pays its terminal reward once. Vector environments and
+    stable-baselines3 reset a terminated sub-environment before stepping it again.
 
     ## Observation
 
@@ -110,6 +131,11 @@ class ProfilingEnv(gym.Env):
     ``reason``, ``correct``, ``speedup``, ``error_kind``, ``eager_ms`` and ``candidate_ms``
     (the median times behind the speedup), and ``record`` (an :class:`EpisodeRecord`).
 
+    ``reset(options={"problem": uri})`` starts an episode on that problem (one of
+    ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
+    ``problem`` is the only option: any other key is a ``ValueError``, so that a misspelt
+    option does not silently give a random problem.
+
     ## Registered Configurations
 
     - ``AutoProfiler-v0``: the replay backend on the shipped dataset (recorded on an H200 with
@@ -131,6 +157,15 @@ class ProfilingEnv(gym.Env):
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``
     (docs/harness.md) and raises :class:`~autoprofiler_env.errors.NotRecordedError` where the
     record cannot decide; the live backend judges the candidate under it.
+
+    The kwargs are checked at construction, each failure a ``ValueError`` (or an
+    :class:`~autoprofiler_env.errors.AutoProfilerError` subclass) saying what is accepted:
+    ``budget`` a finite number > 0; ``cost_penalty`` a finite number >= 0 (0 turns it off; a
+    negative one would pay for profiling); ``incorrect_reward`` None or a finite number;
+    ``problems`` None (the split) or a non-empty list of URI strings, each one the backend
+    holds (the replay raises :class:`~autoprofiler_env.errors.NotRecordedError` naming the
+    first problems it does hold; the live backend loads each, raising
+    :class:`~autoprofiler_env.errors.ProblemNotFoundError`).
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -147,8 +182,19 @@ class ProfilingEnv(gym.Env):
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        budget = _finite("budget", budget, "a finite number > 0 (a fraction of the full set's "
+                         "cost, or an absolute amount with budget_is_fraction=False)")
         if budget <= 0:
-            raise ValueError(f"budget must be positive, got {budget}")
+            raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+        cost_penalty = _finite("cost_penalty", cost_penalty, "a finite number >= 0 (0: none)")
+        if cost_penalty < 0:
+            raise ValueError(f"cost_penalty must be a finite number >= 0 (0: none; a negative "
+                             f"one would reward profiling), got {cost_penalty!r}")
+        if incorrect_reward is not None:
+            incorrect_reward = _finite("incorrect_reward", incorrect_reward,
+                                       "None or a finite number, e.g. math.log(0.5)")
+        if problems is not None:
+            problems = _problem_list(problems)
         if backend == "replay":
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
@@ -157,15 +203,30 @@ class ProfilingEnv(gym.Env):
                                        tolerance=tolerance)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
-        self.problems = list(problems) if problems else self.backend.problems(split)
+        if problems is not None and backend == "live":  # file paths and names become URIs
+            problems = [self.backend.uri_of(ref) for ref in problems]
+        if problems is not None:
+            known = self.backend.problems(None)
+            holds = set(known)
+            missing = [u for u in problems if u not in holds]
+            if missing:
+                more = (f" ({len(missing)} of the {len(problems)} given are unknown)"
+                        if len(missing) > 1 else "")
+                if backend == "replay":
+                    raise NotRecordedError(f"problems: the dataset holds no problem "
+                                           f"{missing[0]!r}{more}; it holds {_some(known)}")
+                raise ProblemNotFoundError(missing[0], f"not a problem URI of the live "
+                                           f"backend{more}", f"give URIs: {_some(known)}")
+        self.problems = list(problems) if problems is not None else self.backend.problems(split)
         if not self.problems:
-            raise AutoProfilerError(f"no problems in split {split!r} of this backend")
+            raise AutoProfilerError(f"no problems in split {split!r} of this backend (give "
+                                    "split=None for all of them, or problems=[...])")
         self.sections = tuple(self.backend.sections)
         self.budget, self.budget_unit = float(budget), budget_unit
         self.budget_is_fraction = budget_is_fraction
         self.reward_kind = reward
-        self.incorrect_reward = None if incorrect_reward is None else float(incorrect_reward)
-        self.cost_penalty = float(cost_penalty)
+        self.incorrect_reward = incorrect_reward
+        self.cost_penalty = cost_penalty
         self.render_mode = render_mode
         n, m = len(self.sections), len(self.backend.metrics)
         self.STOP = n
@@ -187,6 +248,7 @@ class ProfilingEnv(gym.Env):
         self._costs = np.zeros(len(self.sections))
         self._cost_cache: dict[str, np.ndarray] = {}
         self.last_record: EpisodeRecord | None = None
+        self._needs_reset = "before the first reset()"  # why step() must wait (None: it need not)
 
     # -- costs ------------------------------------------------------------------------------
 
@@ -214,12 +276,22 @@ class ProfilingEnv(gym.Env):
     # -- the Gymnasium API ------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):  # every bad argument of the env is a ValueError
+            raise ValueError(  # noqa: TRY004
+                f"reset options must be a dict (keys: {', '.join(RESET_OPTIONS)}) or None, got "
+                f"{type(options).__name__}")
+        unknown = sorted(map(str, set(options) - set(RESET_OPTIONS)))
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}: the "
+                             f"options are {', '.join(map(repr, RESET_OPTIONS))} (the episode's "
+                             "problem URI)")
+        if "problem" in options and options["problem"] not in self.problems:
+            raise AutoProfilerError(f"{options['problem']!r} is not among this environment's "
+                                    f"problems: {_some(self.problems)}")
         super().reset(seed=seed)
-        options = options or {}
         if "problem" in options:
-            if options["problem"] not in self.problems:
-                raise AutoProfilerError(f"{options['problem']!r} is not among this "
-                                        "environment's problems")
             self._uri = options["problem"]
         else:
             self._uri = self.problems[int(self.np_random.integers(len(self.problems)))]
@@ -246,6 +318,7 @@ class ProfilingEnv(gym.Env):
         }
         self._mask = np.ones(len(self.sections) + 1, dtype=bool)
         self._update_mask()
+        self._needs_reset = None
         return self._observation(), self._info()
 
     def _full_cost(self, uri: str) -> float | None:
@@ -265,7 +338,10 @@ class ProfilingEnv(gym.Env):
         self._obs["action_mask"][:] = self._mask
 
     def step(self, action):
-        action = int(action)
+        if self._needs_reset:
+            raise gym.error.ResetNeeded(f"step() called {self._needs_reset}: call reset() to "
+                                        "start an episode")
+        action = self._action_index(action)
         invalid = not (0 <= action <= self.STOP) or not self._mask[action]
         reward = 0.0
         if invalid or action == self.STOP:
@@ -290,7 +366,26 @@ class ProfilingEnv(gym.Env):
             return obs, reward + final, terminated, truncated, info
         return self._observation(), float(reward), False, False, self._info()
 
+    def _action_index(self, action) -> int:
+        """The action as a Python int; a ``ValueError`` for anything that is not an integer."""
+        value = action
+        if not isinstance(value, (int, np.integer)) and hasattr(value, "__array__"):
+            try:
+                array = np.asarray(value)
+            except Exception:  # noqa: BLE001  (an object that fails to convert: not an integer)
+                array = None
+            if array is not None and array.dtype.kind in "iu" and array.size == 1:
+                value = array.reshape(())[()]
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        raise ValueError(
+            f"action must be an integer of Discrete({self.STOP + 1}) (0..{self.STOP - 1} "
+            f"collect a section, {self.STOP} is STOP): an int, a numpy integer or an integer "
+            f"array of one element; got {reprlib.repr(action)} ({type(action).__name__})")
+
     def _finish(self, invalid: bool):
+        # the episode is over from here, even if the backend raises below
+        self._needs_reset = "after the episode terminated"
         outcome: EpisodeOutcome = self.backend.finish(self._uri, tuple(self._collected),
                                                       rng=self.np_random)
         if not (outcome.correct and outcome.speedup) and self.incorrect_reward is not None:
@@ -374,3 +469,37 @@ def write_records(records: list[EpisodeRecord], path: Path) -> None:
     with JsonlAppender(path) as log:
         for r in records:
             log.write(asdict(r))
+
+
+def _finite(name: str, value, accepted: str) -> float:
+    """``value`` as a float, or a ``ValueError`` saying what ``name`` accepts."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            or not math.isfinite(float(value))):
+        raise ValueError(f"{name} must be {accepted}, got {value!r}")
+    return float(value)
+
+
+def _problem_list(problems) -> list[str]:
+    """The ``problems`` kwarg as a list of URIs, or a ``ValueError`` saying what it accepts."""
+    if isinstance(problems, (str, bytes)):  # every bad argument of the env is a ValueError
+        raise ValueError(  # noqa: TRY004
+            f"problems must be a list of problem URIs, not a string: give problems=[{problems!r}]")
+    try:
+        problems = list(problems)
+    except TypeError:
+        raise ValueError(f"problems must be a list of problem URIs (or None: the split's), "
+                         f"got {type(problems).__name__}") from None
+    if not problems:
+        raise ValueError("problems must name at least one problem URI; give problems=None "
+                         "(the default) for the split's problems")
+    bad = [p for p in problems if not isinstance(p, str)]
+    if bad:
+        raise ValueError(f"problems must be problem URI strings, got {bad[0]!r} "
+                         f"({type(bad[0]).__name__})")
+    return problems
+
+
+def _some(names: list[str], n: int = 5) -> str:
+    """The first ``n`` names, and how many more."""
+    shown = ", ".join(names[:n])
+    return f"{len(names)} problems: {shown}" + (", ..." if len(names) > n else "")
