@@ -9,18 +9,23 @@ one would ship), fast_1 (the share of problems with a correct candidate
 faster than eager), the mean profiling cost (seconds of ncu replay), the regret to the
 hindsight oracle (mean of ln(oracle speedup) - ln(agent speedup)), and for fixed
 configurations the share of problems where they fit the budget. Saves ``benchmark.csv``,
-``episodes.csv`` and ``benchmark.png`` (speedup against cost, a curve per agent).
+``episodes.csv`` and ``benchmark.png`` (speedup against cost, a curve per agent), each
+rendered whole and then written atomically (:func:`autoprofiler_env.atomic.write_atomic`):
+an interrupted run leaves the earlier files as they were.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import itertools
 import math
 import statistics
 from pathlib import Path
 
 from tqdm import tqdm
 
+from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.scoring import geomean, shipped_speedup
 
 COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cost_s",
@@ -89,38 +94,212 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
 
 
 def write_csv(rows: list[dict], path: Path, columns=None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns or rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    """Writes the rows as CSV, atomically: the whole file is rendered first, then replaces
+    ``path`` in one rename, so an interrupted run leaves the earlier file as it was."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(Path(path), buffer.getvalue().encode("utf-8"))
+
+
+# The picture: one curve per agent, each with its own (colour, marker) pair. The oracle (the
+# ceiling) and no-profile (the floor to beat) are drawn in black and grey, above the rest;
+# the others take colours of tab10 (its grey left out, which is no-profile's) and markers
+# whose cycle lengths are coprime, so no two of 63 agents share a pair.
+ORACLE, NO_PROFILE = "oracle", "no-profile"
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#bcbd22", "#17becf")
+_MARKERS = ("o", "^", "D", "v", "P", "<", ">")
+_EMPHASISED = {
+    ORACLE: {"color": "black", "marker": "*", "markersize": 15, "linewidth": 2.8,
+             "linestyle": "-", "zorder": 10},
+    NO_PROFILE: {"color": "#7f7f7f", "marker": "s", "markersize": 11, "linewidth": 2.8,
+                 "linestyle": "-", "zorder": 9, "markeredgecolor": "black"},
+}
+
+
+def _family(name: str) -> int:
+    """Legend order: the oracle, no-profile, the other policies, ncu's sets, single
+    sections."""
+    if name == ORACLE:
+        return 0
+    if name == NO_PROFILE:
+        return 1
+    if name.startswith("section:"):
+        return 4
+    if name.startswith("set:"):
+        return 3
+    return 2
+
+
+def agent_styles(names) -> dict[str, dict]:
+    """Line2D keyword arguments per agent: a (colour, marker) pair no other agent has."""
+    styles, i = {}, 0
+    for name in sorted(names, key=lambda n: (_family(n), n)):
+        if name in _EMPHASISED:
+            styles[name] = dict(_EMPHASISED[name])
+            continue
+        family = _family(name)
+        style = {"color": _PALETTE[i % len(_PALETTE)], "marker": _MARKERS[i % len(_MARKERS)]}
+        i += 1
+        if family == 4:       # single sections: thin, hollow markers (many overlap)
+            style |= {"linestyle": "-", "linewidth": 1.0, "markersize": 7, "alpha": 0.85,
+                      "markerfacecolor": "white", "markeredgewidth": 1.4, "zorder": 3}
+        elif family == 3:     # ncu's sets: dashed
+            style |= {"linestyle": "--", "linewidth": 1.8, "markersize": 8, "zorder": 5}
+        else:                 # the other policies
+            style |= {"linestyle": "-", "linewidth": 2.0, "markersize": 8, "zorder": 6}
+        styles[name] = style
+    return styles
+
+
+def _percent(budget: float) -> str:
+    return f"{budget * 100:g}%"
+
+
+def figure(summary: list[dict]):
+    """The benchmark's picture as a matplotlib Figure: x the mean profiling cost, y the
+    geometric-mean speedup, one curve per agent through its budgets (in budget order), a
+    legend naming every curve, the budgets written beside the points of every agent but the
+    single sections, and no-profile's level drawn across."""
+    from matplotlib import patheffects
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    budgets = sorted({r["budget"] for r in summary})
+    styles = agent_styles({r["agent"] for r in summary})
+    fig = Figure(figsize=(14, 8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    halo = [patheffects.withStroke(linewidth=3, foreground="white")]
+    floor = {(round(r["mean_cost_s"], 6), round(r["geomean_speedup"], 6))
+             for r in summary if r["agent"] == NO_PROFILE}
+    labels = {}   # rounded point -> (agent, its budgets there, the point); first one wins
+    for name, style in styles.items():
+        rows = sorted((r for r in summary if r["agent"] == name), key=lambda r: r["budget"])
+        xs = [r["mean_cost_s"] for r in rows]
+        ys = [r["geomean_speedup"] for r in rows]
+        ax.plot(xs, ys, label=name, **style)
+        if _family(name) == 4:
+            continue      # single sections: too many to label; their budgets are in the CSV
+        here: dict[tuple, tuple] = {}   # budgets that land on one point share its label
+        for x, y, r in zip(xs, ys, rows):
+            here.setdefault((round(x, 6), round(y, 6)), ((x, y), []))[1].append(r["budget"])
+        for point, (xy, at) in here.items():
+            if point not in floor:    # no-profile's point: its note says who sits there
+                labels.setdefault(point, (name, at, xy))
+    ax.set_xlabel("mean profiling cost per problem (s of ncu replay on the H200)", fontsize=11)
+    ax.set_ylabel("geometric-mean speedup over eager (incorrect counts as 1.0x)", fontsize=11)
+    fig.suptitle("Profiling policies: speedup against profiling cost", fontsize=13)
+    ax.set_title("each curve is an agent; its points are the budgets "
+                 f"{', '.join(_percent(b) for b in budgets)} of ncu's full-set cost, in that "
+                 "order\n(written beside the points of all but the single sections)",
+                 fontsize=9.5, color="#333333")
+    ax.grid(alpha=0.3)
+    ax.margins(x=0.03, y=0.07)
+    ax.tick_params(labelsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8.5,
+              ncols=1, title="agent", title_fontsize=9, markerscale=0.9, handlelength=3)
+    _Labeller(fig, ax, halo).place(summary, labels, styles)
+    return fig
+
+
+class _Labeller:
+    """Puts text where it stays inside the axes and clear of the markers, the curves and the
+    text already placed: each piece of text tries a few spots and keeps the least crowded."""
+
+    def __init__(self, fig, ax, halo):
+        import numpy as np
+
+        fig.draw_without_rendering()      # settles the layout, so display positions hold
+        self.ax, self.halo, self.renderer = ax, halo, fig.canvas.get_renderer()
+        self.frame = ax.get_window_extent(self.renderer)
+        pad = 6 * fig.dpi / 72            # a marker's half-width, about
+        markers, samples = [], []
+        for line in ax.get_lines():
+            xy = ax.transData.transform(line.get_xydata())
+            if line.get_marker() not in (None, "None", ""):
+                markers += [(x - pad, y - pad, x + pad, y + pad) for x, y in xy]
+            for (x0, y0), (x1, y1) in itertools.pairwise(xy):
+                n = max(2, int(math.hypot(x1 - x0, y1 - y0) / 3))
+                samples.append(np.column_stack([np.linspace(x0, x1, n),
+                                                np.linspace(y0, y1, n)]))
+        self.markers = markers
+        self.samples = np.concatenate(samples) if samples else np.empty((0, 2))
+        self.placed = []
+
+    @staticmethod
+    def _overlap(a, b) -> float:
+        w = min(a[2], b[2]) - max(a[0], b[0])
+        h = min(a[3], b[3]) - max(a[1], b[1])
+        return w * h if w > 0 and h > 0 else 0.0
+
+    def _score(self, box) -> tuple:
+        f = self.frame
+        outside = not (f.x0 <= box[0] and box[2] <= f.x1 and f.y0 <= box[1] and box[3] <= f.y1)
+        s = self.samples
+        crossed = int(((s[:, 0] >= box[0]) & (s[:, 0] <= box[2])
+                       & (s[:, 1] >= box[1]) & (s[:, 1] <= box[3])).sum())
+        crowd = sum(self._overlap(box, o) for o in self.markers + self.placed)
+        return outside, crowd + 20.0 * crossed
+
+    def put(self, text: str, xy, spots, **kwargs):
+        """``spots``: (xy or None for ``xy``, offset in points, ha, va) to try in order."""
+        best = None
+        for at, offset, ha, va in spots:
+            t = self.ax.annotate(text, xy if at is None else at, xytext=offset,
+                                 textcoords="offset points", ha=ha, va=va,
+                                 path_effects=self.halo, zorder=12, **kwargs)
+            t.set_in_layout(False)
+            box = t.get_window_extent(self.renderer).extents
+            score = self._score(box)
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (score, t, box)
+            else:
+                t.remove()
+            if score == (False, 0.0):
+                break
+        self.placed.append(best[2])
+        return best[1]
+
+    def place(self, summary, labels: dict, styles: dict) -> None:
+        around = [((6, 6), "left", "bottom"), ((6, -6), "left", "top"),
+                  ((-6, 6), "right", "bottom"), ((-6, -6), "right", "top"),
+                  ((0, 10), "center", "bottom"), ((0, -10), "center", "top"),
+                  ((14, 0), "left", "center"), ((-14, 0), "right", "center")]
+        order = sorted(labels.items(), key=lambda kv: (_family(kv[1][0]), kv[1][0], kv[0]))
+        for _, (name, at, xy) in order:
+            self.put(", ".join(_percent(b) for b in at), xy, [(None, *s) for s in around],
+                     fontsize=8.5, color=styles[name]["color"],
+                     fontweight="bold" if name in _EMPHASISED else "normal")
+        level = [r["geomean_speedup"] for r in summary if r["agent"] == NO_PROFILE]
+        if not level:
+            return
+        where = "at every budget" if len(set(level)) == 1 else "on average over the budgets"
+        level = statistics.fmean(level)
+        grey = _EMPHASISED[NO_PROFILE]["color"]
+        self.ax.axhline(level, color=grey, linewidth=1, linestyle=":", zorder=1,
+                        label="_no-profile level")
+        x0, x1 = self.ax.get_xlim()
+        spots = [((x0 + f * (x1 - x0), level), (-6, dy), "right", va)
+                 for f in (0.98, 0.85, 0.7, 0.55, 0.4)
+                 for dy, va in ((-5, "top"), (5, "bottom"))]
+        self.put(f"no-profile: {level:.2f}x {where} (the grey square; an agent\n"
+                 "that collected nothing at a budget sits on it). Below this line,\n"
+                 "the profile collected made the optimizer's candidates worse than none.",
+                 None, spots, fontsize=8.5, color=grey, multialignment="left")
 
 
 def plot(summary: list[dict], path: Path) -> Path:
-    """Speedup against profiling cost, one curve per agent; returns ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 6))
-    names = sorted({r["agent"] for r in summary})
-    highlight = {"oracle", "random", "roofline-tree", "no-profile", "set:basic", "set:full",
-                 "curated:cudaforge-like"}
-    for name in names:
-        rows = sorted((r for r in summary if r["agent"] == name), key=lambda r: r["budget"])
-        style = {"lw": 2.2, "marker": "o"} if name in highlight else {"lw": 0.8, "alpha": 0.5,
-                                                                       "marker": "."}
-        ax.plot([r["mean_cost_s"] for r in rows], [r["geomean_speedup"] for r in rows],
-                label=name if name in highlight else None, **style)
-    ax.set_xlabel("mean profiling cost per problem (s of ncu replay)")
-    ax.set_ylabel("geometric-mean speedup over eager")
-    ax.set_title("Profiling policies: speedup against profiling cost (each point a budget)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    """Speedup against profiling cost, one curve per agent (:func:`figure`), saved as a PNG
+    atomically (rendered to bytes first); returns ``path``."""
+    fig = figure(summary)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=150)
+    write_atomic(Path(path), buffer.getvalue())
     return path
 
 
