@@ -89,7 +89,7 @@ def test_the_rules_read_only_their_evidence_metrics():
 
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.replay import DEFAULT_DATASET
-    from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
+    from autoprofiler_env.optimizers.reference import CHOICES, EVIDENCE_METRICS, PRIOR
 
     dataset = Dataset.load(DEFAULT_DATASET)
     rng = random.Random(0)
@@ -103,4 +103,7 @@ def test_the_rules_read_only_their_evidence_metrics():
             assert all(set(k.metrics) <= keep for k in kept.kernels)
             assert proposals(kept) == proposals(whole), (uri, sections)
             fired += bool(proposals(whole))
+            # the oracle's search stops at the best of CHOICES: nothing else is ever chosen
+            assert {p.transformation for p in proposals(whole)} <= CHOICES
     assert fired > 300, fired  # most of the 768 profiles make some rule fire
+    assert set(PRIOR) <= CHOICES and "identity" in CHOICES

@@ -14,7 +14,7 @@ from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.replay import DEFAULT_DATASET, LLM_MISSING, merge_profiles
 from autoprofiler_env.errors import DatasetError, NotRecordedError, ProfilingError
 from autoprofiler_env.features import static_features
-from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS, ReferenceOptimizer
+from autoprofiler_env.optimizers.reference import CHOICES, EVIDENCE_METRICS, ReferenceOptimizer
 from autoprofiler_env.profiler import profile_problems
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.records import Profile
@@ -206,11 +206,16 @@ class ReplayBackend:
         return self.dataset.profile(uri, sections)
 
     def best_score(self, uri: str) -> float:
-        """The highest score (:func:`~autoprofiler_env.scoring.log_score`) any outcome of this
-        problem has: its best recorded candidate's, or eager's (0). No profile can do better;
-        an analysis API (the oracle's search stops there), not charged to any episode."""
+        """The highest score (:func:`~autoprofiler_env.scoring.log_score`) an episode of this
+        problem can reach: the best recorded outcome among the transformations the optimizer
+        can choose (:data:`~autoprofiler_env.optimizers.reference.CHOICES`), or eager's (0).
+        No profile can do better; an analysis API (the oracle's search stops there), not
+        charged to any episode."""
         values = [0.0]
+        choices = CHOICES if self.llm_model is None else None
         for name in self.dataset.record(uri).outcomes:
+            if choices is not None and name not in choices:
+                continue
             try:
                 outcome = self.dataset.outcome(uri, name, self.tolerance)
             except NotRecordedError:

@@ -43,6 +43,11 @@ EVIDENCE_METRICS = (SM_PCT, MEM_PCT, FMA_PIPE, *TENSOR_PIPES)
 """The metrics the rules read (besides kernel names, durations and findings)."""
 LAUNCH_US = 5.0  # host-side cost of one kernel launch from eager PyTorch
 PRIOR = ("compile", "tf32")
+CHOICES = frozenset({"cuda_graph", "compile", "tf32", "triton_softmax", "triton_layer_norm",
+                     "channels_last", "max_autotune", *PRIOR, "identity"})
+"""Every transformation a rule or the prior can choose (the others of the catalogue never
+are: no rule proposes autocast, for one). The oracle's search stops once it reaches the best
+of these (``ReplayBackend.best_score``); a test checks the rules stay inside it."""
 
 _GEMM_MARKS = ("gemm", "cutlass", "sm90_xmma", "xmma", "conv", "cudnn", "implicit", "wgrad",
                "dgrad", "fprop", "winograd", "nchw", "nhwc")
