@@ -252,10 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds before a candidate is stopped, and before preparing the "
                    "reference is (default: 300)")
-    p.add_argument("--tolerance", default="kernelbench-v0.1",
+    p.add_argument("--tolerance",
                    help="a KernelBench regime (kernelbench-v0, kernelbench-v0.1: atol = rtol = "
                    "1e-2; kernelbench: fp32 1e-4), a number (atol = rtol) or ATOL,RTOL "
-                   "(default: kernelbench-v0.1; docs/harness.md)")
+                   "(default: atol = rtol = 1e-2, kernelbench-v0.1's; docs/harness.md)")
     p.add_argument("--static-check", choices=("enforce", "warn", "off"), default="enforce",
                    help="reject candidates whose source patches torch, reads the environment, "
                    "writes files, opens sockets, ... (default: enforce; docs/harness.md)")

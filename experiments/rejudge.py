@@ -120,7 +120,7 @@ def analyze(out: Path) -> dict:
                                       "rejudged_error", "message")} for d in differ],
         "by_transformation": dict(collections.Counter(t["transformation"] for t in table)),
         "speedup_ratio_median": statistics.median(ratios) if ratios else None,
-        "speedup_ratio_p10_p90": ([ratios and sorted(ratios)[len(ratios) // 10],
+        "speedup_ratio_p10_p90": ([sorted(ratios)[len(ratios) // 10],
                                    sorted(ratios)[(9 * len(ratios)) // 10]] if ratios else None),
         "timing_unexplained_median_p95_max": ([
             statistics.median(unexplained), unexplained[(95 * len(unexplained)) // 100],

@@ -50,8 +50,6 @@ from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
 SCHEMA = "autoprofiler-dataset/2"
-RECORDED_TOLERANCE = "kernelbench-v0.1"
-"""The regime the shipped recordings were judged under."""
 _REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
 
 # -- the range of each recorded value, checked on load ------------------------------------------
@@ -128,7 +126,7 @@ class Outcome:
     max_abs_error: float | None = None
     tolerance_needed: dict | None = None
 
-    def judged(self, tolerance, recorded=RECORDED_TOLERANCE) -> Outcome:
+    def judged(self, tolerance, recorded=None) -> Outcome:
         """This outcome under another tolerance regime (a preset name or a number).
 
         A regime no stricter than the recording's keeps a correct outcome; a stricter one
@@ -139,9 +137,9 @@ class Outcome:
             NotRecordedError: the record cannot decide it (it was recorded before the judge
                 stored ``tolerance_needed``, or the regime is looser than the recording's).
         """
-        from autoprofiler_env.harness.tolerance import passes, resolve
+        from autoprofiler_env.harness.tolerance import DEFAULT, passes, resolve
 
-        regime, base = resolve(tolerance), resolve(recorded)
+        regime, base = resolve(tolerance), resolve(recorded or DEFAULT)
         if not regime.symmetric:
             raise NotRecordedError(f"the tolerance {regime.name!r} has atol != rtol: a record "
                                    "decides only regimes with atol = rtol")

@@ -157,19 +157,18 @@ def compare(reference: list, candidate: list, tolerance_for) -> Comparison:
 
 
 def fingerprint(leaves: list) -> tuple:
-    """A cheap identity of a set of outputs (sums and a strided sample of each tensor), to
-    tell an output that stays the same across input sets."""
+    """A cheap, hashable identity of each output leaf (its sum and a strided sample), to tell
+    an output that stays the same across input sets."""
     out = []
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             flat = leaf.reshape(-1)
-            step = max(1, flat.numel() // 4096)
-            sample = flat[::step]
+            sample = flat[::max(1, flat.numel() // 4096)]
             if flat.is_floating_point() or flat.is_complex():
                 out.append((tuple(leaf.shape), float(flat.double().sum().nan_to_num(0)),
-                            sample.double().nan_to_num(0).tolist()))
+                            tuple(sample.double().nan_to_num(0).tolist())))
             else:
-                out.append((tuple(leaf.shape), int(flat.long().sum()), sample.tolist()))
+                out.append((tuple(leaf.shape), int(flat.long().sum()), tuple(sample.tolist())))
         else:
             out.append(repr(leaf))
     return tuple(out)

@@ -285,21 +285,26 @@ class Evaluator:
         header, _ = self._ref_request(problem, {"op": "warmup", "seed": config.seed + 1,
                                                 "ms": config.warmup_ms})
         prepared = _Prepared(key, problem, config, peak, float(header["per_call_ms"]))
-        leaves = self._ref_outputs(prepared, config.seed + 1, check=True)
+        leaves, _ = self._ref_outputs(prepared, config.seed + 1, check=True)
         prepared.output_bytes = _nbytes(leaves)
         self._prepared = prepared
         return prepared
 
-    def _ref_outputs(self, prepared: _Prepared, seed: int, check: bool = False) -> list:
+    def _ref_outputs(self, prepared: _Prepared, seed: int, check: bool = False,
+                     keep: bool = True) -> tuple[list, tuple]:
+        """The reference's output leaves for a seed and their fingerprint; kept for the next
+        candidate of the problem unless ``keep`` is False (a re-check's one-off seed)."""
         if seed in prepared.outputs:
-            return prepared.outputs[seed][0]
+            return prepared.outputs[seed]
         header, tensors = self._ref_request(prepared.problem, {"op": "outputs", "seed": seed},
                                             max_bytes=1 << 40)
         leaves = _leaves(header, tensors)
         if check:
             self._check_well_posed(prepared.problem, prepared.config, leaves)
-        prepared.outputs[seed] = (leaves, fingerprint(leaves))
-        return leaves
+        result = (leaves, fingerprint(leaves))
+        if keep:
+            prepared.outputs[seed] = result
+        return result
 
     @staticmethod
     def _check_well_posed(problem: Problem, config: HarnessConfig, leaves: list) -> None:
@@ -465,25 +470,16 @@ class Evaluator:
             first = (state.reference, state.candidate, state.unexplained)
             fresh = secrets.randbits(30)
             self._correctness(prepared, worker, [fresh], state, deadline, out_bytes,
-                              keep_reference=False)
+                              keep=False)
             self._timing(prepared, worker, candidate_ms, state, deadline, out_bytes, samples=2)
             state.rechecked = True
             if first[0].median_ms / first[1].median_ms < state.speedup:
                 state.reference, state.candidate, state.unexplained = first
 
     def _correctness(self, prepared: _Prepared, worker: WorkerProcess, seeds: list[int],
-                     state: _State, deadline: float, out_bytes: int,
-                     keep_reference: bool = True) -> None:
+                     state: _State, deadline: float, out_bytes: int, keep: bool = True) -> None:
         for k, seed in enumerate(seeds):
-            if keep_reference:
-                reference = self._ref_outputs(prepared, seed)
-                ref_print = prepared.outputs[seed][1]
-            else:
-                header, tensors = self._ref_request(prepared.problem,
-                                                    {"op": "outputs", "seed": seed},
-                                                    max_bytes=1 << 40)
-                reference = _leaves(header, tensors)
-                ref_print = fingerprint(reference)
+            reference, ref_print = self._ref_outputs(prepared, seed, keep=keep)
             header, tensors = self._ask(worker, {"op": "outputs", "seed": seed}, deadline, state,
                                         out_bytes)
             candidate = _leaves(header, tensors)
@@ -504,7 +500,7 @@ class Evaluator:
         refs = [r for r, _ in state.prints]
         cands = [c for _, c in state.prints]
         for leaf in range(len(refs[0])):
-            ref_varies = len({r[leaf] for r in refs}) > 1 if _hashable(refs, leaf) else True
+            ref_varies = len({r[leaf] for r in refs}) > 1
             cand_same = all(c[leaf] == cands[0][leaf] for c in cands)
             if ref_varies and cand_same:
                 where = f"output {leaf}" if len(refs[0]) > 1 else "the output"
@@ -590,14 +586,6 @@ class Evaluator:
         return out
 
 
-def _hashable(prints: list, leaf: int) -> bool:
-    try:
-        hash(prints[0][leaf])
-        return True
-    except TypeError:
-        return False
-
-
 @dataclass
 class _State:
     """What one evaluation has found so far."""
@@ -638,7 +626,7 @@ class _State:
                     rechecked=self.rechecked, findings=self.findings, isolation=self.isolation)
 
     def fail(self, problem: Problem, kind: ErrorKind, message: str) -> EvalResult:
-        if kind not in (ErrorKind.MISMATCH,) and self.needed is not None:
+        if kind is not ErrorKind.MISMATCH and self.needed is not None:
             self.needed = {d: math.inf for d in self.needed}
         return EvalResult(correct=False, error_kind=kind, error_message=message,
                           reference=self.reference, **self._common(problem))

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -169,11 +167,6 @@ class WorkerProcess:
 
     def __del__(self) -> None:
         try:
-            if self.popen.poll() is None:
-                os.killpg(self.popen.pid, signal.SIGKILL)
+            kill_group(self.popen, wait_s=0)
         except Exception:
             pass
-
-
-def elapsed_ms(start: float) -> float:
-    return (time.perf_counter() - start) * 1e3

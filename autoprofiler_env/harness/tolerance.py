@@ -59,7 +59,8 @@ PRESETS: dict[str, Tolerance] = {t.name: t for t in (
                      "fp32 1e-4, fp16/bf16 1e-2"),
 )}
 DEFAULT = "kernelbench-v0.1"
-"""The regime every shipped recording was judged under (atol = rtol = 1e-2)."""
+"""The harness's default regime, and the one every shipped recording was judged under
+(atol = rtol = 1e-2)."""
 
 
 def resolve(spec: str | float | Tolerance) -> Tolerance:
