@@ -333,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "replay environment needs)")
     q.add_argument("--tolerances", metavar="FILE",
                    help="rows of the same candidates judged again by judge 2 "
-                   "(experiments/rejudge.py): their tolerance_needed, where the verdicts agree")
+                   "(experiments/studies/rejudge.py): their tolerance_needed, where the verdicts agree")
     q.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="more saved ncu runs, e.g. a profiler study's sections and sets alone "
                         "(their measured costs replace modelled ones); repeatable")

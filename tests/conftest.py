@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,15 @@ def study_dataset(tmp_path_factory) -> Path:
     measured there (docs/data/recording_h200/candidates.jsonl)."""
     from autoprofiler_env.dataset.build import build
     from autoprofiler_env.jsonlines import read_jsonl
-    from autoprofiler_env.problems import load_problem
-    from experiments.profile_study import STUDY_PROBLEMS
 
     root = Path(__file__).parents[1] / "docs" / "data"
-    study = {load_problem(name).uri for name in STUDY_PROBLEMS}
+    run_dirs = sorted(p.parent for p in (root / "profile_study_h200").rglob("run.json"))
+    # the problems are those the study's per-section runs profiled (read from the runs, so
+    # that the tests import nothing of the study's code)
+    study = {p["uri"] for d in run_dirs if d.name.startswith("section-")
+             for p in json.loads((d / "run.json").read_text())["problems"]}
     rows = [r for r in read_jsonl(root / "recording_h200" / "candidates.jsonl")
             if r["uri"] in study]
-    run_dirs = sorted(p.parent for p in (root / "profile_study_h200").rglob("run.json"))
     content = build(run_dirs, read_jsonl(root / "recording_h200" / "reference.jsonl"), rows,
                     {"note": "the profiler study's 12 problems"})
     path = tmp_path_factory.mktemp("study_dataset") / "study.json.gz"

@@ -55,7 +55,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     ``modelled_costs`` names those. ``outcome_rows``: the candidates' outcomes
     (``uri, transformation, correct, error_kind, candidate_ms, ... speedup``).
     ``tolerance_rows``: outcomes of the same candidates judged again by a judge that stores
-    ``tolerance_needed`` (``experiments/rejudge.py``); a row lends its ``tolerance_needed``
+    ``tolerance_needed`` (``experiments/studies/rejudge.py``); a row lends its ``tolerance_needed``
     to a recorded outcome without one when the two verdicts agree, nothing else.
     """
     keep = kept_metrics()

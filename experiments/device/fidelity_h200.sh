@@ -16,7 +16,7 @@ step() {  # step NAME ARGS...: one fidelity command within what is left of the d
   local name=$1; shift
   local left=$(( DEADLINE - ($(date +%s) - started) ))
   [ "$left" -gt 60 ] || return 0
-  timeout -s TERM $(( left + 30 )) python3 -m experiments.fidelity "$name" --out "$RUNS" \
+  timeout -s TERM $(( left + 30 )) python3 -m experiments.studies.fidelity "$name" --out "$RUNS" \
     --deadline "$left" "$@" 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
     | tail -30 | tee "$FINAL/$name.log"
 }

@@ -15,7 +15,7 @@ fi
 if [ "${TESTS:-1}" = 1 ]; then
   LIMIT=${LIMIT:-200} OUT="$FINAL" bash experiments/device/gpu_tests.sh
 fi
-timeout -s TERM $(( ${BUDGET:-380} + 60 )) python3 -m experiments.rejudge run \
+timeout -s TERM $(( ${BUDGET:-380} + 60 )) python3 -m experiments.studies.rejudge run \
   --out docs/data/rejudge_h200 --deadline "${BUDGET:-380}" 2>&1 | tr '\r' '\n' \
   | grep -v -E '^\s*$|it/s\]$|s/it\]$' | tail -15 | tee "$FINAL/rejudge.log"
 cp docs/data/rejudge_h200/rejudged.jsonl "$FINAL/"

@@ -1,7 +1,7 @@
 """Does the separated, sandboxed judge (judge 2) give the recorded outcomes the same verdicts?
 
-    python3 -m experiments.rejudge run     [--out DIR] [--deadline S]   # GPU, resumable
-    python -m experiments.rejudge analyze  [--out DIR]                  # any machine
+    python3 -m experiments.studies.rejudge run     [--out DIR] [--deadline S]   # GPU, resumable
+    python -m experiments.studies.rejudge analyze  [--out DIR]                  # any machine
 
 ``run`` judges again, with today's harness at the recording's tolerance (1e-2), a sample of the
 (problem, transformation) pairs of ``docs/data/recording_h200/candidates.jsonl`` (recorded by

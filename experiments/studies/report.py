@@ -1,6 +1,6 @@
 """What the data says: does the environment pose a real selection problem?
 
-    python -m experiments.report --dataset FILE --out docs/report [--budgets 0.1,0.25,0.5,1.0]
+    python -m experiments.studies.report --dataset FILE --out docs/report [--budgets 0.1,0.25,0.5,1.0]
 
 Writes figures (PNG) and prints the tables behind them:
 
@@ -212,7 +212,7 @@ def report(dataset: str, out: Path, budgets: list[float], split: str | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.report")
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.report")
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--out", type=Path, default=Path("docs/report"))
     parser.add_argument("--budgets", default="0.1,0.25,0.5,1.0")
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def markdown(result: dict, dataset: str, split: str) -> str:
     """The report's tables as markdown (``tables.md`` beside the figures)."""
-    lines = [f"<!-- python -m experiments.report --dataset {dataset} --split {split} -->",
+    lines = [f"<!-- python -m experiments.studies.report --dataset {dataset} --split {split} -->",
              "", f"{result['problems']} problems (split: {split}); geometric-mean speedups over "
              "eager, an incorrect candidate counting as eager.",
              "", "| budget | best candidate | hindsight oracle | best fixed configuration | "

@@ -1,7 +1,7 @@
 """Every applicable transformation's correctness and speedup, per problem, on a GPU.
 
-    python -m experiments.transform_study run [--out ROWS] [--n 36]
-    python -m experiments.transform_study analyze [--rows ROWS]
+    python -m experiments.studies.transform_study run [--out ROWS] [--n 36]
+    python -m experiments.studies.transform_study analyze [--rows ROWS]
 
 ROWS defaults to docs/data/recording_h200/candidates.jsonl, the recording's candidates.
 
@@ -27,7 +27,7 @@ def study_problems(n: int):
     every candidate's outcome: a small complete recording), then more suite problems spread
     over the levels in proportion and over each level's list, ``n`` in all."""
     from autoprofiler_env.problems import LEVELS, load_problem, load_suite
-    from experiments.profile_study import STUDY_PROBLEMS
+    from experiments.studies.profile_study import STUDY_PROBLEMS
 
     chosen = [load_problem(name) for name in STUDY_PROBLEMS][:n]
     suite = [p for p in load_suite() if p not in chosen]
@@ -90,7 +90,7 @@ def analyze(rows_path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.transform_study")
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.transform_study")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run")
     p.add_argument("--out", type=Path, default=ROWS)

@@ -1,6 +1,6 @@
 """Builds the stored section catalogue from what a GPU machine measured.
 
-    python -m experiments.build_catalogue PROBE_DIR [STUDY_DIR]
+    python -m experiments.studies.build_catalogue PROBE_DIR [STUDY_DIR]
 
 PROBE_DIR is the unpacked output of experiments/device/probe_ncu.sh (ncu's lists, its
 .section files, passes per section); STUDY_DIR the profiler study's runs

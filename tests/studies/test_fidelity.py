@@ -13,9 +13,9 @@ from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.profiler import NcuRun
 from baselines.agents import RooflineTree
-from experiments import fidelity
+from experiments.studies import fidelity
 
-STUDY = Path(__file__).parents[1] / "docs" / "data" / "profile_study_h200"
+STUDY = Path(__file__).parents[2] / "docs" / "data" / "profile_study_h200"
 
 
 def test_the_plan_draws_36_pairs_of_sets_of_1_to_8_sections(study_dataset):

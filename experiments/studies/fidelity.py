@@ -1,8 +1,8 @@
 """Does the replay answer as the GPU does? Live runs on the H200 compared with the dataset.
 
-    python3 -m experiments.fidelity pairs    [--out DIR] [--deadline S] [--warm-workers N]  # GPU
-    python3 -m experiments.fidelity episodes [--out DIR] [--episodes 5] [--deadline S]      # GPU
-    python -m experiments.fidelity analyze   [--out DIR] [--dataset FILE]                  # CPU
+    python3 -m experiments.studies.fidelity pairs    [--out DIR] [--deadline S] [--warm-workers N]  # GPU
+    python3 -m experiments.studies.fidelity episodes [--out DIR] [--episodes 5] [--deadline S]      # GPU
+    python -m experiments.studies.fidelity analyze   [--out DIR] [--dataset FILE]                  # CPU
 
 ``pairs`` (issue 5's fidelity): for (problem, section set) pairs drawn from the dataset --
 section sets of 1, 2, 3, 5 and 8 sections, three problems each -- it runs ncu with exactly
@@ -382,7 +382,7 @@ def analyze(out: Path, dataset_path: str | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.fidelity", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.fidelity", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("pairs", "episodes", "analyze"))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)

@@ -1,9 +1,9 @@
 """The profiler study: what each section costs, and whether a subset's profile can be cut out
 of one full run. Collecting needs a GPU; analysing runs anywhere on the collected files.
 
-    python -m experiments.profile_study collect --out runs/profile_study [--part 1|2] [--only GLOB]
+    python -m experiments.studies.profile_study collect --out runs/profile_study [--part 1|2] [--only GLOB]
                                                 [--deadline SECONDS]
-    python -m experiments.profile_study analyze --runs runs/profile_study
+    python -m experiments.studies.profile_study analyze --runs runs/profile_study
 
 ``collect`` is resumable: a configuration whose run is saved is not profiled again.
 Part 1 profiles the study problems with every action section alone, ncu's three sets and five
@@ -322,7 +322,7 @@ def analyze(runs: Path, out: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.profile_study")
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.profile_study")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("collect", help="profile on a GPU (resumable)")
     p.add_argument("--out", type=Path, default=Path("runs/profile_study"))

@@ -1,6 +1,6 @@
 """The data report's mechanics, on the small real dataset of the profiler study's 12 problems."""
 
-from experiments.report import report
+from experiments.studies.report import report
 
 
 def test_report_tables_and_figures(study_dataset, tmp_path):
@@ -15,7 +15,7 @@ def test_report_tables_and_figures(study_dataset, tmp_path):
 
 
 def test_report_markdown_lists_every_agent_at_every_budget(study_dataset, tmp_path):
-    from experiments.report import markdown
+    from experiments.studies.report import markdown
 
     result = report(str(study_dataset), tmp_path, [0.25, 1.0], split="train")
     text = markdown(result, str(study_dataset), "train")

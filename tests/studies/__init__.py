@@ -1,0 +1,1 @@
+"""Tests of the one-off studies (experiments/studies): nothing else imports them."""
