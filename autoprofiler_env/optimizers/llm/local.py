@@ -1,0 +1,143 @@
+"""The local backend: :class:`TransformersBackend` runs a ``transformers`` causal LM from
+disk (a directory or a GGUF file), never downloading one."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from autoprofiler_env.errors import LLMError, OptimizationError
+from autoprofiler_env.optimizers.llm.backend import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TIMEOUT_S,
+)
+from autoprofiler_env.optimizers.llm.prompt import Message
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError as e:
+        raise OptimizationError(
+            "TransformersBackend needs the transformers package, which autoprofiler-env "
+            "requires: reinstall it with `pip install -e .`") from e
+    return transformers
+
+
+class TransformersBackend:
+    """A local ``transformers`` causal LM, never downloaded: loaded with
+    ``local_files_only=True`` from a directory or from a GGUF file (``gguf_file``, or a
+    ``model_path`` ending in ``.gguf``; GGUF needs the ``gguf`` and ``accelerate`` packages,
+    and is de-quantized to fp32).
+
+    The prompt goes through the tokenizer's chat template when it has one, or
+    ``chat_template`` (a Jinja template) when given; a system message the template refuses is
+    folded into the first user message. Without a template: plain "role: text" turns.
+    Temperature 0 decodes greedily; ``timeout_s`` bounds generation (``max_time``): a
+    generation cut by it is an ``LLMError("timeout")``.
+
+    Raises:
+        OptimizationError: transformers is missing, or ``model_path`` is not a local path.
+    """
+
+    def __init__(self, model_path: str | Path, *, gguf_file: str | None = None,
+                 model_name: str | None = None, chat_template: str | None = None,
+                 device: str = "cpu", torch_dtype: str | None = None) -> None:
+        transformers = _transformers()
+        path = Path(model_path).expanduser()
+        if not path.exists():
+            raise OptimizationError(
+                f"{model_path} is not a local path: TransformersBackend loads models from "
+                "disk only and never downloads")
+        if path.is_file() and path.suffix == ".gguf":
+            path, gguf_file = path.parent, path.name
+        kwargs: dict = {"local_files_only": True}
+        if gguf_file:
+            kwargs["gguf_file"] = gguf_file
+        self.model_path = path
+        self.gguf_file = gguf_file
+        self.model_name = model_name or (Path(gguf_file).stem if gguf_file else path.name)
+        self.device = device
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **kwargs)
+        if chat_template is not None:  # e.g. for a GGUF file that carries none
+            self.tokenizer.chat_template = chat_template
+        model_kwargs = dict(kwargs)
+        if torch_dtype is not None:
+            model_kwargs["torch_dtype"] = torch_dtype
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(path), **model_kwargs).to(device)
+        self.model.eval()
+        self.last_info: dict = {}
+
+    def __repr__(self) -> str:
+        return f"TransformersBackend({str(self.model_path)!r}, gguf_file={self.gguf_file!r})"
+
+    def prompt_ids(self, messages: list[Message]):
+        """The token ids of the prompt (a tensor of shape (1, n)), ready for ``generate``."""
+        import torch
+
+        ids = self._template_ids(messages)
+        if not isinstance(ids, torch.Tensor):  # some versions give a BatchEncoding
+            ids = ids["input_ids"]
+        return ids
+
+    def _template_ids(self, messages: list[Message]):
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            try:
+                return tok.apply_chat_template(messages, add_generation_prompt=True,
+                                               return_tensors="pt", return_dict=False)
+            except Exception:  # a template that refuses a system message (jinja raises)
+                system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+                rest = [dict(m) for m in messages if m["role"] != "system"]
+                if system and rest and rest[0]["role"] == "user":
+                    rest[0]["content"] = system + "\n\n" + rest[0]["content"]
+                return tok.apply_chat_template(rest, add_generation_prompt=True,
+                                               return_tensors="pt", return_dict=False)
+        text = "\n\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\n\nassistant:"
+        return tok(text, return_tensors="pt").input_ids
+
+    def complete(self, messages: list[Message], *, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+        import torch
+
+        ids = self.prompt_ids(messages).to(self.device)
+        torch.manual_seed(seed)
+        sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {
+            "do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id
+        started = time.perf_counter()
+        with torch.no_grad():
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids),
+                                      max_new_tokens=max_tokens, max_time=timeout_s,
+                                      pad_token_id=pad, **sampling)
+        elapsed = time.perf_counter() - started
+        new = out[0, ids.shape[-1]:]
+        n_new = int(new.shape[-1])
+        finished = n_new > 0 and int(new[-1]) in self._eos_ids()
+        self.last_info = {
+            "finish_reason": "stop" if finished else "length" if n_new >= max_tokens else
+            "time",
+            "usage": {"prompt_tokens": int(ids.shape[-1]), "completion_tokens": n_new}}
+        if not finished and n_new < max_tokens and elapsed >= timeout_s:
+            raise LLMError("timeout", f"{self.model_name} did not finish within {timeout_s:g} s "
+                           f"({n_new} tokens)")
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        if not text.strip():
+            raise LLMError("empty", f"{self.model_name} generated no text ({n_new} tokens)")
+        return text
+
+    def _eos_ids(self) -> set[int]:
+        ids = set()
+        for source in (self.model.generation_config, self.tokenizer):
+            eos = getattr(source, "eos_token_id", None)
+            if isinstance(eos, int):
+                ids.add(eos)
+            elif eos:
+                ids.update(int(i) for i in eos)
+        return ids

@@ -1,0 +1,169 @@
+"""The OpenAI-compatible backend: :class:`OpenAIChatBackend` speaks ``/chat/completions``
+(vLLM, SGLang, llama.cpp's server, hosted APIs) with the standard library only."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from autoprofiler_env.errors import LLMError, OptimizationError
+from autoprofiler_env.optimizers.llm.backend import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TIMEOUT_S,
+)
+from autoprofiler_env.optimizers.llm.deadline import _Deadline, _opener
+from autoprofiler_env.optimizers.llm.prompt import Message
+
+ENV_BASE_URL = "AUTOPROFILER_LLM_BASE_URL"
+ENV_MODEL = "AUTOPROFILER_LLM_MODEL"
+ENV_API_KEY = "AUTOPROFILER_LLM_API_KEY"
+ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
+
+
+def _chat_url(base_url: str) -> str:
+    """``.../chat/completions`` under ``base_url``, as OpenAI's clients build it; a bare
+    ``http://host:port`` gets ``/v1`` first."""
+    url = base_url.strip().rstrip("/")
+    if url.endswith("/chat/completions"):
+        return url
+    if urllib.parse.urlsplit(url).path in ("", "/"):
+        url += "/v1"
+    return url + "/chat/completions"
+
+
+def _is_timeout(e: object) -> bool:
+    return isinstance(e, TimeoutError) or "timed out" in str(e)
+
+
+def _bounded(value: object, depth: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests at most ``depth`` containers deep: what the
+    evidence keeps must stay printable and serializable."""
+    if isinstance(value, dict):
+        return depth > 0 and all(_bounded(v, depth - 1) for v in value.values())
+    if isinstance(value, list):
+        return depth > 0 and all(_bounded(v, depth - 1) for v in value)
+    return True
+
+
+class OpenAIChatBackend:
+    """An OpenAI-compatible chat completions endpoint (vLLM, SGLang, llama.cpp's server,
+    hosted APIs), spoken with the standard library.
+
+    Args:
+        base_url: the API's base, e.g. ``http://127.0.0.1:8000/v1`` (``http://host:port``
+            alone gets ``/v1``); default ``$AUTOPROFILER_LLM_BASE_URL``.
+        model: the model's name as the server knows it; default ``$AUTOPROFILER_LLM_MODEL``.
+        api_key: sent as ``Authorization: Bearer``; default ``$AUTOPROFILER_LLM_API_KEY``,
+            else ``$OPENAI_API_KEY``, else none.
+
+    ``timeout_s`` bounds the whole request, not each read: the connect, sending it, and
+    receiving the status, the headers and the body must all be done within it (name
+    resolution is not bounded: the standard library cannot interrupt it). A server that trickles
+    its reply is an ``LLMError("timeout")`` once the time is spent.
+
+    Raises:
+        OptimizationError: no base URL or no model, from the arguments or the environment.
+    """
+
+    def __init__(self, base_url: str | None = None, model: str | None = None,
+                 api_key: str | None = None) -> None:
+        base_url = base_url or os.environ.get(ENV_BASE_URL)
+        model = model or os.environ.get(ENV_MODEL)
+        if not base_url:
+            raise OptimizationError(
+                f"no LLM endpoint: pass base_url or set {ENV_BASE_URL} (an OpenAI-compatible "
+                "API's base, e.g. http://127.0.0.1:8000/v1)")
+        if not model:
+            raise OptimizationError(
+                f"no LLM model: pass model or set {ENV_MODEL} (the model's name as the "
+                "server lists it under /v1/models)")
+        self.url = _chat_url(base_url)
+        self.model_name = model
+        self.api_key = api_key or os.environ.get(ENV_API_KEY) or os.environ.get(
+            ENV_OPENAI_API_KEY) or None
+        self.last_info: dict = {}
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIChatBackend({self.url!r}, {self.model_name!r})"
+
+    def request_body(self, messages: list[Message], *, max_tokens: int, temperature: float,
+                     seed: int) -> dict:
+        return {"model": self.model_name, "messages": messages, "max_tokens": max_tokens,
+                "temperature": temperature, "seed": seed, "stream": False}
+
+    def complete(self, messages: list[Message], *, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+        body = json.dumps(self.request_body(messages, max_tokens=max_tokens,
+                                            temperature=temperature, seed=seed)).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "User-Agent": "autoprofiler-env"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        self.last_info = {}
+        deadline = _Deadline(timeout_s)
+        try:
+            with _opener(deadline).open(request, timeout=timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as e:
+            with e:
+                try:
+                    detail = e.read().decode("utf-8", "replace")
+                except Exception:  # the body of a failed response may itself fail to read
+                    detail = ""
+            detail = " ".join(detail.split())[:300]
+            raise LLMError("http", f"HTTP {e.code} from {self.url}"
+                           + (f": {detail}" if detail else "")) from e
+        except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets
+            cause = getattr(e, "reason", e)  # URLError wraps the socket's error
+            if _is_timeout(cause) or _is_timeout(e) or deadline.spent():
+                limit = f"{timeout_s:g} s" if timeout_s is not None else "its time"
+                raise LLMError("timeout", f"no complete reply from {self.url} within {limit}: "
+                               f"gave up after {deadline.waited():.1f} s, "
+                               f"{deadline.received} bytes received") from e
+            raise LLMError("connection", f"cannot reach {self.url}: "
+                           f"{type(cause).__name__}: {cause}") from e
+        return self._content(raw)
+
+    def _content(self, raw: bytes) -> str:
+        """The text of a chat completion's first choice, from the reply's body.
+
+        Raises:
+            LLMError: ``http`` (the body is not JSON this decoder can read), ``empty`` (no
+                choices, or no text in the first).
+        """
+        preview = raw[:200].decode("utf-8", "replace")
+        try:
+            reply = json.loads(raw)
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an over-long integer
+            raise LLMError("http", f"the reply from {self.url} is not JSON: "
+                           f"{raw[:200]!r}") from e
+        except RecursionError as e:  # "[" * 100000
+            raise LLMError("http", f"the reply from {self.url} is not JSON this client can "
+                           f"read: it nests too deeply: {preview!r}") from e
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise LLMError("empty", f"the reply from {self.url} has no choices: {preview}")
+        choice = choices[0]
+        finish_reason = choice.get("finish_reason")
+        finish_reason = finish_reason[:100] if isinstance(finish_reason, str) else None
+        usage = reply.get("usage")
+        self.last_info = {"finish_reason": finish_reason,
+                          "usage": usage if isinstance(usage, dict) and _bounded(usage, 2)
+                          else None}
+        message = choice.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):  # content as parts: [{"type": "text", "text": ...}]
+            content = "".join(p["text"] for p in content
+                              if isinstance(p, dict) and isinstance(p.get("text"), str))
+        if not isinstance(content, str) or not content.strip():
+            raise LLMError("empty", f"the model returned no content (finish_reason "
+                           f"{finish_reason!r})")
+        return content

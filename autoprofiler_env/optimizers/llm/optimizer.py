@@ -1,0 +1,95 @@
+"""The optimizer: :class:`LLMOptimizer` asks a backend for a ``ModelNew`` and turns what
+comes back, or what went wrong, into a :class:`Candidate`."""
+
+from __future__ import annotations
+
+import time
+
+from autoprofiler_env.errors import LLMError
+from autoprofiler_env.optimizers.candidate import Candidate
+from autoprofiler_env.optimizers.llm.backend import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TIMEOUT_S,
+    ChatBackend,
+)
+from autoprofiler_env.optimizers.llm.prompt import build_messages
+from autoprofiler_env.optimizers.llm.reply import extract_code
+from autoprofiler_env.problems.problem import Problem
+from autoprofiler_env.profiler.records import Profile
+
+REPLY_CHARS = 4000
+"""How much of the raw reply a candidate's evidence keeps."""
+
+
+class LLMOptimizer:
+    """Asks a language model for a ``ModelNew``, showing it the problem and the profile.
+
+    Args:
+        backend: the model (:class:`OpenAIChatBackend`, :class:`TransformersBackend`, or any
+            :class:`ChatBackend`).
+        max_tokens, temperature, seed, timeout_s: the decoding settings of every request
+            (deterministic by default: greedy with a fixed seed).
+    """
+
+    def __init__(self, backend: ChatBackend, *, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.backend = backend
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.timeout_s = timeout_s
+
+    @property
+    def producer(self) -> str:
+        return f"llm:{self.backend.model_name}"
+
+    def optimize(self, problem: Problem, profile: Profile | None = None) -> Candidate:
+        """A candidate for ``problem`` from one request. Never raises for the model's failures:
+        they come back as a candidate with ``error`` set (``"<kind>: <message>"``)."""
+        messages = build_messages(problem, profile)
+        evidence: dict[str, object] = {
+            "sections": list(profile.sections) if profile is not None else [],
+            "profile_uri": profile.problem_uri if profile is not None else None,
+            "prompt_chars": sum(len(m["content"]) for m in messages),
+            "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
+        }
+        started = time.perf_counter()
+        reply: str | None = None
+        try:
+            reply = self.backend.complete(messages, max_tokens=self.max_tokens,
+                                          temperature=self.temperature, seed=self.seed,
+                                          timeout_s=self.timeout_s)
+            source = extract_code(reply)
+            failed: LLMError | None = None
+        except LLMError as e:
+            failed = e
+        evidence.update(self._reply_evidence(reply, started))
+        if failed is not None:
+            # the server answered (an empty reply, or one without code), or never did
+            answered = reply is not None or failed.kind == "empty"
+            stage = "its reply gave no program" if answered else "the request failed"
+            return Candidate(problem_uri=problem.uri, source="", producer=self.producer,
+                             reason=f"{self.producer}: {stage} ({failed.kind})",
+                             evidence=evidence, error=str(failed))
+        shown = (f"a profile of {', '.join(profile.sections)}" if profile is not None
+                 and profile.sections else "no profile")
+        return Candidate(problem_uri=problem.uri, source=source, producer=self.producer,
+                         reason=f"LLM reply: {self.producer} rewrote the program, shown {shown}",
+                         evidence=evidence)
+
+    def _reply_evidence(self, reply: str | None, started: float) -> dict[str, object]:
+        info = getattr(self.backend, "last_info", None) or {}
+        evidence: dict[str, object] = {"elapsed_s": round(time.perf_counter() - started, 3)}
+        if info.get("finish_reason") is not None:
+            evidence["finish_reason"] = info["finish_reason"]
+        if info.get("usage"):
+            evidence["usage"] = info["usage"]
+        if reply is not None:
+            evidence["reply_chars"] = len(reply)
+            evidence["reply"] = (reply if len(reply) <= REPLY_CHARS else
+                                 reply[:REPLY_CHARS] + f"\n... [{len(reply) - REPLY_CHARS} "
+                                 "more chars]")
+        return evidence
