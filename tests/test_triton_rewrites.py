@@ -12,7 +12,7 @@ import pytest
 from autoprofiler_env.errors import OptimizationError
 from autoprofiler_env.features import StaticFeatures, static_features
 from autoprofiler_env.harness import ErrorKind, Evaluator, HarnessConfig
-from autoprofiler_env.optimizers import triton_rewrites
+from autoprofiler_env.optimizers import triton
 from autoprofiler_env.optimizers.transforms import TRANSFORMATIONS, applicable
 from autoprofiler_env.problems import load_file, load_problem, load_suite
 
@@ -224,13 +224,13 @@ def test_which_suite_problems_match(suite_matches):
 
 
 def test_sites_say_what_was_replaced():
-    sites = triton_rewrites.analyze(load_problem("linear_gelu_affine_swish_clamp_262144x64x256"),
-                                    "triton_pointwise").sites
+    sites = triton.analyze(load_problem("linear_gelu_affine_swish_clamp_262144x64x256"),
+                           "triton_pointwise").sites
     assert len(sites) == 1  # the whole tail in one kernel
     assert sites[0].startswith("gelu -> mul gain -> add shift -> y * sigmoid(y) -> clamp -> "
                                "mul 4.0 -> sub 1.0 on 262144x256")
-    sites = triton_rewrites.analyze(load_problem("linear_temperature_softmax_4096x1024x4096"),
-                                    "triton_softmax").sites
+    sites = triton.analyze(load_problem("linear_temperature_softmax_4096x1024x4096"),
+                           "triton_softmax").sites
     assert sites == ("softmax over the last dimension of 4096x4096, input scaled by 10 in the "
                      "kernel (softmax)",)
     # 16 identical gelu -> residual-add chains share one generated kernel
@@ -283,10 +283,10 @@ def test_candidates_are_self_contained(suite_matches, forms_problem, tmp_path):
 
 
 def test_forms_problem_matches_every_rewrite(forms_problem):
-    counts = {name: len(triton_rewrites.analyze(forms_problem, name).sites) for name in NAMES}
+    counts = {name: len(triton.analyze(forms_problem, name).sites) for name in NAMES}
     assert counts == {"triton_softmax": 3, "triton_layer_norm": 2, "triton_rms_norm": 2,
                       "triton_pointwise": 2}, counts
-    sites = triton_rewrites.analyze(forms_problem, "triton_softmax").sites
+    sites = triton.analyze(forms_problem, "triton_softmax").sites
     assert sum("log_softmax" in s for s in sites) == 1
     assert sum("scaled by 0.5" in s for s in sites) == 1
 
@@ -302,7 +302,7 @@ def test_untraceable_problem_does_not_match(tmp_path):
                                                    "reduction"))
     for name in NAMES:
         assert not TRANSFORMATIONS[name].applies(problem, features)
-    assert "fx cannot trace" in triton_rewrites.analyze(problem, "triton_softmax").reason
+    assert "fx cannot trace" in triton.analyze(problem, "triton_softmax").reason
     with pytest.raises(OptimizationError):
         TRANSFORMATIONS["triton_softmax"].rewrite(problem, features)
 
@@ -314,7 +314,7 @@ def test_shape_dependent_branch_does_not_match(tmp_path):
     features = _features(problem)  # runs on meta: a branch on a shape is fine there
     assert "softmax" in features.tags
     assert not TRANSFORMATIONS["triton_softmax"].applies(problem, features)
-    assert "fx cannot trace" in triton_rewrites.analyze(problem, "triton_softmax").reason
+    assert "fx cannot trace" in triton.analyze(problem, "triton_softmax").reason
 
 
 def test_size_dependent_graph_does_not_match(tmp_path):
@@ -322,7 +322,7 @@ def test_size_dependent_graph_does_not_match(tmp_path):
     path.write_text(SIZE_BAKED)
     problem = load_file(path)
     assert not TRANSFORMATIONS["triton_softmax"].applies(problem, _features(problem))
-    assert "differs between the problem's sizes" in triton_rewrites.analyze(
+    assert "differs between the problem's sizes" in triton.analyze(
         problem, "triton_softmax").reason
 
 

@@ -8,7 +8,7 @@
 Both have ``optimize(problem, profile) -> Candidate``; ``profile`` may be None (no sections).
 """
 
-from autoprofiler_env.optimizers import triton_rewrites  # noqa: F401  (registers triton_*)
+from autoprofiler_env.optimizers import triton  # noqa: F401  (registers triton_*)
 from autoprofiler_env.optimizers.candidate import Candidate
 from autoprofiler_env.optimizers.reference import ReferenceOptimizer
 from autoprofiler_env.optimizers.transforms import TRANSFORMATIONS, Transformation, applicable

@@ -16,7 +16,7 @@ static features (its op graph and tags), for when it applies.
 | channels_last | NHWC memory format for weights and 4-D inputs | a 2-D convolution with 4-D inputs |
 | cudnn_benchmark | cuDNN tries its algorithms and keeps the fastest | a convolution or RNN |
 
-The hand-written Triton kernels (``triton_*``) are in :mod:`.triton_rewrites`; they replace the
+The hand-written Triton kernels (``triton_*``) are in :mod:`.triton`; they replace the
 matching part of the model's graph.
 """
 
