@@ -49,8 +49,9 @@ def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path,
                        problems=[{"uri": p.uri} for p in problems], status=status)
 
     import autoprofiler_env.dataset.record as record
+    import autoprofiler_env.dataset.record.ncu as ncu  # where record_ncu looks run_ncu up
 
-    monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
+    monkeypatch.setattr(ncu, "run_ncu", fake_run_ncu)
     problems = [load_problem(n) for n in ("relu_16384x16384", "softmax_16384x4096",
                                           "matmul_4096x4096x4096")]
     configs = {"SpeedOfLight": ["SpeedOfLight"], "LaunchStats": ["LaunchStats"]}
@@ -99,7 +100,7 @@ def test_the_first_problem_of_a_run_without_the_primer_is_profiled_again(tmp_pat
 
 def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_cap(
         tmp_path, monkeypatch):
-    import autoprofiler_env.dataset.record as record
+    import autoprofiler_env.dataset.record.ncu as ncu  # where record_ncu looks run_ncu up
 
     calls = []
 
@@ -118,7 +119,7 @@ def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_
         return replace(NcuRun.load(STUDY / "section-LaunchStats"), command=command,
                        problems=[{"uri": p.uri} for p in problems], status=status)
 
-    monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
+    monkeypatch.setattr(ncu, "run_ncu", fake_run_ncu)
     names = ["relu_16384x16384", "lstm_sequence_64x128x512", "softmax_16384x4096"]
     problems = [load_problem(n) for n in names]
     configs = {"full": ["SpeedOfLight"]}

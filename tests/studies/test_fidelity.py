@@ -33,7 +33,7 @@ def test_the_plan_draws_36_pairs_of_sets_of_1_to_8_sections(study_dataset):
 
 def test_the_live_loop_profiles_optimizes_and_times_each_pair_and_resumes(tmp_path,
                                                                         monkeypatch):
-    import autoprofiler_env.dataset.record as record
+    import autoprofiler_env.dataset.record.ncu as record
 
     uri = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
     (tmp_path / "plan.json").write_text(json.dumps([

@@ -1,0 +1,164 @@
+"""Recording on a GPU: the eager references, ncu's full set on every problem (and, on a
+sample, each action section alone and the basic and detailed sets), and every candidate the
+optimizer can produce. Resumable and idempotent: each unit of work (a problem's reference, a
+problem's ncu run of a configuration, a (problem, transformation) outcome) is written as soon
+as it finishes and skipped when found; ``deadline`` stops ncu (keeping the problems it
+finished) and starts nothing new, so a run fits a time-limited command and the next one
+continues.
+
+    autoprofiler record --out recordings/h200 [--parts reference,full,candidates]
+                        [--chunk 12] [--time-budget 540]
+
+Layout of a recording folder::
+
+    reference.jsonl                  one line per problem (eager time, spread, peak memory)
+    sets/<set>/<run>/                saved ncu runs of ncu's full (and basic, detailed) set
+    profiles/<section>/<run>/        saved ncu runs of one action section alone
+    candidates.jsonl                 one line per (problem, transformation)
+    timings.jsonl                    one line per part per call: its wall time (device time)
+    llm.jsonl                        one line per (problem, section set, repeat) of an LLM
+                                     optimizer (``record_llm``; its endpoint needs no GPU, the
+                                     harness does)
+
+``autoprofiler dataset build`` turns it into a dataset file.
+
+What each part records is in its own module: :mod:`.reference`, :mod:`.ncu` (``full``,
+``sets``, ``profiles``), :mod:`.candidates` and :mod:`.llm`; :mod:`.machine` holds the machine
+info stored with the rows and the deadline. This module runs the parts and logs their cost.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from autoprofiler_env.dataset.record.candidates import (
+    CandidateWarmer,
+    outcome_row,
+    record_candidates,
+)
+from autoprofiler_env.dataset.record.llm import LLMPart, parse_section_sets, record_llm
+from autoprofiler_env.dataset.record.machine import _past, machine_info
+from autoprofiler_env.dataset.record.ncu import MIN_RUN_S, chunks, covered, record_ncu
+from autoprofiler_env.dataset.record.reference import record_reference
+from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+from autoprofiler_env.problems import Problem
+from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
+from autoprofiler_env.profiler.runner import terminate_becomes_exit
+
+__all__ = [
+    "DEFAULT_PARTS",
+    "MIN_RUN_S",
+    "PARTS",
+    "TIMINGS",
+    "CandidateWarmer",
+    "LLMPart",
+    "chunks",
+    "covered",
+    "machine_info",
+    "outcome_row",
+    "parse_section_sets",
+    "record",
+    "record_candidates",
+    "record_llm",
+    "record_ncu",
+    "record_reference",
+    "recording_cost",
+]
+
+PARTS = ("reference", "full", "candidates", "sets", "profiles", "llm")
+"""What a recording can hold, in the order they are recorded (``llm`` needs an
+:class:`LLMPart`)."""
+DEFAULT_PARTS = ("reference", "full", "candidates")
+"""Enough for a dataset: the eager times, every problem's run of ncu's full set (the evidence of
+every section, cut out of it, and the full set's cost) and the candidates' outcomes. ``sets``
+(basic and detailed) and ``profiles`` (each action section alone) measure what those cost alone
+and fit the cost model that predicts it elsewhere (:mod:`autoprofiler_env.dataset.costs`): a
+sample of problems will do."""
+
+
+def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int = 12,
+           time_budget_s: float | None = None, device: str = "cuda",
+           warm_workers: int = 6, llm: LLMPart | None = None) -> dict:
+    """Records the parts asked for, resuming what ``out`` already holds. Returns a summary:
+    what each part holds now and whether the time budget cut it short."""
+    deadline = time.monotonic() + time_budget_s if time_budget_s else None
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
+    if "llm" in parts and llm is None:
+        raise ValueError("the llm part needs an LLMPart: the optimizer, the dataset whose "
+                         "profiles it is shown, and the section sets")
+    with terminate_becomes_exit():
+        summary = {part: _record_part(part, out, problems, chunk, deadline, device,
+                                      warm_workers, llm)
+                   for part in PARTS if part in parts}  # in this order, whatever was asked
+    if "llm" in summary and llm.uris is not None:
+        missing = sum(p.uri not in llm.uris for p in problems)
+        if missing:
+            summary["llm_not_in_dataset"] = missing
+    summary["stopped_by_time_budget"] = _past(deadline)
+    return summary
+
+
+def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
+                 deadline: float | None, device: str, warm_workers: int,
+                 llm: LLMPart | None):
+    """Records one part; logs its wall time to ``timings.jsonl`` even when it is stopped (an
+    exception, SIGTERM), so that the device time it took is not lost to the recording cost."""
+    catalogue = load_catalogue()
+    started = time.monotonic()
+    holds = None
+    try:
+        if part == "reference":
+            holds = len(record_reference(problems, HarnessConfig(device=device),
+                                         out / "reference.jsonl", deadline))
+        elif part == "candidates":
+            holds = len(record_candidates(problems, out / "candidates.jsonl",
+                                          HarnessConfig(device=device),
+                                          warm_workers=warm_workers, deadline=deadline))
+        elif part == "llm":
+            shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
+            holds = len(record_llm(shown, llm.dataset, llm.optimizer, list(llm.section_sets),
+                                   out / "llm.jsonl", HarnessConfig(device=device),
+                                   llm.repeats, deadline))
+        else:
+            configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
+                       {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
+                       if part == "sets" else {s: [s] for s in ACTION_SECTIONS})
+            root = out / ("sets" if part in ("full", "sets") else "profiles")
+            record_ncu(problems, configs, root, chunk, deadline)
+            holds = {name: len(covered(root / name)) for name in configs}
+        return holds
+    finally:
+        row = {"part": part, "wall_s": time.monotonic() - started,
+               "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device, "holds": holds}
+        if holds is None:
+            row["interrupted"] = True  # what it finished is in its files
+        with JsonlAppender(out / TIMINGS) as log:
+            log.write(row)
+
+
+TIMINGS = "timings.jsonl"
+"""One line per part per ``record`` call: its wall time. The recording's device time."""
+
+
+def recording_cost(out: Path) -> dict:
+    """What the recording cost in device seconds: per part, as ``record`` logged it
+    (``timings.jsonl``), and what the recording itself shows of its parts made before that
+    log existed: the ncu runs' wall time and the candidates' judging and timing wall time
+    (without their compile warm-up)."""
+    out = Path(out)
+    logged: dict[str, float] = {}
+    for row in read_jsonl(out / TIMINGS):
+        logged[row["part"]] = logged.get(row["part"], 0.0) + row["wall_s"]
+    runs = [json.loads(p.read_text()) for p in out.rglob("run.json")]
+    return {"logged_s": logged,
+            "ncu_runs_s": sum(m["wall_s"] for m in runs), "ncu_runs": len(runs),
+            "candidates_judged_s": sum(r.get("wall_s") or 0.0
+                                       for r in read_jsonl(out / "candidates.jsonl")),
+            "candidates": len(read_jsonl(out / "candidates.jsonl"))}

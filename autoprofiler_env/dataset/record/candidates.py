@@ -1,0 +1,141 @@
+"""The ``candidates`` part: every applicable transformation of every problem compiled, judged
+and timed (``candidates.jsonl``)."""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autoprofiler_env.dataset.record.machine import _past, machine_info
+from autoprofiler_env.harness import Evaluator, HarnessConfig
+from autoprofiler_env.harness.records import JUDGE_VERSION
+from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+from autoprofiler_env.problems import Problem
+
+
+class CandidateWarmer:
+    """Compiles candidates in ``workers`` worker processes at once, filling Inductor's on-disk
+    cache, so that judging and timing them one at a time afterwards spends its time on the
+    GPU. Errors are left for that pass to judge and record. A context manager: the workers
+    live until it closes, across calls of :meth:`warm`."""
+
+    def __init__(self, config: HarnessConfig, workers: int, timeout_s: float = 600.0) -> None:
+        from dataclasses import replace
+
+        self.workers = workers
+        warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
+                              max_trials=1, warmup_ms=0, flush_l2=False)
+        self._all = [Evaluator(warm_config, timeout_s=timeout_s, spare=False)
+                     for _ in range(workers if workers > 1 else 0)]
+        self._stopping = False
+        self._free: queue.Queue = queue.Queue()
+        for evaluator in self._all:
+            self._free.put(evaluator)
+
+    def warm(self, items: list[tuple[Problem, str]], deadline: float | None = None) -> None:
+        """Compiles ``(problem, source)`` items, each in whichever worker is free. At the
+        deadline (or on an exception, SIGTERM's SystemExit included) the compiles in flight
+        are killed and the rest dropped: warming saves nothing that a later call needs."""
+        if self.workers <= 1 or not items or _past(deadline):
+            return
+        self._stopping = False  # set when this call is stopped, until its threads are done
+
+        def one(item):
+            problem, source = item
+            if _past(deadline) or self._stopping:
+                return
+            evaluator = self._free.get()  # one item at a time per worker process
+            try:
+                if not self._stopping:
+                    evaluator.evaluate(problem, source)
+            except Exception:  # a broken candidate is judged, and recorded, in the timed pass
+                pass
+            finally:
+                self._free.put(evaluator)
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            futures = [pool.submit(one, item) for item in items]
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                for _ in tqdm(as_completed(futures, timeout=timeout), total=len(items),
+                              desc="compile", leave=False):
+                    pass
+            except BaseException as e:  # the deadline, or the process is being stopped
+                self._stopping = True
+                for future in futures:
+                    future.cancel()
+                for evaluator in self._all:
+                    evaluator.interrupt()
+                if not isinstance(e, TimeoutError):
+                    raise
+
+    def close(self) -> None:
+        for evaluator in self._all:
+            evaluator.close()
+
+    def __enter__(self) -> CandidateWarmer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
+                      warm_workers: int = 6, timeout_s: float = 600.0,
+                      deadline: float | None = None) -> list[dict]:
+    """Judges and times every applicable transformation of every problem not yet in ``out``.
+
+    In batches of ``4 * warm_workers`` candidates: each batch is first compiled in
+    ``warm_workers`` processes at once (filling Inductor's on-disk cache), then judged and
+    timed one candidate at a time, so that no two timings share the GPU and a time budget
+    that runs out stops soon after compiling started, with every judged candidate recorded.
+    """
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.optimizers import applicable
+
+    done = {(r["uri"], r["transformation"]) for r in read_jsonl(out)}
+    todo = []
+    for problem in problems:
+        features = static_features(problem)
+        for t in applicable(problem, features, config.device):
+            if (problem.uri, t.name) not in done:
+                todo.append((problem, t.name, t.rewrite(problem, features)))
+    if not todo:
+        return read_jsonl(out)
+    info = machine_info(config.device)
+    batch = 4 * max(warm_workers, 1)
+    with CandidateWarmer(config, warm_workers, timeout_s) as warmer, \
+            Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log, \
+            tqdm(total=len(todo), desc="judge and time") as bar:
+        for start in range(0, len(todo), batch):
+            members = todo[start:start + batch]
+            warmer.warm([(problem, source) for problem, _, source in members], deadline)
+            for problem, name, source in members:
+                if _past(deadline):
+                    return read_jsonl(out)
+                log.write(outcome_row(problem, name, evaluator.evaluate(problem, source),
+                                      info, source))
+                bar.update()
+    return read_jsonl(out)
+
+
+def outcome_row(problem: Problem, name: str, result, info: dict, source: str) -> dict:
+    """One line of ``candidates.jsonl``: a candidate's judgement and timing, with the judge's
+    version, the source's sha256 and the smallest tolerance it passes at (so that a stricter
+    regime replays from it)."""
+    return {"uri": problem.uri, "level": problem.level, "transformation": name,
+            "correct": result.correct,
+            "error_kind": result.error_name, "error_message": result.error_message[:300],
+            "reference_ms": result.reference_ms, "candidate_ms": result.candidate_ms,
+            "candidate_p20_ms": result.candidate.p20_ms if result.candidate else None,
+            "candidate_p80_ms": result.candidate.p80_ms if result.candidate else None,
+            "speedup": result.speedup, "max_abs_error": result.max_abs_error,
+            "tolerance_needed": result.tolerance_needed,
+            "timing_unexplained": result.timing_unexplained, "rechecked": result.rechecked,
+            "judge": JUDGE_VERSION, "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+            "wall_s": result.wall_s, **info}

@@ -1,0 +1,91 @@
+"""The ncu parts (``full``, ``sets``, ``profiles``): saved ncu runs, in chunks of problems,
+and which problems the saved runs are done with."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autoprofiler_env.problems import Problem
+from autoprofiler_env.profiler.runner import (
+    MAX_KERNELS,
+    failed_problem,
+    first_unprimed,
+    run_ncu,
+    timed_out,
+)
+
+
+def chunks(problems: list[Problem], size: int) -> list[tuple[str, list[Problem]]]:
+    """Problems in chunks of ``size``, each named by a hash of its URIs (so that a chunk's
+    saved run is never confused with another one's)."""
+    out = []
+    for start in range(0, len(problems), size):
+        members = problems[start:start + size]
+        digest = hashlib.sha256("\n".join(p.uri for p in members).encode()).hexdigest()[:10]
+        out.append((f"{start // size:03d}-{digest}", members))
+    return out
+
+
+def _runs(root: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(root.rglob("run.json"))]
+
+
+def _timed_out_batched(meta: dict) -> str | None:
+    """The problem that outlasted its timeout in a run without a kernel cap, which the
+    recorder profiles again alone with one (``MAX_KERNELS``); else None."""
+    failed = failed_problem(meta["status"])
+    if failed is None or not timed_out(meta["status"]) or "--launch-count" in meta["command"]:
+        return None
+    return meta["problems"][failed]["uri"]
+
+
+def covered(root: Path) -> set[str]:
+    """The problems the saved runs under ``root`` are done with: profiled, or failed (a crash,
+    or a hang with the kernel cap on, is not retried); not those a deadline stopped before or
+    during, nor one that timed out in a batched run (it is profiled again alone, capped), nor
+    the first problem of a run without the primer (its cost holds ncu's start-up)."""
+    done = set()
+    for meta in _runs(root):
+        first = first_unprimed(meta["status"])
+        done |= {r["uri"] for r in meta["status"]
+                 if r.get("event") == "problem" and r["uri"] != first}
+        failed = failed_problem(meta["status"])
+        if failed is not None and _timed_out_batched(meta) is None:
+            done.add(meta["problems"][failed]["uri"])
+    return done
+
+
+MIN_RUN_S = 30.0
+"""An ncu run is not started with less time left: ncu's start-up and the primer take about
+4 s on the H200, and a problem under the full set takes 10-40 s."""
+
+
+def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
+               deadline: float | None = None, problem_timeout_s: float = 300.0) -> int:
+    """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
+    under ``root/<config>/`` is done with. A run the deadline stops keeps the problems it
+    finished; the next call profiles the rest. A problem that timed out in a batched run is
+    profiled alone, on its first ``MAX_KERNELS`` kernels. Returns how many runs it made."""
+    made = 0
+    for name, sections in configs.items():
+        done = covered(root / name)
+        capped = {uri for meta in _runs(root / name)
+                  if (uri := _timed_out_batched(meta)) is not None} - done
+        todo = [p for p in problems if p.uri not in done and p.uri not in capped]
+        work = [(chunk_id, members, None) for chunk_id, members in chunks(todo, chunk)]
+        work += [(f"capped-{chunks([p], 1)[0][0]}", [p], MAX_KERNELS)
+                 for p in problems if p.uri in capped]
+        for chunk_id, members, max_kernels in tqdm(work, desc=f"ncu {name}", unit="run"):
+            left = deadline - time.monotonic() if deadline is not None else None
+            if left is not None and left < MIN_RUN_S:
+                return made
+            run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
+                          problem_timeout_s=problem_timeout_s, deadline_s=left)
+            run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
+            made += 1
+    return made

@@ -1,0 +1,37 @@
+"""The ``reference`` part: each problem's eager reference timed (``reference.jsonl``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autoprofiler_env.dataset.record.machine import _past, machine_info
+from autoprofiler_env.errors import ProblemError
+from autoprofiler_env.harness import Evaluator, HarnessConfig
+from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+from autoprofiler_env.problems import Problem
+
+
+def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
+                     deadline: float | None = None) -> list[dict]:
+    """Times each problem's eager reference not yet in ``out``; returns all rows."""
+    done = {row["uri"] for row in read_jsonl(out)}
+    todo = [p for p in problems if p.uri not in done]
+    info = machine_info(config.device)
+    with Evaluator(config) as evaluator, JsonlAppender(out) as log:
+        for problem in tqdm(todo, desc="reference timing", unit="problem"):
+            if _past(deadline):
+                break
+            row = {"uri": problem.uri, "level": problem.level, **info}
+            try:
+                run = evaluator.reference(problem)
+                row.update(median_ms=run.timing.median_ms, p20_ms=run.timing.p20_ms,
+                           p80_ms=run.timing.p80_ms, n_trials=run.timing.n_trials,
+                           peak_memory_mb=(run.peak_memory_bytes / 2**20
+                                           if run.peak_memory_bytes is not None else None),
+                           error=None)
+            except ProblemError as e:
+                row.update(error=str(e))
+            log.write(row)
+    return read_jsonl(out)
