@@ -1,4 +1,2 @@
-"""Learned profiling agents: the AutoProfiler tree and its learner, and RL policies.
-
-Not built yet; the baselines they are measured against are in :mod:`baselines`.
-"""
+"""Learned profiling agents: RL policies (:mod:`agents.rl`) and, to come, the AutoProfiler
+tree and its learner. The baselines they are measured against are in :mod:`baselines`."""

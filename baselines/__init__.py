@@ -10,7 +10,9 @@ from baselines.agents import (
     RandomAgent,
     RooflineTree,
     all_agents,
+    baseline,
 )
 
 __all__ = ["CUDAFORGE_LIKE", "Agent", "FixedSections", "HindsightOracle", "NoProfile",
-           "RandomAgent", "RooflineTree", "all_agents"]
+           "RandomAgent", "RooflineTree", "all_agents",
+           "baseline"]

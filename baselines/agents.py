@@ -177,7 +177,7 @@ class HindsightOracle(Agent):
         best_value, best = -math.inf, []
         n = len(self.sections)
         affordable = [i for i in range(n) if costs[i] <= budget + 1e-12]
-        for size in range(0, len(affordable) + 1):
+        for size in range(len(affordable) + 1):
             fits_any = False
             for combo in itertools.combinations(affordable, size):
                 if sum(costs[i] for i in combo) > budget + 1e-12:
@@ -199,6 +199,16 @@ class HindsightOracle(Agent):
             if not observation["collected"][index] and mask[index]:
                 return index
         return self.stop
+
+
+def baseline(env, name: str, seed: int = 0) -> Agent:
+    """The baseline called ``name`` (as :func:`all_agents` names them) for ``env``; a
+    ``ValueError`` naming them all for an unknown one."""
+    for agent in all_agents(env, seed):
+        if agent.name == name:
+            return agent
+    names = ", ".join(a.name for a in all_agents(env, seed))
+    raise ValueError(f"no baseline {name!r}: the baselines are {names}")
 
 
 def all_agents(env, seed: int = 0) -> list[Agent]:

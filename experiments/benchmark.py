@@ -1,9 +1,12 @@
 """The benchmark: every agent on the test split of a dataset, at several budgets.
 
     autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--seeds 3]
-                           [--out runs/benchmark] [--wandb]
+                           [--policy SPEC ...] [--out runs/benchmark] [--wandb]
 
-Per agent and budget: the geometric-mean speedup (the project's one score,
+Every baseline, and each policy given with ``--policy`` (a baseline's name or a saved
+stable-baselines3 model: :mod:`experiments.policies`), runs every problem of the split once
+per budget through the one evaluation (:func:`autoprofiler_env.evaluation.rollout`). Per
+agent and budget: the geometric-mean speedup (the project's one score,
 :mod:`autoprofiler_env.scoring`: an incorrect candidate counts as eager, 1.0x, the program
 one would ship), fast_1 (the share of problems with a correct candidate
 faster than eager), the mean profiling cost (seconds of ncu replay), the regret to the
@@ -32,64 +35,63 @@ COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cos
            "regret", "fits_budget")
 
 
-def run_episode(env, agent, uri: str) -> dict:
-    obs, info = env.reset(options={"problem": uri})
-    agent.reset()
-    while True:
-        action, _ = agent.predict(obs, action_masks=info["action_mask"], deterministic=True)
-        obs, reward, terminated, truncated, info = env.step(int(action))
-        if terminated or truncated:
-            break
-    speedup = shipped_speedup(info["correct"], info["speedup"])
-    return {"agent": agent.name, "problem": uri, "sections": "+".join(info["sections"]),
-            "cost_s": info["cost"], "candidate": info["candidate"], "correct": info["correct"],
-            "speedup": speedup, "reward": reward,
-            "fits_budget": agent.fits_budget(info["sections"])}
+def episode_row(entry, record, budget: float, seed: int) -> dict:
+    """One episode as a row of ``episodes.csv``."""
+    return {"agent": entry.name, "problem": record.problem,
+            "sections": "+".join(record.sections), "cost_s": record.cost,
+            "candidate": record.candidate, "correct": record.correct,
+            "speedup": shipped_speedup(record.correct, record.speedup),
+            "reward": record.reward, "fits_budget": entry.fits_budget(record.sections),
+            "budget": budget, "seed": seed}
 
 
 def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
-              split: str = "test") -> tuple[list[dict], list[dict]]:
-    """(summary rows, episode rows) of every agent at every budget."""
+              split: str = "test", policies: list[str] = ()) -> tuple[list[dict], list[dict]]:
+    """(summary rows, episode rows) of every baseline and every policy of ``policies``
+    (:func:`experiments.policies.load` specs) at every budget, each episode through
+    :func:`autoprofiler_env.evaluation.rollout` (deterministic, every problem of the split
+    once; a stochastic policy once per seed)."""
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
-    from baselines.agents import all_agents
+    from autoprofiler_env.evaluation import rollout
+    from baselines import all_agents
+    from experiments.policies import Entry, load
 
+    kwargs = {"split": split} | ({"dataset": dataset} if dataset else {})
+    env = gym.make("AutoProfiler-v0", **kwargs)
+    entries = [Entry(a.name, a, a.stochastic) for a in all_agents(env)]
+    entries += [load(spec, env) for spec in policies]
+    names = [e.name for e in entries]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"policies named twice: {', '.join(twice)} (every --policy once, "
+                         "and none that is already a baseline)")
     summary, episodes = [], []
     for budget in budgets:
-        kwargs = {"split": split, "budget": budget}
-        if dataset:
-            kwargs["dataset"] = dataset
-        env = gym.make("AutoProfiler-v0", **kwargs)
-        uris = env.unwrapped.problems
-        oracle_speedup = {}
-        agents = all_agents(env)
-        for agent in tqdm(agents, desc=f"budget {budget:g}", unit="agent", leave=False):
+        oracle_speedup, rows = {}, {}
+        for entry in tqdm(entries, desc=f"budget {budget:g}", unit="agent", leave=False):
             runs = []
-            for seed in range(seeds if agent.stochastic else 1):
-                if agent.stochastic:
-                    agent.seed(seed)
-                for uri in uris:
-                    row = {**run_episode(env, agent, uri), "budget": budget, "seed": seed}
-                    runs.append(row)
-            if agent.name == "oracle":
+            for seed in range(seeds if entry.stochastic else 1):
+                if entry.stochastic and hasattr(entry.policy, "seed"):
+                    entry.policy.seed(seed)
+                runs += [episode_row(entry, r, budget, seed)
+                         for r in rollout(env, entry.policy, budget=budget)]
+            if entry.name == "oracle":
                 oracle_speedup = {r["problem"]: r["speedup"] for r in runs}
+            rows[entry.name] = runs
             episodes += runs
+        for entry in entries:
+            runs = rows[entry.name]
             summary.append({
-                "agent": agent.name, "budget": budget, "episodes": len(runs),
+                "agent": entry.name, "budget": budget, "episodes": len(runs),
                 "geomean_speedup": geomean(r["speedup"] for r in runs),
                 "fast_1": statistics.fmean(r["correct"] and r["speedup"] > 1.0 for r in runs),
                 "mean_cost_s": statistics.fmean(r["cost_s"] for r in runs),
-                "regret": None,
+                "regret": statistics.fmean(math.log(oracle_speedup[r["problem"]])
+                                           - math.log(r["speedup"]) for r in runs),
                 "fits_budget": statistics.fmean(bool(r["fits_budget"]) for r in runs),
             })
-        for row in summary:
-            if row["budget"] == budget:
-                mine = [r for r in episodes if r["agent"] == row["agent"]
-                        and r["budget"] == budget]
-                row["regret"] = statistics.fmean(
-                    math.log(oracle_speedup[r["problem"]]) - math.log(r["speedup"])
-                    for r in mine)
     return summary, episodes
 
 

@@ -1,6 +1,7 @@
 """The ``autoprofiler`` command.
 
-    autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--wandb]
+    autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--policy SPEC ...]
+                           [--wandb]
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
                           [--timeout 60]
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda]
@@ -211,7 +212,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import COLUMNS, benchmark, log_wandb, plot, print_table, write_csv
 
     budgets = [float(b) for b in args.budgets.split(",")]
-    summary, episodes = benchmark(args.dataset, budgets, seeds=args.seeds, split=args.split)
+    summary, episodes = benchmark(args.dataset, budgets, seeds=args.seeds, split=args.split,
+                                  policies=args.policy)
     out = Path(args.out)
     write_csv(summary, out / "benchmark.csv", COLUMNS)
     write_csv(episodes, out / "episodes.csv")
@@ -286,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fractions of the full set's cost (default: 0.1,0.25,0.5,1.0)")
     p.add_argument("--seeds", type=int, default=3, help="seeds for stochastic agents")
     p.add_argument("--split", default="test", choices=("train", "val", "test"))
+    p.add_argument("--policy", action="append", default=[], metavar="SPEC",
+                   help="add a policy beside the baselines (repeatable): sb3:FILE or "
+                   "sb3:ALGO:FILE (a saved stable-baselines3 model), or a baseline's name")
     p.add_argument("--out", default="runs/benchmark", help="where the CSVs and plot go")
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline when no WANDB_API_KEY is set)")

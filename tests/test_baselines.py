@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 
 import autoprofiler_env  # noqa: F401
+from autoprofiler_env.evaluation import rollout
 from baselines import FixedSections, HindsightOracle, NoProfile, RooflineTree, all_agents
-from experiments.benchmark import benchmark, plot, run_episode
+from experiments.benchmark import benchmark, episode_row, plot
+from experiments.policies import Entry
+
+
+def run_episode(env, agent, uri: str) -> dict:
+    """One episode of ``agent`` on ``uri``, as a row of the benchmark's episodes."""
+    record = rollout(env, agent, [uri])[0]
+    return episode_row(Entry(agent.name, agent, agent.stochastic), record, env.unwrapped.budget, 0)
 
 
 @pytest.fixture()

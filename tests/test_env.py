@@ -120,6 +120,34 @@ def test_masks_budget_and_stop(study_dataset):
     assert terminated or env.step(env.STOP)[2]
 
 
+def test_the_mask_is_what_the_remaining_budget_affords_and_observations_are_the_callers(
+        study_dataset):
+    """At every step of random episodes: the mask is the uncollected sections whose cost fits
+    what is left (and STOP), in the observation and in info; an observation handed out is the
+    caller's (changing it changes nothing the environment shows later)."""
+    env = make(REPLAY_ID, study_dataset, budget=0.5).unwrapped
+    rng = np.random.default_rng(0)
+    for episode in range(40):
+        obs, info = env.reset(seed=episode)
+        costs, budget, spent = env.section_costs, env.episode_budget, 0.0
+        while True:
+            expected = (obs["collected"] == 0) & (costs <= budget - spent + 1e-12)
+            assert np.array_equal(info["action_mask"][:-1], expected)
+            assert np.array_equal(obs["action_mask"], info["action_mask"].astype(np.int8))
+            assert info["action_mask"][-1]
+            kept = {k: v.copy() for k, v in obs.items()}
+            for v in obs.values():
+                v[...] = 7  # the caller's to change
+            action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+            obs, _, terminated, _, info = env.step(action)
+            if terminated:
+                break
+            spent += costs[action]
+            assert obs["collected"].sum() == kept["collected"].sum() + 1
+            assert np.array_equal(obs["features"], kept["features"])
+            assert obs["budget"][0] == pytest.approx(max(0.0, 1 - spent / budget), abs=1e-6)
+
+
 def test_invalid_action_ends_the_episode_as_documented(study_dataset):
     env = make(REPLAY_ID, study_dataset, budget=1.0).unwrapped
     env.reset(seed=0)

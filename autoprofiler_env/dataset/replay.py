@@ -11,13 +11,13 @@ collecting it alone; ncu shares some passes between sections, so this is an uppe
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord
-from autoprofiler_env.errors import DatasetError, NotRecordedError
-from autoprofiler_env.profiler.records import KernelProfile, Profile, ProfileCost
+from autoprofiler_env.errors import NotRecordedError
+from autoprofiler_env.profiler.merge import merge_profiles
+from autoprofiler_env.profiler.records import Profile, ProfileCost
 
 DEFAULT_DATASET = Path(__file__).parent / "data" / "h200-reference.json.gz"
 """The dataset shipped with the package (recorded on an H200 with the reference optimizer)."""
@@ -146,39 +146,3 @@ class Dataset:
                                 for reps in keyed.values()),
             "complete": all(set(r.profiles) == set(self.sections) for r in problems),
         }
-
-
-def merge_profiles(uri: str, sections: tuple[str, ...], parts: list[Profile],
-                   keep: frozenset[str] | None = None) -> Profile:
-    """The profile of ``sections`` from the profiles of each section alone (same order); with
-    ``keep``, only those metrics (and their units)."""
-    if not sections:
-        return Profile(uri, (), (), ProfileCost(0.0, 0, 0, 0.0, 0))
-    base = parts[0]
-    if any(len(p.kernels) != len(base.kernels) for p in parts):
-        raise DatasetError(f"{uri}: the sections' runs profiled different numbers of kernels "
-                           f"({[len(p.kernels) for p in parts]}); re-record it")
-    kernels = []
-    for k, across in zip(base.kernels, zip(*(p.kernels for p in parts))):
-        metrics, units = {}, {}
-        for other in reversed(across):  # the first section's value of a shared metric wins
-            if keep is None:
-                metrics.update(other.metrics)
-                units.update(other.units)
-            else:
-                for name in keep & other.metrics.keys():
-                    metrics[name] = other.metrics[name]
-                    if name in other.units:
-                        units[name] = other.units[name]
-        kernels.append(KernelProfile(
-            k.id, k.name, k.block, k.grid, k.duration_ns,
-            sum(other.passes or 0 for other in across), metrics, units,
-            tuple(d for other in across for d in other.displayed),
-            tuple(f for other in across for f in other.findings)))
-    cost = ProfileCost(
-        replay_s=sum(p.cost.replay_s for p in parts),
-        passes=sum(p.cost.passes for p in parts),
-        kernel_passes=sum(p.cost.kernel_passes for p in parts),
-        gpu_replay_s=sum(p.cost.gpu_replay_s for p in parts),
-        n_kernels=base.cost.n_kernels)
-    return replace(base, sections=sections, kernels=tuple(kernels), cost=cost)

@@ -6,6 +6,7 @@ import json
 import math
 import numbers
 import reprlib
+from bisect import bisect_right
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -13,15 +14,21 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from autoprofiler_env.envs.backends import EpisodeOutcome, LiveBackend, ReplayBackend
+from autoprofiler_env.envs.backends import Backend, EpisodeOutcome, LiveBackend, ReplayBackend
+from autoprofiler_env.envs.observation import (
+    COST_CLIP,
+    Observation,
+    budget_entries,
+    observation_space,
+)
 from autoprofiler_env.errors import AutoProfilerError, NotRecordedError, ProblemNotFoundError
-from autoprofiler_env.features import FEATURE_NAMES
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
 REWARDS = ("log_speedup", "speedup")
-RESET_OPTIONS = ("problem",)
+RESET_OPTIONS = ("problem", "budget")
 """The keys ``reset(options=...)`` accepts; any other key is a ``ValueError``."""
+_RESET_KEYS = frozenset(RESET_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class EpisodeRecord:
     correct: bool
     speedup: float | None
     reward: float  # the episode's return: the final reward plus any cost penalties
+    budget: float | None = None  # the episode's budget, as the ``budget`` kwarg gives it
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -48,10 +56,6 @@ class EpisodeRecord:
         d = json.loads(line)
         d["sections"] = tuple(d["sections"])
         return cls(**d)
-
-
-COST_CLIP = 1000.0
-"""The largest section cost the observation shows, as a fraction of the episode's budget."""
 
 
 class ProfilingEnv(gym.Env):
@@ -133,8 +137,11 @@ class ProfilingEnv(gym.Env):
 
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
     ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
-    ``problem`` is the only option: any other key is a ``ValueError``, so that a misspelt
-    option does not silently give a random problem.
+    ``reset(options={"budget": b})`` gives this episode the budget ``b`` instead of the
+    ``budget`` kwarg (in the same terms: a fraction of the full set's cost, or an absolute
+    amount with ``budget_is_fraction=False``), so that one environment serves an evaluation
+    at several budgets. These are the only options: any other key is a ``ValueError``, so that
+    a misspelt option does not silently give a random problem.
 
     ## Registered Configurations
 
@@ -195,6 +202,7 @@ class ProfilingEnv(gym.Env):
                                        "None or a finite number, e.g. math.log(0.5)")
         if problems is not None:
             problems = _problem_list(problems)
+        self.backend: Backend
         if backend == "replay":
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
@@ -221,6 +229,7 @@ class ProfilingEnv(gym.Env):
         if not self.problems:
             raise AutoProfilerError(f"no problems in split {split!r} of this backend (give "
                                     "split=None for all of them, or problems=[...])")
+        self._problem_set = frozenset(self.problems)
         self.sections = tuple(self.backend.sections)
         self.budget, self.budget_unit = float(budget), budget_unit
         self.budget_is_fraction = budget_is_fraction
@@ -231,24 +240,22 @@ class ProfilingEnv(gym.Env):
         n, m = len(self.sections), len(self.backend.metrics)
         self.STOP = n
         self.action_space = spaces.Discrete(n + 1)
-        self.observation_space = spaces.Dict({
-            # log10 scales: 1e30 FLOPs or cycles would be 30
-            "features": spaces.Box(-30.0, 30.0, (len(FEATURE_NAMES),), np.float32),
-            "collected": spaces.MultiBinary(n),
-            "metrics": spaces.Box(-30.0, 30.0, (m,), np.float32),
-            "metrics_known": spaces.MultiBinary(m),
-            "findings": spaces.Box(0.0, 100.0, (n,), np.float32),
-            "budget": spaces.Box(0.0, 1.0, (1,), np.float32),
-            "budget_total": spaces.Box(0.0, 30.0, (2,), np.float32),
-            "costs": spaces.Box(0.0, COST_CLIP, (n,), np.float32),
-            "action_mask": spaces.MultiBinary(n + 1),
-        })
+        self.observation_space = observation_space(n, m)
+        self._obs = Observation(n, m)
         self._uri: str | None = None
         self._budget_total = 0.0
-        self._costs = np.zeros(len(self.sections))
-        self._cost_cache: dict[str, np.ndarray] = {}
+        self._costs = np.zeros(n)
+        self._mask = self._obs.mask   # the observation's action_mask, as booleans
+        self._bits = 0          # the valid sections, bit i for section i
+        self._uncollected = 0   # the sections not collected yet, as bits
+        self._starts: dict[str, tuple] = {}   # per problem: what an episode starts from
+        self._entries: dict[tuple[str, int], object] = {}  # per (problem, action)
         self.last_record: EpisodeRecord | None = None
         self._needs_reset = "before the first reset()"  # why step() must wait (None: it need not)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._mask = self._obs.mask  # a view: pickling copies it apart from the observation
 
     # -- costs ------------------------------------------------------------------------------
 
@@ -258,20 +265,20 @@ class ProfilingEnv(gym.Env):
         view = self.backend.view(uri, section)
         return view.seconds if self.budget_unit == "seconds" else float(view.passes)
 
-    def _episode_budget(self, uri: str) -> float:
+    def _episode_budget(self, uri: str, budget: float) -> float:
         if not self.budget_is_fraction:
-            return self.budget
+            return budget
         if self.budget_unit == "sections":
-            return self.budget * len(self.sections)
+            return budget * len(self.sections)
         seconds, passes = self.backend.full_cost(uri)
         if self.budget_unit == "passes":
-            return self.budget * passes
+            return budget * passes
         if seconds is None:
             raise AutoProfilerError(
                 "this backend does not know the full set's cost in seconds before profiling: "
                 "give an absolute budget (budget_is_fraction=False) or budget_unit='passes' "
                 "or 'sections'")
-        return self.budget * seconds
+        return budget * seconds
 
     # -- the Gymnasium API ------------------------------------------------------------------
 
@@ -282,44 +289,57 @@ class ProfilingEnv(gym.Env):
             raise ValueError(  # noqa: TRY004
                 f"reset options must be a dict (keys: {', '.join(RESET_OPTIONS)}) or None, got "
                 f"{type(options).__name__}")
-        unknown = sorted(map(str, set(options) - set(RESET_OPTIONS)))
+        unknown = sorted(map(str, options.keys() - _RESET_KEYS)) if options else ()
         if unknown:
             raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}: the "
                              f"options are {', '.join(map(repr, RESET_OPTIONS))} (the episode's "
                              "problem URI)")
-        if "problem" in options and options["problem"] not in self.problems:
+        if "problem" in options and options["problem"] not in self._problem_set:
             raise AutoProfilerError(f"{options['problem']!r} is not among this environment's "
                                     f"problems: {_some(self.problems)}")
+        budget = self.budget
+        if "budget" in options:
+            budget = _finite("the budget option", options["budget"], "a finite number > 0")
+            if budget <= 0:
+                raise ValueError(f"the budget option must be a finite number > 0, got {budget!r}")
         super().reset(seed=seed)
         if "problem" in options:
             self._uri = options["problem"]
         else:
-            self._uri = self.problems[int(self.np_random.integers(len(self.problems)))]
+            # uniform over the problems (random() is a third of integers()' cost)
+            self._uri = self.problems[int(self.np_random.random() * len(self.problems))]
+        self._episode_budget_given = budget
+        start = self._starts.get((self._uri, budget))
+        if start is None:
+            start = self._starts[(self._uri, budget)] = self._start(self._uri, budget)
+        (self._budget_total, self._costs, self._cost_list, template, self._sorted_costs,
+         self._cheapest) = start
         self._collected: list[str] = []
         self._spent = 0.0
         self._return = 0.0
-        self._budget_total = self._episode_budget(self._uri)
-        if self._uri not in self._cost_cache:
-            self._cost_cache[self._uri] = np.array([self._cost(self._uri, s)
-                                                    for s in self.sections])
-        self._costs = self._cost_cache[self._uri]
-        full = self._full_cost(self._uri)
-        self._obs = {
-            "features": self.backend.features(self._uri).astype(np.float32),
-            "collected": np.zeros(len(self.sections), dtype=np.int8),
-            "metrics": np.zeros(len(self.backend.metrics), dtype=np.float32),
-            "metrics_known": np.zeros(len(self.backend.metrics), dtype=np.int8),
-            "findings": np.zeros(len(self.sections), dtype=np.float32),
-            "budget": np.ones(1, dtype=np.float32),
-            "budget_total": np.array([min(self._budget_total / full, 30.0) if full else 0.0,
-                                      math.log10(1.0 + self._budget_total)], dtype=np.float32),
-            "costs": np.minimum(self._costs / self._budget_total, COST_CLIP).astype(np.float32),
-            "action_mask": np.ones(len(self.sections) + 1, dtype=np.int8),
-        }
-        self._mask = np.ones(len(self.sections) + 1, dtype=bool)
+        self._obs.start(template)
+        self._uncollected = (1 << len(self.sections)) - 1
         self._update_mask()
         self._needs_reset = None
-        return self._observation(), self._info()
+        return self._obs.copy(), self._info()
+
+    def _start(self, uri: str, budget: float) -> tuple:
+        """What every episode of ``uri`` at ``budget`` starts from: the budget in
+        ``budget_unit``, the sections' costs (an array and a list), the observation's first
+        buffers, the costs in increasing order and, for each k, the bits of the k cheapest
+        sections (what a remaining budget affords is one of these)."""
+        budget = self._episode_budget(uri, budget)
+        costs = np.array([self._cost(uri, s) for s in self.sections])
+        template = self._obs.template(
+            np.asarray(self.backend.features(uri), dtype=np.float32),
+            budget_entries(budget, self._full_cost(uri)),
+            np.minimum(costs / budget, COST_CLIP).astype(np.float32))
+        order = sorted(range(len(costs)), key=lambda i: costs[i])
+        cheapest = [0]
+        for i in order:
+            cheapest.append(cheapest[-1] | (1 << i))
+        return (budget, costs, costs.tolist(), template, [float(costs[i]) for i in order],
+                cheapest)
 
     def _full_cost(self, uri: str) -> float | None:
         """ncu's full set's cost on this problem, in ``budget_unit`` (None where unknown)."""
@@ -333,38 +353,41 @@ class ProfilingEnv(gym.Env):
         return self._mask.copy()
 
     def _update_mask(self) -> None:
-        remaining = self._budget_total - self._spent
-        self._mask[:-1] = (self._obs["collected"] == 0) & (self._costs <= remaining + 1e-12)
-        self._obs["action_mask"][:] = self._mask
+        """The valid sections: not collected, and costing at most what is left."""
+        affordable = bisect_right(self._sorted_costs,
+                                  self._budget_total - self._spent + 1e-12)
+        self._bits = self._uncollected & self._cheapest[affordable]
+        self._obs.set_mask(self._bits)
+
+    def _entry(self, action: int):
+        """What collecting ``action`` adds to the observation on the current problem."""
+        key = (self._uri, action)
+        found = self._entries.get(key)
+        if found is None:
+            found = self._entries[key] = self.backend.view(self._uri, self.sections[action]).entry()
+        return found
 
     def step(self, action):
         if self._needs_reset:
             raise gym.error.ResetNeeded(f"step() called {self._needs_reset}: call reset() to "
                                         "start an episode")
-        action = self._action_index(action)
-        invalid = not (0 <= action <= self.STOP) or not self._mask[action]
-        reward = 0.0
-        if invalid or action == self.STOP:
-            return self._finish(invalid)
-        section = self.sections[action]
-        cost = float(self._costs[action])
-        view = self.backend.view(self._uri, section)
-        self._collected.append(section)
+        if type(action) is not int:
+            action = self._action_index(action)
+        if not (0 <= action < self.STOP) or not (self._bits >> action) & 1:
+            return self._finish(invalid=action != self.STOP)
+        entry = self._entry(action)
+        cost = self._cost_list[action]
+        self._collected.append(self.sections[action])
         self._spent += cost
-        known = ~np.isnan(view.metric_values)
-        self._obs["metrics"][known] = view.metric_values[known]
-        self._obs["metrics_known"][known] = 1
-        self._obs["collected"][action] = 1
-        self._obs["findings"][action] = view.finding_score / 100.0
-        self._obs["budget"][0] = max(0.0, 1.0 - self._spent / self._budget_total)
+        self._uncollected &= ~(1 << action)
+        self._obs.collect(action, entry, max(0.0, 1.0 - self._spent / self._budget_total))
         self._update_mask()
-        if self.cost_penalty:
-            reward -= self.cost_penalty * cost / self._budget_total
+        reward = -self.cost_penalty * cost / self._budget_total if self.cost_penalty else 0.0
         self._return += reward
-        if not self._mask[:-1].any():  # nothing affordable is left: the end
+        if not self._bits:  # nothing affordable is left: the end
             obs, final, terminated, truncated, info = self._finish(False)
             return obs, reward + final, terminated, truncated, info
-        return self._observation(), float(reward), False, False, self._info()
+        return self._obs.copy(), reward, False, False, self._info()
 
     def _action_index(self, action) -> int:
         """The action as a Python int; a ``ValueError`` for anything that is not an integer."""
@@ -396,7 +419,8 @@ class ProfilingEnv(gym.Env):
             reward = shipped_speedup(outcome.correct, outcome.speedup)
         self.last_record = EpisodeRecord(self._uri, tuple(self._collected), self._spent,
                                          outcome.transformation, outcome.correct,
-                                         outcome.speedup, self._return + float(reward))
+                                         outcome.speedup, self._return + float(reward),
+                                         self._episode_budget_given)
         info = self._info()
         info.update(problem=self._uri, sections=tuple(self._collected), cost=self._spent,
                     candidate=outcome.transformation, reason=outcome.reason,
@@ -404,10 +428,7 @@ class ProfilingEnv(gym.Env):
                     error_kind=outcome.error_kind, eager_ms=outcome.eager_ms,
                     candidate_ms=outcome.candidate_ms, invalid_action=invalid,
                     record=self.last_record)
-        return self._observation(), float(reward), True, False, info
-
-    def _observation(self) -> dict:
-        return {k: v.copy() for k, v in self._obs.items()}
+        return self._obs.copy(), float(reward), True, False, info
 
     # -- what a policy may read besides the observation (documented, public) ----------------
 
@@ -416,6 +437,12 @@ class ProfilingEnv(gym.Env):
         """The current episode's problem URI (None before the first ``reset``). A policy that
         uses it is not a profiling policy but an analysis tool (the hindsight oracle)."""
         return self._uri
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The ncu metric of each entry of the observation's ``metrics`` (and
+        ``metrics_known``), in order."""
+        return tuple(name for _, name in self.backend.metrics)
 
     @property
     def episode_budget(self) -> float:
@@ -440,8 +467,12 @@ class ProfilingEnv(gym.Env):
     # -- episode records --------------------------------------------------------------------
 
     def apply(self, record: EpisodeRecord) -> tuple[float, dict]:
-        """Replays a recorded episode's actions; returns (total reward, final info)."""
-        self.reset(options={"problem": record.problem})
+        """Replays a recorded episode's actions (at its budget, where it has one); returns
+        (total reward, final info)."""
+        options = {"problem": record.problem}
+        if record.budget is not None:
+            options["budget"] = record.budget
+        self.reset(options=options)
         total = 0.0
         for section in record.sections:
             _, r, terminated, _, info = self.step(self.sections.index(section))

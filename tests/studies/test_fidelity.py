@@ -133,7 +133,7 @@ def test_live_episodes_run_the_live_environment_and_resume(study_dataset, tmp_pa
     harness runs the problems at their smoke sizes."""
     import functools
 
-    import autoprofiler_env.envs.backends as backends
+    import autoprofiler_env.envs.backends.live as backends
     import autoprofiler_env.harness as harness
 
     dataset = Dataset.load(study_dataset)

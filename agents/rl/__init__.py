@@ -1,0 +1,60 @@
+"""Reinforcement-learning policies: stable-baselines3 and sb3-contrib models as policies of
+the environment.
+
+A saved model (SB3's ``.zip``) is a :class:`~autoprofiler_env.policy.Policy` as it is: its
+``predict`` is the interface. :func:`load_model` loads one, naming the algorithm or reading it
+from the policy class saved in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+from autoprofiler_env.errors import AutoProfilerError
+
+
+def algorithms() -> dict:
+    """The algorithms a saved model may be loaded with, by lower-case name."""
+    from sb3_contrib import QRDQN, MaskablePPO
+    from stable_baselines3 import A2C, DQN, PPO
+
+    return {"maskable_ppo": MaskablePPO, "ppo": PPO, "a2c": A2C, "dqn": DQN, "qrdqn": QRDQN}
+
+
+# the module of a saved policy class -> the algorithm that loads it (A2C saves PPO's policy
+# class; its predictions are the same loaded either way)
+_BY_POLICY_MODULE = (("sb3_contrib.common.maskable", "maskable_ppo"),
+                     ("sb3_contrib.qrdqn", "qrdqn"), ("stable_baselines3.dqn", "dqn"),
+                     ("stable_baselines3.common.policies", "ppo"))
+
+
+def saved_algorithm(path: Path) -> str:
+    """The algorithm of a saved model, from the policy class its ``data`` names."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = json.loads(archive.read("data"))
+        module = data["policy_class"]["__module__"]
+    except (OSError, KeyError, TypeError, ValueError, zipfile.BadZipFile) as e:
+        raise AutoProfilerError(f"{path}: not a stable-baselines3 model file ({e})") from e
+    for prefix, name in _BY_POLICY_MODULE:
+        if module.startswith(prefix):
+            return name
+    raise AutoProfilerError(f"{path}: its policy class comes from {module!r}, which names no "
+                            f"algorithm here; give it as sb3:ALGO:{path} with ALGO one of "
+                            f"{', '.join(algorithms())}")
+
+
+def load_model(path: str | Path, algorithm: str | None = None, device: str = "cpu"):
+    """A saved SB3 / sb3-contrib model, loaded with ``algorithm`` (None: read from the
+    file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise AutoProfilerError(f"{path}: no such model file (an SB3 .zip saved with "
+                                "model.save)")
+    known = algorithms()
+    name = algorithm.lower() if algorithm else saved_algorithm(path)
+    if name not in known:
+        raise AutoProfilerError(f"unknown algorithm {algorithm!r}: one of {', '.join(known)}")
+    return known[name].load(path, device=device)

@@ -1,0 +1,170 @@
+"""The replay backend: an episode's answers from a recorded dataset, on a CPU, in
+microseconds."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from autoprofiler_env.dataset import Dataset
+from autoprofiler_env.dataset.replay import DEFAULT_DATASET, LLM_MISSING
+from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model
+from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
+from autoprofiler_env.errors import DatasetError, NotRecordedError
+from autoprofiler_env.optimizers.reference import CHOICES, EVIDENCE_METRICS, ReferenceOptimizer
+from autoprofiler_env.profiler.catalogue import load_catalogue
+from autoprofiler_env.profiler.records import Profile
+from autoprofiler_env.scoring import log_score
+
+EVIDENCE = frozenset(EVIDENCE_METRICS)
+
+
+_SHARED_CACHES: dict[tuple, tuple] = {}
+"""The replay's memos, per (dataset checksum, device, optimizer, tolerance): every backend of
+one process with the same key answers the same, so they share one (the benchmark makes an
+environment per budget; the oracle's search then pays once)."""
+
+
+class ReplayBackend:
+    """Answers from a recorded dataset. The reference optimizer runs on the replayed evidence;
+    an LLM optimizer's outcome is one of the repeats recorded for (problem, section set), drawn
+    with the environment's seeded generator, and ``llm_missing`` names what a set that was not
+    recorded gets.
+
+    A candidate whose outcome was not recorded raises :class:`NotRecordedError` (the replay
+    never invents an outcome); every transformation that applies to a problem is recorded, so
+    with the reference optimizer this does not happen on a complete dataset.
+    """
+
+    def __init__(self, dataset: str | Path | Dataset | None = None, device: str = "cuda",
+                 optimizer: str = "reference", llm_missing: str = "raise",
+                 tolerance: str | float | None = None) -> None:
+        from autoprofiler_env.harness.tolerance import resolve
+
+        if tolerance is not None:
+            resolve(tolerance)  # an unknown regime fails here, naming the known ones
+        self.dataset = (dataset if isinstance(dataset, Dataset)
+                        else Dataset.load(dataset or DEFAULT_DATASET))
+        self.device, self.optimizer_name, self.llm_missing = device, optimizer, llm_missing
+        self.tolerance = tolerance
+        # the dataset keys an LLM's outcomes by its producer's name, "llm:<model>"
+        self.llm_model = optimizer if llm_model(optimizer) is not None else None
+        if llm_missing not in LLM_MISSING:
+            raise ValueError(f"llm_missing must be one of {LLM_MISSING}, got {llm_missing!r}")
+        if self.llm_model is None:
+            bare = [u for u in self.dataset.uris() if not self.dataset.record(u).outcomes]
+            what = "candidate outcomes", "--parts candidates"
+        else:
+            bare = [u for u in self.dataset.uris()
+                    if self.llm_model not in self.dataset.record(u).llm_outcomes]
+            what = f"outcomes of {optimizer}", "--parts llm"
+        if bare:
+            raise DatasetError(
+                f"{len(bare)} problems of the dataset have no recorded {what[0]} (e.g. "
+                f"{bare[0]}): the replay cannot reward them; record them with `autoprofiler "
+                f"record {what[1]}` and rebuild the dataset")
+        self.sections = self.dataset.sections
+        self.metrics = key_metrics(self.sections)
+        self.optimizer = ReferenceOptimizer(device=device)
+        key = (self.dataset.metadata.get("sha256"), device, optimizer, str(tolerance))
+        shared = _SHARED_CACHES.get(key) if key[0] else None
+        if shared is None:  # the replay is a pure function of these: backends share its memo
+            shared = (lru_cache(maxsize=None)(self._compute_view),
+                      lru_cache(maxsize=1 << 20)(self._compute_finish),
+                      lru_cache(maxsize=None)(self._compute_features))
+            if key[0]:
+                _SHARED_CACHES[key] = shared
+        self._view, self._finish, self._features = shared
+
+    def __getstate__(self) -> dict:  # caches are rebuilt, not pickled
+        return {"dataset": self.dataset, "device": self.device,
+                "optimizer": self.optimizer_name, "llm_missing": self.llm_missing,
+                "tolerance": self.tolerance}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+    def problems(self, split: str | None) -> list[str]:
+        return self.dataset.uris(split)
+
+    def features(self, uri: str) -> np.ndarray:
+        """The static feature vector (cached: do not modify it in place)."""
+        return self._features(uri)
+
+    def _compute_features(self, uri: str) -> np.ndarray:
+        return self.dataset.record(uri).features.vector()
+
+    def full_cost(self, uri: str) -> tuple[float | None, int]:
+        """(seconds, passes) of ncu's full set for this problem; where it was not recorded, the
+        sum over the action sections (seconds) and ncu's 38 passes."""
+        full = self.dataset.record(uri).set_costs.get("full")
+        if full is not None:
+            return full.replay_s, full.passes
+        views = [self.view(uri, s) for s in self.sections]
+        return sum(v.seconds for v in views), load_catalogue().set_passes["full"]
+
+    def view(self, uri: str, section: str) -> SectionView:
+        return self._view(uri, section)
+
+    def _compute_view(self, uri: str, section: str) -> SectionView:
+        return section_view(self.dataset.profile(uri, [section]), section, self.metrics)
+
+    def finish(self, uri: str, sections: tuple[str, ...],
+               rng: np.random.Generator | None = None) -> EpisodeOutcome:
+        """The optimizer's outcome with the profile of ``sections``; ``rng`` draws among an
+        LLM optimizer's recorded repeats (the first without one)."""
+        if self.llm_model is not None:
+            outcome = self.dataset.llm_outcome(uri, self.llm_model, sections, rng=rng,
+                                               missing=self.llm_missing)
+            if self.tolerance is not None:
+                outcome = outcome.judged(self.tolerance)
+            return self._replayed(uri, self.optimizer_name, "a recorded reply of the model",
+                                  outcome)
+        # memoized per (problem, section set): the order of collection does not matter
+        return self._finish(uri, frozenset(sections))
+
+    def profile(self, uri: str, sections) -> Profile:
+        return self.dataset.profile(uri, sections)
+
+    def best_score(self, uri: str) -> float:
+        """The highest score (:func:`~autoprofiler_env.scoring.log_score`) an episode of this
+        problem can reach: the best recorded outcome among the transformations the optimizer
+        can choose (:data:`~autoprofiler_env.optimizers.reference.CHOICES`), or eager's (0).
+        No profile can do better; an analysis API (the oracle's search stops there), not
+        charged to any episode."""
+        values = [0.0]
+        choices = CHOICES if self.llm_model is None else None
+        for name in self.dataset.record(uri).outcomes:
+            if choices is not None and name not in choices:
+                continue
+            try:
+                outcome = self.dataset.outcome(uri, name, self.tolerance)
+            except NotRecordedError:
+                continue
+            values.append(log_score(outcome.correct, outcome.speedup))
+        return max(values)
+
+    def _compute_finish(self, uri: str, sections: frozenset[str]) -> EpisodeOutcome:
+        sections = self.dataset.canonical(sections)
+        record = self.dataset.record(uri)
+        # the rules read a handful of metrics: merging only those gives the same choice
+        profile = self.dataset.profile(uri, sections, EVIDENCE) if sections else None
+        name, reason, _ = self.optimizer.choose(None, profile, record.features,
+                                                applicable=frozenset(record.outcomes))
+        if name == "identity":
+            eager_ms = record.eager.get("median_ms")
+            return EpisodeOutcome(name, reason, True, 1.0, None, eager_ms, eager_ms)
+        return self._replayed(uri, name, reason,
+                              self.dataset.outcome(uri, name, self.tolerance))
+
+    def _replayed(self, uri: str, name: str, reason: str, outcome) -> EpisodeOutcome:
+        """An episode's outcome from a recorded one (``Outcome``)."""
+        eager_ms = self.dataset.record(uri).eager.get("median_ms")
+        if outcome.correct and outcome.speedup and outcome.median_ms:
+            # the eager time of the candidate's own timing session, behind its speedup
+            eager_ms = outcome.median_ms * outcome.speedup
+        return EpisodeOutcome(name, reason, outcome.correct,
+                              outcome.speedup if outcome.correct else None, outcome.error_kind,
+                              eager_ms, outcome.median_ms)

@@ -1,0 +1,54 @@
+"""The one policy interface: stable-baselines3's ``predict``.
+
+A baseline, the AutoProfiler tree and a trained SB3 model are all policies:
+
+    actions, state = policy.predict(observation, state=None, episode_start=None,
+                                    deterministic=True, action_masks=None)
+
+``observation`` is one observation of ``ProfilingEnv`` or a batch of them (a vector env's);
+``action_masks`` the valid actions (one mask, or one per observation), as sb3-contrib's
+``MaskablePPO.predict`` takes them. A policy that takes no masks (SB3's ``PPO``, ``DQN``) is a
+policy too: :func:`predict` leaves them out for it, and the environment answers a masked
+action as STOP. Everything a policy may read is in the observation (its ``action_mask``
+included) or in the documented part of the environment (``sections``, ``metric_names``,
+``section_costs``, ``episode_budget``; ``problem`` only for an analysis tool such as the
+hindsight oracle): never a private attribute.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything with SB3's ``predict``."""
+
+    def predict(self, observation: dict[str, np.ndarray], state: Any = None,
+                episode_start: np.ndarray | None = None, deterministic: bool = False,
+                action_masks: np.ndarray | None = None) -> tuple[np.ndarray, Any]:
+        ...
+
+
+def takes_masks(policy: Policy) -> bool:
+    """Whether ``policy.predict`` accepts ``action_masks`` (sb3-contrib's maskable algorithms
+    and the project's policies do; SB3's own algorithms do not)."""
+    try:
+        parameters = inspect.signature(policy.predict).parameters
+    except (TypeError, ValueError):
+        return False
+    return "action_masks" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def predict(policy: Policy, observation, state=None, episode_start=None,
+            deterministic: bool = True, action_masks=None):
+    """``policy.predict``, with ``action_masks`` only where the policy takes them."""
+    if action_masks is not None and takes_masks(policy):
+        return policy.predict(observation, state=state, episode_start=episode_start,
+                              deterministic=deterministic, action_masks=action_masks)
+    return policy.predict(observation, state=state, episode_start=episode_start,
+                          deterministic=deterministic)

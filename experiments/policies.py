@@ -1,0 +1,51 @@
+"""Policies by name, as ``autoprofiler benchmark --policy SPEC`` takes them.
+
+- a baseline's name: ``no-profile``, ``set:basic|detailed|full``, ``section:<Section>``,
+  ``curated:cudaforge-like``, ``roofline-tree``, ``random``, ``oracle``;
+- ``sb3:FILE`` or ``sb3:ALGO:FILE``, or a path ending in ``.zip``: a saved stable-baselines3 /
+  sb3-contrib model (:func:`agents.rl.load_model`; ALGO one of maskable_ppo, ppo, a2c, dqn,
+  qrdqn, read from the file when left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.policy import Policy
+
+
+@dataclass
+class Entry:
+    """A policy in the benchmark: its name in the tables, and whether its episodes vary with
+    a seed (they are then run once per seed)."""
+
+    name: str
+    policy: Policy
+    stochastic: bool = False
+
+    def fits_budget(self, sections) -> bool:
+        """Whether a fixed configuration ran whole (always, for other policies)."""
+        check = getattr(self.policy, "fits_budget", None)
+        return bool(check(sections)) if check is not None else True
+
+
+def load(spec: str, env) -> Entry:
+    """The policy ``spec`` names, for ``env``; an ``AutoProfilerError`` saying what is
+    accepted otherwise."""
+    from baselines import baseline
+
+    if spec.startswith("sb3:") or spec.endswith(".zip"):
+        from agents.rl import load_model
+
+        rest = spec.removeprefix("sb3:")
+        head, sep, tail = rest.partition(":")
+        algorithm, path = (head, tail) if sep and not Path(rest).exists() else (None, rest)
+        return Entry(spec, load_model(path, algorithm))
+    try:
+        agent = baseline(env, spec)
+    except ValueError as e:
+        raise AutoProfilerError(f"--policy {spec!r}: {e}; or sb3:FILE / sb3:ALGO:FILE, a "
+                                "saved stable-baselines3 model") from None
+    return Entry(agent.name, agent, agent.stochastic)

@@ -1,0 +1,127 @@
+"""The one evaluation (rollout), the one policy interface (SB3's predict, with or without
+masks), policies by name for the benchmark, and the per-episode budget option."""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import autoprofiler_env  # noqa: F401
+from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.evaluation import rollout, score
+from autoprofiler_env.policy import Policy, takes_masks
+from baselines import FixedSections, NoProfile, RandomAgent, RooflineTree
+from experiments.benchmark import benchmark
+from experiments.policies import load
+
+
+@pytest.fixture()
+def env(study_dataset):
+    return gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None, budget=0.25)
+
+
+def test_rollout_runs_every_problem_once_and_its_records_replay(env):
+    records = rollout(env, RooflineTree(env))
+    assert [r.problem for r in records] == env.unwrapped.problems
+    assert all(r.budget == 0.25 for r in records)
+    assert all(env.unwrapped.validate(r) for r in records)
+    # the same episodes by hand
+    by_hand = []
+    for uri in env.unwrapped.problems:
+        obs, info = env.reset(options={"problem": uri})
+        tree = RooflineTree(env)
+        while True:
+            action, _ = tree.predict(obs, action_masks=info["action_mask"])
+            obs, _, terminated, _, info = env.step(int(action))
+            if terminated:
+                break
+        by_hand.append(info["record"])
+    assert records == by_hand
+    assert math.isfinite(score(records)) and score(records) >= 1.0
+
+
+def test_the_budget_option_is_the_budget_kwarg_for_one_episode(study_dataset, env):
+    small = gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None, budget=0.1)
+    full = FixedSections(env, list(env.unwrapped.sections), "all")
+    assert rollout(env, full, budget=0.1) == rollout(small, full)
+    assert rollout(env, full, budget=0.1) != rollout(env, full)  # and 0.25 is still the default
+    uri = env.unwrapped.problems[0]
+    env.reset(options={"problem": uri, "budget": 0.5})
+    half = env.unwrapped.episode_budget
+    env.reset(options={"problem": uri})
+    assert half == pytest.approx(2 * env.unwrapped.episode_budget)
+    for bad in (float("nan"), 0, -1, "0.5", None):
+        with pytest.raises(ValueError, match="budget"):
+            env.reset(options={"budget": bad})
+
+
+def test_a_stochastic_baseline_is_seeded_and_a_deterministic_one_is_not_changed(env):
+    agent = RandomAgent(env, seed=3)
+    first = rollout(env, agent)
+    agent.seed(3)
+    assert rollout(env, agent) == first
+    assert rollout(env, NoProfile(env)) == rollout(env, NoProfile(env))
+
+
+def _saved(tmp_path, algorithm, env):
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import DQN, PPO
+
+    cls = {"maskable_ppo": MaskablePPO, "ppo": PPO, "dqn": DQN}[algorithm]
+    extra = {"learning_starts": 0} if cls is DQN else {"n_steps": 32, "batch_size": 16}
+    model = cls("MultiInputPolicy", env, seed=0, verbose=0, **extra)
+    model.learn(64)
+    path = tmp_path / f"{algorithm}.zip"
+    model.save(path)
+    return path
+
+
+@pytest.mark.parametrize("algorithm", ["maskable_ppo", "ppo", "dqn"])
+def test_a_saved_sb3_model_is_a_policy_by_name(env, tmp_path, algorithm):
+    """With masks where the algorithm takes them (sb3-contrib's), without where it does not:
+    a masked action of PPO or DQN is the environment's to answer (as STOP)."""
+    path = _saved(tmp_path, algorithm, env)
+    entry = load(f"sb3:{path}", env)
+    assert isinstance(entry.policy, Policy) and not entry.stochastic
+    assert takes_masks(entry.policy) == (algorithm == "maskable_ppo")
+    records = rollout(env, entry.policy)
+    assert len(records) == len(env.unwrapped.problems)
+    assert rollout(env, entry.policy) == records  # deterministic
+    assert rollout(env, load(f"sb3:{algorithm}:{path}", env).policy) == records
+    if algorithm == "maskable_ppo":
+        assert all(r.cost <= env.unwrapped._start(r.problem, 0.25)[0] + 1e-9 for r in records)
+
+
+def test_policy_specs_that_name_nothing_say_what_is_accepted(env, tmp_path):
+    with pytest.raises(AutoProfilerError, match="no baseline 'orcale'.*sb3:FILE"):
+        load("orcale", env)
+    with pytest.raises(AutoProfilerError, match="no such model file"):
+        load(f"sb3:{tmp_path / 'missing.zip'}", env)
+    (tmp_path / "junk.zip").write_bytes(b"not a zip")
+    with pytest.raises(AutoProfilerError, match="not a stable-baselines3 model"):
+        load(str(tmp_path / "junk.zip"), env)
+    with pytest.raises(AutoProfilerError, match="unknown algorithm 'sac'"):
+        load(f"sb3:sac:{_saved(tmp_path, 'ppo', env)}", env)
+
+
+def test_the_benchmark_puts_a_trained_policy_beside_the_baselines(study_dataset, env,
+                                                                  tmp_path):
+    path = _saved(tmp_path, "maskable_ppo", env)
+    summary, episodes = benchmark(str(study_dataset), [0.25, 1.0], seeds=1, split="train",
+                                  policies=[f"sb3:{path}"])
+    mine = [r for r in summary if r["agent"] == f"sb3:{path}"]
+    assert [r["budget"] for r in mine] == [0.25, 1.0]
+    assert all(r["regret"] >= -1e-12 and r["episodes"] == mine[0]["episodes"] for r in mine)
+    with pytest.raises(ValueError, match="named twice: oracle"):
+        benchmark(str(study_dataset), [0.25], seeds=1, split="train", policies=["oracle"])
+
+
+def test_an_untrained_policy_sees_the_episode_budget(env):
+    """The observation tells a 10% budget from a 25% one (budget_total), so one policy can
+    serve several."""
+    uri = env.unwrapped.problems[0]
+    low, _ = env.reset(options={"problem": uri, "budget": 0.1})
+    high, _ = env.reset(options={"problem": uri, "budget": 0.25})
+    assert high["budget_total"][0] == pytest.approx(2.5 * low["budget_total"][0])
+    assert np.allclose(low["costs"], 2.5 * high["costs"], rtol=1e-5)
