@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from autoprofiler_env.envs.backends import Hindsight
 from autoprofiler_env.profiler.catalogue import load_catalogue
 from autoprofiler_env.scoring import log_score
 
@@ -115,7 +116,7 @@ class RooflineTree(Agent):
 
     def __init__(self, env) -> None:
         super().__init__(env)
-        metrics = [m for _, m in self.env.backend.metrics]
+        metrics = self.env.metric_names
         self._sm, self._mem = metrics.index(_SM), metrics.index(_MEM)
         self._i = {s: self.sections.index(s) for s in
                    ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Chart",
@@ -155,7 +156,10 @@ class HindsightOracle(Agent):
     has the highest score (:mod:`autoprofiler_env.scoring`), found by searching every
     affordable set through the backend's ``finish`` with hindsight, smallest sets first (the
     first of equals is kept); the search stops early once it reaches the best outcome the
-    problem has at all. Then it collects that set. It needs the replay backend."""
+    problem has at all. Then it collects that set. It needs a backend with hindsight (the
+    :class:`~autoprofiler_env.envs.backends.Hindsight` protocol: the replay's), and one
+    environment of its own (``env``: it reads the episode's problem there, so it cannot act
+    for the sub-environments of a vector env)."""
 
     name = "oracle"
 
@@ -173,6 +177,9 @@ class HindsightOracle(Agent):
 
     def _search(self, uri, costs, budget) -> list[int]:
         backend = self.env.backend
+        if not isinstance(backend, Hindsight):
+            raise TypeError(f"the oracle needs a backend with hindsight (the replay's "
+                            f"best_score and finish); {type(backend).__name__} has none")
         ceiling = backend.best_score(uri)
         best_value, best = -math.inf, []
         n = len(self.sections)

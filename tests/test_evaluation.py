@@ -125,3 +125,13 @@ def test_an_untrained_policy_sees_the_episode_budget(env):
     high, _ = env.reset(options={"problem": uri, "budget": 0.25})
     assert high["budget_total"][0] == pytest.approx(2.5 * low["budget_total"][0])
     assert np.allclose(low["costs"], 2.5 * high["costs"], rtol=1e-5)
+
+
+def test_both_backends_implement_the_protocol_and_only_the_replay_has_hindsight(env, data_dir):
+    from autoprofiler_env.envs.backends import Backend, Hindsight, LiveBackend
+
+    replay = env.unwrapped.backend
+    assert isinstance(replay, Backend) and isinstance(replay, Hindsight)
+    live = LiveBackend([str(data_dir / "problems" / "matmul_cpu.py")], device="cpu")
+    assert isinstance(live, Backend) and not isinstance(live, Hindsight)
+    assert live.sections == replay.sections and live.metrics == replay.metrics
