@@ -72,11 +72,14 @@ class ReplayBackend:
         shared = _SHARED_CACHES.get(key) if key[0] else None
         if shared is None:  # the replay is a pure function of these: backends share its memo
             shared = (lru_cache(maxsize=None)(self._compute_view),
+                      lru_cache(maxsize=1 << 20)(self._signed_finish),
+                      lru_cache(maxsize=None)(self._compute_features),
                       lru_cache(maxsize=1 << 20)(self._compute_finish),
-                      lru_cache(maxsize=None)(self._compute_features))
+                      lru_cache(maxsize=None)(self._compute_bearing))
             if key[0]:
                 _SHARED_CACHES[key] = shared
-        self._view, self._finish, self._features = shared
+        (self._view, self._finish, self._features, self._finish_signed,
+         self._bearing) = shared
 
     def __getstate__(self) -> dict:  # caches are rebuilt, not pickled
         return {"dataset": self.dataset, "device": self.device,
@@ -145,6 +148,26 @@ class ReplayBackend:
                 continue
             values.append(log_score(outcome.correct, outcome.speedup))
         return max(values)
+
+    def _compute_bearing(self, uri: str) -> frozenset[str]:
+        """The sections whose evidence can bear on the optimizer's choice for this problem:
+        those that show any metric the rules read, or any ncu finding."""
+        record = self.dataset.record(uri)
+        return frozenset(
+            s for s in self.sections if any(
+                k.findings or not EVIDENCE.isdisjoint(k.metrics)
+                for k in record.profiles[s].kernels))
+
+    def _signed_finish(self, uri: str, sections: frozenset[str]) -> EpisodeOutcome:
+        """The outcome of ``sections``, through the set's signature: the sections that bear on
+        the choice, and the first section in the dataset's order (its run gives the merged
+        profile's kernels and durations). Every set with one signature merges to the same
+        evidence the rules read, so it has the same outcome: the oracle's search over the
+        affordable sets computes each signature once."""
+        if not sections:
+            return self._finish_signed(uri, sections)
+        first = self.dataset.canonical(sections)[0]
+        return self._finish_signed(uri, (sections & self._bearing(uri)) | {first})
 
     def _compute_finish(self, uri: str, sections: frozenset[str]) -> EpisodeOutcome:
         sections = self.dataset.canonical(sections)
