@@ -403,3 +403,25 @@ def test_the_live_env_takes_a_users_file_from_a_script_without_a_main_guard(tmp_
     assert out.returncode == 0, out.stderr[-2000:]
     uri, valid = out.stdout.split()
     assert uri == f"problem://local/{tmp_path.name}/my_kernel" and int(valid) == 16
+
+
+def test_the_live_env_knows_its_costs_before_profiling(data_dir, monkeypatch):
+    """Live, a section's cost in passes is the catalogue's, known at reset without running
+    ncu; seconds are unknown before profiling, so a seconds budget is refused at make."""
+    import autoprofiler_env.envs.backends.live as live
+    from autoprofiler_env.profiler.catalogue import load_catalogue
+
+    def no_ncu(*args, **kwargs):
+        raise AssertionError("reset must not profile")
+
+    monkeypatch.setattr(live, "profile_problems", no_ncu)
+    path = str(data_dir / "problems" / "relu_small.py")
+    env = gym.make(LIVE_ID, problems=[path], budget_unit="passes", device="cpu").unwrapped
+    obs, info = env.reset()
+    passes = np.array([load_catalogue().section(s).passes for s in env.sections], dtype=float)
+    assert np.array_equal(env.section_costs, passes)
+    assert env.episode_budget == pytest.approx(0.25 * load_catalogue().set_passes["full"])
+    assert np.allclose(obs["costs"], passes / env.episode_budget)
+    assert np.array_equal(info["action_mask"][:-1], passes <= env.episode_budget)
+    with pytest.raises(AutoProfilerError, match="cannot know a section's cost in seconds"):
+        gym.make(LIVE_ID, problems=[path], budget_unit="seconds", device="cpu")

@@ -111,7 +111,8 @@ class ProfilingEnv(gym.Env):
       (0 where that is unknown) and as ``log10(1 + budget)`` in ``budget_unit``, so that one
       policy can serve several budgets;
     - ``costs``: ``Box(n_sections)``, what each section costs on this problem as a fraction of
-      the episode's budget (as the replay recorded it; clipped at 1000);
+      the episode's budget, as it is known before collecting it (the replay: as recorded;
+      live: the catalogue's passes, or 1 per section; clipped at 1000);
     - ``action_mask``: ``MultiBinary(n_sections + 1)``, the valid actions (as
       ``action_masks()``), so that a policy called on a batch of observations (a vector env)
       reads each sub-environment's own.
@@ -207,6 +208,11 @@ class ProfilingEnv(gym.Env):
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
+            if budget_unit == "seconds":  # reset would fail on the first section's cost
+                raise AutoProfilerError(
+                    "the live backend cannot know a section's cost in seconds before "
+                    "profiling it: give budget_unit='passes' (the catalogue's passes) or "
+                    "'sections'")
             self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
                                        tolerance=tolerance)
         else:
@@ -262,8 +268,14 @@ class ProfilingEnv(gym.Env):
     def _cost(self, uri: str, section: str) -> float:
         if self.budget_unit == "sections":
             return 1.0
-        view = self.backend.view(uri, section)
-        return view.seconds if self.budget_unit == "seconds" else float(view.passes)
+        seconds, passes = self.backend.cost(uri, section)  # known before collecting it
+        if self.budget_unit == "passes":
+            return float(passes)
+        if seconds is None:
+            raise AutoProfilerError(f"this backend cannot know what {section} costs in seconds "
+                                    "before collecting it: give budget_unit='passes' or "
+                                    "'sections'")
+        return seconds
 
     def _episode_budget(self, uri: str, budget: float) -> float:
         if not self.budget_is_fraction:

@@ -46,6 +46,11 @@ class Backend(Protocol):
     def full_cost(self, uri: str) -> tuple[float | None, int]:
         """(seconds, passes) of ncu's full set on the problem; seconds None where unknown."""
 
+    def cost(self, uri: str, section: str) -> tuple[float | None, int]:
+        """(seconds, passes) of collecting ``section`` alone, known before collecting it:
+        the replay's as recorded; the live backend's passes from the catalogue, its seconds
+        None (unknown before profiling)."""
+
     def view(self, uri: str, section: str) -> SectionView:
         """What collecting ``section`` alone adds to the observation, and its cost."""
 

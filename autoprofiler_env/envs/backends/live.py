@@ -60,6 +60,15 @@ class LiveBackend:
         """(None, passes): the full set's seconds are unknown before profiling it."""
         return None, load_catalogue().set_passes["full"]
 
+    def cost(self, uri: str, section: str) -> tuple[float | None, int]:
+        """(None, passes): the passes the catalogue measured for the section alone (ncu
+        replays each kernel that many times); its seconds are unknown before profiling."""
+        passes = load_catalogue().section(section).passes
+        if passes is None:
+            raise ProfilingError(f"the section catalogue has no measured passes for {section}: "
+                                 "rebuild it (python -m experiments.studies.build_catalogue)")
+        return None, passes
+
     def _profile_alone(self, uri: str, section: str) -> Profile:
         key = (uri, section)
         if key not in self._profiles:

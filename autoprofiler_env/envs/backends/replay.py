@@ -108,6 +108,10 @@ class ReplayBackend:
         views = [self.view(uri, s) for s in self.sections]
         return sum(v.seconds for v in views), load_catalogue().set_passes["full"]
 
+    def cost(self, uri: str, section: str) -> tuple[float | None, int]:
+        view = self._view(uri, section)
+        return view.seconds, view.passes
+
     def view(self, uri: str, section: str) -> SectionView:
         return self._view(uri, section)
 
