@@ -20,6 +20,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autoprofiler_env.envs.profiling_env import EpisodeRecord
+from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.policy import Policy, predict
 from autoprofiler_env.scoring import geomean, shipped_speedup
 
@@ -46,6 +47,10 @@ def rollout(env, policy: Policy, problems: Iterable[str] | None = None,
             obs, _, terminated, truncated, info = env.step(_scalar(action))
             if terminated or truncated:
                 break
+        if "record" not in info:  # a wrapper cut the episode before the optimizer ran
+            raise AutoProfilerError(f"the episode on {uri} was truncated (a TimeLimit "
+                                    "wrapper?): rollout needs episodes that end in the "
+                                    "environment, which it does within n_sections + 1 steps")
         records.append(info["record"])
     return records
 

@@ -61,12 +61,13 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     kwargs = {"split": split} | ({"dataset": dataset} if dataset else {})
     env = gym.make("AutoProfiler-v0", **kwargs)
     entries = [Entry(a.name, a, a.stochastic) for a in all_agents(env)]
-    entries += [load(spec, env) for spec in policies]
+    baselines = {e.name for e in entries}  # a baseline named with --policy is already here
+    entries += [load(spec, env) for spec in policies if spec not in baselines]
     names = [e.name for e in entries]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ValueError(f"policies named twice: {', '.join(twice)} (every --policy once, "
-                         "and none that is already a baseline)")
+        raise ValueError(f"policies named twice: {', '.join(twice)} (give each --policy "
+                         "once)")
     summary, episodes = [], []
     for budget in budgets:
         oracle_speedup, rows = {}, {}

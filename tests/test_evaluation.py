@@ -113,8 +113,12 @@ def test_the_benchmark_puts_a_trained_policy_beside_the_baselines(study_dataset,
     mine = [r for r in summary if r["agent"] == f"sb3:{path}"]
     assert [r["budget"] for r in mine] == [0.25, 1.0]
     assert all(r["regret"] >= -1e-12 and r["episodes"] == mine[0]["episodes"] for r in mine)
-    with pytest.raises(ValueError, match="named twice: oracle"):
-        benchmark(str(study_dataset), [0.25], seeds=1, split="train", policies=["oracle"])
+    with pytest.raises(ValueError, match="named twice"):
+        benchmark(str(study_dataset), [0.25], seeds=1, split="train",
+                  policies=[f"sb3:{path}", f"sb3:{path}"])
+    again, _ = benchmark(str(study_dataset), [0.25], seeds=1, split="train",
+                         policies=["oracle"])  # a baseline is in the table once
+    assert [r["agent"] for r in again].count("oracle") == 1
 
 
 def test_an_untrained_policy_sees_the_episode_budget(env):
@@ -135,3 +139,17 @@ def test_both_backends_implement_the_protocol_and_only_the_replay_has_hindsight(
     live = LiveBackend([str(data_dir / "problems" / "matmul_cpu.py")], device="cpu")
     assert isinstance(live, Backend) and not isinstance(live, Hindsight)
     assert live.sections == replay.sections and live.metrics == replay.metrics
+
+
+def test_a_truncated_episode_is_a_clear_error_in_a_rollout(study_dataset):
+    from gymnasium.wrappers import TimeLimit
+
+    env = TimeLimit(gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None,
+                             budget=1.0), max_episode_steps=1)
+    with pytest.raises(AutoProfilerError, match="truncated"):
+        rollout(env, FixedSections(env, list(env.unwrapped.sections), "all"))
+
+
+def test_a_reset_problem_that_is_not_a_string_is_refused(env):
+    with pytest.raises(AutoProfilerError, match="not among this environment's problems"):
+        env.reset(options={"problem": ["a", "list"]})

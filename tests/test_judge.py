@@ -251,3 +251,22 @@ def test_a_killed_evaluate_leaves_no_process_behind(tmp_path, sig):
             cli.kill()
         for pid in _processes_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_forward_that_draws_random_numbers_draws_the_references_draws():
+    """The timed calls' inputs are made ahead of them (in chunks whose size differs between
+    the reference's and the candidate's batches): each call still runs with the generators as
+    they were right after its own input set was made, so dropout in a correct candidate draws
+    what the reference drew. (Without the restore, 3 of 3 such evaluations failed.)"""
+    p = problem("dropout_train")
+    source = p.source + (
+        "\n\nclass ModelNew(Model):\n"
+        "    def forward(self, x):\n"
+        "        for _ in range(200):  # slower than the reference: fewer calls per batch\n"
+        "            y = x * 1.0\n"
+        "        return super().forward(x)\n")
+    config = HarnessConfig(device="cpu", timing_budget_ms=20, min_trials=3, max_trials=40)
+    with Evaluator(config, timeout_s=120) as ev:
+        for _ in range(2):
+            result = ev.evaluate(p, source)
+            assert result.correct, result.error_message

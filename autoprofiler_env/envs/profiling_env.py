@@ -29,6 +29,8 @@ REWARDS = ("log_speedup", "speedup")
 RESET_OPTIONS = ("problem", "budget")
 """The keys ``reset(options=...)`` accepts; any other key is a ``ValueError``."""
 _RESET_KEYS = frozenset(RESET_OPTIONS)
+_STARTS_KEPT = 4096
+"""How many (problem, budget) starts an environment keeps (about 4 KB each)."""
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,8 @@ class ProfilingEnv(gym.Env):
             raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}: the "
                              f"options are {', '.join(map(repr, RESET_OPTIONS))} (the episode's "
                              "problem URI)")
-        if "problem" in options and options["problem"] not in self._problem_set:
+        if "problem" in options and (not isinstance(options["problem"], str)
+                                     or options["problem"] not in self._problem_set):
             raise AutoProfilerError(f"{options['problem']!r} is not among this environment's "
                                     f"problems: {_some(self.problems)}")
         budget = self.budget
@@ -323,6 +326,8 @@ class ProfilingEnv(gym.Env):
         self._episode_budget_given = budget
         start = self._starts.get((self._uri, budget))
         if start is None:
+            if len(self._starts) >= _STARTS_KEPT:  # budgets drawn from a range: keep it bounded
+                self._starts.clear()
             start = self._starts[(self._uri, budget)] = self._start(self._uri, budget)
         (self._budget_total, self._costs, self._cost_list, template, self._sorted_costs,
          self._cheapest) = start

@@ -262,17 +262,35 @@ class Runner:
         return self.flush
 
     def _input_sets(self, seeds: list[int], first: int) -> list:
-        """The input sets of ``seeds[first:]``, as many as :data:`PREGEN_BYTES` (and an eighth
-        of the device's free memory) hold, one at least."""
+        """(inputs, generator states) for ``seeds[first:]``, as many as :data:`PREGEN_BYTES`
+        (and an eighth of the device's free memory) hold, one at least. The states are the
+        generators' right after each set was made: restored before its call, a ``forward``
+        that draws random numbers (dropout) draws what it would have drawn had its inputs
+        been made just before it, whatever the chunking."""
+        from torch.utils._pytree import tree_flatten
+
         torch = self.torch
         budget = PREGEN_BYTES
         if torch.device(self.device).type == "cuda":
             budget = min(budget, torch.cuda.mem_get_info(self.device)[0] // 8)
-        sets = [self.inputs(seeds[first])]
-        size = sum(x.numel() * x.element_size() for x in sets[0] if isinstance(x, torch.Tensor))
+        sets = [(self.inputs(seeds[first]), self._rng_state())]
+        size = sum(x.numel() * x.element_size() for x in tree_flatten(sets[0][0])[0]
+                   if isinstance(x, torch.Tensor))
         for seed in seeds[first + 1:first + max(1, budget // max(size, 1))]:
-            sets.append(self.inputs(seed))
+            sets.append((self.inputs(seed), self._rng_state()))
         return sets
+
+    def _rng_state(self) -> tuple:
+        torch = self.torch
+        device = torch.device(self.device)
+        cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+        return torch.get_rng_state(), cuda
+
+    def _set_rng_state(self, state: tuple) -> None:
+        torch = self.torch
+        torch.set_rng_state(state[0])
+        if state[1] is not None:
+            torch.cuda.set_rng_state(state[1], torch.device(self.device))
 
     def time(self, seeds: list[int], flush: bool, sample: list[int]) -> dict:
         """One timed batch: per call a fresh input set, then (GPU) an L2 flush, then the call
@@ -294,7 +312,8 @@ class Runner:
             if not sets:
                 sets = self._input_sets(seeds, i)
                 self.sync()
-            inputs = sets.pop(0)
+            inputs, state = sets.pop(0)
+            self._set_rng_state(state)  # host-side, before the call's events
             if cuda:
                 if buffer is not None:
                     buffer.zero_()

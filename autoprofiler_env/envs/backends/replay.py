@@ -157,6 +157,10 @@ class ReplayBackend:
         """The sections whose evidence can bear on the optimizer's choice for this problem:
         those that show any metric the rules read, or any ncu finding."""
         record = self.dataset.record(uri)
+        counts = {s: len(record.profiles[s].kernels) for s in self.sections}
+        if len(set(counts.values())) > 1:  # what merging a set whole would raise
+            raise DatasetError(f"{uri}: the sections' runs profiled different numbers of "
+                               f"kernels ({counts}); re-record it")
         return frozenset(
             s for s in self.sections if any(
                 k.findings or not EVIDENCE.isdisjoint(k.metrics)
