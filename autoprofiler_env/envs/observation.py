@@ -126,7 +126,7 @@ class Observation:
             for key, size in entries:
                 self._layout.append((key, which, slice(at, at + size)))
                 at += size
-        self.arrays = {key: (self.floats, self.ints)[w][s] for key, w, s in self._layout}
+        self.arrays = self._views(self.floats, self.ints)
         a = self.arrays
         self._collected, self._metrics, self._known = (a["collected"], a["metrics"],
                                                        a["metrics_known"])
@@ -150,7 +150,7 @@ class Observation:
         (``budget_total``'s two values), the sections' costs as fractions of it, nothing
         collected, the whole budget left (the mask is set by :meth:`set_mask`)."""
         floats, ints = np.zeros_like(self.floats), np.zeros_like(self.ints)
-        views = {key: (floats, ints)[w][s] for key, w, s in self._layout}
+        views = self._views(floats, ints)
         views["features"][:] = features
         views["budget_total"][:] = budget_total
         views["costs"][:] = costs
@@ -186,7 +186,11 @@ class Observation:
         return self._mask.view(bool)
 
     def copy(self) -> dict:
-        buffers = (self.floats.copy(), self.ints.copy())
+        return self._views(self.floats.copy(), self.ints.copy())
+
+    def _views(self, floats: np.ndarray, ints: np.ndarray) -> dict:
+        """The observation's entries as views of the two buffers."""
+        buffers = (floats, ints)
         return {key: buffers[w][s] for key, w, s in self._layout}
 
 
