@@ -4,16 +4,17 @@ import gzip
 import hashlib
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from autoprofiler_env.dataset import Dataset, DatasetFile
+from autoprofiler_env.dataset import SCHEMA, Dataset, DatasetFile
 from autoprofiler_env.dataset.build import build_from_folders, kept_metrics
 from autoprofiler_env.errors import DatasetError, NotRecordedError
-from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems import load_problem
 from autoprofiler_env.profiler import NcuRun, profiles_from_run
 
@@ -65,12 +66,15 @@ def test_merged_profile_has_every_sections_evidence_and_summed_cost(ds):
     assert ds.profile(uri, []).sections == ()
 
 
-def test_replayed_evidence_leads_to_the_live_choice():
-    """For every recorded subset run (5 subsets x 12 problems), the reference optimizer
-    chooses the same transformation from the merged single-section profiles as from the
-    profile of the real run with those sections."""
+@pytest.mark.parametrize("optimizer", ["reference", "reference-v1"])
+def test_replayed_evidence_leads_to_the_live_choice(optimizer):
+    """For every recorded subset run (5 subsets x 12 problems), each reference optimizer
+    chooses the same candidate from the merged single-section profiles as from the profile
+    of the real run with those sections."""
+    from autoprofiler_env.optimizers import reference_optimizer
+
     ds = Dataset(build_from_folders(STUDY, DATA / "recording_h200" / "reference.jsonl"))
-    opt = ReferenceOptimizer()
+    opt = reference_optimizer(optimizer)
     pairs = same = 0
     for directory in sorted(STUDY.glob("subset-*")):
         run = NcuRun.load(directory)
@@ -84,8 +88,9 @@ def test_replayed_evidence_leads_to_the_live_choice():
 
 def test_unrecorded_keys_raise(ds):
     uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
-    with pytest.raises(NotRecordedError, match="no recorded outcome of 'compile'"):
-        ds.outcome(uri, "compile")
+    with pytest.raises(NotRecordedError, match="no recorded outcomes of the optimizer "
+                       "'reference' for .*relu.*recorded for it: none"):
+        ds.outcome(uri, "compile", optimizer="reference")
     with pytest.raises(NotRecordedError, match="not recorded"):
         ds.profile(uri, ["Nvlink"])
     with pytest.raises(NotRecordedError, match="no problem"):
@@ -132,18 +137,17 @@ REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
 def _with_outcome(body):
     """The body's first record, given a correct outcome of 'compile' (the study has none)."""
     record = body["problems"][0]
-    record["outcomes"]["compile"] = {
+    record["outcomes"].setdefault("reference-v1", {})["compile"] = {
         "transformation": "compile", "correct": True, "error_kind": None, "median_ms": 0.5,
         "p20_ms": 0.49, "p80_ms": 0.51, "speedup": 1.25, "max_abs_error": 3e-6,
         "tolerance_needed": {"float32": 3e-6}}
     return record
 
 
-def _resealed(path, body):
+def _resealed(path, body, schema=SCHEMA):
     """Writes ``body`` with a valid header: the checksum matches whatever it holds."""
     document = json.dumps(body, separators=(",", ":")).encode()
-    _write(path, {"schema": "autoprofiler-dataset/2",
-                  "sha256": hashlib.sha256(document).hexdigest()}, body)
+    _write(path, {"schema": schema, "sha256": hashlib.sha256(document).hexdigest()}, body)
 
 
 def test_a_damaged_byte_anywhere_or_a_truncation_is_refused_as_corrupted(saved, tmp_path):
@@ -159,7 +163,7 @@ def test_a_damaged_byte_anywhere_or_a_truncation_is_refused_as_corrupted(saved, 
         damaged[f"flip-{offset}"] = bytes(flipped)
     for length in (0, 5, 10, 1000, len(data) // 2, len(data) - 4, len(data) - 1):
         damaged[f"cut-{length}"] = data[:length]
-    damaged["plain-json"] = json.dumps({"schema": "autoprofiler-dataset/2"}).encode()
+    damaged["plain-json"] = json.dumps({"schema": SCHEMA}).encode()
     damaged["no-header-line"] = gzip.compress(b"\xff\xfe not json")
     for name, content in damaged.items():
         path = tmp_path / f"{name}.json.gz"
@@ -182,7 +186,7 @@ def test_dataset_info_on_a_corrupted_file_exits_2_with_one_line(saved, tmp_path)
     flipped[3] ^= 0xFF  # the flags: zlib.error before the fix
     (tmp_path / "flipped.json.gz").write_bytes(bytes(flipped))
     _, body = _read(saved)
-    _with_outcome(body)["outcomes"]["compile"]["speedup"] = -1.0
+    _with_outcome(body)["outcomes"]["reference-v1"]["compile"]["speedup"] = -1.0
     _resealed(tmp_path / "negative.json.gz", body)
     for path, why in ((tmp_path / "flipped.json.gz", "is corrupted"),
                       (tmp_path / "negative.json.gz", "speedup is -1.0")):
@@ -203,19 +207,22 @@ def _set(path):
     return apply
 
 
+COMPILE = ("outcomes", "reference-v1", "compile")  # reference-v1's outcome of compile
+AT = "outcomes['reference-v1']['compile']"  # as an error names it
+
+
 @pytest.mark.parametrize("where, value, says", [
-    (("outcomes", "compile", "speedup"), -1.5,
-     "outcomes['compile'].speedup is -1.5, not a finite number > 0"),
-    (("outcomes", "compile", "speedup"), 0.0, "outcomes['compile'].speedup is 0.0"),
-    (("outcomes", "compile", "speedup"), None, "outcomes['compile'] is correct but has no speedup"),
-    (("outcomes", "compile", "median_ms"), math.nan, "outcomes['compile'].median_ms is nan"),
-    (("outcomes", "compile", "correct"), "yes", "outcomes['compile'].correct is 'yes'"),
-    (("outcomes", "compile", "max_abs_error"), -1e-3,
-     "outcomes['compile'].max_abs_error is -0.001"),
-    (("outcomes", "compile", "tolerance_needed"), {"float32": -1.0},
-     "outcomes['compile'].tolerance_needed['float32'] is -1.0, not a number >= 0 or inf"),
-    (("outcomes", "compile", "tolerance_needed"), {"float32": None},
-     "outcomes['compile'].tolerance_needed['float32'] is None"),
+    ((*COMPILE, "speedup"), -1.5, f"{AT}.speedup is -1.5, not a finite number > 0"),
+    ((*COMPILE, "speedup"), 0.0, f"{AT}.speedup is 0.0"),
+    ((*COMPILE, "speedup"), None, f"{AT} is correct but has no speedup"),
+    ((*COMPILE, "median_ms"), math.nan, f"{AT}.median_ms is nan"),
+    ((*COMPILE, "correct"), "yes", f"{AT}.correct is 'yes'"),
+    ((*COMPILE, "max_abs_error"), -1e-3, f"{AT}.max_abs_error is -0.001"),
+    ((*COMPILE, "tolerance_needed"), {"float32": -1.0},
+     f"{AT}.tolerance_needed['float32'] is -1.0, not a number >= 0 or inf"),
+    ((*COMPILE, "tolerance_needed"), {"float32": None},
+     f"{AT}.tolerance_needed['float32'] is None"),
+    (("transformations", 0), 7, "transformations[0] is 7, not a string"),
     (("eager", "median_ms"), math.nan, "eager.median_ms is nan, not a finite number > 0"),
     (("eager", "median_ms"), -0.2, "eager.median_ms is -0.2"),
     (("eager", "p80_ms"), math.inf, "eager.p80_ms is inf"),
@@ -234,7 +241,7 @@ def test_a_valid_checksum_over_a_bad_value_is_refused_naming_problem_field_and_v
     record = _with_outcome(body)
     _resealed(tmp_path / "good.json.gz", body)
     assert DatasetFile.load(tmp_path / "good.json.gz").problems[record["uri"]].outcomes[
-        "compile"].speedup == 1.25
+        "reference-v1"]["compile"].speedup == 1.25
     _set(where)(record, value)
     path = tmp_path / "bad.json.gz"
     _resealed(path, body)
@@ -249,16 +256,17 @@ def test_values_at_the_edge_of_their_range_load(saved, tmp_path):
     outcome has no time; a cost may be zero."""
     _, body = _read(saved)
     record = _with_outcome(body)
-    outcome = record["outcomes"]["compile"]
+    outcome = record["outcomes"]["reference-v1"]["compile"]
     outcome.update(tolerance_needed={"float32": math.inf, "float16": 0.0}, max_abs_error=None)
     record["eager"].update(p20_ms=None, p80_ms=None)
     record["set_costs"]["full"]["gpu_replay_s"] = 0.0
-    record["outcomes"]["_incorrect"] = {"transformation": "_incorrect", "correct": False,
-                                        "error_kind": "mismatch"}
+    record["outcomes"]["reference-v1"]["_incorrect"] = {
+        "transformation": "_incorrect", "correct": False, "error_kind": "mismatch"}
     _resealed(tmp_path / "edge.json.gz", body)
     loaded = DatasetFile.load(tmp_path / "edge.json.gz").problems[record["uri"]]
-    assert loaded.outcomes[outcome["transformation"]].tolerance_needed["float32"] == math.inf
-    assert loaded.outcomes["_incorrect"].speedup is None
+    v1 = loaded.outcomes["reference-v1"]
+    assert v1[outcome["transformation"]].tolerance_needed["float32"] == math.inf
+    assert v1["_incorrect"].speedup is None
 
 
 def test_round_trip_is_exact(ds, tmp_path):
@@ -449,3 +457,206 @@ def test_costs_holding_ncus_start_up_are_modelled_or_replaced_by_a_primed_run(tm
     assert again.metadata["unprimed_costs"] == {}
     assert again.problems[matmul].set_costs["full"].replay_s == content.problems[
         matmul].set_costs["full"].replay_s  # (the stand-in primed run holds the same numbers)
+
+
+# -- schema 3: outcomes per optimizer, the applicable transformations, schema 2 read ------------
+
+COMPOSED = "compile+autocast_fp16+cuda_graph"  # a composition's name: its parts, innermost first
+RELU = "problem://autoprofiler/v1/level1/relu_16384x16384"
+MATMUL = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
+
+
+def _row(uri, candidate, speedup, **more):
+    """A candidates.jsonl row, as the recorder writes one (judge 3's fields in ``more``)."""
+    return {"uri": uri, "transformation": candidate, "correct": speedup is not None,
+            "error_kind": None if speedup is not None else "mismatch",
+            "candidate_ms": None if speedup is None else 1.0 / speedup,
+            "candidate_p20_ms": None, "candidate_p80_ms": None, "speedup": speedup,
+            "max_abs_error": 1e-5, **more}
+
+
+@pytest.fixture(scope="module")
+def two_optimizers(tmp_path_factory):
+    """SpeedOfLight alone on the study's problems, with reference-v1's outcome of relu (its
+    one applicable transformation, compile) and a composed optimizer's outcomes of relu (one
+    candidate recorded twice), none of matmul; saved and loaded again."""
+    from autoprofiler_env.dataset.build import build
+
+    reference = read_jsonl(DATA / "recording_h200" / "reference.jsonl")
+    v1 = [r for r in read_jsonl(DATA / "recording_h200" / "candidates.jsonl")
+          if r["uri"] == RELU]
+    new = [_row(RELU, COMPOSED, 1.5, judge=3), _row(RELU, "compile", 1.1, judge=3),
+           _row(RELU, COMPOSED, 1.75, judge=3)]  # recorded again: the later row wins
+    tolerances = [{"uri": RELU, "transformation": "compile", "correct": True,
+                   "tolerance_needed": {"float32": 0.5}}]  # lent to reference-v1's only
+    content = build([STUDY / "section-SpeedOfLight"], reference, v1,
+                    sections=("SpeedOfLight",), complete=True, tolerance_rows=tolerances,
+                    optimizer_rows={"reference": new})
+    path = tmp_path_factory.mktemp("two") / "two.json.gz"
+    content.save(path)
+    return content, Dataset.load(path)
+
+
+def test_a_composed_candidate_round_trips_through_build_save_and_load(two_optimizers):
+    content, ds = two_optimizers
+    assert ds.content.problems == content.problems
+    assert ds.optimizers() == ("reference", "reference-v1")
+    composed = ds.outcome(RELU, COMPOSED, optimizer="reference")
+    assert composed.transformation == COMPOSED and composed.speedup == 1.75
+    assert list(ds.outcomes(RELU, "reference")) == [COMPOSED, "compile"]
+    v1 = ds.outcomes(RELU, "reference-v1")
+    assert list(v1) == list(ds.record(RELU).transformations) == ["compile"]
+    assert v1["compile"] == ds.outcome(RELU, "compile", optimizer="reference-v1")
+    assert v1["compile"].speedup == pytest.approx(0.9993, abs=1e-4)  # judge 1's row
+    assert ds.outcome(RELU, "compile", optimizer="reference").speedup == 1.1  # its own row
+    # the row judged again lends its tolerance_needed to reference-v1's outcome only
+    assert v1["compile"].tolerance_needed == {"float32": 0.5}
+    assert ds.outcome(RELU, "compile", optimizer="reference").tolerance_needed is None
+    assert ds.info()["outcomes"] == {"reference": 2, "reference-v1": len(v1)}
+    assert content.metadata["optimizers"] == {"reference": {"judges": [3], "problems": 1},
+                                              "reference-v1": {"judges": [1], "problems": 1}}
+
+
+def test_complete_looks_at_reference_v1_only(two_optimizers):
+    content, ds = two_optimizers
+    from autoprofiler_env.dataset.build import build
+
+    assert list(ds.uris()) == [RELU]  # the only problem with all of reference-v1's outcomes
+    assert content.metadata["left_out"][MATMUL] == "not every candidate's outcome"
+    reference = read_jsonl(DATA / "recording_h200" / "reference.jsonl")
+    v1 = [r for r in read_jsonl(DATA / "recording_h200" / "candidates.jsonl")
+          if r["uri"] in (RELU, MATMUL)]
+    kept = build([STUDY / "section-SpeedOfLight"], reference, v1, sections=("SpeedOfLight",),
+                 complete=True, optimizer_rows={"reference": [_row(RELU, COMPOSED, 1.5)]})
+    assert set(kept.problems) == {RELU, MATMUL}  # matmul has no "reference" outcomes: kept
+    assert set(kept.problems[MATMUL].outcomes) == {"reference-v1"}
+    with pytest.raises(DatasetError, match="optimizer_rows names 'reference-v1'"):
+        build([], reference, [], optimizer_rows={"reference-v1": []})
+
+
+def test_outcome_errors_name_the_optimizer(two_optimizers):
+    _, ds = two_optimizers
+    with pytest.raises(NotRecordedError, match=re.escape(
+            f"no recorded outcome of 'cuda_graph' by the optimizer 'reference' for {RELU}; "
+            f"recorded: compile, {COMPOSED}")):
+        ds.outcome(RELU, "cuda_graph", optimizer="reference")
+    with pytest.raises(NotRecordedError, match=re.escape(
+            f"of '{COMPOSED}' by the optimizer 'reference-v1' for {RELU}; recorded: compile")):
+        ds.outcome(RELU, COMPOSED, optimizer="reference-v1")
+    with pytest.raises(NotRecordedError, match="no recorded outcomes of the optimizer 'llm:x' "
+                       "for .*recorded for it: reference, reference-v1"):
+        ds.outcome(RELU, "compile", optimizer="llm:x")
+    assert ds.outcomes(RELU, "llm:x") == {}
+    with pytest.raises(NotRecordedError, match="no problem"):
+        ds.outcomes("problem://autoprofiler/v1/level1/nope", "reference")
+
+
+def test_a_bad_value_of_a_composed_candidate_is_named_by_optimizer_and_candidate(
+        two_optimizers, tmp_path):
+    content, _ = two_optimizers
+    content.save(tmp_path / "two.json.gz")
+    _, body = _read(tmp_path / "two.json.gz")
+    body["problems"][0]["outcomes"]["reference"][COMPOSED]["speedup"] = -2.0
+    _resealed(tmp_path / "bad.json.gz", body)
+    with pytest.raises(DatasetError, match=re.escape(
+            f"{RELU}: outcomes['reference']['{COMPOSED}'].speedup is -2.0")):
+        DatasetFile.load(tmp_path / "bad.json.gz")
+
+
+def test_transformations_are_the_applicable_ones_in_catalogue_order(ds):
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.optimizers import TRANSFORMATIONS, applicable
+
+    order = list(TRANSFORMATIONS)
+    for uri in ds.uris():
+        problem = load_problem(uri)
+        names = ds.record(uri).transformations
+        assert names == tuple(t.name for t in applicable(problem, static_features(problem),
+                                                         "cuda"))  # the recording's device
+        assert list(names) == sorted(names, key=order.index)
+    assert "tf32" in ds.record(MATMUL).transformations
+    assert "tf32" not in ds.record(RELU).transformations  # no matrix product to round
+    # what reference-v1 recorded for the matmul: every transformation that applies
+    recorded = [r["transformation"] for r in read_jsonl(DATA / "recording_h200"
+                                                        / "candidates.jsonl")
+                if r["uri"] == MATMUL]
+    assert sorted(recorded) == sorted(ds.record(MATMUL).transformations)
+
+
+def _as_schema_2(body):
+    """A schema-3 document as schema 2 had it: reference-v1's outcomes alone, per
+    transformation, and no ``transformations``."""
+    for record in body["problems"]:
+        record["outcomes"] = record["outcomes"].get("reference-v1", {})
+        del record["transformations"]
+    return body
+
+
+def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimizers, tmp_path):
+    content, _ = two_optimizers
+    content.save(tmp_path / "v3.json.gz")
+    header, body = _read(tmp_path / "v3.json.gz")
+    assert header["schema"] == SCHEMA == "autoprofiler-dataset/3"
+    v2 = _as_schema_2(body)
+    relu = next(r for r in v2["problems"] if r["uri"] == RELU)
+    relu["outcomes"] = dict(reversed(relu["outcomes"].items()))  # the order stored is kept
+    _resealed(tmp_path / "v2.json.gz", v2, schema="autoprofiler-dataset/2")
+    loaded = DatasetFile.load(tmp_path / "v2.json.gz")
+    record = loaded.problems[RELU]
+    assert set(record.outcomes) == {"reference-v1"}  # the composed optimizer's are not in v2
+    assert record.outcomes["reference-v1"] == content.problems[RELU].outcomes["reference-v1"]
+    assert record.transformations == tuple(relu["outcomes"])
+    assert set(record.transformations) == set(content.problems[RELU].transformations)
+    assert Dataset(loaded).outcome(RELU, "compile", optimizer="reference-v1").correct
+    # saved again, it is schema 3, with the same content
+    loaded.save(tmp_path / "again.json.gz")
+    assert _read(tmp_path / "again.json.gz")[0]["schema"] == SCHEMA
+    assert DatasetFile.load(tmp_path / "again.json.gz").problems == loaded.problems
+    # a schema-2 file's checksum is checked over its bytes as stored
+    relu["eager"]["median_ms"] *= 2
+    _write(tmp_path / "tampered.json.gz", _read(tmp_path / "v2.json.gz")[0], v2)
+    with pytest.raises(DatasetError, match="is corrupted: its checksum"):
+        DatasetFile.load(tmp_path / "tampered.json.gz")
+    # a problem without outcomes in schema 2 has none, and no transformations, in schema 3
+    relu["eager"]["median_ms"] /= 2
+    relu["outcomes"] = {}
+    _resealed(tmp_path / "bare.json.gz", v2, schema="autoprofiler-dataset/2")
+    bare = DatasetFile.load(tmp_path / "bare.json.gz").problems[RELU]
+    assert bare.outcomes == {} and bare.transformations == ()
+    for other in ("autoprofiler-dataset/4", "autoprofiler-dataset/1", None):
+        _resealed(tmp_path / "other.json.gz", body, schema=other)
+        with pytest.raises(DatasetError, match=f"has schema {other!r}; this version reads "
+                           "'autoprofiler-dataset/3' \\(and 'autoprofiler-dataset/2'\\)"):
+            DatasetFile.load(tmp_path / "other.json.gz")
+
+
+def test_extra_candidates_that_do_not_exist_are_refused_naming_the_optimizer(tmp_path):
+    with pytest.raises(DatasetError, match="the candidates of the optimizer 'reference': no "
+                       "such file"):
+        build_from_folders(STUDY, DATA / "recording_h200" / "reference.jsonl",
+                           extra={"reference": tmp_path / "missing.jsonl"})
+
+
+@pytest.mark.parametrize("values, says", [
+    (["reference"], "--candidates 'reference': not NAME=FILE"),
+    (["=x.jsonl"], "--candidates '=x.jsonl': not NAME=FILE"),
+    (["reference="], "--candidates 'reference=': not NAME=FILE"),
+    (["reference-v1={file}"], "reference-v1's candidates are the recording's own"),
+    (["reference={file}", "reference={file}"], "the optimizer 'reference' is given twice"),
+    (["reference={missing}"], "no such file"),
+])
+def test_candidates_option_errors(values, says, tmp_path, capsys):
+    from experiments.cli import main, parse_candidates
+
+    file, missing = tmp_path / "c.jsonl", tmp_path / "missing.jsonl"
+    file.write_text("")
+    values = [v.format(file=file, missing=missing) for v in values]
+    with pytest.raises(ValueError, match=re.escape(says)):
+        parse_candidates(values)
+    argv = ["dataset", "build", "--recording", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert main(argv + [a for v in values for a in ("--candidates", v)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autoprofiler: error: --candidates") and says in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
+    assert parse_candidates([f" reference = {file}", f"other={file}"]) == {
+        "reference": file, "other": file}

@@ -79,7 +79,8 @@ def test_the_environment_replays_the_shipped_dataset_at_kernelbenchs_fp32_regime
     from autoprofiler_env.errors import NotRecordedError
 
     dataset = Dataset.load(DEFAULT_DATASET)
-    decided = [(u, t) for u in dataset.uris() for t, o in dataset.record(u).outcomes.items()
+    decided = [(u, t) for u in dataset.uris()
+               for t, o in dataset.outcomes(u, "reference-v1").items()
                if o.correct and o.tolerance_needed is not None
                and o.tolerance_needed["float32"] > 1e-4]
     assert len(decided) >= 20
@@ -88,8 +89,8 @@ def test_the_environment_replays_the_shipped_dataset_at_kernelbenchs_fp32_regime
                       tolerance="kernelbench")
     episodes = undecided = 0
     for uri, name in decided:
-        assert not dataset.outcome(uri, name, "kernelbench").correct
-        assert dataset.outcome(uri, name).correct
+        assert not dataset.outcome(uri, name, "kernelbench", optimizer="reference-v1").correct
+        assert dataset.outcome(uri, name, optimizer="reference-v1").correct
         for first in [None, *range(len(dataset.sections))]:
             rewards = []
             for env in (default, strict):

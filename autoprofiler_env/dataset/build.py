@@ -1,6 +1,8 @@
 """Building a dataset file from what a GPU recorded: single-section ncu runs (saved
 :class:`~autoprofiler_env.profiler.runner.NcuRun` folders), reference timings and candidate
-outcomes (JSON lines)."""
+outcomes (JSON lines), per optimizer: the recording's own ``candidates.jsonl`` are the first
+reference optimizer's (``"reference-v1"``), and other optimizers' recordings come besides
+(``optimizer_rows``, ``extra``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autoprofiler_env.dataset.costs import CostModel
-from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord, compact
+from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRecord, compact
 from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.jsonlines import read_jsonl
@@ -26,7 +28,7 @@ MODELLED_SETS = ("set:basic", "set:detailed")
 
 def kept_metrics() -> frozenset[str]:
     """The metrics a dataset keeps per kernel: every action section's header metrics, the
-    reference optimizer's evidence and the kernel duration."""
+    reference optimizer's evidence (which holds reference-v1's) and the kernel duration."""
     catalogue = load_catalogue()
     headers = {name for s in ACTION_SECTIONS for _, name in catalogue.section(s).header}
     return frozenset(headers | set(EVIDENCE_METRICS) | {DURATION_METRIC})
@@ -35,12 +37,16 @@ def kept_metrics() -> frozenset[str]:
 def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[dict],
           metadata: dict | None = None, llm_rows: list[dict] | None = None,
           sections: tuple[str, ...] = ACTION_SECTIONS, complete: bool = False,
-          tolerance_rows: list[dict] | None = None) -> DatasetFile:
+          tolerance_rows: list[dict] | None = None,
+          optimizer_rows: dict[str, list[dict]] | None = None,
+          plans: dict[str, list] | None = None) -> DatasetFile:
     """A dataset of the problems that have a reference timing and the evidence of each of
     ``sections`` (the action set; problems with less are left out), and with ``complete``
-    only those with the outcome of every transformation that applies (what the replay
-    environment needs) or with an LLM optimizer's outcomes. ``metadata["left_out"]``
-    names each problem of the recording that was left out, and why.
+    only those with reference-v1's outcome of every transformation that applies (what the
+    replay environment needs) or with an LLM optimizer's outcomes. ``metadata["left_out"]``
+    names each problem of the recording that was left out, and why. Each record's
+    ``transformations`` are those that apply to it on the recording's device (the reference
+    rows' ``device``), from its static features.
 
     ``run_dirs``: saved ncu runs, each with one section or with the sections of one of ncu's
     sets. The first problem of a run without the driver's primer paid ncu's start-up in its
@@ -52,12 +58,23 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     its run of that section alone. What collecting a section (or the basic or detailed set)
     alone costs is the measured cost where that run exists, else the :class:`CostModel`'s
     prediction from the full set's cost, fitted on the problems that have both; the record's
-    ``modelled_costs`` names those. ``outcome_rows``: the candidates' outcomes
-    (``uri, transformation, correct, error_kind, candidate_ms, ... speedup``).
-    ``tolerance_rows``: outcomes of the same candidates judged again by a judge that stores
-    ``tolerance_needed`` (``experiments/studies/rejudge.py``); a row lends its ``tolerance_needed``
-    to a recorded outcome without one when the two verdicts agree, nothing else.
+    ``modelled_costs`` names those. ``outcome_rows``: the first reference optimizer's
+    (``"reference-v1"``) candidates' outcomes (``uri, transformation, correct, error_kind,
+    candidate_ms, ... speedup``). ``tolerance_rows``: outcomes of the same candidates judged
+    again by a judge that stores ``tolerance_needed`` (``experiments/studies/rejudge.py``); a
+    row lends its ``tolerance_needed`` to a reference-v1 outcome without one when the two
+    verdicts agree, nothing else. ``optimizer_rows``: other optimizers' candidates' outcomes,
+    per optimizer name (rows of the same format; ``transformation`` names the candidate, a
+    composition's name included: ``"compile+cuda_graph"``). ``complete`` does not look at
+    them: a problem without an optimizer's rows has no outcomes of that optimizer. Of a
+    candidate recorded twice (for any optimizer), the later row wins. ``plans``: per optimizer
+    its recording plan (:mod:`.record.plan`); a problem gets that optimizer's outcomes only
+    once every planned candidate is recorded (``metadata["optimizers"][name]["incomplete"]``
+    lists what the others lack), so a replay never meets an unrecorded candidate.
     """
+    if V1 in (optimizer_rows or {}):
+        raise DatasetError(f"optimizer_rows names {V1!r}: its rows are outcome_rows (the "
+                           "recording's own candidates.jsonl)")
     keep = kept_metrics()
     catalogue = load_catalogue()
     sets = {tuple(sorted(v)): k for k, v in catalogue.sets.items()}
@@ -96,20 +113,29 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                 runs, sections, model, catalogue, keep,
                 unprimed=frozenset(k for u, k in unprimed if u == uri))
     eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
-    outcomes: dict[str, dict] = {}
-    for r in outcome_rows:
-        outcomes.setdefault(r["uri"], {})[r["transformation"]] = Outcome(
-            transformation=r["transformation"], correct=bool(r["correct"]),
-            error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
-            p20_ms=r.get("candidate_p20_ms"), p80_ms=r.get("candidate_p80_ms"),
-            speedup=r.get("speedup"), max_abs_error=r.get("max_abs_error"),
-            tolerance_needed=r.get("tolerance_needed"))
+    v1 = _outcomes(outcome_rows)
     for r in tolerance_rows or []:  # judged again (judge 2): only what it needs is taken
-        old = outcomes.get(r["uri"], {}).get(r["transformation"])
+        old = v1.get(r["uri"], {}).get(r["transformation"])
         if old is not None and old.tolerance_needed is None and r.get("tolerance_needed") \
                 is not None and bool(r["correct"]) == old.correct:
-            outcomes[r["uri"]][r["transformation"]] = replace(
+            v1[r["uri"]][r["transformation"]] = replace(
                 old, tolerance_needed=r["tolerance_needed"])
+    incomplete: dict[str, dict[str, list[str]]] = {}
+    optimizer_rows = dict(optimizer_rows or {})
+    for name, plan in (plans or {}).items():  # a problem's outcomes count once all are there
+        rows = optimizer_rows.get(name, [])
+        have = {(r["uri"], r["transformation"]) for r in rows}
+        missing = {p.uri: [c.name for c in p.candidates if (p.uri, c.name) not in have]
+                   for p in plan}
+        incomplete[name] = {u: m for u, m in missing.items() if m}
+        optimizer_rows[name] = [r for r in rows if r["uri"] in missing
+                                and not missing[r["uri"]]]
+    by_optimizer = {V1: v1, **{name: _outcomes(rows)
+                               for name, rows in sorted(optimizer_rows.items())}}
+    outcomes: dict[str, dict[str, dict[str, Outcome]]] = {}  # uri -> optimizer -> candidate
+    for name, keyed in by_optimizer.items():
+        for uri, candidates in keyed.items():
+            outcomes.setdefault(uri, {})[name] = candidates
     llm: dict[str, dict] = {}
     for r in sorted(llm_rows or [], key=lambda r: (r["uri"], r["model"], r["sections"],
                                                    r["repeat"])):
@@ -122,31 +148,41 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     records, left_out = {}, {}
     for uri in sorted(set(alone) | set(eager) | set(outcomes)):
         why = ("no reference timing" if uri not in eager
-               else "not the evidence of every section" if uri not in profiles
-               else "not every candidate's outcome" if complete and uri not in llm
-               and _unrecorded(uri, outcomes.get(uri, {}), device) else None)
+               else "not the evidence of every section" if uri not in profiles else None)
+        if why is None:
+            problem = load_problem(uri)
+            features = static_features(problem)
+            transformations = _applicable(problem, features, device)
+            if complete and uri not in llm and set(transformations) - set(v1.get(uri, {})):
+                why = "not every candidate's outcome"  # reference-v1's: it judged them all
         if why is not None:
             left_out[uri] = why
             continue
-        problem = load_problem(uri)
         row = eager[uri]
         records[uri] = ProblemRecord(
             uri=uri, level=problem.level, split=problem.split, tags=problem.tags,
-            features=static_features(problem),
+            features=features,
             eager={k: row.get(k) for k in ("median_ms", "p20_ms", "p80_ms", "n_trials",
                                            "peak_memory_mb")},
             profiles=dict(sorted(profiles[uri].items(),
                                  key=lambda kv: ACTION_SECTIONS.index(kv[0])
                                  if kv[0] in ACTION_SECTIONS else 99)),
             set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}),
-            llm_outcomes=llm.get(uri, {}), modelled_costs=modelled.get(uri, ()))
+            llm_outcomes=llm.get(uri, {}), modelled_costs=modelled.get(uri, ()),
+            transformations=transformations)
     sections = sections if records else ()
     first = next(iter(eager.values()), {})
     meta = {"gpu": first.get("gpu"), "cuda": first.get("cuda"), "torch": first.get("torch"),
             "ncu": ncu_version, "built": datetime.date.today().isoformat(),
             "tolerance": {"atol": 1e-2, "rtol": 1e-2},
             "timing": "median of CUDA-event trials, L2 flushed between trials",
-            "optimizer": "reference",
+            "optimizers": {name: {"judges": _judges(rows),
+                                  "problems": len({r["uri"] for r in rows} & set(records)),
+                                  **({"incomplete": {u: m for u, m in incomplete[name].items()
+                                                     if u in records}}
+                                     if name in incomplete else {})}
+                           for name, rows in sorted({V1: outcome_rows, **optimizer_rows}.items())
+                           if any(r["uri"] in records for r in rows)},
             "evidence": "each section cut out of one run of ncu's full set per problem "
                         "(docs/profiler.md: the same choices as runs of the sections)",
             "cost_model": model.to_dict(), "left_out": left_out,
@@ -173,12 +209,30 @@ def _same_kernels(run: Profile, full: Profile) -> bool:
     return run.cost.n_kernels == full.cost.n_kernels
 
 
-def _unrecorded(uri: str, outcomes: dict, device: str) -> set[str]:
-    """The transformations that apply to the problem on ``device`` without an outcome."""
+def _outcomes(rows: list[dict]) -> dict[str, dict[str, Outcome]]:
+    """Candidates' rows as outcomes, per problem and candidate; of a candidate recorded
+    twice, the later row wins."""
+    outcomes: dict[str, dict[str, Outcome]] = {}
+    for r in rows:
+        outcomes.setdefault(r["uri"], {})[r["transformation"]] = Outcome(
+            transformation=r["transformation"], correct=bool(r["correct"]),
+            error_kind=r.get("error_kind"), median_ms=r.get("candidate_ms"),
+            p20_ms=r.get("candidate_p20_ms"), p80_ms=r.get("candidate_p80_ms"),
+            speedup=r.get("speedup"), max_abs_error=r.get("max_abs_error"),
+            tolerance_needed=r.get("tolerance_needed"))
+    return outcomes
+
+
+def _judges(rows: list[dict]) -> list[int]:
+    """The judge versions of an optimizer's rows (a row without one: judge 1)."""
+    return sorted({r.get("judge") or 1 for r in rows})
+
+
+def _applicable(problem, features, device: str) -> tuple[str, ...]:
+    """The transformations that apply to the problem on ``device``, in catalogue order."""
     from autoprofiler_env.optimizers import applicable
 
-    problem = load_problem(uri)
-    return {t.name for t in applicable(problem, static_features(problem), device)} - set(outcomes)
+    return tuple(t.name for t in applicable(problem, features, device))
 
 
 def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], model: CostModel,
@@ -218,21 +272,42 @@ def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], mode
 def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = None,
                        metadata: dict | None = None, llm: Path | None = None,
                        more_runs: tuple[Path, ...] = (), complete: bool = False,
-                       tolerances: Path | None = None) -> DatasetFile:
+                       tolerances: Path | None = None,
+                       extra: dict[str, Path] | None = None) -> DatasetFile:
     """:func:`build` from a folder of saved ncu runs (any depth), and any in ``more_runs``,
-    and the logs (``tolerances``: the rows of a judging again, see :func:`build`)."""
+    and the logs (``outcomes``: reference-v1's candidates; ``tolerances``: the rows of a
+    judging again, see :func:`build`; ``extra``: other optimizers' ``candidates.jsonl``, by
+    optimizer name; where a ``plan.json`` lies beside one, its plan, see :func:`build`).
+
+    Raises:
+        DatasetError: a file of ``extra`` does not exist, or ``extra`` names reference-v1.
+    """
+    from autoprofiler_env.dataset.record.plan import load_plan
+
+    plans = {}
+    for name, path in (extra or {}).items():
+        if not Path(path).is_file():
+            raise DatasetError(f"the candidates of the optimizer {name!r}: no such file {path}")
+        plan = Path(path).parent / "plan.json"
+        if plan.is_file():  # a planned recording: a problem counts once its plan is recorded
+            plans[name] = load_plan(plan)
     run_dirs = sorted(p.parent for root in (*more_runs, run_root)
                       for p in Path(root).rglob("run.json"))
     return build(run_dirs, read_jsonl(reference), read_jsonl(outcomes) if outcomes else [],
                  metadata, read_jsonl(llm) if llm else None, complete=complete,
-                 tolerance_rows=read_jsonl(tolerances) if tolerances else None)
+                 tolerance_rows=read_jsonl(tolerances) if tolerances else None,
+                 optimizer_rows={name: read_jsonl(path) for name, path in extra.items()}
+                 if extra else None, plans=plans)
 
 
 def build_from_recording(recording: Path, metadata: dict | None = None,
                          more_runs: tuple[Path, ...] = (), complete: bool = False,
-                         tolerances: Path | None = None) -> DatasetFile:
+                         tolerances: Path | None = None,
+                         extra: dict[str, Path] | None = None) -> DatasetFile:
     """:func:`build` from a recording folder (see :mod:`.record`), with the saved ncu runs in
-    ``more_runs`` (a profiler study's sections and sets alone: measured costs) besides."""
+    ``more_runs`` (a profiler study's sections and sets alone: measured costs) besides. Its
+    ``candidates.jsonl`` are reference-v1's outcomes; ``extra`` maps another optimizer's name
+    to its ``candidates.jsonl`` (e.g. ``{"reference": Path(".../candidates.jsonl")}``)."""
     recording = Path(recording)
     if not (recording / "reference.jsonl").exists():
         raise DatasetError(f"{recording} is not a recording: it has no reference.jsonl; make "
@@ -240,7 +315,12 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
     from autoprofiler_env.dataset.record import recording_cost
 
     candidates, llm = recording / "candidates.jsonl", recording / "llm.jsonl"
-    metadata = {"recording_cost": recording_cost(recording), **(metadata or {})}
+    metadata = {"recording_cost": recording_cost(recording),
+                **({"recording_cost_by_optimizer": {
+                    name: recording_cost(Path(path).parent) for name, path in extra.items()
+                    if Path(path).is_file()}} if extra else {}),
+                **(metadata or {})}
     return build_from_folders(recording, recording / "reference.jsonl",
                               candidates if candidates.exists() else None, metadata,
-                              llm if llm.exists() else None, more_runs, complete, tolerances)
+                              llm if llm.exists() else None, more_runs, complete, tolerances,
+                              extra)

@@ -1,4 +1,4 @@
-"""The recorded dataset: schema ``autoprofiler-dataset/2``.
+"""The recorded dataset: schema ``autoprofiler-dataset/3``.
 
 One gzipped file holds everything the replay backend needs to answer "problem P, sections S,
 optimizer O" on a CPU. Its first line is a JSON header, ``{"schema": ..., "sha256": ...}``;
@@ -6,7 +6,8 @@ the rest is one JSON document, whose bytes the ``sha256`` covers (checked on loa
 serialising anything again). The document holds:
 
 - ``metadata``: GPU, driver, CUDA, torch, triton and ncu versions, date, tolerance, timing
-  method (on load, the header's ``sha256`` is added to it);
+  method, per optimizer with outcomes the judge versions of its rows (``optimizers``; a
+  schema-2 file has ``optimizer`` instead) (on load, the header's ``sha256`` is added to it);
 - ``sections``: the action sections recorded for every problem;
 - ``problems``: per problem its URI, level, split, tags, static features, the eager time and
   spread, and
@@ -17,18 +18,32 @@ serialising anything again). The document holds:
   - ``set_costs``: the cost of ncu's basic, detailed and full sets;
   - ``modelled_costs``: the sections and sets (``"set:basic"``) whose cost was not measured
     on this problem but predicted from its full set's cost (``metadata["cost_model"]``);
-  - ``outcomes``: per transformation the optimizer can produce, whether it was correct, its
-    time and spread, and its speedup over eager;
+  - ``transformations``: the catalogue's transformations that apply to the problem on the
+    recording's device, by name, in catalogue order (static: what
+    :func:`~autoprofiler_env.optimizers.applicable` lists; an optimizer that composes them
+    reads it at replay time, where the problem's source is not loaded);
+  - ``outcomes``: per rule-based optimizer (``"reference"``, ``"reference-v1"``), per
+    candidate it can produce (a transformation's name, or a composition's, its parts joined
+    with ``+``: ``"compile+autocast_fp16+cuda_graph"``), whether it was correct, its time and
+    spread, and its speedup over eager. An optimizer without outcomes for the problem is
+    absent. The shipped file's ``"reference-v1"`` outcomes were recorded by judge 1, one per
+    applicable transformation; ``metadata["optimizers"]`` names each optimizer's judges;
   - ``llm_outcomes``: for LLM optimizers, whose candidates are not a function of a few rules,
     outcomes keyed by optimizer name, then by the canonical section set (``"A+B"``, ``""`` for
     no profile), each a list of repeats (one per sampled reply).
 
 Kept metrics (to stay small): every action section's header metrics, the metrics the
-reference optimizer's rules read, and the kernel duration. Files are written atomically
+reference optimizers' rules read, and the kernel duration. Files are written atomically
 (a temporary file, then a rename).
 
+A file of schema ``autoprofiler-dataset/2`` (outcomes per transformation, all of the first
+reference optimizer) still loads: its stored bytes are checked against its checksum as they
+are, then each record is converted (:func:`upgrade_v2`: its ``outcomes`` become
+``{"reference-v1": outcomes}``, its ``transformations`` the outcomes' names in the order
+stored, since that recording judged every applicable transformation). Saving writes schema 3.
+
 Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not
-gzip or is damaged (a flipped byte, a truncation), one of another schema, one whose checksum
+gzip or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
 does not match, and one whose values are out of range (:meth:`ProblemRecord.invalid`: a
 speedup that is not a positive number, a NaN or negative time or cost, a correct outcome
 without a speedup), which would otherwise fail later, far from the file.
@@ -49,7 +64,11 @@ from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
-SCHEMA = "autoprofiler-dataset/2"
+SCHEMA = "autoprofiler-dataset/3"
+SCHEMA_V2 = "autoprofiler-dataset/2"
+"""The schema read besides :data:`SCHEMA`, converted on load (:func:`upgrade_v2`)."""
+V1 = "reference-v1"
+"""The optimizer whose outcomes a schema-2 file holds: the first reference optimizer."""
 _REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
 
 # -- the range of each recorded value, checked on load ------------------------------------------
@@ -180,9 +199,10 @@ class ProblemRecord:
     eager: dict
     profiles: dict[str, Profile] = field(default_factory=dict)
     set_costs: dict[str, ProfileCost] = field(default_factory=dict)
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, Outcome]] = field(default_factory=dict)  # optimizer, candidate
     llm_outcomes: dict[str, dict[str, list[Outcome]]] = field(default_factory=dict)
     modelled_costs: tuple[str, ...] = ()  # sections (and "set:NAME") whose cost is modelled
+    transformations: tuple[str, ...] = ()  # the applicable ones, by name, in catalogue order
 
     def to_dict(self) -> dict:
         return {
@@ -190,7 +210,9 @@ class ProblemRecord:
             "features": self.features.to_dict(), "eager": self.eager,
             "profiles": {s: p.to_dict() for s, p in self.profiles.items()},
             "set_costs": {s: asdict(c) for s, c in self.set_costs.items()},
-            "outcomes": {t: asdict(o) for t, o in self.outcomes.items()},
+            "transformations": list(self.transformations),
+            "outcomes": {m: {c: asdict(o) for c, o in keyed.items()}
+                         for m, keyed in self.outcomes.items()},
             "llm_outcomes": {m: {k: [asdict(o) for o in reps] for k, reps in keyed.items()}
                              for m, keyed in self.llm_outcomes.items()},
             "modelled_costs": list(self.modelled_costs),
@@ -203,17 +225,20 @@ class ProblemRecord:
             features=StaticFeatures.from_dict(d["features"]), eager=d["eager"],
             profiles={s: Profile.from_dict(p) for s, p in d["profiles"].items()},
             set_costs={s: ProfileCost(**c) for s, c in d["set_costs"].items()},
-            outcomes={t: Outcome(**o) for t, o in d["outcomes"].items()},
+            outcomes={m: {c: Outcome(**o) for c, o in keyed.items()}
+                      for m, keyed in d["outcomes"].items()},
             llm_outcomes={m: {k: [Outcome(**o) for o in reps] for k, reps in keyed.items()}
                           for m, keyed in d.get("llm_outcomes", {}).items()},
-            modelled_costs=tuple(d.get("modelled_costs", ())))
+            modelled_costs=tuple(d.get("modelled_costs", ())),
+            transformations=tuple(d["transformations"]))
 
     def invalid(self) -> str | None:
         """The first recorded value out of its range, said as ``field is value, not what it
         must be``; None when every value is in range.
 
         Checked: the eager timing (a positive, finite median; where recorded, a positive p20
-        and p80, at least one trial, a non-negative peak memory), every outcome and LLM outcome
+        and p80, at least one trial, a non-negative peak memory), the transformations' names
+        (strings), every outcome (``outcomes[optimizer][candidate]``) and LLM outcome
         (positive, finite times and speedup; a correct one has a speedup; a non-negative max
         abs error and ``tolerance_needed`` per dtype, inf allowed), every profile's and set's
         cost (non-negative seconds and counts) and each kernel's duration.
@@ -227,10 +252,14 @@ class ProblemRecord:
             value = eager.get(name)
             if value is not None and not rule[1](value):
                 return _bad(f"eager.{name}", value, rule)
-        for t, outcome in self.outcomes.items():
-            why = _invalid_outcome(f"outcomes[{t!r}]", outcome)
-            if why:
-                return why
+        for i, name in enumerate(self.transformations):
+            if type(name) is not str:
+                return _bad(f"transformations[{i}]", name, ("a string",))
+        for optimizer, keyed in self.outcomes.items():
+            for candidate, outcome in keyed.items():
+                why = _invalid_outcome(f"outcomes[{optimizer!r}][{candidate!r}]", outcome)
+                if why:
+                    return why
         for model, keyed in self.llm_outcomes.items():
             for key, repeats in keyed.items():
                 for i, outcome in enumerate(repeats):
@@ -251,6 +280,16 @@ class ProblemRecord:
                     return _bad(f"profiles[{section!r}].kernels[{i}].duration_ns", duration,
                                 _NON_NEGATIVE)
         return None
+
+
+def upgrade_v2(d: dict) -> dict:
+    """A problem record of schema 2, as schema 3 has it: its outcomes (per transformation, the
+    first reference optimizer's) become ``{"reference-v1": outcomes}`` (nothing where it had
+    none), and its ``transformations`` their names in the order stored (that recording judged
+    every transformation that applies, in catalogue order)."""
+    outcomes = d["outcomes"]
+    return {**d, "outcomes": {V1: outcomes} if outcomes else {},
+            "transformations": list(outcomes)}
 
 
 def compact(profile: Profile, keep: frozenset[str]) -> Profile:
@@ -284,11 +323,15 @@ class DatasetFile:
     def load(cls, path: Path) -> DatasetFile:
         """Reads and checks a dataset file.
 
+        A file of schema 2 is checked as stored (its checksum covers its own bytes), then
+        converted (:func:`upgrade_v2`).
+
         Raises:
             DatasetError: missing or unreadable; corrupted (not gzip, a damaged or truncated
-                stream, a header that is not JSON, a checksum mismatch); another schema; a
-                malformed record; or a value out of range (:meth:`ProblemRecord.invalid`).
-                The message names the file (and the problem and field) and says what to do.
+                stream, a header that is not JSON, a checksum mismatch); a schema other than
+                3 or 2; a malformed record; or a value out of range
+                (:meth:`ProblemRecord.invalid`). The message names the file (and the problem
+                and field) and says what to do.
         """
         path = Path(path)
         try:
@@ -305,9 +348,10 @@ class DatasetFile:
             raise DatasetError(f"{path} is corrupted: not a readable dataset (gzipped JSON): "
                                f"{reason}; {_REPAIR}") from e
         schema = header.get("schema") if isinstance(header, dict) else None
-        if schema != SCHEMA:
-            raise DatasetError(f"{path} has schema {schema!r}; this version reads {SCHEMA!r}: "
-                               "build it again with `autoprofiler dataset build`")
+        if schema not in (SCHEMA, SCHEMA_V2):
+            raise DatasetError(f"{path} has schema {schema!r}; this version reads {SCHEMA!r} "
+                               f"(and {SCHEMA_V2!r}): build it again with `autoprofiler "
+                               "dataset build`")
         actual = hashlib.sha256(document).hexdigest()
         if header.get("sha256") != actual:
             raise DatasetError(f"{path} is corrupted: its checksum is {actual[:12]}..., the "
@@ -320,7 +364,8 @@ class DatasetFile:
                 uri = d["uri"]
                 if uri in problems:
                     raise ValueError("it is recorded twice")
-                problems[uri] = ProblemRecord.from_dict(d)
+                problems[uri] = ProblemRecord.from_dict(d if schema == SCHEMA
+                                                        else upgrade_v2(d))
             uri = None
             metadata = {**body["metadata"], "sha256": actual}
             sections = tuple(body["sections"])

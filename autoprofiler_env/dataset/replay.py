@@ -16,11 +16,13 @@ from pathlib import Path
 
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord
 from autoprofiler_env.errors import NotRecordedError
+from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
 DEFAULT_DATASET = Path(__file__).parent / "data" / "h200-reference.json.gz"
-"""The dataset shipped with the package (recorded on an H200 with the reference optimizer)."""
+"""The dataset shipped with the package (recorded on an H200 with the first reference
+optimizer, ``"reference-v1"``)."""
 LLM_MISSING = ("raise", "largest_recorded_subset")
 """The policies for an LLM optimizer's (problem, section set) that was not recorded
 (:meth:`Dataset.llm_outcome`)."""
@@ -81,20 +83,42 @@ class Dataset:
     def cost(self, uri: str, sections) -> ProfileCost:
         return self.profile(uri, sections).cost
 
-    def outcome(self, uri: str, transformation: str, tolerance=None) -> Outcome:
-        """The recorded outcome of a candidate, under ``tolerance`` (a regime of
+    def outcome(self, uri: str, candidate: str, tolerance=None,
+                optimizer: str = DEFAULT_OPTIMIZER) -> Outcome:
+        """The recorded outcome of ``optimizer``'s candidate (a transformation's name, or a
+        composition's: ``"compile+cuda_graph"``), under ``tolerance`` (a regime of
         :mod:`autoprofiler_env.harness.tolerance`; None: as recorded).
 
         Raises:
-            NotRecordedError: the candidate was not recorded for this problem, or its record
-                cannot decide ``tolerance`` (the replay never invents an outcome).
+            NotRecordedError: the optimizer has no outcomes for this problem, or not this
+                candidate's, or its record cannot decide ``tolerance`` (the replay never
+                invents an outcome).
         """
-        outcomes = self.record(uri).outcomes
-        if transformation not in outcomes:
-            raise NotRecordedError(f"no recorded outcome of {transformation!r} for {uri}; "
-                                   f"recorded: {', '.join(sorted(outcomes)) or 'none'}")
-        outcome = outcomes[transformation]
+        outcomes = self.record(uri).outcomes.get(optimizer)
+        if not outcomes:
+            recorded = ", ".join(sorted(self.record(uri).outcomes)) or "none"
+            raise NotRecordedError(f"no recorded outcomes of the optimizer {optimizer!r} for "
+                                   f"{uri}; optimizers recorded for it: {recorded}")
+        if candidate not in outcomes:
+            raise NotRecordedError(f"no recorded outcome of {candidate!r} by the optimizer "
+                                   f"{optimizer!r} for {uri}; recorded: "
+                                   f"{', '.join(sorted(outcomes))}")
+        outcome = outcomes[candidate]
         return outcome if tolerance is None else outcome.judged(tolerance)
+
+    def outcomes(self, uri: str, optimizer: str) -> dict[str, Outcome]:
+        """``optimizer``'s recorded outcomes for ``uri``, by candidate (as recorded, in the
+        order stored); empty where it has none.
+
+        Raises:
+            NotRecordedError: the dataset holds no such problem.
+        """
+        return self.record(uri).outcomes.get(optimizer, {})
+
+    def optimizers(self) -> tuple[str, ...]:
+        """The optimizers with any recorded outcome (not the LLM ones), sorted."""
+        return tuple(sorted({m for r in self.content.problems.values()
+                             for m, keyed in r.outcomes.items() if keyed}))
 
     def llm_outcome(self, uri: str, model: str, sections, rng=None,
                     missing: str = "raise") -> Outcome:
@@ -133,7 +157,8 @@ class Dataset:
         return merge_profiles(uri, sections, [record.profiles[s] for s in sections], keep)
 
     def info(self) -> dict:
-        """Metadata, counts and checksum, as ``autoprofiler dataset info`` prints them."""
+        """Metadata, counts and checksum, as ``autoprofiler dataset info`` prints them
+        (``outcomes``: the (problem, candidate) pairs recorded per optimizer)."""
         problems = self.content.problems.values()
         return {
             "metadata": self.metadata,
@@ -141,7 +166,8 @@ class Dataset:
             "splits": {s: sum(r.split == s for r in problems) for s in ("train", "val", "test")},
             "sections": list(self.sections),
             "profiles": sum(len(r.profiles) for r in problems),
-            "outcomes": sum(len(r.outcomes) for r in problems),
+            "outcomes": {m: sum(len(r.outcomes.get(m, {})) for r in problems)
+                         for m in self.optimizers()},
             "llm_outcomes": sum(len(reps) for r in problems for keyed in r.llm_outcomes.values()
                                 for reps in keyed.values()),
             "complete": all(set(r.profiles) == set(self.sections) for r in problems),

@@ -48,7 +48,7 @@ def plan(dataset, seed: int = 0) -> list[dict]:
     rng = random.Random(seed)
     uris = [u for u in dataset.uris()
             if (full := dataset.record(u).set_costs.get("full")) is not None
-            and full.replay_s <= MAX_FULL_SET_S and dataset.record(u).outcomes]
+            and full.replay_s <= MAX_FULL_SET_S and dataset.outcomes(u, "reference-v1")]
     pool: list[str] = []
     groups = []
     for size in SIZES:
@@ -89,7 +89,7 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
     from autoprofiler_env.dataset.record import CandidateWarmer, record_ncu
     from autoprofiler_env.harness import Evaluator, HarnessConfig
     from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
-    from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+    from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
     from autoprofiler_env.problems import load_problem
 
     deadline = _deadline(deadline_s)
@@ -99,7 +99,7 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
                    out / "ncu", chunk=PER_SET, deadline=deadline, problem_timeout_s=240.0)
     live = live_profiles(out)
     config = config or HarnessConfig(device="cuda")
-    optimizer = ReferenceOptimizer(device=config.device)
+    optimizer = reference_optimizer(DEFAULT_OPTIMIZER, device=config.device)  # the replay's
     todo = []
     for g in groups:
         for uri in g["uris"]:
@@ -212,7 +212,8 @@ def pair_rows(out: Path, dataset) -> list[dict]:
         sections = tuple(key.split("+"))
         expected = replay.finish(uri, sections)
         record = dataset.record(uri)
-        interval = recorded_interval(record, record.outcomes.get(expected.transformation))
+        interval = recorded_interval(record, dataset.outcomes(uri, "reference-v1").get(
+            expected.transformation))
         speedups = [r["speedup"] for r in repeats if r["correct"] and r["speedup"]]
         live_median = statistics.median(speedups) if speedups else None
         eager = [r["reference_ms"] for r in repeats if r.get("reference_ms")]
@@ -255,7 +256,8 @@ def choice_rows(out: Path, dataset) -> list[dict]:
                 continue
             record = dataset.record(uri)
             choice, _, _ = replay.optimizer.choose(None, profile, record.features,
-                                                   applicable=frozenset(record.outcomes))
+                                                   applicable=frozenset(
+                                                       dataset.outcomes(uri, "reference-v1")))
             expected = replay.finish(uri, tuple(g["sections"])).transformation
             rows.append({"problem": uri.rsplit("/", 1)[1], "sections": g["key"],
                          "live_profile_choice": choice, "replay_choice": expected,
