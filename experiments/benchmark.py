@@ -46,11 +46,13 @@ def episode_row(entry, record, budget: float, seed: int) -> dict:
 
 
 def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
-              split: str = "test", policies: list[str] = ()) -> tuple[list[dict], list[dict]]:
+              split: str = "test", policies: list[str] = (),
+              optimizer: str | None = None) -> tuple[list[dict], list[dict]]:
     """(summary rows, episode rows) of every baseline and every policy of ``policies``
     (:func:`experiments.policies.load` specs) at every budget, each episode through
     :func:`autoprofiler_env.evaluation.rollout` (deterministic, every problem of the split
-    once; a stochastic policy once per seed)."""
+    once; a stochastic policy once per seed); ``optimizer``: the environment's (None: its
+    default)."""
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
@@ -58,7 +60,8 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     from baselines import all_agents
     from experiments.policies import Entry, load
 
-    kwargs = {"split": split} | ({"dataset": dataset} if dataset else {})
+    kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
+              | ({"optimizer": optimizer} if optimizer else {}))
     env = gym.make("AutoProfiler-v0", **kwargs)
     entries = [Entry(a.name, a, a.stochastic) for a in all_agents(env)]
     baselines = {e.name for e in entries}  # a baseline named with --policy is already here

@@ -328,7 +328,7 @@ def test_a_dataset_without_outcomes_is_refused(tmp_path):
     path = tmp_path / "profiles_only.json.gz"
     build_from_folders(data / "profile_study_h200",
                        data / "recording_h200" / "reference.jsonl").save(path)
-    with pytest.raises(DatasetError, match="no recorded candidate outcomes"):
+    with pytest.raises(DatasetError, match="no recorded candidates of the optimizer"):
         ProfilingEnv(dataset=str(path))
 
 
@@ -353,7 +353,7 @@ def test_an_llm_optimizers_recorded_replies_are_replayed_by_seed(tmp_path):
            for r in range(2)]
     path = tmp_path / "llm.json.gz"
     build(run_dirs, reference, [], llm_rows=llm).save(path)
-    with pytest.raises(DatasetError, match="no recorded candidate outcomes"):
+    with pytest.raises(DatasetError, match="no recorded candidates of the optimizer"):
         ProfilingEnv(dataset=str(path), split=None)  # the reference optimizer has none here
     env = ProfilingEnv(dataset=str(path), split=None, optimizer="llm:m", budget=1.0)
     sol = env.sections.index("SpeedOfLight")
@@ -425,3 +425,29 @@ def test_the_live_env_knows_its_costs_before_profiling(data_dir, monkeypatch):
     assert np.array_equal(info["action_mask"][:-1], passes <= env.episode_budget)
     with pytest.raises(AutoProfilerError, match="cannot know a section's cost in seconds"):
         gym.make(LIVE_ID, problems=[path], budget_unit="seconds", device="cpu")
+
+
+@pytest.mark.parametrize("optimizer", ["reference", "reference-v1"])
+def test_a_live_episode_gives_the_reference_optimizer_the_eager_time(data_dir, optimizer):
+    """On a CPU, with no sections collected (so no ncu): the live backend times the eager
+    program once (the harness's reference timing, free) and hands it to the optimizer, which
+    reads it for its launch rule and its small-program prior; the candidate is judged."""
+    from autoprofiler_env.envs.backends import LiveBackend
+
+    path = str(data_dir / "problems" / "relu_small.py")
+    backend = LiveBackend([path], device="cpu", optimizer=optimizer)
+    seen = []
+    real = backend.optimizer.optimize
+
+    def spy(problem, profile, eager_ms=None):
+        seen.append(eager_ms)
+        return real(problem, profile, eager_ms=eager_ms)
+
+    backend.optimizer.optimize = spy
+    uri = backend.problems(None)[0]
+    outcome = backend.finish(uri, ())
+    backend.finish(uri, ())
+    assert len(seen) == 2 and seen[0] == seen[1] and seen[0] > 0  # timed once, then kept
+    assert outcome.correct and outcome.speedup > 0
+    assert outcome.transformation == backend.optimizer.choose(
+        backend._problems[uri], None, eager_ms=seen[0])[0]

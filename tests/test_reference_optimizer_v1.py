@@ -1,11 +1,11 @@
-"""The reference optimizer on profiles recorded on the H200: which evidence leads to which
-choice, and that collecting more sections can change it."""
+"""The first reference optimizer (``"reference-v1"``) on profiles recorded on the H200: which
+evidence leads to which choice, and that collecting more sections can change it."""
 
 from pathlib import Path
 
 import pytest
 
-from autoprofiler_env.optimizers.reference import ReferenceOptimizer, proposals
+from autoprofiler_env.optimizers.reference_v1 import ReferenceOptimizerV1, proposals
 from autoprofiler_env.problems import load_file, load_problem
 from autoprofiler_env.profiler import NcuRun, profiles_from_run
 
@@ -19,7 +19,7 @@ def _profile(run: str, problem: str):
 
 @pytest.fixture(scope="module")
 def opt():
-    return ReferenceOptimizer(device="cuda")
+    return ReferenceOptimizerV1(device="cuda")
 
 
 def test_no_profile_applies_the_documented_prior(opt, tmp_path):
@@ -73,7 +73,7 @@ def test_choice_is_deterministic_and_respects_the_device(opt):
     profile = _profile("section-SpeedOfLight", problem.name)
     assert opt.optimize(problem, profile) == opt.optimize(problem, profile)
     # cuda_graph needs a GPU: on a CPU the same evidence falls through to what does apply
-    assert ReferenceOptimizer(device="cpu").choose(problem, profile)[0] != "cuda_graph"
+    assert ReferenceOptimizerV1(device="cpu").choose(problem, profile)[0] != "cuda_graph"
 
 
 def test_an_empty_profile_proposes_nothing():
@@ -89,7 +89,7 @@ def test_the_rules_read_only_their_evidence_metrics():
 
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.replay import DEFAULT_DATASET
-    from autoprofiler_env.optimizers.reference import CHOICES, EVIDENCE_METRICS, PRIOR
+    from autoprofiler_env.optimizers.reference_v1 import CHOICES, EVIDENCE_METRICS, PRIOR
 
     dataset = Dataset.load(DEFAULT_DATASET)
     rng = random.Random(0)

@@ -22,6 +22,7 @@ from autoprofiler_env.envs.observation import (
     observation_space,
 )
 from autoprofiler_env.errors import AutoProfilerError, NotRecordedError, ProblemNotFoundError
+from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
@@ -155,8 +156,10 @@ class ProfilingEnv(gym.Env):
       full set's cost in seconds before profiling).
 
     ``make`` kwargs (all JSON-serializable): ``dataset`` (path), ``split`` or ``problems``
-    (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``optimizer`` (``"reference"``,
-    default, or ``"llm:<model>"``: on the replay one of the model's recorded replies for the
+    (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``optimizer`` (``"reference"``:
+    composed decisions, served on the problems whose candidates are recorded;
+    ``"reference-v1"``: the first reference optimizer, default until the re-recording is
+    complete (docs/optimizers.md); or ``"llm:<model>"``: on the replay one of the model's recorded replies for the
     problem and the collected section set, drawn with the environment's seeded generator, and
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
     ``"largest_recorded_subset"``), ``budget`` and ``budget_unit`` (``seconds``, ``passes`` or
@@ -185,7 +188,7 @@ class ProfilingEnv(gym.Env):
                  budget: float = 0.25, budget_unit: str = "seconds",
                  budget_is_fraction: bool = True, reward: str = "log_speedup",
                  incorrect_reward: float | None = None, cost_penalty: float = 0.0,
-                 optimizer: str = "reference", llm_missing: str = "raise",
+                 optimizer: str = DEFAULT_OPTIMIZER, llm_missing: str = "raise",
                  device: str = "cuda", tolerance: str | float | None = None,
                  render_mode: str | None = None) -> None:
         if budget_unit not in BUDGET_UNITS:

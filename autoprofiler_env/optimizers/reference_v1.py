@@ -1,4 +1,6 @@
-"""The reference optimizer: a deterministic, profile-guided choice of one transformation.
+"""The first reference optimizer (``optimizer="reference-v1"``): a deterministic, profile-guided
+choice of one transformation. Kept for comparison with :mod:`.reference`, which composes
+decisions; its outcomes were recorded by judge 1 and stay in the dataset with it.
 
 It is a pure function of the problem's static information and the evidence in the profile.
 Every rule reads only what the collected sections provide, so it can be misled as a person or
@@ -139,26 +141,30 @@ def proposals(profile: Profile) -> list[Proposal]:
     return out
 
 
-class ReferenceOptimizer:
-    """The deterministic, profile-guided optimizer (the environment's default).
+class ReferenceOptimizerV1:
+    """The first deterministic, profile-guided optimizer: one transformation per candidate.
 
-    >>> ReferenceOptimizer().optimize(problem, profile).producer
+    >>> ReferenceOptimizerV1().optimize(problem, profile).producer
     'tf32'
     """
 
-    name = "reference"
+    name = "reference-v1"
+    evidence_metrics = EVIDENCE_METRICS
+    evidence_findings: frozenset[str] | None = None  # rule 8 reads any OPT finding
 
-    def __init__(self, device: str = "cuda") -> None:
-        self.device = device
+    def __init__(self, device: str = "cuda", tolerance: str | float | None = None) -> None:
+        self.device = device  # the tolerance does not change its choice
 
     def choose(self, problem: Problem | None, profile: Profile | None,
                features: StaticFeatures | None = None,
-               applicable: set[str] | frozenset[str] | None = None) -> tuple[str, str, dict]:
+               applicable: set[str] | frozenset[str] | None = None,
+               eager_ms: float | None = None) -> tuple[str, str, dict]:
         """(transformation, reason, evidence) for this problem and profile.
 
         ``applicable`` names the transformations that apply, when the caller knows them (the
         replay: the ones recorded); otherwise each transformation's rule is checked on the
-        problem and its static features.
+        problem and its static features. ``eager_ms`` is not read (the interface is the
+        current optimizer's).
         """
         on_gpu = self.device.startswith("cuda")
         if applicable is None:
@@ -182,7 +188,8 @@ class ReferenceOptimizer:
                 return name, f"prior: no rule fired on the evidence, so {name}", {}
         return "identity", "prior: no transformation applies; the reference unchanged", {}
 
-    def optimize(self, problem: Problem, profile: Profile | None) -> Candidate:
+    def optimize(self, problem: Problem, profile: Profile | None,
+                 eager_ms: float | None = None) -> Candidate:
         features = static_features(problem)
         name, reason, evidence = self.choose(problem, profile, features)
         source = (identity_source(problem) if name == "identity"

@@ -72,15 +72,16 @@ class Hindsight(Backend, Protocol):
         problem can reach."""
 
 
-OPTIMIZERS = ("reference", "llm:<model>")
-"""What ``optimizer`` may name: the deterministic reference optimizer, or an LLM optimizer by
-the model name its outcomes were recorded under (``llm:<model>``; live: the model on the
+OPTIMIZERS = ("reference", "reference-v1", "llm:<model>")
+"""What ``optimizer`` may name: a deterministic reference optimizer (``reference``, composed
+decisions; ``reference-v1``, the first, one transformation), or an LLM optimizer by the model
+name its outcomes were recorded under (``llm:<model>``; live: the model on the
 OpenAI-compatible endpoint of ``AUTOPROFILER_LLM_BASE_URL``)."""
 
 
 def llm_model(optimizer: str) -> str | None:
-    """The model of ``"llm:<model>"``; None for ``"reference"``; ValueError otherwise."""
-    if optimizer == "reference":
+    """The model of ``"llm:<model>"``; None for a reference optimizer; ValueError otherwise."""
+    if optimizer in ("reference", "reference-v1"):
         return None
     if optimizer.startswith("llm:") and len(optimizer) > 4:
         return optimizer[4:]

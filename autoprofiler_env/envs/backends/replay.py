@@ -13,13 +13,11 @@ from autoprofiler_env.dataset.replay import DEFAULT_DATASET, LLM_MISSING
 from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
 from autoprofiler_env.errors import DatasetError, NotRecordedError
-from autoprofiler_env.optimizers.reference import CHOICES, EVIDENCE_METRICS, ReferenceOptimizer
+from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
+from autoprofiler_env.optimizers.reference_v1 import CHOICES as V1_CHOICES
 from autoprofiler_env.profiler.catalogue import load_catalogue
 from autoprofiler_env.profiler.records import Profile
 from autoprofiler_env.scoring import log_score
-
-EVIDENCE = frozenset(EVIDENCE_METRICS)
-
 
 _SHARED_CACHES: dict[tuple, tuple] = {}
 """The replay's memos, per (dataset checksum, device, optimizer, tolerance): every backend of
@@ -34,13 +32,16 @@ class ReplayBackend:
     recorded gets.
 
     A candidate whose outcome was not recorded raises :class:`NotRecordedError` (the replay
-    never invents an outcome); every transformation that applies to a problem is recorded, so
-    with the reference optimizer this does not happen on a complete dataset.
+    never invents an outcome). A reference optimizer serves the problems for which its
+    candidates were recorded (every candidate it can reach from any section set,
+    :mod:`~autoprofiler_env.dataset.record.plan`), and warns when that is not all of them.
     """
 
     def __init__(self, dataset: str | Path | Dataset | None = None, device: str = "cuda",
-                 optimizer: str = "reference", llm_missing: str = "raise",
+                 optimizer: str = DEFAULT_OPTIMIZER, llm_missing: str = "raise",
                  tolerance: str | float | None = None) -> None:
+        import warnings
+
         from autoprofiler_env.harness.tolerance import resolve
 
         if tolerance is not None:
@@ -53,21 +54,34 @@ class ReplayBackend:
         self.llm_model = optimizer if llm_model(optimizer) is not None else None
         if llm_missing not in LLM_MISSING:
             raise ValueError(f"llm_missing must be one of {LLM_MISSING}, got {llm_missing!r}")
+        uris = self.dataset.uris()
         if self.llm_model is None:
-            bare = [u for u in self.dataset.uris() if not self.dataset.record(u).outcomes]
-            what = "candidate outcomes", "--parts candidates"
+            self.optimizer = reference_optimizer(optimizer, device=device, tolerance=tolerance)
+            served = [u for u in uris if self.dataset.outcomes(u, optimizer)]
+            if not served:
+                recorded = ", ".join(self.dataset.optimizers()) or "none"
+                raise DatasetError(
+                    f"the dataset holds no recorded candidates of the optimizer {optimizer!r} "
+                    f"(it has those of: {recorded}): record them with `autoprofiler record "
+                    "--parts candidates --plan FILE` and rebuild the dataset, or name one of "
+                    "those")
+            if len(served) < len(uris):
+                warnings.warn(f"the optimizer {optimizer!r} has recorded candidates for "
+                              f"{len(served)} of the dataset's {len(uris)} problems: the "
+                              "replay serves those (docs/optimizers.md)", stacklevel=3)
+            self._served = frozenset(served)
         else:
-            bare = [u for u in self.dataset.uris()
-                    if self.llm_model not in self.dataset.record(u).llm_outcomes]
-            what = f"outcomes of {optimizer}", "--parts llm"
-        if bare:
-            raise DatasetError(
-                f"{len(bare)} problems of the dataset have no recorded {what[0]} (e.g. "
-                f"{bare[0]}): the replay cannot reward them; record them with `autoprofiler "
-                f"record {what[1]}` and rebuild the dataset")
+            self.optimizer = None
+            bare = [u for u in uris if self.llm_model not in self.dataset.record(u).llm_outcomes]
+            if bare:
+                raise DatasetError(
+                    f"{len(bare)} problems of the dataset have no recorded outcomes of "
+                    f"{optimizer} (e.g. {bare[0]}): the replay cannot reward them; record them "
+                    "with `autoprofiler record --parts llm` and rebuild the dataset")
+            self._served = frozenset(uris)
         self.sections = self.dataset.sections
         self.metrics = key_metrics(self.sections)
-        self.optimizer = ReferenceOptimizer(device=device)
+        self._evidence = frozenset(self.optimizer.evidence_metrics) if self.optimizer else None
         key = (self.dataset.metadata.get("sha256"), device, optimizer, str(tolerance))
         shared = _SHARED_CACHES.get(key) if key[0] else None
         if shared is None:  # the replay is a pure function of these: backends share its memo
@@ -90,7 +104,7 @@ class ReplayBackend:
         self.__init__(**state)
 
     def problems(self, split: str | None) -> list[str]:
-        return self.dataset.uris(split)
+        return [u for u in self.dataset.uris(split) if u in self._served]
 
     def features(self, uri: str) -> np.ndarray:
         """The static feature vector (cached: do not modify it in place)."""
@@ -137,33 +151,49 @@ class ReplayBackend:
 
     def best_score(self, uri: str) -> float:
         """The highest score (:func:`~autoprofiler_env.scoring.log_score`) an episode of this
-        problem can reach: the best recorded outcome among the transformations the optimizer
-        can choose (:data:`~autoprofiler_env.optimizers.reference.CHOICES`), or eager's (0).
-        No profile can do better; an analysis API (the oracle's search stops there), not
-        charged to any episode."""
+        problem can reach: the best recorded outcome among the candidates the optimizer can
+        choose (reference-v1: :data:`~autoprofiler_env.optimizers.reference_v1.CHOICES`; the
+        reference optimizer: every one recorded, its plan's), or eager's (0). No profile can
+        do better; an analysis API (the oracle's search stops there), not charged to any
+        episode. For an LLM optimizer, the best of its recorded replies."""
         values = [0.0]
-        choices = CHOICES if self.llm_model is None else None
-        for name in self.dataset.record(uri).outcomes:
-            if choices is not None and name not in choices:
-                continue
-            try:
-                outcome = self.dataset.outcome(uri, name, self.tolerance)
-            except NotRecordedError:
-                continue
+        if self.llm_model is not None:
+            outcomes = [o for reps in self.dataset.record(uri).llm_outcomes.get(
+                self.llm_model, {}).values() for o in reps]
+        else:
+            choices = V1_CHOICES if self.optimizer_name == "reference-v1" else None
+            outcomes = []
+            for name in self.dataset.outcomes(uri, self.optimizer_name):
+                if choices is not None and name not in choices:
+                    continue
+                try:
+                    outcomes.append(self.dataset.outcome(uri, name, self.tolerance,
+                                                         optimizer=self.optimizer_name))
+                except NotRecordedError:
+                    continue
+        for outcome in outcomes:
+            if self.tolerance is not None and self.llm_model is not None:
+                try:
+                    outcome = outcome.judged(self.tolerance)
+                except NotRecordedError:
+                    continue
             values.append(log_score(outcome.correct, outcome.speedup))
         return max(values)
 
     def _compute_bearing(self, uri: str) -> frozenset[str]:
         """The sections whose evidence can bear on the optimizer's choice for this problem:
-        those that show any metric the rules read, or any ncu finding."""
+        those that show any metric its rules read, or a finding of a rule they read (any
+        finding, for an optimizer that reads them all)."""
         record = self.dataset.record(uri)
+        findings = self.optimizer.evidence_findings
         counts = {s: len(record.profiles[s].kernels) for s in self.sections}
         if len(set(counts.values())) > 1:  # what merging a set whole would raise
             raise DatasetError(f"{uri}: the sections' runs profiled different numbers of "
                                f"kernels ({counts}); re-record it")
         return frozenset(
             s for s in self.sections if any(
-                k.findings or not EVIDENCE.isdisjoint(k.metrics)
+                not self._evidence.isdisjoint(k.metrics) or any(
+                    findings is None or f.rule in findings for f in k.findings)
                 for k in record.profiles[s].kernels))
 
     def _signed_finish(self, uri: str, sections: frozenset[str]) -> EpisodeOutcome:
@@ -181,14 +211,15 @@ class ReplayBackend:
         sections = self.dataset.canonical(sections)
         record = self.dataset.record(uri)
         # the rules read a handful of metrics: merging only those gives the same choice
-        profile = self.dataset.profile(uri, sections, EVIDENCE) if sections else None
+        profile = self.dataset.profile(uri, sections, self._evidence) if sections else None
+        eager_ms = record.eager.get("median_ms")
         name, reason, _ = self.optimizer.choose(None, profile, record.features,
-                                                applicable=frozenset(record.outcomes))
+                                                applicable=frozenset(record.transformations),
+                                                eager_ms=eager_ms)
         if name == "identity":
-            eager_ms = record.eager.get("median_ms")
             return EpisodeOutcome(name, reason, True, 1.0, None, eager_ms, eager_ms)
-        return self._replayed(uri, name, reason,
-                              self.dataset.outcome(uri, name, self.tolerance))
+        return self._replayed(uri, name, reason, self.dataset.outcome(
+            uri, name, self.tolerance, optimizer=self.optimizer_name))
 
     def _replayed(self, uri: str, name: str, reason: str, outcome) -> EpisodeOutcome:
         """An episode's outcome from a recorded one (``Outcome``)."""
