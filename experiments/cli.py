@@ -8,7 +8,8 @@
                           [--tolerance kernelbench-v0.1] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
-    autoprofiler dataset build --recording DIR --out FILE | autoprofiler dataset info [FILE]
+    autoprofiler dataset build --recording DIR [--candidates NAME=FILE ...] --out FILE
+    autoprofiler dataset info [FILE]
 
 Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
 broken problem file, a harness failure), with a one-line reason on stderr.
@@ -169,14 +170,51 @@ def cmd_record(args: argparse.Namespace) -> int:
         llm = _llm_part(args) if "llm" in parts else None
     except ValueError as e:
         return _fail(str(e))
+    if args.plan and not Path(args.plan).is_file():
+        return _fail(f"--plan {args.plan}: no such file (make one with `python -m "
+                     "autoprofiler_env.dataset.record.plan --out FILE`)")
+    missing = [f for f in args.reuse if not Path(f).is_file()]
+    if missing:
+        return _fail(f"--reuse {missing[0]}: no such file")
     summary = record(Path(args.out), problems, parts, chunk=args.chunk,
                      time_budget_s=args.time_budget, device=args.device,
-                     warm_workers=args.warm_workers, llm=llm)
+                     warm_workers=args.warm_workers, llm=llm,
+                     plan=Path(args.plan) if args.plan else None,
+                     reuse=tuple(Path(f) for f in args.reuse))
     print(json.dumps(summary))
     if summary["stopped_by_time_budget"]:
         print("autoprofiler: the time budget ran out; run the same command again to go on",
               file=sys.stderr)
     return EXIT_OK
+
+
+def parse_candidates(values: list[str]) -> dict[str, Path]:
+    """``--candidates NAME=FILE`` values: an optimizer's name -> its ``candidates.jsonl``.
+
+    Raises:
+        ValueError: a value that is not ``NAME=FILE``, a name given twice, ``reference-v1``
+            (its candidates are the recording's own), or a file that does not exist; the
+            message names the value.
+    """
+    from autoprofiler_env.dataset.format import V1
+
+    extra: dict[str, Path] = {}
+    for value in values:
+        name, sep, file = value.partition("=")
+        name, file = name.strip(), file.strip()
+        if not sep or not name or not file:
+            raise ValueError(f"--candidates {value!r}: not NAME=FILE (an optimizer's name and "
+                             "its candidates.jsonl, e.g. "
+                             "reference=docs/data/recording_h200_v2/candidates.jsonl)")
+        if name == V1:
+            raise ValueError(f"--candidates {value!r}: {V1}'s candidates are the recording's "
+                             "own candidates.jsonl (--recording)")
+        if name in extra:
+            raise ValueError(f"--candidates {value!r}: the optimizer {name!r} is given twice")
+        if not Path(file).is_file():
+            raise ValueError(f"--candidates {value!r}: no such file {file}")
+        extra[name] = Path(file)
+    return extra
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:
@@ -189,14 +227,21 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     if args.action == "build":
         if args.tolerances and not Path(args.tolerances).is_file():
             return _fail(f"--tolerances {args.tolerances}: no such file")
+        try:
+            extra = parse_candidates(args.candidates)
+        except ValueError as e:
+            return _fail(str(e))
         content = build_from_recording(Path(args.recording),
                                        more_runs=tuple(Path(r) for r in args.runs),
                                        complete=args.complete,
                                        tolerances=Path(args.tolerances) if args.tolerances
-                                       else None)
+                                       else None, extra=extra)
         checksum = content.save(Path(args.out))
         print(f"{len(content.problems)} problems, {len(content.sections)} sections: {args.out} "
               f"(sha256 {checksum})")
+        pairs = Dataset(content).info()["outcomes"]
+        print("outcomes: " + (", ".join(f"{n} pairs of {m}" for m, n in pairs.items())
+                              or "none"))
         reasons = Counter(content.metadata["left_out"].values())
         if reasons:
             print("left out: " + "; ".join(f"{n} with {why}" for why, n in reasons.items()))
@@ -213,7 +258,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
     budgets = [float(b) for b in args.budgets.split(",")]
     summary, episodes = benchmark(args.dataset, budgets, seeds=args.seeds, split=args.split,
-                                  policies=args.policy)
+                                  policies=args.policy, optimizer=args.optimizer)
     out = Path(args.out)
     write_csv(summary, out / "benchmark.csv", COLUMNS)
     write_csv(episodes, out / "episodes.csv")
@@ -288,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fractions of the full set's cost (default: 0.1,0.25,0.5,1.0)")
     p.add_argument("--seeds", type=int, default=3, help="seeds for stochastic agents")
     p.add_argument("--split", default="test", choices=("train", "val", "test"))
+    p.add_argument("--optimizer", help="the optimizer the replay reruns: reference, "
+                   "reference-v1 (the default until the re-recording is complete) or "
+                   "llm:<model>")
     p.add_argument("--policy", action="append", default=[], metavar="SPEC",
                    help="add a policy beside the baselines (repeatable): sb3:FILE or "
                    "sb3:ALGO:FILE (a saved stable-baselines3 model), or a baseline's name")
@@ -312,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes compiling candidates in parallel before timing")
     p.add_argument("--split", choices=("train", "val", "test"))
     p.add_argument("--level", type=int, choices=(1, 2, 3))
+    p.add_argument("--plan", metavar="FILE",
+                   help="a recording plan: the candidates part records its candidates (composed "
+                        "names), in its order (python -m autoprofiler_env.dataset.record.plan)")
+    p.add_argument("--reuse", action="append", default=[], metavar="FILE",
+                   help="candidate rows to copy where the judge and the source are the same "
+                        "(repeatable)")
     g = p.add_argument_group("the llm part (--parts llm): an LLM optimizer's outcomes")
     g.add_argument("--llm-base-url", help="an OpenAI-compatible API's base URL (default: "
                    "$AUTOPROFILER_LLM_BASE_URL)")
@@ -334,8 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--recording", required=True)
     q.add_argument("--out", required=True)
     q.add_argument("--complete", action="store_true",
-                   help="keep only the problems with every candidate's outcome (what the "
-                        "replay environment needs)")
+                   help="keep only the problems with every candidate's outcome of "
+                        "reference-v1 (what the replay environment needs)")
+    q.add_argument("--candidates", action="append", default=[], metavar="NAME=FILE",
+                   help="another optimizer's candidates.jsonl, e.g. "
+                        "reference=docs/data/recording_h200_v2/candidates.jsonl (the "
+                        "recording's own are reference-v1's); repeatable")
     q.add_argument("--tolerances", metavar="FILE",
                    help="rows of the same candidates judged again by judge 2 "
                    "(experiments/studies/rejudge.py): their tolerance_needed, where the verdicts agree")

@@ -107,3 +107,15 @@ def test_dataset_info_describes_the_shipped_dataset():
     info = json.loads(out.stdout)
     assert info["metadata"]["gpu"] == "NVIDIA H200" and info["complete"]
     assert info["problems"] >= 32 and len(info["metadata"]["sha256"]) == 64
+
+
+@pytest.mark.parametrize("flag, message", [("--plan", "make one with"),
+                                           ("--reuse", "no such file")])
+def test_record_with_a_missing_plan_or_reuse_file_exits_2_with_one_line(tmp_path, flag,
+                                                                        message):
+    out = run("record", "--out", str(tmp_path / "rec"), "--parts", "candidates", flag,
+              str(tmp_path / "missing.json"), "relu_16384x16384")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and message in lines[0]
+    assert not (tmp_path / "rec").exists()  # nothing started

@@ -236,21 +236,30 @@ def test_a_recording_builds_a_dataset_with_outcomes_and_set_costs(tmp_path):
     content = build_from_recording(_recording(tmp_path))
     ds = Dataset(content)
     relu = "problem://autoprofiler/v1/level1/relu_16384x16384"
-    assert ds.outcome(relu, "compile").speedup == 1.02
+    assert ds.outcome(relu, "compile", optimizer="reference-v1").speedup == 1.02
     assert ds.record(relu).set_costs["basic"].passes == 10
-    assert ds.info()["complete"] and ds.info()["outcomes"] == 1
+    assert ds.info()["complete"] and ds.info()["outcomes"] == {"reference-v1": 1}
 
 
 def test_dataset_commands(tmp_path):
     recording = _recording(tmp_path)
     out = tmp_path / "ds.json.gz"
+    composed = tmp_path / "v2" / "candidates.jsonl"  # another optimizer's recording
+    composed.parent.mkdir()
+    composed.write_text(json.dumps({
+        "uri": "problem://autoprofiler/v1/level1/relu_16384x16384",
+        "transformation": "compile+cuda_graph", "correct": True, "candidate_ms": 0.4,
+        "speedup": 1.3, "judge": 3}) + "\n")
     cli = [sys.executable, "-m", "experiments.cli", "dataset"]
-    built = subprocess.run(cli + ["build", "--recording", str(recording), "--out", str(out)],
+    built = subprocess.run(cli + ["build", "--recording", str(recording), "--out", str(out),
+                                  "--candidates", f"reference={composed}"],
                            capture_output=True, text=True, cwd=ROOT)
     assert built.returncode == 0, built.stderr
     assert "12 problems, 15 sections" in built.stdout
+    assert "outcomes: 1 pairs of reference, 1 pairs of reference-v1" in built.stdout
     info = subprocess.run(cli + ["info", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert info.returncode == 0 and json.loads(info.stdout)["problems"] == 12
+    assert json.loads(info.stdout)["outcomes"] == {"reference": 1, "reference-v1": 1}
     missing = subprocess.run(cli + ["info", str(tmp_path / "nope.json.gz")],
                              capture_output=True, text=True, cwd=ROOT)
     assert missing.returncode == 2 and "no dataset file" in missing.stderr
@@ -350,3 +359,40 @@ def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path):
         elapsed = time.monotonic() - started
         assert 19 < elapsed < 60  # not the 300 s of the sleeps
         assert not any(e.judging for e in warmer._all)
+
+
+def test_a_plan_names_the_candidates_and_a_same_source_row_is_reused(tmp_path):
+    """With a plan the candidates part records its (composed) candidates, in its order; a row
+    of the same judge and source is copied, one of another source is not."""
+    import hashlib
+
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.harness.records import JUDGE_VERSION
+    from autoprofiler_env.optimizers.compose import compose
+
+    problem = load_problem("linear_gelu_layernorm_4096x4096")
+    features = static_features(problem)
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    source = compose(problem, features, "compile")
+    old = {"uri": problem.uri, "transformation": "compile", "correct": True, "speedup": 1.5,
+           "judge": JUDGE_VERSION,
+           "source_sha256": hashlib.sha256(source.encode()).hexdigest()}
+    stale = {**old, "transformation": "compile+autocast_bf16", "source_sha256": "0" * 64}
+    out = tmp_path / "candidates.jsonl"
+    plan = {problem.uri: ["compile", "compile+autocast_bf16"]}
+    rows = record_candidates([problem], out, config, warm_workers=1, timeout_s=300,
+                             plan=plan, reuse=[old, stale])
+    assert [r["transformation"] for r in rows] == ["compile", "compile+autocast_bf16"]
+    assert rows[0] == {**old, "reused": True}
+    measured = rows[1]
+    assert "reused" not in measured and measured["judge"] == JUDGE_VERSION
+    # judged, not crashed: bf16 at the smoke size may miss 1e-2 (a mismatch is a verdict)
+    assert measured["correct"] or measured["error_kind"] == "mismatch", measured
+    assert measured["tolerance_needed"] is not None
+    assert measured["source_sha256"] == hashlib.sha256(
+        compose(problem, features, "compile+autocast_bf16").encode()).hexdigest()
+    # a problem the plan does not name is not recorded
+    other = load_problem("relu_16384x16384")
+    assert record_candidates([other, problem], out, config, warm_workers=1,
+                             plan=plan) == rows

@@ -2,7 +2,9 @@
 # On a GPU machine, inside one time-limited command: go on with the recording of the shipped
 # dataset, then pack the recording for the trip back (the device tool returns at most 8 files).
 #   OUT=results RECORDING=docs/data/recording_h200 BUDGET=520 PARTS=reference,full,candidates \
-#     WARM=6 bash experiments/device/record_h200.sh
+#     WARM=6 [PLAN=FILE] [REUSE=FILE] bash experiments/device/record_h200.sh
+# PLAN: a recording plan (the candidates part records its composed candidates, in its order);
+# REUSE: candidate rows to copy where the judge and the source are the same.
 # Resumable: run it again (with the recording brought back and committed) to continue.
 set -u -o pipefail
 FINAL=${OUT:-results}
@@ -12,7 +14,8 @@ mkdir -p "$FINAL" "$RECORDING"
 # killed (SIGTERM: ncu is stopped, finished work is kept) 40 s past the budget, so that the
 # packing below always runs
 timeout -s TERM $(( ${BUDGET:-520} + 40 )) python3 -m experiments.cli record --out "$RECORDING" --parts "${PARTS:-reference,full,candidates}" \
-  --time-budget "${BUDGET:-520}" --warm-workers "${WARM:-6}" 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
+  --time-budget "${BUDGET:-520}" --warm-workers "${WARM:-6}" ${PLAN:+--plan "$PLAN"} \
+  ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
   | tail -40 | tee "$FINAL/record.log"
 tar czf "$FINAL/recording.tgz" --exclude=_work "$RECORDING"
 ls -la "$FINAL"

@@ -14,7 +14,8 @@ Layout of a recording folder::
     reference.jsonl                  one line per problem (eager time, spread, peak memory)
     sets/<set>/<run>/                saved ncu runs of ncu's full (and basic, detailed) set
     profiles/<section>/<run>/        saved ncu runs of one action section alone
-    candidates.jsonl                 one line per (problem, transformation)
+    candidates.jsonl                 one line per (problem, candidate): a transformation, or
+                                     with a plan (``--plan``) a composed name
     timings.jsonl                    one line per part per call: its wall time (device time)
     llm.jsonl                        one line per (problem, section set, repeat) of an LLM
                                      optimizer (``record_llm``; its endpoint needs no GPU, the
@@ -81,11 +82,24 @@ sample of problems will do."""
 
 def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int = 12,
            time_budget_s: float | None = None, device: str = "cuda",
-           warm_workers: int = 6, llm: LLMPart | None = None) -> dict:
+           warm_workers: int = 6, llm: LLMPart | None = None,
+           plan: Path | None = None, reuse: tuple[Path, ...] = ()) -> dict:
     """Records the parts asked for, resuming what ``out`` already holds. Returns a summary:
-    what each part holds now and whether the time budget cut it short."""
+    what each part holds now and whether the time budget cut it short.
+
+    ``plan``: a recording plan (:mod:`.plan`): the candidates part records its candidates, in
+    its order, for the problems it names; ``reuse``: candidate rows of other recordings that
+    it copies where judge and source are the same (:func:`record_candidates`)."""
     deadline = time.monotonic() + time_budget_s if time_budget_s else None
     out = Path(out)
+    planned = None
+    if plan is not None:
+        from autoprofiler_env.dataset.record.plan import load_plan
+
+        planned = {p.uri: [c.name for c in p.candidates] for p in load_plan(plan)}
+        rank = {uri: i for i, uri in enumerate(planned)}
+        problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
+    reused = [row for path in reuse for row in read_jsonl(Path(path))]
     out.mkdir(parents=True, exist_ok=True)
     unknown = set(parts) - set(PARTS)
     if unknown:
@@ -95,7 +109,7 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
                          "profiles it is shown, and the section sets")
     with terminate_becomes_exit():
         summary = {part: _record_part(part, out, problems, chunk, deadline, device,
-                                      warm_workers, llm)
+                                      warm_workers, llm, planned, reused)
                    for part in PARTS if part in parts}  # in this order, whatever was asked
     if "llm" in summary and llm.uris is not None:
         missing = sum(p.uri not in llm.uris for p in problems)
@@ -107,7 +121,7 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
 
 def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                  deadline: float | None, device: str, warm_workers: int,
-                 llm: LLMPart | None):
+                 llm: LLMPart | None, plan: dict | None = None, reuse: list[dict] = ()):
     """Records one part; logs its wall time to ``timings.jsonl`` even when it is stopped (an
     exception, SIGTERM), so that the device time it took is not lost to the recording cost."""
     catalogue = load_catalogue()
@@ -120,7 +134,8 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
         elif part == "candidates":
             holds = len(record_candidates(problems, out / "candidates.jsonl",
                                           HarnessConfig(device=device),
-                                          warm_workers=warm_workers, deadline=deadline))
+                                          warm_workers=warm_workers, deadline=deadline,
+                                          plan=plan, reuse=reuse))
         elif part == "llm":
             shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
             holds = len(record_llm(shown, llm.dataset, llm.optimizer, list(llm.section_sets),

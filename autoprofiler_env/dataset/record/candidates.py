@@ -87,8 +87,14 @@ class CandidateWarmer:
 
 def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                       warm_workers: int = 6, timeout_s: float = 600.0,
-                      deadline: float | None = None) -> list[dict]:
-    """Judges and times every applicable transformation of every problem not yet in ``out``.
+                      deadline: float | None = None,
+                      plan: dict[str, list[str]] | None = None,
+                      reuse: list[dict] = ()) -> list[dict]:
+    """Judges and times the candidates of every problem not yet in ``out``: with ``plan``
+    (URI -> candidate names, composed or not; :mod:`.plan`) those, in that order; without,
+    every applicable transformation. A row of ``reuse`` (another recording's, or a re-judge's)
+    is copied instead of measuring again where its judge is this one and its source's sha256
+    is the candidate's (marked ``reused: true``).
 
     In batches of ``4 * warm_workers`` candidates: each batch is first compiled in
     ``warm_workers`` processes at once (filling Inductor's on-disk cache), then judged and
@@ -97,14 +103,31 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     """
     from autoprofiler_env.features import static_features
     from autoprofiler_env.optimizers import applicable
+    from autoprofiler_env.optimizers.compose import compose
 
     done = {(r["uri"], r["transformation"]) for r in read_jsonl(out)}
-    todo = []
+    reusable = {(r["uri"], r["transformation"], r.get("source_sha256")): r for r in reuse
+                if r.get("judge") == JUDGE_VERSION}
+    todo, copied = [], []
     for problem in problems:
+        if plan is not None and problem.uri not in plan:
+            continue
         features = static_features(problem)
-        for t in applicable(problem, features, config.device):
-            if (problem.uri, t.name) not in done:
-                todo.append((problem, t.name, t.rewrite(problem, features)))
+        names = (plan[problem.uri] if plan is not None else
+                 [t.name for t in applicable(problem, features, config.device)])
+        for name in names:
+            if (problem.uri, name) in done:
+                continue
+            source = compose(problem, features, name)
+            row = reusable.get((problem.uri, name, _sha256(source)))
+            if row is not None:
+                copied.append({**row, "reused": True})
+            else:
+                todo.append((problem, name, source))
+    if copied:
+        with JsonlAppender(out) as log:
+            for row in copied:
+                log.write(row)
     if not todo:
         return read_jsonl(out)
     info = machine_info(config.device)
@@ -124,6 +147,10 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     return read_jsonl(out)
 
 
+def _sha256(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
 def outcome_row(problem: Problem, name: str, result, info: dict, source: str) -> dict:
     """One line of ``candidates.jsonl``: a candidate's judgement and timing, with the judge's
     version, the source's sha256 and the smallest tolerance it passes at (so that a stricter
@@ -137,5 +164,5 @@ def outcome_row(problem: Problem, name: str, result, info: dict, source: str) ->
             "speedup": result.speedup, "max_abs_error": result.max_abs_error,
             "tolerance_needed": result.tolerance_needed,
             "timing_unexplained": result.timing_unexplained, "rechecked": result.rechecked,
-            "judge": JUDGE_VERSION, "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+            "judge": JUDGE_VERSION, "source_sha256": _sha256(source),
             "wall_s": result.wall_s, **info}

@@ -1,0 +1,166 @@
+"""The recording plan: every candidate the reference optimizer can write for a problem, from
+the recorded evidence of any set of sections, and in which order to record them.
+
+The optimizer is a pure function of the evidence, so the candidates an episode can reach are
+found on a CPU by running it on the merged profile of every subset of the sections that bear
+on its rules (a section that bears on none adds only the kernel list and durations, which
+every section's run reports alike; one such section stands for all of them). Each candidate
+keeps the cheapest set that reaches it and that set's share of the full set's cost, so a
+recording that stops early has measured what the tighter budgets reach.
+
+Problems come in an order where every prefix is balanced across the splits and the levels
+(their positions spread evenly: a prefix of 24 holds about 6 test, 3 validation and 15
+training problems, and each split's levels in proportion), so each stop of a resumable
+recording leaves a usable, balanced subset.
+
+    python -m autoprofiler_env.dataset.record.plan --out docs/data/recording_h200_v2/plan.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.errors import DatasetError
+
+
+@dataclass(frozen=True)
+class PlannedCandidate:
+    name: str                    # a (composed) candidate name, never "identity"
+    sections: tuple[str, ...]    # the cheapest section set that reaches it
+    cost_share: float            # that set's cost over the full set's (the episode budget)
+
+
+@dataclass(frozen=True)
+class PlannedProblem:
+    uri: str
+    split: str | None
+    candidates: tuple[PlannedCandidate, ...]
+
+
+def bearing_sections(dataset, uri: str, optimizer) -> tuple[str, ...]:
+    """The sections whose recorded evidence the optimizer's rules read on this problem: a
+    metric of ``optimizer.evidence_metrics`` or a finding of ``optimizer.evidence_findings``
+    (None: any finding)."""
+    record = dataset.record(uri)
+    metrics, findings = frozenset(optimizer.evidence_metrics), optimizer.evidence_findings
+    return tuple(s for s in dataset.sections if any(
+        not metrics.isdisjoint(k.metrics) or any(
+            findings is None or f.rule in findings for f in k.findings)
+        for k in record.profiles[s].kernels))
+
+
+def reachable(dataset, uri: str, optimizer, applicable) -> dict[str, PlannedCandidate]:
+    """Every candidate the optimizer writes for ``uri`` from some set of sections, with the
+    cheapest set reaching it (identity, which needs no recording, left out)."""
+    record = dataset.record(uri)
+    bearing = bearing_sections(dataset, uri, optimizer)
+    others = [s for s in dataset.sections if s not in bearing]
+    seconds = {s: record.profiles[s].cost.replay_s for s in dataset.sections}
+    full = sum(seconds.values()) or 1.0
+    eager_ms = record.eager.get("median_ms")
+    keep = frozenset(optimizer.evidence_metrics)
+    found: dict[str, PlannedCandidate] = {}
+    cheapest_other = min(others, key=seconds.__getitem__) if others else None
+    subsets = [()] + [c for k in range(1, len(bearing) + 1)
+                      for c in itertools.combinations(bearing, k)]
+    if cheapest_other is not None:
+        subsets.append((cheapest_other,))
+    for subset in subsets:
+        profile = dataset.profile(uri, subset, keep) if subset else None
+        name, _, _ = optimizer.choose(None, profile, record.features, applicable=applicable,
+                                      eager_ms=eager_ms)
+        if name == "identity":
+            continue
+        share = sum(seconds[s] for s in subset) / full
+        if name not in found or share < found[name].cost_share:
+            found[name] = PlannedCandidate(name, tuple(subset), round(share, 4))
+    return found
+
+
+def balanced_order(groups: dict[str, tuple]) -> list[str]:
+    """URIs in an order where each prefix holds every group in proportion: ``groups`` maps a
+    URI to its (split, level); each problem's position within its group, spread over the
+    group's size, orders them (ties: test, then validation, then training)."""
+    by_group: dict[tuple, list[str]] = {}
+    for uri in sorted(groups):
+        by_group.setdefault(groups[uri], []).append(uri)
+    rank = {}
+    for members in by_group.values():
+        for i, uri in enumerate(members):
+            rank[uri] = (i + 0.5) / len(members)
+    order = {"test": 0, "val": 1, "train": 2}
+    return sorted(groups, key=lambda u: (rank[u], order.get(groups[u][0], 3), str(groups[u][1]),
+                                         u))
+
+
+def make_plan(dataset, optimizer) -> list[PlannedProblem]:
+    """The plan for every problem of ``dataset``, in recording order; each problem's candidates
+    cheapest first."""
+    groups = {u: (dataset.record(u).split, dataset.record(u).level) for u in dataset.uris()}
+    plan = []
+    for uri in balanced_order(groups):
+        record = dataset.record(uri)
+        if not record.transformations:
+            raise DatasetError(f"{uri}: the dataset does not list the transformations that apply "
+                               "(schema 3's `transformations`); rebuild it")
+        found = reachable(dataset, uri, optimizer, frozenset(record.transformations))
+        plan.append(PlannedProblem(uri, record.split, tuple(
+            sorted(found.values(), key=lambda c: (c.cost_share, c.name)))))
+    return plan
+
+
+def save_plan(plan: list[PlannedProblem], path: Path, meta: dict) -> None:
+    doc = {**meta, "problems": [{**asdict(p), "candidates": [asdict(c) for c in p.candidates]}
+                                for p in plan]}
+    write_atomic(Path(path), (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def load_plan(path: Path) -> list[PlannedProblem]:
+    """Reads a plan file.
+
+    Raises:
+        DatasetError: missing, not JSON, or without its fields; the message names the file.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+        return [PlannedProblem(p["uri"], p.get("split"), tuple(
+            PlannedCandidate(c["name"], tuple(c["sections"]), float(c["cost_share"]))
+            for c in p["candidates"])) for p in doc["problems"]]
+    except FileNotFoundError:
+        raise DatasetError(f"no plan file at {path}: make one with `python -m "
+                           "autoprofiler_env.dataset.record.plan --out FILE`") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise DatasetError(f"{path} is not a recording plan ({type(e).__name__}: {e}); make "
+                           "it again with `python -m autoprofiler_env.dataset.record.plan`") \
+            from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+    from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default=str(DEFAULT_DATASET),
+                        help="the dataset whose evidence the optimizer reads")
+    parser.add_argument("--out", required=True, help="the plan file (JSON)")
+    args = parser.parse_args(argv)
+    dataset = Dataset.load(args.dataset)
+    optimizer = ReferenceOptimizer()
+    plan = make_plan(dataset, optimizer)
+    n = sum(len(p.candidates) for p in plan)
+    save_plan(plan, Path(args.out), {"optimizer": optimizer.name,
+                                     "dataset_sha256": dataset.metadata.get("sha256"),
+                                     "problems_n": len(plan), "candidates_n": n})
+    print(f"{len(plan)} problems, {n} candidates -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
