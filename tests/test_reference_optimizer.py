@@ -315,8 +315,8 @@ def test_c5_cpistall_findings_on_memory_class_kernels(gemm):
                 sections=("WarpStateStats",))
     assert fired(p, gemm) == {"C5"} and choice(p, gemm) == "compile"
     assert fired(profile(k(GEMM, findings=stall)), gemm) == set()  # on a GEMM kernel
-    # compile expects to save under 10% of the time: not worth its overheads; the evidence
-    # has decided (leave it alone), so the prior does not step in
+    # compile expects to save under 10% of the time: not worth its overheads; the prior
+    # decides (for a GEMM program, the code as it is), and the reason says why
     small = [opt_finding("WarpStateStats", "CPIStall", 2.0)]
     low = profile(k(GEMM, 500), k(ELEMENTWISE, 500, findings=small))
     [leave] = proposals(low, gemm, 1.0)

@@ -68,8 +68,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     composition's name included: ``"compile+cuda_graph"``). ``complete`` does not look at
     them: a problem without an optimizer's rows has no outcomes of that optimizer. Of a
     candidate recorded twice (for any optimizer), the later row wins. ``plans``: per optimizer
-    its recording plan (:mod:`.record.plan`); a problem gets that optimizer's outcomes only
-    once every planned candidate is recorded (``metadata["optimizers"][name]["incomplete"]``
+    its recording plan (:mod:`.record.plan`); a problem gets that optimizer's outcomes (its
+    planned candidates' only) once every planned candidate is recorded (``metadata["optimizers"][name]["incomplete"]``
     lists what the others lack), so a replay never meets an unrecorded candidate.
     """
     if V1 in (optimizer_rows or {}):
@@ -128,8 +128,11 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
         missing = {p.uri: [c.name for c in p.candidates if (p.uri, c.name) not in have]
                    for p in plan}
         incomplete[name] = {u: m for u, m in missing.items() if m}
+        planned = {(p.uri, c.name) for p in plan for c in p.candidates}
+        # a row the plan no longer lists (an older plan's) is not the optimizer's outcome
         optimizer_rows[name] = [r for r in rows if r["uri"] in missing
-                                and not missing[r["uri"]]]
+                                and not missing[r["uri"]]
+                                and (r["uri"], r["transformation"]) in planned]
     by_optimizer = {V1: v1, **{name: _outcomes(rows)
                                for name, rows in sorted(optimizer_rows.items())}}
     outcomes: dict[str, dict[str, dict[str, Outcome]]] = {}  # uri -> optimizer -> candidate

@@ -232,6 +232,11 @@ class ProfilingEnv(gym.Env):
                 more = (f" ({len(missing)} of the {len(problems)} given are unknown)"
                         if len(missing) > 1 else "")
                 if backend == "replay":
+                    if missing[0] in self.backend.dataset.uris():
+                        raise NotRecordedError(
+                            f"problems: the candidates of the optimizer {optimizer!r} are not "
+                            f"recorded for {missing[0]!r}{more}; it is served on "
+                            f"{_some(known)} (docs/optimizers.md)")
                     raise NotRecordedError(f"problems: the dataset holds no problem "
                                            f"{missing[0]!r}{more}; it holds {_some(known)}")
                 raise ProblemNotFoundError(missing[0], f"not a problem URI of the live "

@@ -40,9 +40,12 @@ How the rules combine, like a person weighing them:
   first). C0, the verdict that the kernels already run at the DRAM roofline, overrides the
   other code generation rules except C2: bytes moved beyond the ideal can be removed even at
   the roofline.
-- P5 or P6 choose FP16 over TF32; where FP16 does not apply, TF32 (if P1-P4 fired).
+- The precision rules (P1-P6) read only programs whose GEMM / convolution kernels hold at
+  least 20% of the GPU time. P5 or P6 choose FP16 over TF32; where FP16 does not apply, TF32
+  (if P1-P4 fired).
 - compile (C1, C2, C5) is proposed only where it expects to save at least 10% of the time
-  (below that, the evidence has decided: the code is left alone, not given the prior):
+  (below that, the prior decides, and the reason says so; ncu's estimates move with the
+  sections collected together, so a smaller one does not overrule the prior):
   it regenerates only the memory-class kernels (its expected gain is bounded by their share),
   and a compiled program brings overheads of its own (guards, its own dispatch of the GEMMs);
   on the 40 problems where GEMMs or convolutions hold at least half of the time the first
@@ -368,11 +371,13 @@ def proposals(profile: Profile, features: StaticFeatures, eager_ms: float | None
     # time it is not worth it
     small = [p for p in codegen if p.transformation == "compile" and p.gain < MIN_COMPILE_GAIN]
     codegen = [p for p in codegen if p not in small]
-    if small and not codegen:  # the evidence bears on the decision: it says "not worth it"
+    if small and not codegen:  # too small to act on: the prior decides, and says why
         top = max(small, key=lambda p: p.gain)
-        codegen = [Proposal("codegen", "", top.gain, top.rule,
+        prior = _prior(features, eager_ms)
+        codegen = [Proposal("codegen", prior, top.gain, top.rule,
                             f"{top.reason}; compile would save {top.gain:.0%} of the time, "
-                            f"below {MIN_COMPILE_GAIN:.0%}: left alone", top.evidence)]
+                            f"below {MIN_COMPILE_GAIN:.0%}: the prior decides "
+                            f"({prior or 'the code as it is'})", top.evidence)]
     if at_roof:  # the kernels are at the roofline: only bytes beyond the ideal can go (C2)
         bytes_rule = [p for p in codegen if p.rule == "C2"]
         codegen = bytes_rule or [p for p in codegen if p.rule == "C0"]
@@ -409,8 +414,8 @@ def reduced_precision_allowed(tolerance) -> bool:
 
 
 class ReferenceOptimizer:
-    """The deterministic, profile-guided optimizer (the environment's default): one decision
-    per kind, composed.
+    """The deterministic, profile-guided optimizer: one decision per kind, composed (the
+    environment's default once its candidates are recorded for every problem).
 
     >>> ReferenceOptimizer().optimize(problem, profile, eager_ms=1.2).producer
     'compile+tf32'

@@ -2,10 +2,11 @@
 the recorded evidence of any set of sections, and in which order to record them.
 
 The optimizer is a pure function of the evidence, so the candidates an episode can reach are
-found on a CPU by running it on the merged profile of every subset of the sections that bear
-on its rules (a section that bears on none adds only the kernel list and durations, which
+found on a CPU by running it (under each tolerance regime that changes its rules) on the
+merged profile of every subset of the sections that bear on its rules (a section that bears on none adds only the kernel list and durations, which
 every section's run reports alike; one such section stands for all of them). Each candidate
-keeps the cheapest set that reaches it and that set's share of the full set's cost, so a
+keeps the cheapest set that reaches it and that set's share of ncu's full set's cost (the
+environment's budget), so a
 recording that stops early has measured what the tighter budgets reach.
 
 Problems come in an order where every prefix is balanced across the splits and the levels
@@ -54,16 +55,31 @@ def bearing_sections(dataset, uri: str, optimizer) -> tuple[str, ...]:
         for k in record.profiles[s].kernels))
 
 
-def reachable(dataset, uri: str, optimizer, applicable) -> dict[str, PlannedCandidate]:
-    """Every candidate the optimizer writes for ``uri`` from some set of sections, with the
-    cheapest set reaching it (identity, which needs no recording, left out)."""
+def reachable(dataset, uri: str, optimizers, applicable) -> dict[str, PlannedCandidate]:
+    """Every candidate that one of ``optimizers`` (the same rules under each tolerance regime
+    that changes them) writes for ``uri`` from some set of sections, with the cheapest set
+    reaching it (identity, which needs no recording, left out). ``cost_share`` is that set's
+    cost over ncu's full set's, as the environment's budget counts it.
+
+    Raises:
+        DatasetError: the sections' runs show different kernels or durations: then the first
+            section of a set matters, and one non-bearing section cannot stand for the rest.
+    """
+    optimizers = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
     record = dataset.record(uri)
-    bearing = bearing_sections(dataset, uri, optimizer)
+    shapes = {tuple((k.name, k.duration_ns) for k in record.profiles[s].kernels)
+              for s in dataset.sections}
+    if len(shapes) > 1:
+        raise DatasetError(f"{uri}: the sections' runs differ in their kernels or durations; "
+                           "the plan assumes one run cut into sections (docs/dataset.md)")
+    bearing = tuple(dict.fromkeys(s for opt in optimizers
+                                  for s in bearing_sections(dataset, uri, opt)))
     others = [s for s in dataset.sections if s not in bearing]
     seconds = {s: record.profiles[s].cost.replay_s for s in dataset.sections}
-    full = sum(seconds.values()) or 1.0
+    full_set = record.set_costs.get("full")
+    full = (full_set.replay_s if full_set is not None else sum(seconds.values())) or 1.0
     eager_ms = record.eager.get("median_ms")
-    keep = frozenset(optimizer.evidence_metrics)
+    keep = frozenset(m for opt in optimizers for m in opt.evidence_metrics)
     found: dict[str, PlannedCandidate] = {}
     cheapest_other = min(others, key=seconds.__getitem__) if others else None
     subsets = [()] + [c for k in range(1, len(bearing) + 1)
@@ -72,14 +88,22 @@ def reachable(dataset, uri: str, optimizer, applicable) -> dict[str, PlannedCand
         subsets.append((cheapest_other,))
     for subset in subsets:
         profile = dataset.profile(uri, subset, keep) if subset else None
-        name, _, _ = optimizer.choose(None, profile, record.features, applicable=applicable,
-                                      eager_ms=eager_ms)
-        if name == "identity":
-            continue
         share = sum(seconds[s] for s in subset) / full
-        if name not in found or share < found[name].cost_share:
-            found[name] = PlannedCandidate(name, tuple(subset), round(share, 4))
+        for optimizer in optimizers:
+            name, _, _ = optimizer.choose(None, profile, record.features,
+                                          applicable=applicable, eager_ms=eager_ms)
+            if name != "identity" and (name not in found or share < found[name].cost_share):
+                found[name] = PlannedCandidate(name, tuple(subset), round(share, 4))
     return found
+
+
+def planning_optimizers():
+    """The reference optimizer under each tolerance regime that changes its rules: one that
+    admits TF32 / FP16 (KernelBench v0.1's 1e-2, the recording's) and one that does not
+    (KernelBench's current fp32 1e-4)."""
+    from autoprofiler_env.optimizers.reference import ReferenceOptimizer
+
+    return [ReferenceOptimizer(), ReferenceOptimizer(tolerance="kernelbench")]
 
 
 def balanced_order(groups: dict[str, tuple]) -> list[str]:
@@ -98,7 +122,7 @@ def balanced_order(groups: dict[str, tuple]) -> list[str]:
                                          u))
 
 
-def make_plan(dataset, optimizer) -> list[PlannedProblem]:
+def make_plan(dataset, optimizers) -> list[PlannedProblem]:
     """The plan for every problem of ``dataset``, in recording order; each problem's candidates
     cheapest first."""
     groups = {u: (dataset.record(u).split, dataset.record(u).level) for u in dataset.uris()}
@@ -108,7 +132,7 @@ def make_plan(dataset, optimizer) -> list[PlannedProblem]:
         if not record.transformations:
             raise DatasetError(f"{uri}: the dataset does not list the transformations that apply "
                                "(schema 3's `transformations`); rebuild it")
-        found = reachable(dataset, uri, optimizer, frozenset(record.transformations))
+        found = reachable(dataset, uri, optimizers, frozenset(record.transformations))
         plan.append(PlannedProblem(uri, record.split, tuple(
             sorted(found.values(), key=lambda c: (c.cost_share, c.name)))))
     return plan
@@ -152,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the plan file (JSON)")
     args = parser.parse_args(argv)
     dataset = Dataset.load(args.dataset)
-    optimizer = ReferenceOptimizer()
-    plan = make_plan(dataset, optimizer)
+    plan = make_plan(dataset, planning_optimizers())
     n = sum(len(p.candidates) for p in plan)
-    save_plan(plan, Path(args.out), {"optimizer": optimizer.name,
+    save_plan(plan, Path(args.out), {"optimizer": ReferenceOptimizer.name,
+                                     "tolerances": ["kernelbench-v0.1", "kernelbench"],
                                      "dataset_sha256": dataset.metadata.get("sha256"),
                                      "problems_n": len(plan), "candidates_n": n})
     print(f"{len(plan)} problems, {n} candidates -> {args.out}")

@@ -25,6 +25,11 @@ one process with the same key answers the same, so they share one (the benchmark
 environment per budget; the oracle's search then pays once)."""
 
 
+def _full_precision(name: str) -> bool:
+    """Whether a (composed) candidate keeps fp32 (no TF32 or autocast part)."""
+    return not any(p == "tf32" or p.startswith("autocast_") for p in name.split("+"))
+
+
 class ReplayBackend:
     """Answers from a recorded dataset. The reference optimizer runs on the replayed evidence;
     an LLM optimizer's outcome is one of the repeats recorded for (problem, section set), drawn
@@ -153,7 +158,9 @@ class ReplayBackend:
         """The highest score (:func:`~autoprofiler_env.scoring.log_score`) an episode of this
         problem can reach: the best recorded outcome among the candidates the optimizer can
         choose (reference-v1: :data:`~autoprofiler_env.optimizers.reference_v1.CHOICES`; the
-        reference optimizer: every one recorded, its plan's), or eager's (0). No profile can
+        reference optimizer: every one recorded, its plan's, less those with TF32 or FP16
+        under a tolerance that forbids them: an upper bound there, since the plan's other
+        candidates are not all reachable under every tolerance), or eager's (0). No profile can
         do better; an analysis API (the oracle's search stops there), not charged to any
         episode. For an LLM optimizer, the best of its recorded replies."""
         values = [0.0]
@@ -166,6 +173,8 @@ class ReplayBackend:
             for name in self.dataset.outcomes(uri, self.optimizer_name):
                 if choices is not None and name not in choices:
                     continue
+                if not (choices or self.optimizer.reduced) and not _full_precision(name):
+                    continue  # the tolerance forbids TF32 / FP16: not a candidate here
                 try:
                     outcomes.append(self.dataset.outcome(uri, name, self.tolerance,
                                                          optimizer=self.optimizer_name))
@@ -213,9 +222,12 @@ class ReplayBackend:
         # the rules read a handful of metrics: merging only those gives the same choice
         profile = self.dataset.profile(uri, sections, self._evidence) if sections else None
         eager_ms = record.eager.get("median_ms")
+        # reference-v1 chooses among its recorded outcomes, as it did before schema 3
+        applicable = (frozenset(self.dataset.outcomes(uri, self.optimizer_name))
+                      if self.optimizer_name == "reference-v1"
+                      else frozenset(record.transformations))
         name, reason, _ = self.optimizer.choose(None, profile, record.features,
-                                                applicable=frozenset(record.transformations),
-                                                eager_ms=eager_ms)
+                                                applicable=applicable, eager_ms=eager_ms)
         if name == "identity":
             return EpisodeOutcome(name, reason, True, 1.0, None, eager_ms, eager_ms)
         return self._replayed(uri, name, reason, self.dataset.outcome(
