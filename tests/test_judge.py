@@ -270,3 +270,16 @@ def test_a_forward_that_draws_random_numbers_draws_the_references_draws():
         for _ in range(2):
             result = ev.evaluate(p, source)
             assert result.correct, result.error_message
+
+
+def test_a_judgement_says_where_its_time_went(judge):
+    """A diagnostic beside the verdict: each phase's wall time, which add up to no more than
+    the whole (recording cost is spent there: docs/optimizers.md)."""
+    honest = judge.evaluate(problem("relu_small"),
+                            (DATA / "candidates" / "relu_correct.py").read_text())
+    assert honest.correct, honest.error_message
+    phases = honest.phases_s
+    assert {"prepare", "start", "load", "correctness", "spare", "warmup", "timing"} <= set(phases)
+    assert all(v >= 0 for v in phases.values())
+    assert sum(phases.values()) <= honest.wall_s + 1e-3
+    assert ("recheck" in phases) == honest.rechecked

@@ -375,14 +375,18 @@ def test_a_plan_names_the_candidates_and_a_same_source_row_is_reused(tmp_path):
     config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
                            max_trials=2, warmup_ms=0)
     source = compose(problem, features, "compile")
+    from autoprofiler_env.dataset.record.machine import machine_info
+
+    here = {k: machine_info("cpu").get(k) for k in ("gpu", "torch", "device")}
     old = {"uri": problem.uri, "transformation": "compile", "correct": True, "speedup": 1.5,
            "judge": JUDGE_VERSION,
-           "source_sha256": hashlib.sha256(source.encode()).hexdigest()}
+           "source_sha256": hashlib.sha256(source.encode()).hexdigest(), **here}
     stale = {**old, "transformation": "compile+autocast_bf16", "source_sha256": "0" * 64}
+    elsewhere = {**old, "gpu": "NVIDIA H100", "speedup": 9.0}  # another machine's: not copied
     out = tmp_path / "candidates.jsonl"
     plan = {problem.uri: ["compile", "compile+autocast_bf16"]}
     rows = record_candidates([problem], out, config, warm_workers=1, timeout_s=300,
-                             plan=plan, reuse=[old, stale])
+                             plan=plan, reuse=[elsewhere, old, stale])
     assert [r["transformation"] for r in rows] == ["compile", "compile+autocast_bf16"]
     assert rows[0] == {**old, "reused": True}
     measured = rows[1]

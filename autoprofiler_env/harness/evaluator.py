@@ -37,6 +37,7 @@ import secrets
 import statistics
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -366,10 +367,11 @@ class Evaluator:
         started = time.perf_counter()
         config = self._config_for(size)
         findings = [] if config.static_check == "off" else check_source(source)
-        prepared = self._prepare(problem, config)
         state = _State(config=config, started=started,
                        findings=[str(f) for f in findings if not f.rejects
                                  or config.static_check == "warn"])
+        with state.phase("prepare"):  # the reference's inputs and outputs, once per problem
+            prepared = self._prepare(problem, config)
         rejecting = [f for f in findings if f.rejects]
         if rejecting and config.static_check == "enforce":
             return self._failed(problem, size, state, ErrorKind.STATIC,
@@ -379,7 +381,8 @@ class Evaluator:
         deadline = time.monotonic() + self.timeout_s
         try:
             try:
-                hello = worker.wait_ready(STARTUP_TIMEOUT_S)
+                with state.phase("start"):  # the sandboxed process (the spare: started before)
+                    hello = worker.wait_ready(STARTUP_TIMEOUT_S)
                 state.isolation = hello.get("isolation") or {}
                 if not isinstance(state.isolation, dict):
                     raise WireError("the worker's isolation report is not an object")
@@ -447,31 +450,38 @@ class Evaluator:
         config = state.config
         problem = prepared.problem
         out_bytes = int(prepared.output_bytes * 1.5) + _SAMPLE_BYTES_SLACK
-        self._ask(worker, {"op": "load", "path": str(problem.path), "size": config.size,
-                           "device": config.device, "seed": config.seed, "source": source},
-                  deadline, state)
-        self._correctness(prepared, worker, [config.seed + 1 + k
-                                             for k in range(config.n_correctness)],
-                          state, deadline, out_bytes)
-        self._spare_ready()  # no process starts while the two are warmed up and timed
-        header, _ = self._ask(worker, {"op": "warmup", "seed": config.seed + 1,
-                                       "ms": config.warmup_ms}, deadline, state)
+        with state.phase("load"):
+            self._ask(worker, {"op": "load", "path": str(problem.path), "size": config.size,
+                               "device": config.device, "seed": config.seed, "source": source},
+                      deadline, state)
+        with state.phase("correctness"):  # its first call compiles what compiles
+            self._correctness(prepared, worker, [config.seed + 1 + k
+                                                 for k in range(config.n_correctness)],
+                              state, deadline, out_bytes)
+        with state.phase("spare"):
+            self._spare_ready()  # no process starts while the two are warmed up and timed
+        with state.phase("warmup"):
+            header, _ = self._ask(worker, {"op": "warmup", "seed": config.seed + 1,
+                                           "ms": config.warmup_ms}, deadline, state)
         per_call = header.get("per_call_ms")
         if not isinstance(per_call, (int, float)) or not math.isfinite(per_call):
             raise WireError("'per_call_ms' is not a number")
         candidate_ms = min(max(float(per_call), 1e-4), self.timeout_s * 1e3)
-        try:
-            self._timing(prepared, worker, candidate_ms, state, deadline, out_bytes)
-        except _Rejected as e:  # a mismatch is confirmed on fresh inputs before it counts:
-            if e.kind is not ErrorKind.TIMING_MISMATCH:  # a loaded machine can delay a batch
-                raise
-            self._timing(prepared, worker, candidate_ms, state, deadline, out_bytes)
+        with state.phase("timing"):
+            try:
+                self._timing(prepared, worker, candidate_ms, state, deadline, out_bytes)
+            except _Rejected as e:  # a mismatch is confirmed on fresh inputs before it counts:
+                if e.kind is not ErrorKind.TIMING_MISMATCH:  # a loaded machine can delay one
+                    raise
+                self._timing(prepared, worker, candidate_ms, state, deadline, out_bytes)
         if state.speedup > RECHECK_SPEEDUP:
             first = (state.reference, state.candidate, state.unexplained)
             fresh = secrets.randbits(30)
-            self._correctness(prepared, worker, [fresh], state, deadline, out_bytes,
-                              keep=False)
-            self._timing(prepared, worker, candidate_ms, state, deadline, out_bytes, samples=2)
+            with state.phase("recheck"):
+                self._correctness(prepared, worker, [fresh], state, deadline, out_bytes,
+                                  keep=False)
+                self._timing(prepared, worker, candidate_ms, state, deadline, out_bytes,
+                             samples=2)
             state.rechecked = True
             if first[0].median_ms / first[1].median_ms < state.speedup:
                 state.reference, state.candidate, state.unexplained = first
@@ -602,6 +612,17 @@ class _State:
     candidate: Timing | None = None
     unexplained: float | None = None
     rechecked: bool = False
+    phases: dict = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str):
+        """Adds the wall time of the block to ``phases[name]`` (where a judgement's seconds
+        go: a diagnostic, not part of the verdict)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
     def merge(self, comparison: Comparison) -> None:
         needed = dict(self.needed or {})
@@ -623,7 +644,8 @@ class _State:
                     n_correctness_passed=min(self.passed, self.config.n_correctness),
                     wall_s=time.perf_counter() - self.started, config=self.config.to_dict(),
                     tolerance_needed=self.needed, timing_unexplained=self.unexplained,
-                    rechecked=self.rechecked, findings=self.findings, isolation=self.isolation)
+                    rechecked=self.rechecked, findings=self.findings, isolation=self.isolation,
+                    phases_s={k: round(v, 3) for k, v in self.phases.items()})
 
     def fail(self, problem: Problem, kind: ErrorKind, message: str) -> EvalResult:
         if kind is not ErrorKind.MISMATCH and self.needed is not None:

@@ -179,7 +179,8 @@ class EvalResult:
     batches that its reported times and the reference's measured overhead do not explain
     (docs/harness.md); ``rechecked`` says a suspicious speedup was measured again on fresh
     inputs. ``findings`` are the static check's warnings; ``isolation`` says what the sandbox
-    of the candidate's process achieved.
+    of the candidate's process achieved; ``phases_s`` where the judgement's wall time went
+    (prepare, start, load, correctness, spare, warmup, timing, recheck: a diagnostic).
     """
 
     problem_uri: str
@@ -198,6 +199,7 @@ class EvalResult:
     rechecked: bool = False
     findings: list = field(default_factory=list)
     isolation: dict = field(default_factory=dict)
+    phases_s: dict = field(default_factory=dict)
 
     @property
     def speedup(self) -> float | None:

@@ -88,7 +88,7 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     what each part holds now and whether the time budget cut it short.
 
     ``plan``: a recording plan (:mod:`.plan`): the candidates part records its candidates, in
-    its order, for the problems it names; ``reuse``: candidate rows of other recordings that
+    its order, for the problems it names (the other parts are not affected); ``reuse``: candidate rows of other recordings that
     it copies where judge and source are the same (:func:`record_candidates`)."""
     deadline = time.monotonic() + time_budget_s if time_budget_s else None
     out = Path(out)
@@ -97,8 +97,6 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
         from autoprofiler_env.dataset.record.plan import load_plan
 
         planned = {p.uri: [c.name for c in p.candidates] for p in load_plan(plan)}
-        rank = {uri: i for i, uri in enumerate(planned)}
-        problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
     reused = [row for path in reuse for row in read_jsonl(Path(path))]
     out.mkdir(parents=True, exist_ok=True)
     unknown = set(parts) - set(PARTS)

@@ -93,8 +93,9 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     """Judges and times the candidates of every problem not yet in ``out``: with ``plan``
     (URI -> candidate names, composed or not; :mod:`.plan`) those, in that order; without,
     every applicable transformation. A row of ``reuse`` (another recording's, or a re-judge's)
-    is copied instead of measuring again where its judge is this one and its source's sha256
-    is the candidate's (marked ``reused: true``).
+    is copied instead of measuring again where its judge is this one, its source's sha256 is
+    the candidate's and it was measured on this kind of machine (the same GPU, torch and
+    device: ``_SAME_MACHINE``); it is marked ``reused: true``.
 
     In batches of ``4 * warm_workers`` candidates: each batch is first compiled in
     ``warm_workers`` processes at once (filling Inductor's on-disk cache), then judged and
@@ -106,9 +107,15 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     from autoprofiler_env.optimizers.compose import compose
 
     done = {(r["uri"], r["transformation"]) for r in read_jsonl(out)}
+    info = machine_info(config.device)
+    machine = {k: info.get(k) for k in _SAME_MACHINE}
     reusable = {(r["uri"], r["transformation"], r.get("source_sha256")): r for r in reuse
-                if r.get("judge") == JUDGE_VERSION}
+                if r.get("judge") == JUDGE_VERSION
+                and all(r.get(k) == v for k, v in machine.items())}
     todo, copied = [], []
+    if plan is not None:  # in the plan's order
+        rank = {uri: i for i, uri in enumerate(plan)}
+        problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
     for problem in problems:
         if plan is not None and problem.uri not in plan:
             continue
@@ -130,7 +137,6 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                 log.write(row)
     if not todo:
         return read_jsonl(out)
-    info = machine_info(config.device)
     batch = 4 * max(warm_workers, 1)
     with CandidateWarmer(config, warm_workers, timeout_s) as warmer, \
             Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log, \
@@ -145,6 +151,10 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                                       info, source))
                 bar.update()
     return read_jsonl(out)
+
+
+_SAME_MACHINE = ("gpu", "torch", "device")
+"""What a reused row's machine must share with this one."""
 
 
 def _sha256(source: str) -> str:
@@ -165,4 +175,4 @@ def outcome_row(problem: Problem, name: str, result, info: dict, source: str) ->
             "tolerance_needed": result.tolerance_needed,
             "timing_unexplained": result.timing_unexplained, "rechecked": result.rechecked,
             "judge": JUDGE_VERSION, "source_sha256": _sha256(source),
-            "wall_s": result.wall_s, **info}
+            "wall_s": result.wall_s, "phases_s": result.phases_s, **info}
