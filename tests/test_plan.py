@@ -10,7 +10,6 @@ from autoprofiler_env.dataset.record.plan import (
     PlannedCandidate,
     PlannedProblem,
     balanced_order,
-    bearing_sections,
     load_plan,
     planning_optimizers,
     reachable,
@@ -40,7 +39,7 @@ def _choice(ds, uri, sections, tolerance=None):
 
 def test_every_reachable_candidate_is_what_its_cheapest_set_gives(ds):
     uri = "problem://autoprofiler/v1/level2/conv2d_batchnorm_relu_32x64x112x112"
-    found = reachable(ds, uri, ReferenceOptimizer(),
+    found = reachable(ds, uri, [ReferenceOptimizer()],
                       frozenset(ds.record(uri).transformations))
     assert len(found) >= 3 and "identity" not in found
     for name, planned in found.items():
@@ -58,7 +57,7 @@ def test_every_reachable_candidate_is_what_its_cheapest_set_gives(ds):
 
 def test_a_section_that_bears_on_no_rule_stands_for_every_such_section(ds):
     uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
-    bearing = bearing_sections(ds, uri, ReferenceOptimizer())
+    bearing = ds.bearing(uri, ReferenceOptimizer())
     others = [s for s in ds.sections if s not in bearing]
     assert bearing and others
     # any one of them gives what the cheapest of them gives: the kernel list and durations

@@ -75,6 +75,17 @@ class Dataset:
                                    f"{', '.join(self.sections)}")
         return tuple(sorted(set(sections), key=self._order.__getitem__))
 
+    def bearing(self, uri: str, optimizer) -> tuple[str, ...]:
+        """The sections whose recorded evidence an optimizer's rules read on ``uri``, in the
+        dataset's order: those with a metric of ``optimizer.evidence_metrics`` or a finding
+        of a rule in ``optimizer.evidence_findings`` (None: any finding)."""
+        record = self.record(uri)
+        metrics, findings = frozenset(optimizer.evidence_metrics), optimizer.evidence_findings
+        return tuple(s for s in self.sections if any(
+            not metrics.isdisjoint(k.metrics) or any(
+                findings is None or f.rule in findings for f in k.findings)
+            for k in record.profiles[s].kernels))
+
     def profile(self, uri: str, sections, keep: frozenset[str] | None = None) -> Profile:
         """The profile that collecting ``sections`` gives for ``uri``; with ``keep``, its
         kernels carry only those metrics (what an optimizer reads: quicker to merge)."""

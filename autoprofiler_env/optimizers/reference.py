@@ -74,12 +74,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from autoprofiler_env.features import StaticFeatures, static_features
 from autoprofiler_env.optimizers import reference_v1
 from autoprofiler_env.optimizers.candidate import Candidate
 from autoprofiler_env.optimizers.compose import KINDS, compose, composed_name
+from autoprofiler_env.optimizers.reference_v1 import _has  # kernel-name marks, memoized
 from autoprofiler_env.optimizers.transforms import TRANSFORMATIONS, identity_source
 from autoprofiler_env.problems.problem import Problem
 from autoprofiler_env.profiler.records import KernelProfile, Profile
@@ -186,12 +186,6 @@ class Proposal:
     rule: str
     reason: str
     evidence: dict = field(default_factory=dict)
-
-
-@lru_cache(maxsize=8192)
-def _has(name: str, marks: tuple[str, ...]) -> bool:
-    lowered = name.lower()
-    return any(m in lowered for m in marks)
 
 
 def _weighted(kernels: list[tuple[KernelProfile, float]], metric: str) -> float | None:

@@ -43,18 +43,6 @@ class PlannedProblem:
     candidates: tuple[PlannedCandidate, ...]
 
 
-def bearing_sections(dataset, uri: str, optimizer) -> tuple[str, ...]:
-    """The sections whose recorded evidence the optimizer's rules read on this problem: a
-    metric of ``optimizer.evidence_metrics`` or a finding of ``optimizer.evidence_findings``
-    (None: any finding)."""
-    record = dataset.record(uri)
-    metrics, findings = frozenset(optimizer.evidence_metrics), optimizer.evidence_findings
-    return tuple(s for s in dataset.sections if any(
-        not metrics.isdisjoint(k.metrics) or any(
-            findings is None or f.rule in findings for f in k.findings)
-        for k in record.profiles[s].kernels))
-
-
 def reachable(dataset, uri: str, optimizers, applicable) -> dict[str, PlannedCandidate]:
     """Every candidate that one of ``optimizers`` (the same rules under each tolerance regime
     that changes them) writes for ``uri`` from some set of sections, with the cheapest set
@@ -65,7 +53,6 @@ def reachable(dataset, uri: str, optimizers, applicable) -> dict[str, PlannedCan
         DatasetError: the sections' runs show different kernels or durations: then the first
             section of a set matters, and one non-bearing section cannot stand for the rest.
     """
-    optimizers = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
     record = dataset.record(uri)
     shapes = {tuple((k.name, k.duration_ns) for k in record.profiles[s].kernels)
               for s in dataset.sections}
@@ -73,7 +60,7 @@ def reachable(dataset, uri: str, optimizers, applicable) -> dict[str, PlannedCan
         raise DatasetError(f"{uri}: the sections' runs differ in their kernels or durations; "
                            "the plan assumes one run cut into sections (docs/dataset.md)")
     bearing = tuple(dict.fromkeys(s for opt in optimizers
-                                  for s in bearing_sections(dataset, uri, opt)))
+                                  for s in dataset.bearing(uri, opt)))
     others = [s for s in dataset.sections if s not in bearing]
     seconds = {s: record.profiles[s].cost.replay_s for s in dataset.sections}
     full_set = record.set_costs.get("full")

@@ -194,16 +194,11 @@ class ReplayBackend:
         those that show any metric its rules read, or a finding of a rule they read (any
         finding, for an optimizer that reads them all)."""
         record = self.dataset.record(uri)
-        findings = self.optimizer.evidence_findings
         counts = {s: len(record.profiles[s].kernels) for s in self.sections}
         if len(set(counts.values())) > 1:  # what merging a set whole would raise
             raise DatasetError(f"{uri}: the sections' runs profiled different numbers of "
                                f"kernels ({counts}); re-record it")
-        return frozenset(
-            s for s in self.sections if any(
-                not self._evidence.isdisjoint(k.metrics) or any(
-                    findings is None or f.rule in findings for f in k.findings)
-                for k in record.profiles[s].kernels))
+        return frozenset(self.dataset.bearing(uri, self.optimizer))
 
     def _signed_finish(self, uri: str, sections: frozenset[str]) -> EpisodeOutcome:
         """The outcome of ``sections``, through the set's signature: the sections that bear on
