@@ -15,7 +15,7 @@ through here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -27,9 +27,14 @@ from autoprofiler_env.scoring import geomean, shipped_speedup
 
 def rollout(env, policy: Policy, problems: Iterable[str] | None = None,
             budget: float | None = None, deterministic: bool = True,
-            seed: int | None = None) -> list[EpisodeRecord]:
+            seed: int | None = None,
+            observe: Callable[[EpisodeRecord, dict], None] | None = None,
+            ) -> list[EpisodeRecord]:
     """One episode per problem (in order), each at ``budget`` (None: the environment's);
-    ``seed`` seeds the environment's generator at the first reset (None: leave it)."""
+    ``seed`` seeds the environment's generator at the first reset (None: leave it);
+    ``observe(record, observation)`` is called at the end of each episode with its last
+    observation (what an analysis needs besides the record: the tree learner reads the
+    path its tree walked there)."""
     base = env.unwrapped
     uris = list(base.problems if problems is None else problems)
     records = []
@@ -52,6 +57,8 @@ def rollout(env, policy: Policy, problems: Iterable[str] | None = None,
                                     "wrapper?): rollout needs episodes that end in the "
                                     "environment, which it does within n_sections + 1 steps")
         records.append(info["record"])
+        if observe is not None:
+            observe(info["record"], obs)
     return records
 
 

@@ -11,8 +11,8 @@ A baseline, the AutoProfiler tree and a trained SB3 model are all policies:
 policy too: :func:`predict` leaves them out for it, and the environment answers a masked
 action as STOP. Everything a policy may read is in the observation (its ``action_mask``
 included) or in the documented part of the environment (``sections``, ``metric_names``,
-``section_costs``, ``episode_budget``; ``problem`` only for an analysis tool such as the
-hindsight oracle): never a private attribute.
+``section_costs``, ``episode_budget``, ``optimizer``; ``problem`` only for an analysis tool
+such as the hindsight oracle): never a private attribute.
 """
 
 from __future__ import annotations

@@ -19,14 +19,10 @@ so that ``evaluate_policy`` and the benchmark serve all of them.
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 
-from autoprofiler_env.envs.backends import Hindsight
+from autoprofiler_env.oracle import best_affordable
 from autoprofiler_env.profiler.catalogue import load_catalogue
-from autoprofiler_env.scoring import log_score
 
 CUDAFORGE_LIKE = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis",
                   "ComputeWorkloadAnalysis", "WarpStateStats", "SourceCounters")
@@ -176,29 +172,7 @@ class HindsightOracle(Agent):
         self._plan = list(self._plans[key])
 
     def _search(self, uri, costs, budget) -> list[int]:
-        backend = self.env.backend
-        if not isinstance(backend, Hindsight):
-            raise TypeError(f"the oracle needs a backend with hindsight (the replay's "
-                            f"best_score and finish); {type(backend).__name__} has none")
-        ceiling = backend.best_score(uri)
-        best_value, best = -math.inf, []
-        n = len(self.sections)
-        affordable = [i for i in range(n) if costs[i] <= budget + 1e-12]
-        for size in range(len(affordable) + 1):
-            fits_any = False
-            for combo in itertools.combinations(affordable, size):
-                if sum(costs[i] for i in combo) > budget + 1e-12:
-                    continue
-                fits_any = True
-                outcome = backend.finish(uri, tuple(self.sections[i] for i in combo))
-                value = log_score(outcome.correct, outcome.speedup)
-                if value > best_value + 1e-12:
-                    best_value, best = value, list(combo)
-                    if best_value >= ceiling - 1e-12:
-                        return best
-            if not fits_any:
-                break
-        return best
+        return list(best_affordable(self.env.backend, uri, self.sections, costs, budget))
 
     def act(self, observation, mask):
         while self._plan:

@@ -3,9 +3,10 @@
     autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--seeds 3]
                            [--policy SPEC ...] [--out runs/benchmark] [--wandb]
 
-Every baseline, and each policy given with ``--policy`` (a baseline's name or a saved
-stable-baselines3 model: :mod:`experiments.policies`), runs every problem of the split once
-per budget through the one evaluation (:func:`autoprofiler_env.evaluation.rollout`). Per
+Every baseline, the AutoProfiler tree the project ships for the optimizer
+(``autoprofiler-tree``, :func:`agents.tree.shipped_tree`), and each policy given with
+``--policy`` (a baseline's name, a tree file or a saved stable-baselines3 model:
+:mod:`experiments.policies`), runs every problem of the split once per budget through the one evaluation (:func:`autoprofiler_env.evaluation.rollout`). Per
 agent and budget: the geometric-mean speedup (the project's one score,
 :mod:`autoprofiler_env.scoring`: an incorrect candidate counts as eager, 1.0x, the program
 one would ship), fast_1 (the share of problems with a correct candidate
@@ -56,16 +57,19 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
+    from agents.tree import shipped_tree
     from autoprofiler_env.evaluation import rollout
     from baselines import all_agents
-    from experiments.policies import Entry, load
+    from experiments.policies import SHIPPED_TREE, Entry, load
 
     kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
               | ({"optimizer": optimizer} if optimizer else {}))
     env = gym.make("AutoProfiler-v0", **kwargs)
     entries = [Entry(a.name, a, a.stochastic) for a in all_agents(env)]
-    baselines = {e.name for e in entries}  # a baseline named with --policy is already here
-    entries += [load(spec, env) for spec in policies if spec not in baselines]
+    if shipped_tree(env.unwrapped.optimizer) is not None:
+        entries.append(load(SHIPPED_TREE, env))
+    shown = {e.name for e in entries}  # a baseline named with --policy is already here
+    entries += [load(spec, env) for spec in policies if spec not in shown]
     names = [e.name for e in entries]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -110,10 +114,10 @@ def write_csv(rows: list[dict], path: Path, columns=None) -> None:
 
 
 # The picture: one curve per agent, each with its own (colour, marker) pair. The oracle (the
-# ceiling) and no-profile (the floor to beat) are drawn in black and grey, above the rest;
-# the others take colours of tab10 (its grey left out, which is no-profile's) and markers
+# ceiling) and no-profile (the floor to beat) are drawn in black and grey, above the rest,
+# the shipped AutoProfiler tree in crimson; the others take colours of tab10 (its grey left out, which is no-profile's) and markers
 # whose cycle lengths are coprime, so no two of 63 agents share a pair.
-ORACLE, NO_PROFILE = "oracle", "no-profile"
+ORACLE, NO_PROFILE, TREE = "oracle", "no-profile", "autoprofiler-tree"
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
 _MARKERS = ("o", "^", "D", "v", "P", "<", ">")
@@ -122,6 +126,8 @@ _EMPHASISED = {
              "linestyle": "-", "zorder": 10},
     NO_PROFILE: {"color": "#7f7f7f", "marker": "s", "markersize": 11, "linewidth": 2.8,
                  "linestyle": "-", "zorder": 9, "markeredgecolor": "black"},
+    TREE: {"color": "crimson", "marker": "X", "markersize": 10, "linewidth": 2.4,
+           "linestyle": "-", "zorder": 8, "markeredgecolor": "black"},
 }
 
 

@@ -7,6 +7,11 @@
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda]
                           [--tolerance kernelbench-v0.1] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
+    autoprofiler optimize FILE [--tree TREE] [--optimizer reference|reference-v1|llm:MODEL]
+                          [--profile-only] [--budget 0.25] [--budget-unit passes|sections]
+                          [--device cuda] [--json]
+    autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
+                            [--seed 0] [--out runs/tree] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler dataset build --recording DIR [--candidates NAME=FILE ...] --out FILE
     autoprofiler dataset info [FILE]
@@ -137,6 +142,26 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for f in failures:
         print(f"autoprofiler: could not profile {f.problem_uri}: {f.error}", file=sys.stderr)
     return EXIT_OK if not failures else EXIT_ERROR
+
+
+# -- optimize -------------------------------------------------------------------------------
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from experiments.optimize import format_json, format_text, optimize
+
+    try:
+        result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
+                          budget_unit=args.budget_unit, device=args.device,
+                          profile_only=args.profile_only)
+    except ValueError as e:
+        return _fail(str(e).splitlines()[0])
+    print(format_json(result) if args.json else format_text(result).rstrip("\n"))
+    verdict = result.verdict
+    if verdict is not None and not verdict.correct:
+        print(f"autoprofiler: candidate {verdict.candidate} incorrect "
+              f"({verdict.error_kind or 'unknown'})", file=sys.stderr)
+        return EXIT_INCORRECT
+    return EXIT_OK
 
 
 # -- record and dataset ---------------------------------------------------------------------
@@ -270,6 +295,43 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- learn-tree -----------------------------------------------------------------------------
+
+def cmd_learn_tree(args: argparse.Namespace) -> int:
+    from experiments.learn_tree import init_wandb, learn_tree, make_proposer
+
+    try:
+        budgets = [float(b) for b in args.budget.split(",")]
+    except ValueError:
+        return _fail(f"--budget {args.budget!r}: give fractions of the full set's cost, "
+                     "comma-separated (e.g. 0.1,0.25)")
+    if not budgets or any(not 0 < b for b in budgets):
+        return _fail(f"--budget {args.budget!r}: each budget is a fraction > 0")
+    proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
+                             args.llm_timeout)
+    run = init_wandb(vars(args) | {"command": "learn-tree"}) if args.wandb else None
+    try:
+        tree, results = learn_tree(sorted(set(budgets)), proposer, Path(args.out),
+                                   rounds=args.rounds, dataset=args.dataset,
+                                   optimizer=args.optimizer, start=args.start,
+                                   proposals=args.proposals, margin=args.margin,
+                                   patience=args.patience, cost_penalty=args.cost_penalty,
+                                   wandb_run=run, command=sys.argv)
+    finally:
+        if run is not None:
+            run.finish()
+    from agents.tree.render import export_text
+
+    print(export_text(tree))
+    for budget, r in sorted(results.items()):
+        print(f"budget {budget:g}: train {r.train:.4f}, validation {r.validation:.4f} "
+              f"({r.accepted} edits kept in {r.rounds} rounds, {r.tree.size()} nodes)")
+    out = Path(args.out)
+    print(f"saved {out / 'tree.json'}, {out / 'tree.txt'}, {out / 'tree.png'}, "
+          f"{out / 'curve.png'} and the logs log-<budget>.jsonl")
+    return EXIT_OK
+
+
 # -- the parser -----------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -327,6 +389,28 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the rendered profiles (the default)")
     p.set_defaults(func=cmd_profile)
 
+    p = sub.add_parser("optimize", help="profile a kernel with a tree, optimize it once, judge "
+                       "it (GPU)")
+    p.add_argument("file", help="a KernelBench-format file (Model, get_inputs, "
+                   "get_init_inputs), or a suite URI or name")
+    p.add_argument("--tree", help="a profiling tree file (default: the one the project ships "
+                   "for the optimizer, agents/tree/data/<optimizer>.json)")
+    p.add_argument("--optimizer",
+                   help="reference, reference-v1 or llm:<model> (the OpenAI-compatible "
+                   "endpoint of $AUTOPROFILER_LLM_BASE_URL); default: the environment's "
+                   "(autoprofiler_env.optimizers.DEFAULT_OPTIMIZER)")
+    p.add_argument("--profile-only", action="store_true",
+                   help="print the profile and its cost; do not invoke the optimizer")
+    p.add_argument("--budget", type=float, default=0.3,
+                   help="a fraction of ncu's full set's cost (default: 0.3; live, costs are "
+                   "the catalogue's passes: SpeedOfLight is 26%% of the full set's)")
+    p.add_argument("--budget-unit", choices=("passes", "sections"), default="passes",
+                   help="what the budget counts: the catalogue's replay passes or sections "
+                   "(default: passes)")
+    p.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_optimize)
+
     p = sub.add_parser("benchmark", help="every agent on the test split, at several budgets")
     p.add_argument("--dataset", help="a dataset file (default: the shipped one)")
     p.add_argument("--budgets", default="0.1,0.25,0.5,1.0",
@@ -343,6 +427,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline when no WANDB_API_KEY is set)")
     p.set_defaults(func=cmd_benchmark)
+
+    p = sub.add_parser("learn-tree", help="learn an AutoProfiler tree on the train split "
+                       "(resumable)")
+    p.add_argument("--budget", default="0.25",
+                   help="a fraction of the full set's cost, or several comma-separated (one "
+                   "tree per budget, joined under budget branches); default: 0.25")
+    p.add_argument("--proposer", choices=("search", "llm"), default="search",
+                   help="search: seeded random edits (no model); llm: an OpenAI-compatible "
+                   "endpoint (--llm-base-url / $AUTOPROFILER_LLM_BASE_URL)")
+    p.add_argument("--rounds", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/tree", help="the run's folder (default: runs/tree); "
+                   "a run started again with the same settings resumes there")
+    p.add_argument("--dataset", help="a dataset file (default: the shipped one)")
+    p.add_argument("--optimizer", help="the optimizer whose outcomes score the tree "
+                   "(default: the environment's)")
+    p.add_argument("--start", default="stop",
+                   help="the starting tree: stop (no profile), roofline, or a tree file")
+    p.add_argument("--proposals", type=int, default=8, help="edits asked per round")
+    p.add_argument("--margin", type=float, default=0.002,
+                   help="the mean log score an edit must add to be kept (default: 0.002, "
+                   "0.2%% of geometric mean)")
+    p.add_argument("--patience", type=int, default=0,
+                   help="stop after this many rounds without a better validation tree (0: "
+                   "run every round)")
+    p.add_argument("--cost-penalty", type=float, default=0.0,
+                   help="the environment's cost term: each section costs this x its share "
+                   "of the budget, in log score")
+    p.add_argument("--llm-base-url", help="the llm proposer's endpoint")
+    p.add_argument("--llm-model", help="the model's name on that server")
+    p.add_argument("--llm-timeout", type=float, help="seconds per proposal request")
+    p.add_argument("--wandb", action="store_true",
+                   help="log to wandb (offline when no WANDB_API_KEY is set)")
+    p.set_defaults(func=cmd_learn_tree)
 
     p = sub.add_parser("record", help="record profiles and outcomes on a GPU (resumable)")
     p.add_argument("--out", required=True, help="the recording folder (created or resumed)")

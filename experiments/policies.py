@@ -4,7 +4,10 @@
   ``curated:cudaforge-like``, ``roofline-tree``, ``random``, ``oracle``;
 - ``sb3:FILE`` or ``sb3:ALGO:FILE``, or a path ending in ``.zip``: a saved stable-baselines3 /
   sb3-contrib model (:func:`agents.rl.load_model`; ALGO one of maskable_ppo, ppo, a2c, dqn,
-  qrdqn, read from the file when left out).
+  qrdqn, read from the file when left out);
+- ``tree:FILE``: an AutoProfiler tree file (:mod:`agents.tree`), named ``tree:<file stem>``
+  in the tables; ``autoprofiler-tree``: the tree the project ships for the environment's
+  optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from pathlib import Path
 
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.policy import Policy
+
+SHIPPED_TREE = "autoprofiler-tree"
+"""The name of the shipped tree's entry."""
 
 
 @dataclass
@@ -36,6 +42,18 @@ def load(spec: str, env) -> Entry:
     accepted otherwise."""
     from baselines import baseline
 
+    if spec.startswith("tree:") or spec == SHIPPED_TREE:
+        from agents.tree import TreePolicy, shipped_tree
+
+        if spec == SHIPPED_TREE:
+            path = shipped_tree(env.unwrapped.optimizer)
+            if path is None:
+                raise AutoProfilerError(f"no tree is shipped for the optimizer "
+                                        f"{env.unwrapped.optimizer!r}: learn one "
+                                        "with `autoprofiler learn-tree` and give tree:FILE")
+            return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE))
+        path = Path(spec.removeprefix("tree:"))
+        return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"))
     if spec.startswith("sb3:") or spec.endswith(".zip"):
         from agents.rl import load_model
 
@@ -47,5 +65,6 @@ def load(spec: str, env) -> Entry:
         agent = baseline(env, spec)
     except ValueError as e:
         raise AutoProfilerError(f"--policy {spec!r}: {e}; or sb3:FILE / sb3:ALGO:FILE, a "
-                                "saved stable-baselines3 model") from None
+                                "saved stable-baselines3 model; or tree:FILE, a tree "
+                                f"file; or {SHIPPED_TREE}") from None
     return Entry(agent.name, agent, agent.stochastic)

@@ -150,10 +150,13 @@ def test_agent_styles_stay_distinct_for_many_agents():
 def test_the_oracle_and_no_profile_stand_out(summary):
     lines = {line.get_label(): line for line in _agent_lines(figure(summary).axes[0])}
     emphasised = [lines.pop("oracle"), lines.pop("no-profile")]
-    for line in emphasised:
+    tree = lines.pop("autoprofiler-tree", None)
+    for line in emphasised + [tree] * (tree is not None):
         assert line.get_linewidth() > max(other.get_linewidth() for other in lines.values())
         assert line.get_markersize() > max(other.get_markersize() for other in lines.values())
         assert line.get_zorder() > max(other.get_zorder() for other in lines.values())
+    if tree is not None:  # the shipped tree stands out, below the ceiling and the floor
+        assert all(tree.get_zorder() < line.get_zorder() for line in emphasised)
 
 
 def test_points_are_labelled_with_their_budgets(summary):

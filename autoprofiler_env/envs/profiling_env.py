@@ -246,6 +246,7 @@ class ProfilingEnv(gym.Env):
             raise AutoProfilerError(f"no problems in split {split!r} of this backend (give "
                                     "split=None for all of them, or problems=[...])")
         self._problem_set = frozenset(self.problems)
+        self.optimizer = optimizer
         self.sections = tuple(self.backend.sections)
         self.budget, self.budget_unit = float(budget), budget_unit
         self.budget_is_fraction = budget_is_fraction
@@ -462,6 +463,10 @@ class ProfilingEnv(gym.Env):
         """The current episode's problem URI (None before the first ``reset``). A policy that
         uses it is not a profiling policy but an analysis tool (the hindsight oracle)."""
         return self._uri
+
+    optimizer: str
+    """The optimizer's name (the ``optimizer`` kwarg): what a policy learned for one optimizer
+    checks before it acts for another."""
 
     @property
     def metric_names(self) -> tuple[str, ...]:

@@ -1,0 +1,152 @@
+"""The tree as a policy: a walk from the root on each observation, with SB3's ``predict``.
+
+The walk is a pure function of the observation, so the policy keeps no state and serves a
+vector env's batch as well as one environment:
+
+- at a :class:`~agents.tree.nodes.Collect`, the section is the action, unless it is already
+  collected or the action mask forbids it (it does not fit the remaining budget): then the
+  node is passed over and the walk goes on to its ``next``;
+- at a :class:`~agents.tree.nodes.Branch`, the condition is read from the observation
+  (``metrics`` and ``metrics_known``, ``findings``, ``features``, ``budget_total``) and the
+  walk goes on to ``then`` or, when it does not hold or is unknown, to ``otherwise``;
+- at a :class:`~agents.tree.nodes.Stop`, the action is STOP.
+
+Walking again after a section is collected retraces the same path: a Collect taken is now
+collected, one passed over for its cost still does not fit (the remaining budget only
+shrinks), and the values a branch reads come only from sections collected above it, which
+the next steps do not change (``check`` makes sure of that). So the path of an episode is the
+path of its last walk, and :meth:`TreePolicy.path` gives it.
+
+>>> policy = TreePolicy(load("tree.json"), env)
+>>> action, _ = policy.predict(obs, action_masks=env.action_masks())
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from agents.tree.nodes import (
+    Branch,
+    Collect,
+    Condition,
+    Stop,
+    Tree,
+    TreeFormatError,
+    check,
+    load,
+    vocabulary,
+    walk,
+)
+from autoprofiler_env.envs.observation import squash
+
+
+class TreePolicy:
+    """``tree`` as a policy of ``env`` (a :class:`~autoprofiler_env.envs.ProfilingEnv`, or a
+    wrapper of one: it reads ``sections`` and ``metric_names``).
+
+    Raises:
+        TreeFormatError: the tree names a section or metric the environment does not have.
+    """
+
+    stochastic = False
+
+    def __init__(self, tree: Tree | str | Path, env, name: str = "autoprofiler-tree") -> None:
+        base = env.unwrapped
+        self.sections = tuple(base.sections)
+        self.metric_names = tuple(base.metric_names)
+        vocab = vocabulary(self.sections)
+        if not isinstance(tree, Tree):
+            tree = load(tree, vocab)
+        else:
+            check(tree.root, vocab)
+        unknown = [m for m in vocab.metric_owner if m not in self.metric_names]
+        if unknown:  # an environment whose observation lacks some key metrics
+            used = [n.condition.name for _, n in walk(tree.root)
+                    if isinstance(n, Branch) and n.condition.name in unknown]
+            if used:
+                raise TreeFormatError(f"the tree reads {used[0]}, which this environment's "
+                                      "observation does not hold")
+        self.tree, self.name = tree, name
+        self.stop = len(self.sections)
+        self._program = self._compile(tree.root)
+
+    # the tree compiled to tuples of indices: (0, action, next) for a Collect, (1, reader,
+    # threshold, then, otherwise) for a Branch, (2,) for Stop; plus each node's number
+    def _compile(self, root):
+        from autoprofiler_env.features import FEATURE_NAMES
+
+        counter = iter(range(1 << 30))  # preorder, as walk numbers the nodes
+
+        def reader(c: Condition):
+            if c.kind == "metric":
+                j = self.metric_names.index(c.name)
+                return ("metric", j), float(np.float32(squash(c.at_least)))
+            if c.kind == "finding":
+                return ("finding", self.sections.index(c.name)), float(
+                    np.float32(c.at_least / 100.0))
+            if c.kind == "feature":
+                return ("feature", FEATURE_NAMES.index(c.name)), float(np.float32(c.at_least))
+            return ("budget", 0), float(np.float32(c.at_least))
+
+        def build(node):
+            number = next(counter)
+            if isinstance(node, Collect):
+                return (0, number, self.sections.index(node.section), build(node.next))
+            if isinstance(node, Branch):
+                (kind, j), threshold = reader(node.condition)
+                then = build(node.then)
+                return (1, number, kind, j, threshold, then, build(node.otherwise))
+            if isinstance(node, Stop):
+                return (2, number)
+            raise TreeFormatError(f"not a node: {node!r}")
+
+        return build(root)
+
+    def _walk(self, obs: dict, mask: np.ndarray) -> tuple[int, list[int]]:
+        node, path = self._program, []
+        collected = obs["collected"]
+        while True:
+            path.append(node[1])
+            op = node[0]
+            if op == 0:
+                a = node[2]
+                if not collected[a] and mask[a]:
+                    return a, path
+                node = node[3]
+            elif op == 1:
+                _, _, kind, j, threshold, then, otherwise = node
+                if kind == "metric":
+                    value = obs["metrics"][j] if obs["metrics_known"][j] else math.nan
+                elif kind == "finding":
+                    value = obs["findings"][j] if collected[j] else math.nan
+                elif kind == "feature":
+                    value = obs["features"][j]
+                else:
+                    value = obs["budget_total"][0] or math.nan  # 0: the full set's cost unknown
+                node = then if value >= threshold else otherwise
+            else:
+                return self.stop, path
+
+    def path(self, observation: dict, action_mask: np.ndarray | None = None) -> list[int]:
+        """The numbers of the nodes the walk visits on ``observation`` (an episode's last
+        observation gives the episode's whole path)."""
+        mask = observation["action_mask"] if action_mask is None else action_mask
+        return self._walk(observation, np.asarray(mask, dtype=bool))[1]
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True,
+                action_masks=None):
+        """SB3's signature; a batch of observations (a vector env's) gives a batch of
+        actions. The valid actions are ``action_masks`` when given, else the observation's
+        ``action_mask``."""
+        masks = observation["action_mask"] if action_masks is None else action_masks
+        masks = np.asarray(masks, dtype=bool)
+        if np.ndim(observation["collected"]) == 1:
+            return np.array(self._walk(observation, masks.reshape(-1))[0]), state
+        n = len(observation["collected"])
+        masks = masks.reshape(n, -1)
+        actions = [self._walk({k: v[i] for k, v in observation.items()}, masks[i])[0]
+                   for i in range(n)]
+        return np.array(actions), state

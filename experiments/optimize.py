@@ -1,0 +1,391 @@
+"""``autoprofiler optimize``: profile one kernel with a profiling tree, optimize it once, judge it.
+
+What a kernel-agent builder runs on a GPU: the tree walks the user's KernelBench-format file
+(each collected section is one ncu run of the program with that section alone), the profile is
+printed as the optimizer sees it (the markdown an LLM's prompt holds) with what it cost, then
+the optimizer is invoked once with exactly that profile and the harness judges and times the
+candidate.
+
+It goes through the project's machinery, not around it: the live environment
+(``AutoProfilerLive-v0`` on the one file: its budget, its masks, its termination), the
+:class:`~agents.tree.policy.TreePolicy`, the backend's ``profile`` (the merged profile the
+optimizer was given; the live backend keeps each section's run, so reading it runs nothing
+again) and the episode's final ``info`` (candidate, verdict, times).
+
+The episode loop is :func:`~autoprofiler_env.evaluation.rollout`'s (reset on the problem,
+``predict`` with the episode's action mask, step until the environment ends the episode) with
+two differences: each section is collected through the backend's ``view`` just before its step,
+so that its ncu wall time is measured apart from the optimizer's, and the final ``info`` is
+kept (a rollout keeps only the :class:`~autoprofiler_env.envs.profiling_env.EpisodeRecord`,
+which has no eager or candidate times).
+
+``profile_only`` stops before the optimizer: the loop ends when the tree says STOP, or, for the
+section whose step would end the episode (the environment's documented termination: no
+uncollected section fits the remaining budget, which also calls the optimizer), after
+collecting it through the backend without stepping. The sections, their order and the profile
+are the same as a full run's (a test checks that on the replay); the tree path shown then ends
+at that section's Collect (the nodes after it, passed over for the spent budget, are not
+walked).
+
+>>> result = optimize("KernelBench/level1/19_ReLU.py", "tree.json", optimizer="reference")
+>>> print(format_text(result))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
+
+BUDGET_UNITS = ("passes", "sections")
+"""The budget units the live backend knows before profiling (a section's seconds it cannot)."""
+DEFAULT_BUDGET = 0.3
+"""30% of ncu's full set's passes. Live, a section costs the catalogue's passes (the seconds
+are not known before profiling it): SpeedOfLight's 10 passes are 26% of the full set's, while
+the replay's seconds, which the shipped trees were learned on, put it at a median 21%; at 25%
+of the passes the trees' first sections would not fit."""
+_FITS = 1e-12  # the slack the environment allows a section's cost against what is left
+
+
+class MachineError(AutoProfilerError):
+    """This machine cannot run the live path: no CUDA device, or no Nsight Compute."""
+
+
+@dataclass(frozen=True)
+class SectionCost:
+    """What collecting one section cost.
+
+    Attributes:
+        section: the ncu section.
+        passes: ncu's replay passes of the run (the largest over its kernels).
+        replay_s: ncu's replay seconds of the profiled call (start-up excluded).
+        wall_s: wall seconds of collecting it (the whole ncu run of the program, start-up
+            included; about 0 on the replay, which answers from a recording).
+        charged: what the budget was charged, in the budget's unit.
+    """
+
+    section: str
+    passes: int
+    replay_s: float
+    wall_s: float
+    charged: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The harness's verdict on the optimizer's candidate.
+
+    Attributes:
+        candidate: what produced it (a transformation or a composition, ``llm:<model>``).
+        reason: the optimizer's reason for it.
+        correct: whether its outputs matched the reference's within the tolerance.
+        speedup: eager time / candidate time (None when it did not run to the end).
+        eager_ms, candidate_ms: the median times behind the speedup.
+        error_kind: why it was judged incorrect (None when correct).
+    """
+
+    candidate: str
+    reason: str
+    correct: bool
+    speedup: float | None
+    eager_ms: float | None
+    candidate_ms: float | None
+    error_kind: str | None
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """One run of the command (schema :data:`SCHEMA`): the profile the tree collected, its
+    cost, and the verdict (None with ``profile_only``)."""
+
+    problem: str
+    tree: str
+    optimizer: str
+    budget: float
+    budget_unit: str
+    budget_total: float
+    path: tuple[int, ...]
+    sections: tuple[str, ...]
+    costs: tuple[SectionCost, ...]
+    profile_markdown: str
+    verdict: Verdict | None
+
+    @property
+    def spent(self) -> float:
+        """What the profile cost, in the budget's unit."""
+        return sum(c.charged for c in self.costs)
+
+    @property
+    def passes(self) -> int:
+        return sum(c.passes for c in self.costs)
+
+    @property
+    def replay_s(self) -> float:
+        return sum(c.replay_s for c in self.costs)
+
+    @property
+    def wall_s(self) -> float:
+        return sum(c.wall_s for c in self.costs)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["schema"] = SCHEMA
+        d["total"] = {"charged": self.spent, "passes": self.passes, "replay_s": self.replay_s,
+                      "wall_s": self.wall_s}
+        return d
+
+
+SCHEMA = "autoprofiler-optimize/1"
+
+
+# -- what it needs ----------------------------------------------------------------------------
+
+def shipped_tree(optimizer: str) -> Path:
+    """The tree the project ships for ``optimizer`` (:func:`agents.tree.shipped_tree`).
+
+    Raises:
+        TreeFormatError: no tree ships for it (give one with ``--tree``).
+    """
+    from agents.tree import DATA, TreeFormatError
+    from agents.tree import shipped_tree as shipped
+
+    path = shipped(optimizer)
+    if path is None:
+        raise TreeFormatError(f"no tree ships for the optimizer {optimizer!r} (in "
+                              f"{_shown(DATA)}): give one with --tree FILE")
+    return path
+
+
+def check_machine(device: str = "cuda") -> str:
+    """The ncu executable, once this machine is seen to have what the live path needs: a CUDA
+    device torch can use and Nsight Compute (``$NCU``, else ``ncu`` on the PATH).
+
+    Raises:
+        MachineError: ``device`` is not a CUDA device, torch sees none, or there is no ncu.
+    """
+    need = "optimize needs a CUDA GPU and Nsight Compute (ncu)"
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise MachineError(f"{need}: --device must be cuda or cuda:N, got {device!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise MachineError(f"{need}; this machine has no CUDA device (torch "
+                           f"{torch.__version__} sees none)")
+    from autoprofiler_env.errors import NcuNotFoundError
+    from autoprofiler_env.profiler.runner import find_ncu
+
+    try:
+        return find_ncu()
+    except NcuNotFoundError as e:
+        raise MachineError(f"{need}; {e}") from None
+
+
+def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = DEFAULT_BUDGET,
+             budget_unit: str = "passes", device: str = "cuda"):
+    """``AutoProfilerLive-v0`` on the one problem (a file path, a suite URI or name).
+
+    Raises:
+        ProblemError: the problem file is missing or broken.
+        OptimizationError: an LLM optimizer without an endpoint
+            (``AUTOPROFILER_LLM_BASE_URL``).
+    """
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401  (registers the environments)
+
+    return gym.make("AutoProfilerLive-v0", problems=[str(problem)], optimizer=optimizer,
+                    budget=budget, budget_unit=budget_unit, device=device)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+def optimize(problem: str | Path, tree: str | Path | None = None, *,
+             optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
+             budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
+             env=None) -> OptimizeResult:
+    """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
+    exactly the profile collected and judges the candidate.
+
+    Args:
+        problem: a KernelBench-format file (or a suite URI or name); with ``env``, one of that
+            environment's problem URIs.
+        tree: a tree file (None: :func:`shipped_tree` of ``optimizer``).
+        optimizer: ``reference``, ``reference-v1`` or ``llm:<model>`` (the live backend asks
+            the OpenAI-compatible endpoint of ``$AUTOPROFILER_LLM_BASE_URL``); None: the
+            environment's default (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`).
+        budget: a fraction of ncu's full set's cost in ``budget_unit``.
+        budget_unit: ``passes`` (the catalogue's replay passes) or ``sections``.
+        device: the CUDA device.
+        profile_only: stop before the optimizer (the verdict is None).
+        env: an environment to run in instead of the live one (built with its own problems,
+            optimizer and budget, which then win over the arguments): a replay environment
+            serves tests and dry runs on a CPU. Without it, the machine is checked first.
+
+    Raises:
+        ValueError: a budget that is not a number > 0, an unknown budget unit or optimizer.
+        TreeFormatError: the tree file is missing, unreadable or not a valid tree.
+        ProblemError: the problem file is missing or broken.
+        MachineError: no CUDA device or no ncu here.
+        ProfilingError: ncu could not profile the program (no permission to read the
+            counters, the program crashed under replay, ...).
+    """
+    from agents.tree.nodes import load
+    from agents.tree.policy import TreePolicy
+    from autoprofiler_env.envs.backends.base import llm_model
+
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or \
+            not math.isfinite(budget) or budget <= 0:
+        raise ValueError(f"the budget must be a number > 0 (a fraction of the full set's cost), "
+                         f"got {budget!r}")
+    if budget_unit not in BUDGET_UNITS:
+        raise ValueError(f"the budget unit must be one of {', '.join(BUDGET_UNITS)} (the live "
+                         f"backend cannot know a section's seconds before profiling it), got "
+                         f"{budget_unit!r}")
+    optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
+    llm_model(optimizer)  # a ValueError naming the accepted optimizers
+    # the cheap checks first, so that a typo costs no GPU and no ncu run
+    tree_path = Path(tree) if tree is not None else shipped_tree(optimizer)
+    loaded = load(tree_path)
+    if env is None:
+        from autoprofiler_env.problems import load_problem
+
+        load_problem(problem)
+        check_machine(device)
+        env = live_env(str(problem), optimizer, budget, budget_unit, device)
+        uri = env.unwrapped.problems[0]
+    else:
+        uri = str(problem)
+    policy = TreePolicy(loaded, env)
+    return _episode(env, policy, uri, str(tree_path), optimizer, profile_only)
+
+
+def _episode(env, policy, uri: str, tree: str, optimizer: str,
+             profile_only: bool) -> OptimizeResult:
+    from autoprofiler_env.optimizers.llm.prompt import render_profile
+    from autoprofiler_env.policy import predict
+
+    base = env.unwrapped
+    backend = base.backend
+    obs, info = env.reset(options={"problem": uri})
+    costs = base.section_costs
+    collected: list[int] = []
+    walls: dict[str, float] = {}
+    spent = 0.0
+    start = np.ones(1, dtype=bool)
+    final = None
+    while True:
+        action, _ = predict(policy, obs, episode_start=start, deterministic=True,
+                            action_masks=info["action_mask"])
+        start = np.zeros(1, dtype=bool)
+        action = int(np.asarray(action).reshape(()))
+        if action == base.STOP:
+            if not profile_only:
+                obs, _, _, _, final = env.step(action)
+            break
+        section = base.sections[action]
+        began = time.perf_counter()
+        backend.view(uri, section)  # the ncu run (the step below reads it back)
+        walls[section] = time.perf_counter() - began
+        spent += float(costs[action])
+        collected.append(action)
+        if profile_only and _ends_episode(costs, base.episode_budget, spent, collected):
+            break  # collected already; its step would call the optimizer
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            final = info
+            break
+    sections = tuple(base.sections[a] for a in collected)
+    profile = backend.profile(uri, sections) if sections else None
+    section_costs = []
+    for a in collected:
+        alone = backend.profile(uri, (base.sections[a],)).cost
+        section_costs.append(SectionCost(base.sections[a], int(alone.passes),
+                                         float(alone.replay_s),
+                                         walls[base.sections[a]], float(costs[a])))
+    verdict = None
+    if final is not None:
+        if "record" not in final:
+            raise AutoProfilerError(f"the episode on {uri} was cut before the optimizer ran (a "
+                                    "TimeLimit wrapper?)")
+        verdict = Verdict(final["candidate"], final["reason"], bool(final["correct"]),
+                          _number(final["speedup"]), _number(final["eager_ms"]),
+                          _number(final["candidate_ms"]), final["error_kind"])
+    return OptimizeResult(uri, tree, optimizer, float(base.budget), base.budget_unit,
+                          float(base.episode_budget), tuple(policy.path(obs)), sections,
+                          tuple(section_costs), render_profile(profile), verdict)
+
+
+def _ends_episode(costs: np.ndarray, budget: float, spent: float, collected: list[int]) -> bool:
+    """Whether, with ``collected`` (the last one included) and ``spent`` (in the order the
+    environment adds it up), no other section fits what is left: the environment's step of the
+    last one then ends the episode (its documented termination), calling the optimizer."""
+    left = budget - spent + _FITS
+    done = set(collected)
+    return not any(costs[i] <= left for i in range(len(costs)) if i not in done)
+
+
+def _number(value) -> float | None:
+    return None if value is None else float(value)
+
+
+# -- printing ---------------------------------------------------------------------------------
+
+def format_text(result: OptimizeResult) -> str:
+    """The result for a person, in markdown: the profile exactly as the optimizer is shown it
+    (between ``<!-- profile -->`` markers, ready to paste into a prompt), its cost, then the
+    verdict."""
+    head = (f"<!-- {result.problem}: tree {result.tree}, optimizer {result.optimizer}, "
+            f"budget {result.budget:g} of the full set = {result.budget_total:g} "
+            f"{result.budget_unit}; tree path {' -> '.join(map(str, result.path))} -->")
+    lines = [head, "<!-- profile -->",
+             result.profile_markdown.rstrip(),
+             "<!-- /profile -->", "", "## What the profile cost", ""]
+    if result.costs:
+        header = (f"| section | ncu passes | ncu replay (s) | wall (s) | charged "
+                  f"({result.budget_unit}) |")
+        lines += [header, "|---|---|---|---|---|"]
+        lines += [f"| {c.section} | {c.passes} | {c.replay_s:.2f} | {c.wall_s:.1f} | "
+                  f"{c.charged:g} |" for c in result.costs]
+        lines.append(f"| **total** | {result.passes} | {result.replay_s:.2f} | "
+                     f"{result.wall_s:.1f} | {result.spent:g} of {result.budget_total:g} |")
+    else:
+        lines.append(f"nothing collected (0 of {result.budget_total:g} {result.budget_unit})")
+    lines += ["", "## Verdict", ""]
+    v = result.verdict
+    if v is None:
+        lines.append("not optimized (--profile-only)")
+    else:
+        lines.append(f"- candidate: `{v.candidate}` ({v.reason})")
+        if v.correct:
+            lines.append(f"- correct; speedup {_fmt(v.speedup, 'x', 3)} (eager "
+                         f"{_fmt(v.eager_ms, ' ms', 4)}, candidate "
+                         f"{_fmt(v.candidate_ms, ' ms', 4)})")
+        else:
+            lines.append(f"- incorrect ({v.error_kind or 'unknown'}); eager "
+                         f"{_fmt(v.eager_ms, ' ms', 4)}")
+    return "\n".join(lines) + "\n"
+
+
+def format_json(result: OptimizeResult) -> str:
+    """The result as one JSON object (:meth:`OptimizeResult.to_dict`)."""
+    return json.dumps(result.to_dict(), indent=1)
+
+
+def _fmt(value: float | None, unit: str, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}g}{unit}"
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory where it is under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

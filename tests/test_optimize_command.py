@@ -1,0 +1,241 @@
+"""``autoprofiler optimize``: its one-line errors on this CPU machine, and the profile, cost
+and verdict it prints, run through the replay environment on the shipped dataset (the live
+environment's stand-in: same ``ProfilingEnv``, same ``TreePolicy``, a backend answering from
+the H200's recording)."""
+
+import json
+
+import gymnasium as gym
+import pytest
+
+import autoprofiler_env  # noqa: F401  (registers the environments)
+from agents.tree.nodes import from_dict
+from agents.tree.policy import TreePolicy
+from autoprofiler_env.evaluation import rollout
+from autoprofiler_env.profiler import render_markdown
+from experiments import optimize as command
+from experiments.cli import main
+from tests.conftest import DATA
+
+PROBLEM = str(DATA / "problems" / "relu_small.py")
+POOL = "problem://autoprofiler/v1/level1/adaptive_avg_pool2d_128x256x56x56"  # compile: 1.93x
+MATMUL = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"  # tf32: fails 1e-2
+
+
+def tree_file(tmp_path, root, name="tree.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"format": "autoprofiler-tree", "version": 1, "meta": {},
+                                "root": root}))
+    return path
+
+
+def collect(*sections):
+    node = {"stop": True}
+    for section in reversed(sections):
+        node = {"collect": section, "next": node}
+    return node
+
+
+def run_main(capsys, *argv):
+    code = main(["optimize", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("autoprofiler: error: ")
+    return lines[0]
+
+
+def replay_env(uri, **kwargs):
+    kwargs.setdefault("budget_unit", "passes")
+    return gym.make("AutoProfiler-v0", problems=[uri], **kwargs)
+
+
+# -- the errors, each one line on stderr and exit code 2 --------------------------------------
+
+def test_without_a_gpu_it_says_so_in_one_line(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code, out, err = run_main(capsys, PROBLEM, "--tree", tree_file(tmp_path, collect("LaunchStats")))
+    assert code == 2 and out == ""
+    line = one_line(err)
+    assert "optimize needs a CUDA GPU and Nsight Compute (ncu)" in line
+    assert "no CUDA device" in line
+
+
+def test_without_ncu_it_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("NCU", str(tmp_path / "no-ncu-here"))
+    code, out, err = run_main(capsys, PROBLEM, "--tree", tree_file(tmp_path, collect("LaunchStats")))
+    assert code == 2 and out == ""
+    line = one_line(err)
+    assert "optimize needs a CUDA GPU and Nsight Compute (ncu)" in line
+    assert "`ncu` was not found" in line and "NCU=" in line
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "not JSON"),
+    (json.dumps({"format": "something-else", "root": {"stop": True}}), "not an AutoProfiler tree"),
+    (json.dumps({"format": "autoprofiler-tree", "version": 1,
+                 "root": collect("SpeedOfLigth")}), "did you mean SpeedOfLight?"),
+    (json.dumps({"format": "autoprofiler-tree", "version": 1,
+                 "root": {"if": {"metric": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                                 "at_least": 60}, "then": {"stop": True},
+                          "else": {"stop": True}}}), "not collected above this node"),
+])
+def test_a_bad_tree_file_is_one_line_and_exit_2(tmp_path, capsys, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    code, out, err = run_main(capsys, PROBLEM, "--tree", path)
+    assert code == 2 and out == ""
+    line = one_line(err)
+    assert str(path) in line and message in line
+
+
+def test_a_missing_tree_file_is_one_line_and_exit_2(tmp_path, capsys):
+    code, _, err = run_main(capsys, PROBLEM, "--tree", tmp_path / "nope.json")
+    assert code == 2
+    assert "cannot read the tree file" in one_line(err)
+
+
+@pytest.mark.parametrize("problem, message", [
+    (DATA / "problems" / "does_not_exist.py", "no such file"),
+    (DATA / "problems" / "lacks_get_inputs.py", "does not define get_inputs"),
+    ("problem://autoprofiler/v1/level1/nope", "no problem of the suite"),
+])
+def test_a_missing_or_broken_problem_is_one_line_and_exit_2(tmp_path, capsys, problem, message):
+    code, out, err = run_main(capsys, problem, "--tree", tree_file(tmp_path, collect("LaunchStats")))
+    assert code == 2 and out == ""
+    assert message in one_line(err)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "0"], "the budget must be a number > 0"),
+    (["--budget", "nan"], "the budget must be a number > 0"),
+    (["--optimizer", "gpt"], "optimizer must be one of"),
+    (["--device", "cpu"], "--device must be cuda or cuda:N"),
+])
+def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, args, message):
+    code, _, err = run_main(capsys, PROBLEM, "--tree", tree_file(tmp_path, collect("LaunchStats")),
+                            *args)
+    assert code == 2
+    assert message in one_line(err)
+
+
+def test_without_tree_it_takes_the_shipped_one_or_asks_for_one(tmp_path, capsys, monkeypatch):
+    import agents.tree
+
+    monkeypatch.setattr(agents.tree, "DATA", tmp_path)
+    code, _, err = run_main(capsys, PROBLEM, "--optimizer", "reference")
+    assert code == 2
+    line = one_line(err)
+    assert "no tree ships for the optimizer 'reference'" in line and "--tree FILE" in line
+    shipped = tree_file(tmp_path, collect("LaunchStats"), name="reference.json")
+    assert command.shipped_tree("reference") == shipped
+    tree_file(tmp_path, collect("LaunchStats"), name="llm-org-model-7b.json")
+    assert command.shipped_tree("llm:org/model:7b") == tmp_path / "llm-org-model-7b.json"
+
+
+# -- the run, through the replay environment ---------------------------------------------------
+
+def test_the_profile_is_the_optimizers_and_the_verdict_the_episodes(tmp_path):
+    tree = tree_file(tmp_path, collect("LaunchStats", "InstructionStats", "SourceCounters"))
+    env = replay_env(POOL)
+    result = command.optimize(POOL, tree, env=env)
+    base = env.unwrapped
+    # the same episode as the one evaluation gives, with the same outcome
+    (record,) = rollout(replay_env(POOL), TreePolicy(from_dict(json.loads(tree.read_text())),
+                                                     env))
+    assert result.sections == record.sections == ("LaunchStats", "InstructionStats",
+                                                  "SourceCounters")
+    assert result.verdict.candidate == record.candidate == "compile"
+    assert result.verdict.correct and result.verdict.speedup == pytest.approx(record.speedup)
+    assert result.verdict.speedup == pytest.approx(1.931, abs=1e-3)
+    assert result.verdict.eager_ms > result.verdict.candidate_ms > 0
+    # exactly the markdown the optimizer's prompt holds
+    profile = base.backend.profile(POOL, result.sections)
+    assert result.profile_markdown == render_markdown(profile)
+    assert result.profile_markdown.startswith(
+        "# Nsight Compute profile (LaunchStats, InstructionStats, SourceCounters)")
+    # each section's cost, as recorded, and what the budget was charged
+    assert [c.passes for c in result.costs] == [
+        base.backend.profile(POOL, (s,)).cost.passes for s in result.sections]
+    assert result.passes == profile.cost.passes
+    assert result.replay_s == pytest.approx(profile.cost.replay_s)
+    assert result.spent == pytest.approx(record.cost) and result.spent <= result.budget_total
+    assert (result.budget, result.budget_unit, result.budget_total) == (0.25, "passes", 9.5)
+    assert result.path == (0, 1, 2, 3)
+
+    text = command.format_text(result)
+    assert result.profile_markdown.rstrip() in text
+    assert "| **total** | " in text and f"of {result.budget_total:g} |" in text
+    assert "- candidate: `compile`" in text and "- correct; speedup 1.93x" in text
+    d = json.loads(command.format_json(result))
+    assert d["schema"] == command.SCHEMA and d["sections"] == list(result.sections)
+    assert d["verdict"]["candidate"] == "compile" and d["verdict"]["correct"] is True
+    assert d["total"]["passes"] == result.passes and d["profile_markdown"] == text.split(
+        "<!-- profile -->\n")[1].split("<!-- /profile -->")[0]
+
+
+@pytest.mark.parametrize("root, unit, sections", [
+    # the budget runs out on the third section (3.75 of 15 sections): the step that
+    # collects it would call the optimizer
+    (collect("LaunchStats", "Occupancy", "SchedulerStats", "WorkloadDistribution"), "sections",
+     ("LaunchStats", "Occupancy", "SchedulerStats")),
+    # 9 of 9.5 passes: nothing else fits after it, and the next Collect is passed over
+    (collect("MemoryWorkloadAnalysis", "LaunchStats"), "passes", ("MemoryWorkloadAnalysis",)),
+    # the tree stops with budget left; SpeedOfLight (10 passes) does not fit and is passed over
+    (collect("SpeedOfLight", "LaunchStats"), "passes", ("LaunchStats",)),
+    ({"stop": True}, "passes", ()),
+])
+def test_profile_only_collects_what_a_full_run_does_and_never_optimizes(tmp_path, root, unit,
+                                                                        sections):
+    tree = tree_file(tmp_path, root)
+    full = command.optimize(POOL, tree, env=replay_env(POOL, budget_unit=unit))
+    env = replay_env(POOL, budget_unit=unit)
+    only = command.optimize(POOL, tree, env=env, profile_only=True)
+    assert full.sections == only.sections == sections
+    assert only.profile_markdown == full.profile_markdown
+    def charged(r):  # the wall seconds are measured, the rest recorded
+        return [(c.section, c.passes, c.replay_s, c.charged) for c in r.costs]
+
+    assert charged(only) == charged(full)
+    assert only.verdict is None and full.verdict is not None
+    assert env.unwrapped.last_record is None  # the optimizer was never asked
+    text = command.format_text(only)
+    assert "not optimized (--profile-only)" in text
+    if not sections:
+        assert "No profile was collected for this program" in only.profile_markdown
+        assert "nothing collected (0 of 9.5 passes)" in text
+
+
+def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path, capsys,
+                                                                        monkeypatch):
+    """The CLI's wiring, with the live environment replaced by the replay one (the two seams
+    are this command's own: the machine check and the environment it builds)."""
+    monkeypatch.setattr(command, "check_machine", lambda device="cuda": "ncu")
+    monkeypatch.setattr(command, "live_env", lambda problem, optimizer, budget, unit, device:
+                        replay_env(problem, optimizer=optimizer, budget=budget,
+                                   budget_unit=unit))
+    tree = tree_file(tmp_path, collect("MemoryWorkloadAnalysis"))
+    code, out, err = run_main(capsys, MATMUL, "--tree", tree, "--json")
+    assert code == 1
+    d = json.loads(out)
+    assert d["problem"] == MATMUL and d["sections"] == ["MemoryWorkloadAnalysis"]
+    assert d["verdict"]["candidate"] == "tf32" and d["verdict"]["correct"] is False
+    assert err.strip() == "autoprofiler: candidate tf32 incorrect (" + \
+        f"{d['verdict']['error_kind']})"
+
+    code, out, err = run_main(capsys, POOL, "--tree", tree, "--budget-unit", "sections",
+                              "--profile-only")
+    assert code == 0 and err == ""
+    assert "# Nsight Compute profile (MemoryWorkloadAnalysis)" in out
+    assert "(--profile-only)" in out
+    assert "budget 0.3 of the full set = 4.5 sections" in out

@@ -1,0 +1,403 @@
+"""The AutoProfiler tree: its file, its walk as a policy, its edits, the search proposer, the
+learner (deterministic, resumable) and the learn-tree command."""
+
+import json
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import autoprofiler_env  # noqa: F401
+from agents.tree import (
+    Branch,
+    Collect,
+    Condition,
+    Rewrite,
+    Split,
+    Stop,
+    Tree,
+    TreeFormatError,
+    TreePolicy,
+    by_budget,
+    edit_from_dict,
+    export_text,
+    from_dict,
+    load,
+    plot,
+    roofline_tree,
+    shipped_tree,
+    vocabulary,
+)
+from agents.tree.learner import LearnConfig, learn
+from agents.tree.proposers.search import SearchProposer
+from autoprofiler_env.envs.observation import squash
+from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.evaluation import rollout, score
+
+SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+
+
+def _tree() -> Tree:
+    return Tree(Collect("SpeedOfLight", Branch(Condition("metric", SM, 60.0),
+                                               Collect("ComputeWorkloadAnalysis"), Stop())),
+                {"note": "a test"})
+
+
+@pytest.fixture(scope="module")
+def train():
+    return gym.make("AutoProfiler-v0", split="train")
+
+
+@pytest.fixture(scope="module")
+def small():
+    """12 train problems and 6 validation problems: enough for the learner to move."""
+    env = gym.make("AutoProfiler-v0", split="train")
+    val = gym.make("AutoProfiler-v0", split="val")
+    return (gym.make("AutoProfiler-v0", problems=env.unwrapped.problems[:12]),
+            gym.make("AutoProfiler-v0", problems=val.unwrapped.problems[:6]))
+
+
+# -- the file -------------------------------------------------------------------------------
+
+def test_a_tree_round_trips_through_its_file(tmp_path):
+    tree = _tree()
+    tree.save(tmp_path / "t.json")
+    back = load(tmp_path / "t.json")
+    assert back == tree and back.meta == {"note": "a test"}
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["format"] == "autoprofiler-tree" and data["version"] == 1
+    assert data["root"]["next"]["if"] == {"metric": SM, "at_least": 60.0}
+    assert data["root"]["next"]["else"] == {"stop": True}
+
+
+@pytest.mark.parametrize("root, message", [
+    ({"collect": "SpeedOfLigth", "next": {"stop": True}}, "did you mean SpeedOfLight"),
+    ({"if": {"metric": SM, "at_least": 60}, "then": {"stop": True}, "else": {"stop": True}},
+     "not collected above this node"),
+    ({"collect": "Occupancy", "next": {"if": {"finding": "SpeedOfLight", "at_least": 5},
+                                       "then": {"stop": True}, "else": {"stop": True}}},
+     "reads SpeedOfLight, which is not collected above"),
+    ({"collect": "Occupancy", "next": {"collect": "Occupancy", "next": {"stop": True}}},
+     "already collected above"),
+    ({"if": {"feature": "log_flop", "at_least": 1}, "then": {"stop": True},
+      "else": {"stop": True}}, "did you mean log_flops"),
+    ({"if": {"feature": "log_flops", "at_least": "big"}, "then": {"stop": True},
+      "else": {"stop": True}}, "at_least must be a finite number"),
+    ({"if": {"colour": "red", "at_least": 1}, "then": {"stop": True}, "else": {"stop": True}},
+     "a condition reads one of metric, finding, feature, budget"),
+    ({"collect": "Occupancy"}, "a node has the keys"),
+    ({"stop": False}, "a stop node is"),
+    ([1, 2], "a node is an object"),
+])
+def test_a_broken_tree_is_refused_saying_where_and_what(root, message):
+    with pytest.raises(TreeFormatError, match=message):
+        from_dict({"format": "autoprofiler-tree", "version": 1, "root": root})
+
+
+def test_a_file_that_is_not_a_tree_is_refused(tmp_path):
+    (tmp_path / "a.json").write_text("{not json")
+    with pytest.raises(TreeFormatError, match="not JSON"):
+        load(tmp_path / "a.json")
+    (tmp_path / "b.json").write_text(json.dumps({"format": "autoprofiler-tree", "version": 9,
+                                                 "root": {"stop": True}}))
+    with pytest.raises(TreeFormatError, match="version 9 is not readable"):
+        load(tmp_path / "b.json")
+    with pytest.raises(TreeFormatError, match="cannot read"):
+        load(tmp_path / "missing.json")
+    deep = {"stop": True}
+    for i in range(70):
+        deep = {"if": {"feature": "log_flops", "at_least": i}, "then": deep,
+                "else": {"stop": True}}
+    with pytest.raises(TreeFormatError, match="deeper than 64"):
+        from_dict({"format": "autoprofiler-tree", "version": 1, "root": deep})
+
+
+def test_the_rendering_numbers_the_nodes_as_edits_do(tmp_path):
+    text = export_text(_tree(), {0: 5, 1: 5, 2: 2})
+    assert text.splitlines() == [
+        "[0] collect SpeedOfLight  (5 problems)",
+        f"[1] if {SM} >= 60  (5 problems)",
+        "    [2] collect ComputeWorkloadAnalysis  (2 problems)",
+        "    [3] stop  (0 problems)",
+        "[1] else",
+        "    [4] stop  (0 problems)"]
+    assert [type(n).__name__ for n in _tree().nodes()] == ["Collect", "Branch", "Collect",
+                                                           "Stop", "Stop"]
+    path = plot(_tree(), tmp_path / "t.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- the walk -------------------------------------------------------------------------------
+
+def _obs(env, collected=(), metrics=None, findings=None, features=None, budget=0.25):
+    base = env.unwrapped
+    n, m = len(base.sections), len(base.metric_names)
+    obs = {"collected": np.zeros(n, np.int8), "metrics": np.zeros(m, np.float32),
+           "metrics_known": np.zeros(m, np.int8), "findings": np.zeros(n, np.float32),
+           "features": np.zeros(len(vocabulary().features), np.float32),
+           "budget_total": np.array([budget, 0.0], np.float32),
+           "action_mask": np.ones(n + 1, np.int8)}
+    for s in collected:
+        obs["collected"][base.sections.index(s)] = 1
+    for name, value in (metrics or {}).items():
+        j = base.metric_names.index(name)
+        obs["metrics"][j], obs["metrics_known"][j] = squash(value), 1
+    for s, value in (findings or {}).items():
+        obs["findings"][base.sections.index(s)] = value / 100.0
+    for name, value in (features or {}).items():
+        obs["features"][vocabulary().features.index(name)] = value
+    return obs
+
+
+def test_the_walk_collects_branches_on_raw_units_and_stops(train):
+    policy, sections = TreePolicy(_tree(), train), train.unwrapped.sections
+    stop = len(sections)
+    assert policy.predict(_obs(train))[0] == sections.index("SpeedOfLight")
+    hot = _obs(train, ["SpeedOfLight"], {SM: 70.0})
+    assert policy.predict(hot)[0] == sections.index("ComputeWorkloadAnalysis")
+    assert policy.path(hot) == [0, 1, 2]
+    assert policy.predict(_obs(train, ["SpeedOfLight"], {SM: 50.0}))[0] == stop
+    assert policy.predict(_obs(train, ["SpeedOfLight", "ComputeWorkloadAnalysis"],
+                               {SM: 70.0}))[0] == stop
+
+
+def test_a_section_that_does_not_fit_is_passed_over_and_its_values_are_unknown(train):
+    sections = train.unwrapped.sections
+    tree = Tree(Collect("SpeedOfLight", Branch(Condition("metric", SM, 60.0), Stop(),
+                                               Collect("Occupancy"))))
+    policy = TreePolicy(tree, train)
+    obs = _obs(train)
+    obs["action_mask"][sections.index("SpeedOfLight")] = 0
+    # SpeedOfLight does not fit: the walk goes on, the branch's value is unknown -> else
+    assert policy.predict(obs)[0] == sections.index("Occupancy")
+    assert policy.path(obs) == [0, 1, 3]
+    # the action_masks argument wins over the observation's own mask, as SB3 passes it
+    mask = np.ones(len(sections) + 1, bool)
+    assert policy.predict(_obs(train), action_masks=mask)[0] == sections.index("SpeedOfLight")
+
+
+def test_findings_features_and_the_budget_are_read_in_their_units(train):
+    sections = train.unwrapped.sections
+    occupancy, stop = sections.index("Occupancy"), len(sections)
+    finding = TreePolicy(Tree(Collect("SpeedOfLight", Branch(
+        Condition("finding", "SpeedOfLight", 20.0), Collect("Occupancy"), Stop()))), train)
+    assert finding.predict(_obs(train, ["SpeedOfLight"],
+                                findings={"SpeedOfLight": 25.0}))[0] == occupancy
+    assert finding.predict(_obs(train, ["SpeedOfLight"],
+                                findings={"SpeedOfLight": 15.0}))[0] == stop
+    feature = TreePolicy(Tree(Branch(Condition("feature", "log_flops", 9.0),
+                                     Collect("Occupancy"), Stop())), train)
+    assert feature.predict(_obs(train, features={"log_flops": 9.5}))[0] == occupancy
+    assert feature.predict(_obs(train, features={"log_flops": 8.5}))[0] == stop
+    budget = TreePolicy(Tree(Branch(Condition("budget", "fraction", 0.3),
+                                    Collect("Occupancy"), Stop())), train)
+    assert budget.predict(_obs(train, budget=0.5))[0] == occupancy
+    assert budget.predict(_obs(train, budget=0.1))[0] == stop
+    assert budget.predict(_obs(train, budget=0.0))[0] == stop  # unknown full set: else
+
+
+def test_a_batch_of_observations_gets_each_its_own_action(train):
+    policy = TreePolicy(_tree(), train)
+    singles = [_obs(train), _obs(train, ["SpeedOfLight"], {SM: 70.0}),
+               _obs(train, ["SpeedOfLight"], {SM: 10.0})]
+    batch = {k: np.stack([o[k] for o in singles]) for k in singles[0]}
+    actions, _ = policy.predict(batch)
+    assert list(actions) == [int(policy.predict(o)[0]) for o in singles]
+
+
+def test_sb3_evaluates_the_tree_like_any_policy(train):
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    vec = make_vec_env("AutoProfiler-v0", n_envs=2, seed=0)
+    mean, _ = evaluate_policy(TreePolicy(_tree(), vec.envs[0]), vec, n_eval_episodes=4)
+    assert math.isfinite(mean)
+
+
+def test_the_tree_on_the_replay_collects_what_it_says(train):
+    records = rollout(train, TreePolicy(Tree(Collect("Occupancy", Collect("LaunchStats"))),
+                                        train), budget=1.0)
+    assert {r.sections for r in records} == {("Occupancy", "LaunchStats")}
+    # by_budget: each budget gets its own tree
+    joined = by_budget({0.1: Tree(Collect("Occupancy")), 1.0: Tree(Collect("LaunchStats"))})
+    policy = TreePolicy(joined, train)
+    assert {r.sections for r in rollout(train, policy, budget=1.0)} == {("LaunchStats",)}
+    low = {r.sections for r in rollout(train, policy, budget=0.1)}
+    assert low <= {("Occupancy",), ()} and ("Occupancy",) in low
+
+
+def test_a_tree_naming_what_the_environment_lacks_is_refused(train):
+    with pytest.raises(TreeFormatError, match="not a section of this environment"):
+        TreePolicy(Tree(Collect("NvlinkTopology")), train)
+
+
+def test_the_roofline_start_is_a_valid_tree(train):
+    records = rollout(train, TreePolicy(roofline_tree(), train), budget=1.0)
+    assert all(r.sections[0] == "SpeedOfLight" and len(r.sections) == 3 for r in records)
+    assert {r.sections[1] for r in records} == {"MemoryWorkloadAnalysis",
+                                                 "ComputeWorkloadAnalysis"}
+
+
+# -- edits ----------------------------------------------------------------------------------
+
+def test_rewrite_and_split_edit_the_numbered_node():
+    tree = _tree()
+    swapped = Rewrite(2, Collect("Occupancy")).apply(tree)
+    assert swapped.root.next.then == Collect("Occupancy")
+    split = Split(4, Condition("feature", "log_flops", 9.0), Collect("LaunchStats")).apply(tree)
+    assert split.root.next.otherwise == Branch(Condition("feature", "log_flops", 9.0),
+                                               Collect("LaunchStats"), Stop())
+    for edit in (Rewrite(2, Collect("Occupancy")),
+                 Split(4, Condition("feature", "log_flops", 9.0), Collect("LaunchStats"))):
+        assert edit_from_dict(json.loads(json.dumps(edit.to_dict()))) == edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (Rewrite(9, Stop()), "no node 9"),
+    (Split(7, Condition("feature", "log_flops", 1.0), Stop()), "no node 7"),
+    (Rewrite(0, Branch(Condition("metric", SM, 1.0), Stop(), Stop())),
+     "not collected above"),
+    (Rewrite(2, Collect("SpeedOfLight")), "already collected above"),
+])
+def test_an_edit_that_breaks_the_tree_is_refused(edit, message):
+    with pytest.raises(TreeFormatError, match=message):
+        edit.apply(_tree())
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"op": "grow"}, "an edit is"),
+    ({"op": "rewrite", "node": "2", "with": {"stop": True}}, "node number"),
+    ({"op": "rewrite", "node": 2}, "the keys op, node, with"),
+    ({"op": "split", "node": 2, "then": {"stop": True}}, "the keys op, node, if, then"),
+])
+def test_a_malformed_edit_is_refused(data, message):
+    with pytest.raises(TreeFormatError, match=message):
+        edit_from_dict(data)
+
+
+# -- the search proposer and the learner ----------------------------------------------------
+
+def test_the_search_proposer_is_deterministic_and_offers_valid_edits(small):
+    tr, va = small
+    lines = []
+    learn(tr, va, SearchProposer(3), LearnConfig(rounds=3), progress=False,
+          on_round=lines.append)
+    again = []
+    learn(tr, va, SearchProposer(3), LearnConfig(rounds=3), progress=False,
+          on_round=again.append)
+    other = []
+    learn(tr, va, SearchProposer(4), LearnConfig(rounds=3), progress=False,
+          on_round=other.append)
+    edits = [[p["edit"] for p in line["proposals"]] for line in lines]
+    assert edits == [[p["edit"] for p in line["proposals"]] for line in again]
+    assert edits != [[p["edit"] for p in line["proposals"]] for line in other]
+    assert all(len(e) == 8 for e in edits)
+    assert all(p["error"] is None for line in lines for p in line["proposals"])
+
+
+def test_the_learner_keeps_only_edits_that_improve_and_picks_on_validation(train):
+    # the whole train split: on a few problems no profile may already be as good as any
+    tr, va = train, gym.make("AutoProfiler-v0", split="val")
+    lines = []
+    result = learn(tr, va, SearchProposer(0), LearnConfig(rounds=25, margin=0.002),
+                   progress=False, on_round=lines.append)
+    previous = None
+    for line in lines:
+        if previous is not None:
+            assert line["train_objective"] >= previous - 1e-12
+            if line["accepted"] is not None:
+                kept = line["proposals"][line["accepted"]]["train_objective"]
+                assert kept == line["train_objective"]
+                assert all(p["train_objective"] is None or p["train_objective"] <= kept
+                           for p in line["proposals"])
+        previous = line["train_objective"]
+    assert result.accepted >= 1 and result.train > 1.0
+    assert sum(line["accepted"] is not None for line in lines) == result.accepted
+    # the tree returned is the best on validation, and its scores are what it scores
+    best = max(lines, key=lambda line: line["validation_objective"])
+    assert math.log(result.validation) >= best["validation_objective"] - 1e-12
+    assert result.validation == pytest.approx(score(rollout(va, TreePolicy(result.tree, va),
+                                                            budget=0.25)))
+    assert result.train == pytest.approx(score(rollout(tr, TreePolicy(result.tree, tr),
+                                                       budget=0.25)))
+
+
+def test_an_interrupted_run_resumes_to_the_same_tree(small, tmp_path):
+    tr, va = small
+    config = LearnConfig(rounds=12)
+    whole = learn(tr, va, SearchProposer(1), config, log=tmp_path / "whole.jsonl",
+                  progress=False)
+    learn(tr, va, SearchProposer(1), LearnConfig(rounds=5), log=tmp_path / "cut.jsonl",
+          progress=False)
+    # an interruption mid-write leaves half a line: it is dropped and the round run again
+    with open(tmp_path / "cut.jsonl", "a") as f:
+        f.write('{"kind": "round", "round": 6, "propo')
+    with pytest.raises(AutoProfilerError, match="other settings"):
+        learn(tr, va, SearchProposer(2), config, log=tmp_path / "cut.jsonl", progress=False)
+    resumed = learn(tr, va, SearchProposer(1), config, log=tmp_path / "cut.jsonl",
+                    progress=False)
+    assert resumed.tree == whole.tree and resumed.accepted == whole.accepted
+    assert resumed.rounds == whole.rounds == 12
+
+    def decisions(path):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        return [(r.get("round"), r.get("accepted"), r.get("train_objective"),
+                 [p["edit"] for p in r.get("proposals", [])]) for r in rows]
+
+    assert decisions(tmp_path / "cut.jsonl") == decisions(tmp_path / "whole.jsonl")
+
+
+def test_a_corrupted_log_is_an_error_not_a_fresh_start(small, tmp_path):
+    tr, va = small
+    log = tmp_path / "log.jsonl"
+    learn(tr, va, SearchProposer(0), LearnConfig(rounds=3), log=log, progress=False)
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
+    with pytest.raises(AutoProfilerError, match="line 2 is not JSON"):
+        learn(tr, va, SearchProposer(0), LearnConfig(rounds=3), log=log, progress=False)
+
+
+# -- the command and the shipped tree -------------------------------------------------------
+
+def test_learn_tree_writes_the_tree_its_log_and_pictures(tmp_path, capsys):
+    from experiments.cli import main
+
+    out = tmp_path / "run"
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "3", "--out",
+                 str(out)]) == 0
+    for name in ("tree.json", "tree.txt", "tree.png", "curve.png", "run.json",
+                 "log-0.1.jsonl", "log-0.25.jsonl"):
+        assert (out / name).is_file(), name
+    tree = load(out / "tree.json")
+    assert tree.root.condition == Condition("budget", "fraction", 0.158)
+    assert set(tree.meta["scores"]) == {"0.1", "0.25"}
+    assert "[0] if budget >= 0.158 of the full set" in capsys.readouterr().out
+    assert main(["benchmark", "--budgets", "0.25", "--policy", f"tree:{out / 'tree.json'}",
+                 "--out", str(tmp_path / "bench")]) == 0
+    assert "tree:tree" in (tmp_path / "bench" / "benchmark.csv").read_text()
+
+
+def test_learn_tree_refuses_bad_settings(tmp_path, capsys):
+    from experiments.cli import main
+
+    assert main(["learn-tree", "--budget", "a lot", "--out", str(tmp_path)]) == 2
+    assert "--budget" in capsys.readouterr().err
+    assert main(["learn-tree", "--start", "nowhere.json", "--rounds", "1", "--out",
+                 str(tmp_path)]) == 2
+    assert "--start must be stop, roofline or a tree file" in capsys.readouterr().err
+
+
+def test_the_shipped_tree_reproduces_its_recorded_scores(train):
+    path = shipped_tree("reference-v1")
+    assert path is not None
+    tree = load(path)
+    val = gym.make("AutoProfiler-v0", split="val")
+    for budget, scores in tree.meta["scores"].items():
+        b = float(budget)
+        assert score(rollout(train, TreePolicy(tree, train), budget=b)) == pytest.approx(
+            scores["train"], rel=1e-9)
+        assert score(rollout(val, TreePolicy(tree, val), budget=b)) == pytest.approx(
+            scores["validation"], rel=1e-9)
+    assert shipped_tree("llm:nobody") is None
