@@ -332,16 +332,11 @@ def print_table(summary: list[dict]) -> None:
 
 def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path: Path) -> None:
     """Logs to wandb (offline when no key is configured)."""
-    import os
+    import wandb
 
-    try:
-        import wandb
-    except ImportError as e:
-        raise SystemExit("wandb is not installed; autoprofiler-env requires it: reinstall it "
-                         "with `pip install -e .`") from e
-    if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
-        os.environ["WANDB_MODE"] = "offline"
-    run = wandb.init(project="autoprofiler-env", job_type="benchmark", config=config)
+    from experiments.tracking import wandb_run
+
+    run = wandb_run("benchmark", config)
     run.log({"episodes": wandb.Table(columns=list(episodes[0]),
                                      data=[list(r.values()) for r in episodes]),
              "summary": wandb.Table(columns=list(COLUMNS),

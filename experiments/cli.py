@@ -298,7 +298,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 # -- learn-tree -----------------------------------------------------------------------------
 
 def cmd_learn_tree(args: argparse.Namespace) -> int:
-    from experiments.learn_tree import init_wandb, learn_tree, make_proposer
+    from experiments.learn_tree import learn_tree, make_proposer
+    from experiments.tracking import wandb_run
 
     try:
         budgets = [float(b) for b in args.budget.split(",")]
@@ -309,7 +310,8 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
         return _fail(f"--budget {args.budget!r}: each budget is a fraction > 0")
     proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
                              args.llm_timeout)
-    run = init_wandb(vars(args) | {"command": "learn-tree"}) if args.wandb else None
+    run = wandb_run("learn-tree", vars(args) | {"command": "learn-tree"}) if args.wandb \
+        else None
     try:
         tree, results = learn_tree(sorted(set(budgets)), proposer, Path(args.out),
                                    rounds=args.rounds, dataset=args.dataset,

@@ -153,17 +153,3 @@ def plot_curves(curves: dict, path: Path, title: str) -> Path:
     plt.close(fig)
     write_atomic(path, buffer.getvalue())
     return path
-
-
-def init_wandb(config: dict):
-    """A wandb run (offline when no key is configured)."""
-    import os
-
-    try:
-        import wandb
-    except ImportError as e:
-        raise SystemExit("wandb is not installed; autoprofiler-env requires it: reinstall it "
-                         "with `pip install -e .`") from e
-    if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
-        os.environ["WANDB_MODE"] = "offline"
-    return wandb.init(project="autoprofiler-env", job_type="learn-tree", config=config)

@@ -1,0 +1,18 @@
+"""wandb runs for the commands: one way to start one (offline when no key is configured)."""
+
+from __future__ import annotations
+
+import os
+
+
+def wandb_run(job_type: str, config: dict):
+    """A wandb run of the project (``job_type``: the command), offline unless
+    ``WANDB_API_KEY`` or ``WANDB_MODE`` says otherwise."""
+    try:
+        import wandb
+    except ImportError as e:
+        raise SystemExit("wandb is not installed; autoprofiler-env requires it: reinstall it "
+                         "with `pip install -e .`") from e
+    if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
+        os.environ["WANDB_MODE"] = "offline"
+    return wandb.init(project="autoprofiler-env", job_type=job_type, config=config)
