@@ -401,3 +401,33 @@ def test_the_shipped_tree_reproduces_its_recorded_scores(train):
         assert score(rollout(val, TreePolicy(tree, val), budget=b)) == pytest.approx(
             scores["validation"], rel=1e-9)
     assert shipped_tree("llm:nobody") is None
+
+
+class _NoHindsight:
+    """A backend as the live one is: the Backend protocol, no hindsight (best_score)."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        if name == "best_score":
+            raise AttributeError(name)
+        return getattr(self._backend, name)
+
+
+def test_the_learner_runs_on_a_backend_without_hindsight(small):
+    from autoprofiler_env.envs.backends import Hindsight
+
+    tr = gym.make("AutoProfiler-v0", problems=small[0].unwrapped.problems)
+    tr.unwrapped.backend = _NoHindsight(tr.unwrapped.backend)
+    assert not isinstance(tr.unwrapped.backend, Hindsight)
+    seen = []
+
+    class Probe(SearchProposer):
+        def propose(self, feedback, n):
+            seen.append(feedback)
+            return super().propose(feedback, n)
+
+    learn(tr, small[1], Probe(0), LearnConfig(rounds=2), progress=False)
+    assert seen and all(p.oracle_speedup is None and p.regret == 0.0
+                        for p in seen[0].problems)
