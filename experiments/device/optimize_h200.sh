@@ -4,11 +4,12 @@
 # collected; the optimizer is invoked once with that profile; the harness judges and times the
 # candidate), each result packed for the trip back.
 #   OUT=results KERNELBENCH=shared/KernelBench [TREE=FILE] [OPTIMIZER=reference] \
-#     [BUDGET=0.25] [BUDGET_UNIT=passes] [DEADLINE=540] [LIMIT=300] [FILES="level1/19_ReLU.py ..."] \
+#     [BUDGET=0.3] [BUDGET_UNIT=passes] [DEADLINE=540] [LIMIT=300] [FILES="level1/19_ReLU.py ..."] \
 #     bash experiments/device/optimize_h200.sh
 # KERNELBENCH: a KernelBench checkout (its root, or the KernelBench/ folder holding level1/),
 # carried to the device in an ignored folder; never copied into the repository.
-# TREE: a tree file (default: the one the project ships for OPTIMIZER, agents/tree/data/).
+# TREE: a tree file (default: agents/tree/data/reference-v1.json, the shipped tree; it was
+# learned with reference-v1's outcomes, and serves the composed optimizer as a tree like any).
 # DEADLINE: seconds until no new file starts; LIMIT: seconds one file may take (SIGTERM: ncu
 # and the harness's workers stop with it).
 # Needs the wheels of docs/dataset.md "Recording" in .whl/ (gymnasium).
@@ -19,6 +20,7 @@ FINAL=${OUT:-results}
 DEADLINE=${DEADLINE:-540}
 LIMIT=${LIMIT:-300}
 OPTIMIZER=${OPTIMIZER:-reference}
+TREE=${TREE:-agents/tree/data/reference-v1.json}
 # a pointwise chain (fusion), a reduction over 16384 x 16384 (memory-bound), a GEMM with an
 # epilogue (precision and fusion): three kinds of decision
 FILES=${FILES:-level1/88_MinGPTNewGelu.py level1/98_KLDivLoss.py level2/76_Gemm_Add_ReLU.py}
@@ -64,7 +66,7 @@ for rel in $FILES; do
   echo "== $rel (at most ${limit} s)" | tee -a "$WORK/optimize.log"
   begun=$(date +%s)
   timeout -s TERM "$limit" python3 -m experiments.cli optimize "$KB/$rel" ${TREE:+--tree "$TREE"} \
-    --optimizer "$OPTIMIZER" --budget "${BUDGET:-0.25}" --budget-unit "${BUDGET_UNIT:-passes}" \
+    --optimizer "$OPTIMIZER" --budget "${BUDGET:-0.3}" --budget-unit "${BUDGET_UNIT:-passes}" \
     --json > "$WORK/$name.json" 2> "$WORK/$name.err"
   rc=$?
   echo "$rel: exit $rc in $(( $(date +%s) - begun )) s" | tee -a "$WORK/optimize.log"
