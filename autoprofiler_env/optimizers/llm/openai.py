@@ -93,15 +93,29 @@ class OpenAIChatBackend:
         return f"OpenAIChatBackend({self.url!r}, {self.model_name!r})"
 
     def request_body(self, messages: list[Message], *, max_tokens: int, temperature: float,
-                     seed: int) -> dict:
-        return {"model": self.model_name, "messages": messages, "max_tokens": max_tokens,
+                     seed: int, response_format: dict | None = None) -> dict:
+        """The JSON body of a request; ``response_format`` (e.g.
+        :func:`~autoprofiler_env.optimizers.llm.backend.json_schema_format`) is sent only when
+        given, so servers that do not know the field see the same body as before."""
+        body = {"model": self.model_name, "messages": messages, "max_tokens": max_tokens,
                 "temperature": temperature, "seed": seed, "stream": False}
+        if response_format is not None:
+            body["response_format"] = response_format
+        return body
 
     def complete(self, messages: list[Message], *, max_tokens: int = DEFAULT_MAX_TOKENS,
                  temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+                 timeout_s: float = DEFAULT_TIMEOUT_S,
+                 response_format: dict | None = None) -> str:
+        """The text of the first choice. ``response_format`` constrains the reply where the
+        server supports it (a server that does not may answer HTTP 400: leave it out then).
+
+        Raises:
+            LLMError: ``timeout``, ``http``, ``connection`` or ``empty``.
+        """
         body = json.dumps(self.request_body(messages, max_tokens=max_tokens,
-                                            temperature=temperature, seed=seed)).encode()
+                                            temperature=temperature, seed=seed,
+                                            response_format=response_format)).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    "User-Agent": "autoprofiler-env"}
         if self.api_key:
