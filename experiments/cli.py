@@ -12,6 +12,8 @@
                           [--device cuda] [--json]
     autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
                             [--seed 0] [--out runs/tree] [--wandb]
+    autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--seed 0] [--out DIR]
+                       [--steps N] [--wandb] [--wandb-group NAME]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler dataset build --recording DIR [--candidates NAME=FILE ...] --out FILE
     autoprofiler dataset info [FILE]
@@ -309,7 +311,9 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     if not budgets or any(not 0 < b for b in budgets):
         return _fail(f"--budget {args.budget!r}: each budget is a fraction > 0")
     proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
-                             args.llm_timeout)
+                             args.llm_timeout, args.llm_temperature,
+                             None if args.llm_structured == "none" else args.llm_structured,
+                             args.llm_fold_system, args.llm_schema_depth)
     run = wandb_run("learn-tree", vars(args) | {"command": "learn-tree"}) if args.wandb \
         else None
     try:
@@ -331,6 +335,32 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     out = Path(args.out)
     print(f"saved {out / 'tree.json'}, {out / 'tree.txt'}, {out / 'tree.png'}, "
           f"{out / 'curve.png'} and the logs log-<budget>.jsonl")
+    return EXIT_OK
+
+
+# -- train ----------------------------------------------------------------------------------
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from agents.rl.config import read_config
+    from experiments.tracking import wandb_run
+    from experiments.train import check_out, config_path, default_out, print_summary, train
+
+    path = config_path(args.config)
+    config, given = read_config(path)
+    if args.steps is not None:
+        if args.steps < 1:
+            return _fail(f"--steps must be a whole number of steps >= 1, got {args.steps}")
+        config = config.replace(total_timesteps=args.steps)
+    out = check_out(args.out or default_out(path, args.seed))
+    run = wandb_run("train", {"config_file": str(path), "seed": args.seed},
+                    group=args.wandb_group or f"train-{path.stem}") if args.wandb else None
+    try:
+        result = train(config, out, seed=args.seed, given=given, source=str(path),
+                       wandb_run=run, command=sys.argv)
+    finally:
+        if run is not None:
+            run.finish()
+    print_summary(result)
     return EXIT_OK
 
 
@@ -413,6 +443,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_optimize)
 
+    p = sub.add_parser("train", help="train an RL policy (stable-baselines3 / sb3-contrib) "
+                       "from a config")
+    p.add_argument("--config", default="maskable_ppo",
+                   help="a YAML config, or the name of one in experiments/configs: "
+                   "maskable_ppo (default), ppo, a2c, dqn, qrdqn")
+    p.add_argument("--seed", type=int, default=0, help="the seed (default: 0)")
+    p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>)")
+    p.add_argument("--steps", type=int,
+                   help="environment steps to train for (default: the config's "
+                   "total_timesteps)")
+    p.add_argument("--wandb", action="store_true",
+                   help="log to wandb (offline unless WANDB_API_KEY or WANDB_MODE is set)")
+    p.add_argument("--wandb-group", help="the wandb group (default: train-<config>)")
+    p.set_defaults(func=cmd_train)
+
     p = sub.add_parser("benchmark", help="every agent on the test split, at several budgets")
     p.add_argument("--dataset", help="a dataset file (default: the shipped one)")
     p.add_argument("--budgets", default="0.1,0.25,0.5,1.0",
@@ -460,6 +505,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-base-url", help="the llm proposer's endpoint")
     p.add_argument("--llm-model", help="the model's name on that server")
     p.add_argument("--llm-timeout", type=float, help="seconds per proposal request")
+    p.add_argument("--llm-temperature", type=float,
+                   help="sampling temperature (default: 0, the request seeded per round)")
+    p.add_argument("--llm-structured", choices=("json_schema", "json_object", "none"),
+                   default="json_schema",
+                   help="the response_format asked for: json_schema (OpenAI, vLLM, SGLang, "
+                   "llama-server), json_object (llama-cpp-python's server) or none")
+    p.add_argument("--llm-fold-system", action="store_true",
+                   help="put the system prompt in the user message (chat formats that drop "
+                   "system messages, e.g. llama-cpp-python's gemma)")
+    p.add_argument("--llm-schema-depth", type=int,
+                   help="unroll the reply schema's nodes to this depth (small models nest "
+                   "without end under a recursive one)")
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline when no WANDB_API_KEY is set)")
     p.set_defaults(func=cmd_learn_tree)

@@ -29,9 +29,13 @@ PROPOSERS = ("search", "llm")
 
 
 def make_proposer(kind: str, seed: int, base_url: str | None = None,
-                  model: str | None = None, timeout_s: float | None = None):
+                  model: str | None = None, timeout_s: float | None = None,
+                  temperature: float | None = None, structured: str | None = "json_schema",
+                  fold_system: bool = False, schema_depth: int | None = None):
     """The proposer ``kind`` names (``search``: seeded; ``llm``: an OpenAI-compatible
-    endpoint, from the arguments or ``$AUTOPROFILER_LLM_BASE_URL``/``_MODEL``)."""
+    endpoint, from the arguments or ``$AUTOPROFILER_LLM_BASE_URL``/``_MODEL``; ``structured``
+    the response_format it asks for: ``json_schema`` (OpenAI, vLLM, SGLang, llama.cpp's
+    llama-server), ``json_object`` (llama-cpp-python's server) or None)."""
     if kind == "search":
         from agents.tree.proposers.search import SearchProposer
 
@@ -40,7 +44,10 @@ def make_proposer(kind: str, seed: int, base_url: str | None = None,
         from agents.tree.proposers.llm import LLMProposer
         from autoprofiler_env.optimizers.llm import OpenAIChatBackend
 
-        kwargs = {"seed": seed} | ({"timeout_s": timeout_s} if timeout_s else {})
+        kwargs = {"seed": seed, "structured": structured, "fold_system": fold_system,
+                  "schema_depth": schema_depth} | (
+            {"timeout_s": timeout_s} if timeout_s else {}) | (
+            {"temperature": temperature} if temperature is not None else {})
         return LLMProposer(OpenAIChatBackend(base_url, model), **kwargs)
     raise AutoProfilerError(f"--proposer must be one of {', '.join(PROPOSERS)}, got {kind!r}")
 

@@ -347,7 +347,9 @@ def test_valid_edits_come_back_as_edits_and_the_schema_is_sent(server):
     assert proposer.last_reply == SCRIPT["good"][1]
     (body,) = server.requests
     assert body["messages"] == build_messages(feedback, 3)
-    assert body["max_tokens"] == 300 and body["seed"] == 7 and body["temperature"] == 0.0
+    # the seed is the proposer's plus the round (3 here): each round's request differs
+    assert body["max_tokens"] == 300 and body["seed"] == 7 + feedback.round
+    assert body["temperature"] == 0.0
     assert body["response_format"] == json_schema_format(
         SCHEMA_NAME, reply_schema(VOCAB, max_edits=3, min_edits=1, n_nodes=5))
     assert body["response_format"]["type"] == "json_schema"

@@ -535,7 +535,9 @@ class LLMProposer:
 
     def propose(self, feedback: Feedback, n: int) -> Proposal:
         """Up to ``n`` edits from one request; never raises for what the model or the server
-        does (:attr:`Proposal.error`, :attr:`Proposal.unusable` say what went wrong)."""
+        does (:attr:`Proposal.error`, :attr:`Proposal.unusable` say what went wrong). The
+        request's seed is ``seed + feedback.round``: a sampled reply differs from round to
+        round and a run is reproducible where the server honours seeds."""
         if n < 1:
             return Proposal(edits=[])
         messages = self.messages(feedback, n)
@@ -547,7 +549,8 @@ class LLMProposer:
         started = time.perf_counter()
         try:
             reply = self.backend.complete(messages, max_tokens=self.max_tokens,
-                                          temperature=self.temperature, seed=self.seed,
+                                          temperature=self.temperature,
+                                          seed=self.seed + feedback.round,
                                           timeout_s=self.timeout_s, **extra)
         except LLMError as e:
             error = str(e)
