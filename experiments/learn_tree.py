@@ -94,7 +94,8 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                 "patience": patience, "cost_penalty": cost_penalty,
                 "dataset_sha256": base.backend.dataset.metadata.get("sha256")}
     write_atomic(out / "run.json", (json.dumps(
-        {"settings": settings, "command": command or sys.argv}, indent=1) + "\n").encode())
+        {"settings": settings, "command": command or ["autoprofiler", *sys.argv[1:]]},
+        indent=1) + "\n").encode())
     trees, results, curves = {}, {}, {}
     for budget in budgets:
         config = LearnConfig(budget=budget, rounds=rounds, proposals=proposals, margin=margin,
