@@ -322,7 +322,7 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
                                    optimizer=args.optimizer, start=args.start,
                                    proposals=args.proposals, margin=args.margin,
                                    patience=args.patience, cost_penalty=args.cost_penalty,
-                                   wandb_run=run, command=sys.argv)
+                                   wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
     finally:
         if run is not None:
             run.finish()

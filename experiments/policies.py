@@ -4,7 +4,8 @@
   ``curated:cudaforge-like``, ``roofline-tree``, ``random``, ``oracle``;
 - ``sb3:FILE`` or ``sb3:ALGO:FILE``, or a path ending in ``.zip``: a saved stable-baselines3 /
   sb3-contrib model (:func:`agents.rl.load_model`; ALGO one of maskable_ppo, ppo, a2c, dqn,
-  qrdqn, read from the file when left out);
+  qrdqn, read from the file when left out); ``sb3:DIR``: a run directory of
+  ``autoprofiler train``, its best model (:func:`agents.rl.load_run`);
 - ``tree:FILE``: an AutoProfiler tree file (:mod:`agents.tree`), named ``tree:<file stem>``
   in the tables; ``autoprofiler-tree``: the tree the project ships for the environment's
   optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default.
@@ -65,6 +66,7 @@ def load(spec: str, env) -> Entry:
         agent = baseline(env, spec)
     except ValueError as e:
         raise AutoProfilerError(f"--policy {spec!r}: {e}; or sb3:FILE / sb3:ALGO:FILE, a "
-                                "saved stable-baselines3 model; or tree:FILE, a tree "
+                                "saved stable-baselines3 model, or sb3:DIR, a training "
+                                "run; or tree:FILE, a tree "
                                 f"file; or {SHIPPED_TREE}") from None
     return Entry(agent.name, agent, agent.stochastic)

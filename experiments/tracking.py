@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 
 
-def wandb_run(job_type: str, config: dict):
-    """A wandb run of the project (``job_type``: the command), offline unless
-    ``WANDB_API_KEY`` or ``WANDB_MODE`` says otherwise."""
+def wandb_run(job_type: str, config: dict, group: str | None = None):
+    """A wandb run of the project (``job_type``: the command; ``group``: the experiment it
+    belongs to, None for none), offline unless ``WANDB_API_KEY`` or ``WANDB_MODE`` says
+    otherwise."""
     try:
         import wandb
     except ImportError as e:
@@ -15,4 +16,5 @@ def wandb_run(job_type: str, config: dict):
                          "with `pip install -e .`") from e
     if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
         os.environ["WANDB_MODE"] = "offline"
-    return wandb.init(project="autoprofiler-env", job_type=job_type, config=config)
+    return wandb.init(project="autoprofiler-env", job_type=job_type, config=config,
+                      group=group)

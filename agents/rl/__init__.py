@@ -3,7 +3,10 @@ the environment.
 
 A saved model (SB3's ``.zip``) is a :class:`~autoprofiler_env.policy.Policy` as it is: its
 ``predict`` is the interface. :func:`load_model` loads one, naming the algorithm or reading it
-from the policy class saved in the file.
+from the policy class saved in the file; given a run directory of ``autoprofiler train``, it
+loads the run's best model with the algorithm its ``run.json`` names (:func:`load_run`).
+Training: :mod:`agents.rl.config` (the YAML configs), :mod:`agents.rl.callbacks` (the
+evaluation during training), ``experiments/train.py`` (the command).
 """
 
 from __future__ import annotations
@@ -46,10 +49,43 @@ def saved_algorithm(path: Path) -> str:
                             f"{', '.join(algorithms())}")
 
 
+RUN_FILE, BEST_MODEL, FINAL_MODEL = "run.json", "best_model.zip", "model.zip"
+"""A training run directory's files (``autoprofiler train --out DIR``)."""
+
+
+def load_run(directory: str | Path, algorithm: str | None = None, device: str = "cpu",
+             which: str = "best"):
+    """The model of a training run directory: its ``best_model.zip`` (``which="best"``,
+    the model the evaluation during training kept) or its ``model.zip`` (``"final"``),
+    loaded with the algorithm its ``run.json`` names (or ``algorithm``)."""
+    directory = Path(directory)
+    run_file = directory / RUN_FILE
+    try:
+        run = json.loads(run_file.read_text())
+    except FileNotFoundError:
+        raise AutoProfilerError(f"{directory}: no {RUN_FILE}; not a run directory of "
+                                "`autoprofiler train --out DIR` (or give the model's .zip)"
+                                ) from None
+    except (OSError, ValueError) as e:
+        raise AutoProfilerError(f"{run_file}: unreadable ({e})") from e
+    names = {"best": BEST_MODEL, "final": FINAL_MODEL}
+    if which not in names:
+        raise AutoProfilerError(f"which must be best or final, got {which!r}")
+    path = directory / names[which]
+    if not path.is_file():
+        status = run.get("status", "unknown") if isinstance(run, dict) else "unknown"
+        raise AutoProfilerError(f"{directory}: no {names[which]} (the run's status: {status}; "
+                                "a run writes it at its first evaluation)")
+    name = algorithm or (run.get("algorithm") if isinstance(run, dict) else None)
+    return load_model(path, name, device)
+
+
 def load_model(path: str | Path, algorithm: str | None = None, device: str = "cpu"):
     """A saved SB3 / sb3-contrib model, loaded with ``algorithm`` (None: read from the
-    file)."""
+    file); a training run directory: its best model (:func:`load_run`)."""
     path = Path(path)
+    if path.is_dir():
+        return load_run(path, algorithm, device)
     if not path.is_file():
         raise AutoProfilerError(f"{path}: no such model file (an SB3 .zip saved with "
                                 "model.save)")

@@ -142,10 +142,11 @@ class ProfilingEnv(gym.Env):
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
     ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
     ``reset(options={"budget": b})`` gives this episode the budget ``b`` instead of the
-    ``budget`` kwarg (in the same terms: a fraction of the full set's cost, or an absolute
-    amount with ``budget_is_fraction=False``), so that one environment serves an evaluation
-    at several budgets. These are the only options: any other key is a ``ValueError``, so that
-    a misspelt option does not silently give a random problem.
+    ``budget`` kwarg or one drawn from ``budget_range`` (in the same terms: a fraction of the
+    full set's cost, or an absolute amount with ``budget_is_fraction=False``), so that one
+    environment serves an evaluation at several budgets. These are the only options: any
+    other key is a ``ValueError``, so that a misspelt option does not silently give a random
+    problem.
 
     ## Registered Configurations
 
@@ -164,7 +165,11 @@ class ProfilingEnv(gym.Env):
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
     ``"largest_recorded_subset"``), ``budget`` and ``budget_unit`` (``seconds``, ``passes`` or
     ``sections``) and ``budget_is_fraction`` (a fraction of the full set's cost, default, or an
-    absolute amount), ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, and
+    absolute amount), ``budget_range`` (``[low, high]``, in the same terms as ``budget``:
+    when set, each episode whose ``reset`` gives no budget draws one log-uniformly between
+    them with the seeded generator, in place of ``budget``, so that one policy trains for
+    every budget; the observation's ``budget_total`` tells it which; default None),
+    ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, and
     ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
     atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``
@@ -173,7 +178,8 @@ class ProfilingEnv(gym.Env):
 
     The kwargs are checked at construction, each failure a ``ValueError`` (or an
     :class:`~autoprofiler_env.errors.AutoProfilerError` subclass) saying what is accepted:
-    ``budget`` a finite number > 0; ``cost_penalty`` a finite number >= 0 (0 turns it off; a
+    ``budget`` a finite number > 0; ``budget_range`` None or two finite numbers with
+    0 < low <= high; ``cost_penalty`` a finite number >= 0 (0 turns it off; a
     negative one would pay for profiling); ``incorrect_reward`` None or a finite number;
     ``problems`` None (the split) or a non-empty list of URI strings, each one the backend
     holds (the replay raises :class:`~autoprofiler_env.errors.NotRecordedError` naming the
@@ -185,7 +191,8 @@ class ProfilingEnv(gym.Env):
 
     def __init__(self, dataset: str | None = None, split: str | None = "train",
                  problems: list[str] | None = None, backend: str = "replay",
-                 budget: float = 0.25, budget_unit: str = "seconds",
+                 budget: float = 0.25, budget_range: list[float] | None = None,
+                 budget_unit: str = "seconds",
                  budget_is_fraction: bool = True, reward: str = "log_speedup",
                  incorrect_reward: float | None = None, cost_penalty: float = 0.0,
                  optimizer: str = DEFAULT_OPTIMIZER, llm_missing: str = "raise",
@@ -199,6 +206,8 @@ class ProfilingEnv(gym.Env):
                          "cost, or an absolute amount with budget_is_fraction=False)")
         if budget <= 0:
             raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+        if budget_range is not None:
+            budget_range = _budget_range(budget_range)
         cost_penalty = _finite("cost_penalty", cost_penalty, "a finite number >= 0 (0: none)")
         if cost_penalty < 0:
             raise ValueError(f"cost_penalty must be a finite number >= 0 (0: none; a negative "
@@ -249,6 +258,7 @@ class ProfilingEnv(gym.Env):
         self.optimizer = optimizer
         self.sections = tuple(self.backend.sections)
         self.budget, self.budget_unit = float(budget), budget_unit
+        self.budget_range = budget_range
         self.budget_is_fraction = budget_is_fraction
         self.reward_kind = reward
         self.incorrect_reward = incorrect_reward
@@ -321,7 +331,7 @@ class ProfilingEnv(gym.Env):
                                      or options["problem"] not in self._problem_set):
             raise AutoProfilerError(f"{options['problem']!r} is not among this environment's "
                                     f"problems: {_some(self.problems)}")
-        budget = self.budget
+        budget = None
         if "budget" in options:
             budget = _finite("the budget option", options["budget"], "a finite number > 0")
             if budget <= 0:
@@ -332,6 +342,12 @@ class ProfilingEnv(gym.Env):
         else:
             # uniform over the problems (random() is a third of integers()' cost)
             self._uri = self.problems[int(self.np_random.random() * len(self.problems))]
+        if budget is None:
+            if self.budget_range is None:
+                budget = self.budget
+            else:  # log-uniform: 5% to 10% is as likely as 50% to 100%
+                low, high = self.budget_range
+                budget = low * (high / low) ** self.np_random.random()
         self._episode_budget_given = budget
         start = self._starts.get((self._uri, budget))
         if start is None:
@@ -538,6 +554,20 @@ def _finite(name: str, value, accepted: str) -> float:
             or not math.isfinite(float(value))):
         raise ValueError(f"{name} must be {accepted}, got {value!r}")
     return float(value)
+
+
+def _budget_range(value) -> list[float]:
+    """The ``budget_range`` kwarg as ``[low, high]``, or a ``ValueError`` saying what it
+    accepts."""
+    accepted = ("a list [low, high] of two finite numbers with 0 < low <= high (each "
+                "episode's budget is drawn log-uniformly between them), or None")
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") \
+            or len(value) != 2:
+        raise ValueError(f"budget_range must be {accepted}, got {value!r}")
+    low, high = (_finite("budget_range", v, accepted) for v in value)
+    if not 0 < low <= high:
+        raise ValueError(f"budget_range must be {accepted}, got {value!r}")
+    return [low, high]
 
 
 def _problem_list(problems) -> list[str]:

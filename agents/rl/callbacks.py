@@ -1,0 +1,211 @@
+"""stable-baselines3 callbacks for training on the environment: evaluation with the project's
+one evaluation (keeping the best model), per-episode outcomes in SB3's logger, a progress
+bar.
+
+They write to SB3's logger, so whatever output formats the logger has (CSV, stdout, wandb
+through :class:`experiments.sb3_wandb.WandbOutputFormat`) get the same values.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.evaluation import rollout, score
+from autoprofiler_env.jsonlines import JsonlAppender
+from autoprofiler_env.scoring import log_score, shipped_speedup
+
+
+def save_model(model, path: Path) -> Path:
+    """``model.save`` to ``path``, atomically (a reader never sees half a file)."""
+    buffer = io.BytesIO()
+    model.save(buffer)
+    write_atomic(path, buffer.getvalue())
+    return path
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    """The policy's evaluation at one budget: the project's score (the geometric-mean
+    speedup) and what it collected."""
+
+    budget: float
+    geomean_speedup: float
+    mean_sections: float
+    mean_cost: float  # in the environment's budget_unit
+    correct: float    # the fraction of problems whose candidate was correct
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation during training: the step, every budget's result, and the objective
+    the best model is kept by (the mean over budgets of the log geometric-mean speedups)."""
+
+    step: int
+    results: tuple[BudgetResult, ...]
+    objective: float
+    best: bool
+    seconds: float
+
+    @property
+    def geomean_speedup(self) -> float:
+        """The geometric mean over budgets of the geometric-mean speedups."""
+        return math.exp(self.objective)
+
+    def to_dict(self) -> dict:
+        """One line of ``evaluations.jsonl``."""
+        return {"step": self.step, "geomean_speedup": self.geomean_speedup,
+                "objective": self.objective, "best": self.best, "seconds": self.seconds,
+                "budgets": {f"{r.budget:g}": asdict(r) for r in self.results}}
+
+
+def evaluate(env, model, budgets, seed: int | None = 0, step: int = 0
+             ) -> tuple[Evaluation, dict[float, list]]:
+    """``model`` on every problem of ``env`` at each budget (deterministic; masks where the
+    model takes them); returns the evaluation (``best`` False) and each budget's records."""
+    started = time.perf_counter()
+    results, records = [], {}
+    for budget in budgets:
+        episodes = records[budget] = rollout(env, model, budget=budget, seed=seed)
+        results.append(BudgetResult(
+            budget, score(episodes), float(np.mean([len(r.sections) for r in episodes])),
+            float(np.mean([r.cost for r in episodes])),
+            float(np.mean([bool(r.correct) for r in episodes]))))
+    objective = float(np.mean([math.log(r.geomean_speedup) for r in results]))
+    return Evaluation(step, tuple(results), objective, False,
+                      time.perf_counter() - started), records
+
+
+class RolloutEvalCallback(BaseCallback):
+    """Every ``frequency`` environment steps (counted over all sub-environments, not per
+    call as SB3's ``EvalCallback`` counts), and once at the end of training, evaluates the
+    model with :func:`autoprofiler_env.evaluation.rollout` on ``eval_env`` at each of
+    ``budgets``; saves the model to ``best_model_path`` when the objective (the mean of the
+    log scores over budgets) improves, appends each evaluation to ``log_path`` (JSON lines)
+    and records ``eval/geomean_speedup``, ``eval/objective`` and, per budget,
+    ``eval/budget=<b>/geomean_speedup``, ``.../mean_sections``, ``.../mean_cost`` and
+    ``.../correct`` in SB3's logger.
+
+    ``on_evaluation(evaluation, records)``, when given, is called after each evaluation
+    (the command logs the records to wandb there)."""
+
+    def __init__(self, eval_env, budgets, frequency: int, best_model_path: Path | None = None,
+                 log_path: Path | None = None, seed: int | None = 0, on_evaluation=None,
+                 verbose: int = 0) -> None:
+        super().__init__(verbose)
+        if frequency < 1:
+            raise ValueError(f"frequency must be a whole number of steps >= 1, got {frequency}")
+        self.eval_env = eval_env
+        self.budgets = tuple(float(b) for b in budgets)
+        self.frequency = int(frequency)
+        self.best_model_path = Path(best_model_path) if best_model_path else None
+        self.log_path = Path(log_path) if log_path else None
+        self.seed = seed
+        self.on_evaluation = on_evaluation
+        self.evaluations: list[Evaluation] = []
+        self.best: Evaluation | None = None
+        self._next = self.frequency
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next:
+            self._next = (self.num_timesteps // self.frequency + 1) * self.frequency
+            self.evaluate()
+        return True
+
+    def _on_training_end(self) -> None:
+        if not self.evaluations or self.evaluations[-1].step != self.num_timesteps:
+            self.evaluate()
+
+    def evaluate(self) -> Evaluation:
+        """Evaluates the model now (what ``_on_step`` does every ``frequency`` steps)."""
+        evaluation, records = evaluate(self.eval_env, self.model, self.budgets, self.seed,
+                                       self.num_timesteps)
+        if self.best is None or evaluation.objective > self.best.objective:
+            evaluation = Evaluation(evaluation.step, evaluation.results, evaluation.objective,
+                                    True, evaluation.seconds)
+            self.best = evaluation
+            if self.best_model_path is not None:
+                save_model(self.model, self.best_model_path)
+        self.evaluations.append(evaluation)
+        if self.log_path is not None:
+            with JsonlAppender(self.log_path) as log:
+                log.write(evaluation.to_dict())
+        self.logger.record("eval/geomean_speedup", evaluation.geomean_speedup)
+        self.logger.record("eval/objective", evaluation.objective)
+        self.logger.record("eval/best_geomean_speedup", self.best.geomean_speedup)
+        for r in evaluation.results:
+            prefix = f"eval/budget={r.budget:g}"
+            self.logger.record(f"{prefix}/geomean_speedup", r.geomean_speedup)
+            self.logger.record(f"{prefix}/mean_sections", r.mean_sections)
+            self.logger.record(f"{prefix}/mean_cost", r.mean_cost)
+            self.logger.record(f"{prefix}/correct", r.correct)
+        if self.verbose:
+            print(f"step {evaluation.step}: geomean speedup {evaluation.geomean_speedup:.4f}"
+                  + (" (best)" if evaluation.best else ""))
+        if self.on_evaluation is not None:
+            self.on_evaluation(evaluation, records)
+        # dump now, so that the evaluation is logged at its own step (as SB3's EvalCallback)
+        self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
+        self.logger.dump(self.num_timesteps)
+        return evaluation
+
+
+class EpisodeOutcomeCallback(BaseCallback):
+    """Records every finished training episode's outcome in SB3's logger, averaged over the
+    episodes between two dumps: ``episode/log_speedup`` (the ln of the shipped speedup,
+    whatever reward shaping the environment has: its exp over a window is the window's
+    geometric-mean speedup), ``episode/speedup``, ``episode/correct``, ``episode/sections``
+    (how many were collected), ``episode/budget`` (the episode's budget, drawn from
+    ``budget_range`` where that is set) and ``episode/budget_spent`` (the fraction of it
+    spent). It reads the ``record`` of each sub-environment's final ``info``."""
+
+    def _on_step(self) -> bool:
+        for info in self.locals.get("infos", ()):
+            record = info.get("record")
+            if record is None:
+                continue
+            self.logger.record_mean("episode/log_speedup",
+                                    log_score(record.correct, record.speedup))
+            self.logger.record_mean("episode/speedup",
+                                    shipped_speedup(record.correct, record.speedup))
+            self.logger.record_mean("episode/correct", float(bool(record.correct)))
+            self.logger.record_mean("episode/sections", float(len(record.sections)))
+            if record.budget is not None:
+                self.logger.record_mean("episode/budget", float(record.budget))
+            final = info.get("terminal_observation")  # the vector env has reset already
+            if isinstance(final, dict) and "budget" in final:
+                self.logger.record_mean("episode/budget_spent",
+                                        1.0 - float(np.asarray(final["budget"]).reshape(-1)[0]))
+        return True
+
+
+class ProgressBarCallback(BaseCallback):
+    """A tqdm bar over the environment steps (SB3's own needs rich, which the project does
+    not depend on)."""
+
+    def __init__(self, total: int, description: str = "training") -> None:
+        super().__init__()
+        self.total, self.description = int(total), description
+        self._bar = None
+
+    def _on_training_start(self) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=self.total, desc=self.description, unit="step",
+                         dynamic_ncols=True)
+
+    def _on_step(self) -> bool:
+        self._bar.update(self.training_env.num_envs)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+

@@ -1,0 +1,84 @@
+"""The ``budget_range`` make kwarg: each episode's budget drawn log-uniformly with the env's
+seeded generator, unless ``reset`` gives one."""
+
+import json
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import autoprofiler_env  # noqa: F401  (registers the ids)
+from autoprofiler_env.envs import REPLAY_ID
+
+
+def make(dataset, **kwargs):
+    return gym.make(REPLAY_ID, dataset=str(dataset), split=None, **kwargs)
+
+
+def budgets(env, n, seed=0):
+    """The budgets of ``n`` episodes (each stopped at once), from a seeded first reset."""
+    drawn = []
+    for i in range(n):
+        env.reset(seed=seed if i == 0 else None)
+        _, _, _, _, info = env.step(env.unwrapped.STOP)
+        drawn.append(info["record"].budget)
+    return drawn
+
+
+def test_budgets_are_drawn_log_uniformly_in_the_range(study_dataset):
+    env = make(study_dataset, budget_range=[0.05, 1.0])
+    drawn = np.array(budgets(env, 400))
+    assert drawn.min() >= 0.05 and drawn.max() <= 1.0
+    assert len(set(drawn.tolist())) == len(drawn)  # drawn, not a fixed grid
+    # log-uniform: the log budgets' mean is the middle of the log range (uniform would put
+    # it near log(0.525)); its standard error is about 0.043 here
+    middle = (math.log(0.05) + math.log(1.0)) / 2
+    assert abs(np.log(drawn).mean() - middle) < 0.2
+    assert abs(np.log(drawn).mean() - math.log(0.525)) > 0.5
+    # each episode's observation says its budget (as the fraction of the full set's cost)
+    obs, _ = env.reset()
+    base = env.unwrapped
+    full_seconds = base.backend.full_cost(base.problem)[0]
+    assert obs["budget_total"][0] == pytest.approx(base.episode_budget / full_seconds, rel=1e-5)
+
+
+def test_same_seed_same_budgets_and_reset_option_wins(study_dataset):
+    a = budgets(make(study_dataset, budget_range=[0.1, 0.5]), 20, seed=3)
+    b = budgets(make(study_dataset, budget_range=[0.1, 0.5]), 20, seed=3)
+    c = budgets(make(study_dataset, budget_range=[0.1, 0.5]), 20, seed=4)
+    assert a == b and a != c
+    env = make(study_dataset, budget_range=[0.1, 0.5])
+    env.reset(seed=0, options={"budget": 0.9})
+    assert env.unwrapped.episode_budget == pytest.approx(
+        0.9 * env.unwrapped.backend.full_cost(env.unwrapped.problem)[0])
+
+
+def test_without_a_range_the_budget_kwarg_and_the_stream_are_unchanged(study_dataset):
+    fixed = make(study_dataset, budget=0.3)
+    assert set(budgets(fixed, 10)) == {0.3}
+    # no range, no draw: the first draw of a seed is still the problem (Gymnasium seeds
+    # np_random as numpy's default_rng does)
+    _, info = fixed.reset(seed=5)
+    problems = fixed.unwrapped.problems
+    assert info["problem"] == problems[int(np.random.default_rng(5).random() * len(problems))]
+    # a range of one point draws that budget
+    point = make(study_dataset, budget_range=[0.3, 0.3])
+    assert budgets(point, 10) == pytest.approx([0.3] * 10)
+
+
+def test_spec_json_round_trip_keeps_the_range(study_dataset):
+    env = make(study_dataset, budget_range=[0.05, 1.0])
+    spec = gym.envs.registration.EnvSpec.from_json(env.spec.to_json())
+    assert spec.kwargs["budget_range"] == [0.05, 1.0]
+    assert json.loads(env.spec.to_json())["kwargs"]["budget_range"] == [0.05, 1.0]
+    again = gym.make(spec)
+    assert again.unwrapped.budget_range == [0.05, 1.0]
+
+
+@pytest.mark.parametrize("bad", [0.25, "0.1,0.5", [0.1], [0.1, 0.2, 0.3], [0.0, 0.5],
+                                 [0.5, 0.1], [0.1, float("nan")], [0.1, True],
+                                 {"low": 0.1, "high": 0.5}])
+def test_a_bad_range_is_one_clear_value_error(study_dataset, bad):
+    with pytest.raises(ValueError, match=r"budget_range must be a list \[low, high\]"):
+        make(study_dataset, budget_range=bad)

@@ -1,0 +1,264 @@
+"""Training (``autoprofiler train``): a short run that saves, reloads and evaluates a model;
+every shipped config builds and learns; a bad config is one error naming the key; the wandb
+offline run holds the training curves."""
+
+import copy
+import importlib.metadata
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import autoprofiler_env  # noqa: F401  (registers the ids)
+from agents.rl.config import ConfigError, config_from_dict, load_config
+from autoprofiler_env.evaluation import rollout, score
+from autoprofiler_env.jsonlines import read_jsonl
+from experiments.train import CONFIGS, build_model, make_eval_env, make_train_env, train
+
+# the training configs: every file of experiments/configs with an algorithm (the others,
+# such as an experiment's, have their own tests)
+CONFIG_FILES = sorted(p for p in CONFIGS.glob("*.yaml")
+                      if "algorithm" in (yaml.safe_load(p.read_text()) or {}))
+
+TINY = {  # MaskablePPO small enough for a test: an update every 128 steps
+    "algorithm": "maskable_ppo",
+    "policy": "MultiInputPolicy",
+    "total_timesteps": 2000,
+    "n_envs": 2,
+    "vec_env": "dummy",
+    "env": {"split": "train", "budget_range": [0.05, 1.0]},
+    "hyperparameters": {"n_steps": 64, "batch_size": 64, "n_epochs": 2,
+                        "learning_rate": "lin_1.0e-3", "gamma": 1.0,
+                        "policy_kwargs": {"net_arch": [32, 32], "activation_fn": "tanh"}},
+    "eval": {"frequency": 1000, "split": "val", "budgets": [0.25, 1.0]},
+}
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The machine's other work makes torch's threads spin; one thread is faster here."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
+    from experiments.policies import load
+
+    out = tmp_path / "run"
+    result = train(config_from_dict(TINY, "tiny"), out, seed=3, given=TINY, source="tiny",
+                   progress=False, command=["autoprofiler", "train", "test"])
+    for name in ("model.zip", "best_model.zip", "run.json", "evaluations.jsonl",
+                 "progress.csv", "monitor/0.monitor.csv", "monitor/1.monitor.csv"):
+        assert (out / name).is_file(), name
+    # the evaluations: every 1000 steps and at the end (on-policy: 16 updates of 128 steps)
+    lines = read_jsonl(out / "evaluations.jsonl")
+    assert [line["step"] for line in lines] == [1000, 2000, 2048] == [
+        e.step for e in result.evaluations]
+    assert set(lines[0]["budgets"]) == {"0.25", "1"}
+    best = max(lines, key=lambda line: line["objective"])
+    assert best["best"] and best["step"] == result.best.step
+    assert best["geomean_speedup"] == pytest.approx(math.exp(
+        (math.log(best["budgets"]["0.25"]["geomean_speedup"])
+         + math.log(best["budgets"]["1"]["geomean_speedup"])) / 2))
+    # run.json: the config as given and resolved, the seed, the checksum, the versions
+    run = json.loads((out / "run.json").read_text())
+    val = make_eval_env(config_from_dict(TINY))
+    assert run["algorithm"] == "maskable_ppo" and run["seed"] == 3
+    assert run["config_given"] == TINY and run["config"]["total_timesteps"] == 2000
+    assert run["config"]["hyperparameters"]["learning_rate"] == "lin_1.0e-3"
+    assert run["env_kwargs"]["budget_range"] == [0.05, 1.0]
+    assert run["dataset_sha256"] == val.unwrapped.backend.dataset.metadata["sha256"]
+    assert run["package_version"] == importlib.metadata.version("autoprofiler-env")
+    assert run["status"] == "finished" and run["steps"] == 2048
+    assert run["command"] == ["autoprofiler", "train", "test"]
+    assert run["best"]["step"] == best["step"]
+    # the run directory as a policy: its best model reproduces its recorded evaluation
+    entry = load(f"sb3:{out}", val)
+    assert type(entry.policy).__name__ == "MaskablePPO"
+    for budget in ("0.25", "1"):
+        records = rollout(val, entry.policy, budget=float(budget), seed=3)
+        assert score(records) == pytest.approx(best["budgets"][budget]["geomean_speedup"])
+    # the final model by file, as before
+    final = load(f"sb3:{out / 'model.zip'}", val)
+    last = lines[-1]["budgets"]["1"]["geomean_speedup"]
+    assert score(rollout(val, final.policy, budget=1.0, seed=3)) == pytest.approx(last)
+    # a run is never overwritten
+    with pytest.raises(Exception, match="holds a run already"):
+        train(config_from_dict(TINY), out, progress=False)
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=[p.stem for p in CONFIG_FILES])
+def test_every_shipped_config_builds_and_learns(path):
+    config = load_config(path)
+    assert config.policy == "MultiInputPolicy" and config.env.get("budget_range")
+    assert config.eval.split == "val" and config.total_timesteps >= 100_000
+    # one env (the configs' vector envs differ only in how many), one rollout and update
+    small = config.replace(n_envs=1, vec_env="dummy")
+    env = make_train_env(small, seed=0)
+    try:
+        model = build_model(small, env, seed=0)
+        assert type(model).__name__.lower() == config.algorithm.replace("_", "")
+        steps = config.hyperparameters.get("n_steps", 1)
+        learning_starts = config.hyperparameters.get("learning_starts", 0)
+        model.learn(max(steps, 1) if config.algorithm in ("maskable_ppo", "ppo", "a2c")
+                    else learning_starts + 8)
+        assert model.num_timesteps >= 1
+    finally:
+        env.close()
+
+
+def test_configs_are_one_per_algorithm():
+    names = {p.stem for p in CONFIG_FILES}
+    assert {"maskable_ppo", "ppo", "a2c", "dqn", "qrdqn"} <= names
+    for name in ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn"):
+        assert load_config(CONFIGS / f"{name}.yaml").algorithm == name
+
+
+def _with(change):
+    given = copy.deepcopy(TINY)
+    change(given)
+    return given
+
+
+BAD = [
+    (lambda c: c.update(total_timestep=10), r"total_timestep: unknown key \(did you mean "
+                                            r"total_timesteps\?\)"),
+    (lambda c: c.update(algorithm="sac"), r"algorithm: unknown algorithm 'sac': one of "
+                                          r"maskable_ppo, ppo, a2c, dqn, qrdqn"),
+    (lambda c: c.pop("algorithm"), r"algorithm: missing"),
+    (lambda c: c.update(policy="MlpPolicyy"), r"policy: 'MlpPolicyy' is not a policy of "
+                                              r"MaskablePPO"),
+    (lambda c: c["hyperparameters"].update(n_step=8),
+     r"hyperparameters.n_step: not a parameter of MaskablePPO \(did you mean n_steps\?\)"),
+    (lambda c: c["hyperparameters"].update(learning_rate="fast"),
+     r"hyperparameters.learning_rate: a number or a linear schedule"),
+    (lambda c: c["hyperparameters"].update(batch_size=6.5),
+     r"hyperparameters.batch_size: a whole number >= 1"),
+    (lambda c: c["hyperparameters"].update(normalize_advantage="yes"),
+     r"hyperparameters.normalize_advantage: true or false"),
+    (lambda c: c["hyperparameters"].update(seed=1),
+     r"hyperparameters.seed: not a hyperparameter: it is set by the --seed option"),
+    (lambda c: c["hyperparameters"]["policy_kwargs"].update(activation_fn="sigmoid"),
+     r"hyperparameters.policy_kwargs.activation_fn: one of tanh, relu"),
+    (lambda c: c["env"].update(budgt=0.3), r"env.budgt: not a make kwarg of the environment "
+                                           r"\(did you mean budget\?\)"),
+    (lambda c: c["env"].update(cost_penalty="high"), r"env.cost_penalty: a number"),
+    (lambda c: c.update(env=[1, 2]), r"env: a mapping"),
+    (lambda c: c.update(n_envs=0), r"n_envs: a whole number >= 1, got 0"),
+    (lambda c: c.update(n_envs="2"), r"n_envs: a whole number >= 1, got '2'"),
+    (lambda c: c.update(vec_env="ray"), r"vec_env: one of dummy, subproc, got 'ray'"),
+    (lambda c: c.update(total_timesteps="1e5"), r"total_timesteps: a whole number >= 1"),
+    (lambda c: c["eval"].update(frequncy=5), r"eval.frequncy: unknown key \(did you mean "
+                                             r"eval.frequency\?\)"),
+    (lambda c: c["eval"].update(budgets=[]), r"eval.budgets: a non-empty list"),
+    (lambda c: c["eval"].update(split="validation"), r"eval.split: one of train, val, test"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD, ids=[m.split(":")[0] for _, m in BAD])
+def test_a_bad_config_is_one_error_naming_the_key(change, message):
+    with pytest.raises(ConfigError, match=f"^bad.yaml: {message}"):
+        config_from_dict(_with(change), "bad.yaml")
+
+
+def test_values_the_env_or_sb3_check_are_named_when_built():
+    bad_range = config_from_dict(_with(lambda c: c["env"].update(budget_range=[0.5])), "b")
+    with pytest.raises(ConfigError, match=r"^b: env: budget_range must be a list \[low, high\]"):
+        make_train_env(bad_range, seed=0, source="b")
+    bad_split = config_from_dict(_with(lambda c: c["env"].update(split="nope")), "b")
+    with pytest.raises(ConfigError, match=r"^b: env: no problems in split 'nope'"):
+        make_train_env(bad_split, seed=0, source="b")
+    bad_arch = config_from_dict(_with(lambda c: c["hyperparameters"]["policy_kwargs"].update(
+        net_arch="wide")), "b")
+    env = make_train_env(config_from_dict(TINY).replace(n_envs=1), seed=0)
+    try:
+        with pytest.raises(ConfigError, match=r"^b: hyperparameters: MaskablePPO refused them"):
+            build_model(bad_arch, env, seed=0, source="b")
+    finally:
+        env.close()
+
+
+def test_the_command_reports_a_bad_config_in_one_line(tmp_path, capsys):
+    from experiments.cli import main
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_with(lambda c: c["hyperparameters"].update(n_step=8))))
+    assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"autoprofiler: error: {path}: hyperparameters.n_step: not a parameter of "
+                   f"MaskablePPO (did you mean n_steps?); its parameters are "
+                   + err[0].split("its parameters are ")[1]]
+    path.write_text("algorithm: [maskable_ppo\n")
+    assert main(["train", "--config", str(path)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["train", "--config", "sac"]) == 2
+    assert "no such file, nor a shipped config (one of a2c, dqn" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, capsys):
+    from experiments.cli import main
+    from experiments.wandb_offline import read_offline_run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    given = _with(lambda c: c.update(total_timesteps=512, n_envs=1) or c["eval"].update(
+        frequency=256))
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(given))
+    assert main(["train", "--config", "tiny.yaml", "--out", "run", "--seed", "1",
+                 "--wandb", "--wandb-group", "test-group"]) == 0
+    assert "best (step" in capsys.readouterr().out
+    # the run directory, as run.json names it (wandb keeps the first run's root directory
+    # for the process, so another test's run may have set it)
+    identity = json.loads(Path("run/run.json").read_text())["wandb"]
+    assert identity["mode"] == "offline" and identity["group"] == "test-group"
+    run = read_offline_run(Path(identity["dir"]).parent)
+    assert run.path.name == f"run-{identity['id']}.wandb"
+    assert run.group == "test-group" and run.job_type == "train"
+    assert run.config["algorithm"] == "maskable_ppo" and run.config["seed"] == 1
+    assert run.config["dataset_sha256"] == json.loads(Path("run/run.json").read_text())[
+        "dataset_sha256"]
+    # SB3's logger: one row per update (64 steps each), against environment steps
+    losses = run.curve("train/loss")
+    assert [step for step, _ in losses] == list(range(128, 513, 64))
+    assert all(math.isfinite(v) for _, v in losses)
+    assert [s for s, _ in run.curve("rollout/ep_rew_mean")] == list(range(64, 513, 64))
+    assert run.curve("episode/log_speedup") and run.curve("episode/sections")
+    # the evaluations, as evaluations.jsonl has them
+    lines = read_jsonl(Path("run/evaluations.jsonl"))
+    assert run.curve("eval/geomean_speedup") == [(line["step"], pytest.approx(
+        line["geomean_speedup"])) for line in lines]
+    assert [s for s, _ in run.curve("eval/budget=0.25/geomean_speedup")] == [256, 512]
+    assert run.summary["best/geomean_speedup"] == pytest.approx(
+        max(line["geomean_speedup"] for line in lines))
+    assert f"model-{run.run_id}" in run.artifacts
+
+
+def test_subproc_vec_env_trains(tmp_path):
+    config = config_from_dict(_with(lambda c: c.update(total_timesteps=256, vec_env="subproc")
+                                    or c["eval"].update(frequency=128, budgets=[0.25])))
+    result = train(config, tmp_path / "run", progress=False)
+    assert result.steps == 256 and [e.step for e in result.evaluations] == [128, 256]
+    for rank in (0, 1):  # each subprocess's Monitor wrote its episodes
+        lines = (tmp_path / "run" / "monitor" / f"{rank}.monitor.csv").read_text().splitlines()
+        assert lines[1] == "r,l,t,problem,sections,cost,speedup,correct" and len(lines) > 10
+
+
+def test_a_directory_that_is_not_a_finished_run_is_named(tmp_path):
+    from agents.rl import load_run
+    from autoprofiler_env.errors import AutoProfilerError
+
+    with pytest.raises(AutoProfilerError, match=r"no run.json; not a run directory of "
+                                                r"`autoprofiler train"):
+        load_run(tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps({"algorithm": "ppo", "status": "running"}))
+    with pytest.raises(AutoProfilerError, match=r"no best_model.zip \(the run's status: "
+                                                r"running"):
+        load_run(tmp_path)
