@@ -14,6 +14,7 @@
                             [--seed 0] [--out runs/tree] [--wandb]
     autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--seed 0] [--out DIR]
                        [--steps N] [--wandb] [--wandb-group NAME]
+    autoprofiler experiment [--config compare|FILE] [--out DIR] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler dataset build --recording DIR [--candidates NAME=FILE ...] --out FILE
     autoprofiler dataset info [FILE]
@@ -364,6 +365,33 @@ def cmd_train(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- experiment -----------------------------------------------------------------------------
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from experiments.experiment import load_config, run_experiment, write
+    from experiments.tracking import wandb_run
+    from experiments.train import config_path
+
+    config = load_config(config_path(args.config))
+    out = Path(args.out or Path("runs") / "experiment" / config.name)
+    command = f"autoprofiler experiment --config {args.config}" + (
+        f" --out {args.out}" if args.out else "")
+    result = run_experiment(config, out)
+    paths = write(config, result, out, command)
+    print((out / "leaderboard.md").read_text())
+    print("saved " + ", ".join(str(p) for p in paths))
+    if args.wandb:
+        import wandb
+
+        run = wandb_run("experiment", {"config": str(config.path), "name": config.name},
+                        group=config.name)
+        run.log({"leaderboard": wandb.Table(columns=list(result["rows"][0]),
+                                            data=[list(r.values()) for r in result["rows"]])}
+                | {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"})
+        run.finish()
+    return EXIT_OK
+
+
 # -- the parser -----------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -520,6 +548,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline when no WANDB_API_KEY is set)")
     p.set_defaults(func=cmd_learn_tree)
+
+    p = sub.add_parser("experiment", help="the learned agents against the baselines across "
+                       "seeds and budgets, with rliable's statistics (resumable)")
+    p.add_argument("--config", default="compare",
+                   help="an experiment config: a file, or a shipped one's name (default: "
+                   "compare, experiments/configs/compare.yaml)")
+    p.add_argument("--out", help="the experiment's folder (default: runs/experiment/<name>); "
+                   "a run whose file is there is not run again")
+    p.add_argument("--wandb", action="store_true",
+                   help="log the leaderboard and plots to wandb, one group per experiment")
+    p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("record", help="record profiles and outcomes on a GPU (resumable)")
     p.add_argument("--out", required=True, help="the recording folder (created or resumed)")

@@ -1,0 +1,451 @@
+"""``autoprofiler experiment``: the comparison the mission names, in one command.
+
+    autoprofiler experiment --config experiments/configs/compare.yaml [--out DIR] [--wandb]
+
+The learned agents (the AutoProfiler tree, learned once per seed; RL policies, trained once
+per seed) and the fixed baselines run every problem of the test and validation splits at every
+budget through the one evaluation (:func:`~autoprofiler_env.evaluation.rollout`). Beside them
+stands the fixed configuration chosen on the train split at each budget (the best geometric
+mean there among ncu's sets, single sections, the curated list and no profile), the bar a
+learned agent must clear.
+
+Per (budget, split) the scores are aggregated with rliable over runs x problems, on the log of
+the shipped speedup: the mean (reported as the geometric-mean speedup, the project's one
+score) and the interquartile mean (IQM, as a speedup), each with a 95% stratified bootstrap
+confidence interval that resamples the problems as well as the runs (``task_bootstrap``: the
+uncertainty of a new set of kernels, which a deterministic baseline has too), and the
+probability that a learned agent improves on the train-chosen fixed configuration (on a
+random problem, ``P(X > Y)`` with ties counting half) with its interval. Written to
+``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``budgets.png`` (speedup against
+budget with confidence bands), ``cost.png`` (speedup against profiling cost),
+``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
+and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``. Resumable: a run whose
+file exists is not run again. ``--wandb`` logs the leaderboard, the plots and the config to one
+wandb group named after the experiment.
+
+The config (YAML)::
+
+    name: compare
+    budgets: [0.1, 0.25, 0.5, 1.0]
+    splits: [test, val]
+    seeds: 5
+    env: {}                      # make kwargs every environment gets (dataset, optimizer)
+    agents:                      # the learned agents, each run once per seed
+      autoprofiler-tree: {kind: tree, rounds: 200}
+      maskable-ppo: {kind: rl, config: maskable_ppo.yaml}
+    baselines: [no-profile, roofline-tree, set:full, curated:cudaforge-like]
+    reps: 2000                   # bootstrap resamples
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.errors import AutoProfilerError
+
+FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
+TRAIN_CHOSEN = "fixed (chosen on train)"
+AGENT_KINDS = ("tree", "rl")
+_KEYS = {"name", "budgets", "splits", "seeds", "env", "agents", "baselines", "reps",
+         "experiment"}
+
+
+class ConfigError(AutoProfilerError):
+    """An experiment config that cannot be run: it names the key and what is accepted."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    kind: str
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str
+    budgets: tuple[float, ...]
+    splits: tuple[str, ...]
+    seeds: tuple[int, ...]
+    env: dict
+    agents: tuple[AgentSpec, ...]
+    baselines: tuple[str, ...]
+    reps: int = 2000
+    path: Path | None = None
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """The experiment config in ``path``; :class:`ConfigError` naming the key otherwise."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: cannot read the experiment config ({e})") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: an experiment config is a mapping of keys "
+                          f"({', '.join(sorted(_KEYS))})")
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r}; the keys are "
+                          f"{', '.join(sorted(_KEYS - {'experiment'}))}")
+
+    def need(key: str, kind: type, default=None):
+        value = data.get(key, default)
+        if value is None or not isinstance(value, kind) or isinstance(value, bool):
+            raise ConfigError(f"{path}: {key!r} must be a {kind.__name__}, got {value!r}")
+        return value
+
+    budgets = need("budgets", list, [0.1, 0.25, 0.5, 1.0])
+    if not budgets or any(isinstance(b, bool) or not isinstance(b, (int, float)) or b <= 0
+                          for b in budgets):
+        raise ConfigError(f"{path}: 'budgets' must be a list of fractions > 0, got {budgets!r}")
+    splits = need("splits", list, ["test", "val"])
+    if not splits or any(s not in ("train", "val", "test") for s in splits):
+        raise ConfigError(f"{path}: 'splits' must name train, val or test, got {splits!r}")
+    seeds = data.get("seeds", 5)
+    if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds > 0:
+        seeds = list(range(seeds))
+    if not isinstance(seeds, list) or not seeds or any(
+            not isinstance(s, int) or isinstance(s, bool) for s in seeds):
+        raise ConfigError(f"{path}: 'seeds' must be a count > 0 or a list of integers, got "
+                          f"{seeds!r}")
+    agents = need("agents", dict, {})
+    specs = []
+    for name, options in agents.items():
+        if not isinstance(options, dict) or options.get("kind") not in AGENT_KINDS:
+            raise ConfigError(f"{path}: agents.{name} must be a mapping with kind one of "
+                              f"{', '.join(AGENT_KINDS)}, got {options!r}")
+        specs.append(AgentSpec(str(name), options["kind"],
+                               {k: v for k, v in options.items() if k != "kind"}))
+    baselines = need("baselines", list, [])
+    reps = need("reps", int, 2000)
+    return ExperimentConfig(str(need("name", str, path.stem)), tuple(float(b) for b in budgets),
+                            tuple(splits), tuple(seeds), need("env", dict, {}), tuple(specs),
+                            tuple(str(b) for b in baselines), reps, path)
+
+
+# -- running --------------------------------------------------------------------------------
+
+def _outcomes(env, policy, budget: float) -> dict:
+    """Per problem: the shipped speedup and the profiling cost (seconds) at ``budget``."""
+    from autoprofiler_env.evaluation import rollout
+    from autoprofiler_env.scoring import shipped_speedup
+
+    return {r.problem: {"speedup": shipped_speedup(r.correct, r.speedup), "cost": r.cost,
+                        "sections": list(r.sections)}
+            for r in rollout(env, policy, budget=budget)}
+
+
+def _run_file(out: Path, agent: str, seed: int) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in agent)
+    return out / "runs" / safe / f"seed-{seed}.json"
+
+
+def _learned_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path, envs):
+    """Learns (or trains) ``spec``'s agent for ``seed``; returns a policy for the
+    environments."""
+    if spec.kind == "tree":
+        from agents.tree import TreePolicy
+        from experiments.learn_tree import learn_tree, make_proposer
+
+        options = dict(spec.options)
+        proposer = make_proposer(options.pop("proposer", "search"), seed)
+        unknown = set(options) - {"rounds", "proposals", "margin", "patience", "start"}
+        if unknown:
+            raise ConfigError(f"{config.path}: agents.{spec.name}: unknown key "
+                              f"{sorted(unknown)[0]!r} (rounds, proposals, margin, patience, "
+                              "start, proposer)")
+        tree, _ = learn_tree(list(config.budgets), proposer,
+                             out / "agents" / spec.name / f"seed-{seed}",
+                             dataset=config.env.get("dataset"),
+                             optimizer=config.env.get("optimizer"), progress=False, **options)
+        return lambda env: TreePolicy(tree, env, spec.name)
+    return _rl_policy(spec, seed, config, out)
+
+
+def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
+    """Trains ``spec``'s RL agent for ``seed`` (``autoprofiler train``'s run, in
+    ``out/agents/<name>/seed-<n>``; a finished run there is loaded, not trained again) and
+    returns its best model (kept by the validation evaluation during training)."""
+    import json as _json
+
+    from agents.rl import load_run
+    from agents.rl.config import read_config
+    from experiments.train import config_path, train
+
+    options = dict(spec.options)
+    unknown = set(options) - {"config", "steps"}
+    if unknown:
+        raise ConfigError(f"{config.path}: agents.{spec.name}: unknown key "
+                          f"{sorted(unknown)[0]!r} (config, steps)")
+    path = config_path(options.get("config", "maskable_ppo"))
+    train_config, given = read_config(path)
+    if "steps" in options:
+        train_config = train_config.replace(total_timesteps=int(options["steps"]))
+    if config.env:  # the experiment's dataset and optimizer are the training's too
+        train_config = train_config.replace(env=dict(train_config.env) | config.env)
+    run_dir = out / "agents" / spec.name / f"seed-{seed}"
+    run_file = run_dir / "run.json"
+    finished = run_file.is_file() and _json.loads(run_file.read_text()).get(
+        "status") == "finished"
+    if not finished:
+        if run_dir.exists():  # an interrupted training: start that seed again
+            import shutil
+
+            shutil.rmtree(run_dir)
+        train(train_config, run_dir, seed=seed, given=given, source=str(path),
+              progress=False, command=["autoprofiler", "experiment", "--config",
+                                       str(config.path)])
+    model = load_run(run_dir)
+    return lambda env: model
+
+
+def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -> dict:
+    """Runs what is not run yet, then aggregates; returns the leaderboard rows and the
+    score matrices."""
+    import gymnasium as gym
+    from tqdm import tqdm
+
+    import autoprofiler_env  # noqa: F401
+    from baselines import baseline
+    from experiments.benchmark import benchmark
+
+    envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
+    jobs = [(spec, seed) for spec in config.agents for seed in config.seeds]
+    jobs += [(AgentSpec(name, "baseline"), 0) for name in config.baselines]
+    # the fixed configuration chosen on the train split, per budget
+    train_rows, _ = benchmark(config.env.get("dataset"), list(config.budgets), seeds=1,
+                              split="train", optimizer=config.env.get("optimizer"))
+    chosen = {}
+    for b in config.budgets:
+        fixed = [r for r in train_rows if r["budget"] == b
+                 and r["agent"].startswith(FIXED_PREFIXES)]
+        chosen[b] = max(fixed, key=lambda r: (round(r["geomean_speedup"], 9),
+                                              r["fits_budget"]))["agent"]
+    jobs += [(AgentSpec(TRAIN_CHOSEN, "chosen"), 0), (AgentSpec("oracle", "baseline"), 0)]
+    for spec, seed in tqdm(jobs, desc=f"experiment {config.name}", unit="run",
+                           disable=not progress):
+        path = _run_file(out, spec.name, seed)
+        if path.is_file():
+            continue
+        if spec.kind in AGENT_KINDS:
+            make = _learned_policy(spec, seed, config, out, envs)
+        elif spec.kind == "chosen":
+            def make(env):
+                return None
+        else:
+            def make(env, name=spec.name):
+                return baseline(env, name)
+        result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {}}
+        for split, env in envs.items():
+            for b in config.budgets:
+                policy = baseline(env, chosen[b]) if spec.kind == "chosen" else make(env)
+                result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b)
+        if spec.kind == "chosen":
+            result["chosen"] = {f"{b:g}": chosen[b] for b in config.budgets}
+        write_atomic(path, (json.dumps(result) + "\n").encode())
+    return aggregate(config, out)
+
+
+# -- aggregating ----------------------------------------------------------------------------
+
+def _matrices(config: ExperimentConfig, out: Path) -> dict:
+    """(split, budget) -> agent -> (runs x problems) log speedups, and the costs."""
+    names = [s.name for s in config.agents] + list(config.baselines) + [TRAIN_CHOSEN, "oracle"]
+    scores: dict = {}
+    costs: dict = {}
+    for name in names:
+        seeds = config.seeds if name in {s.name for s in config.agents} else (0,)
+        runs = [json.loads(_run_file(out, name, seed).read_text()) for seed in seeds]
+        for split in config.splits:
+            for b in config.budgets:
+                key = f"{split}/{b:g}"
+                problems = sorted(runs[0]["outcomes"][key])
+                scores.setdefault((split, b), {})[name] = np.array(
+                    [[math.log(r["outcomes"][key][p]["speedup"]) for p in problems]
+                     for r in runs])
+                costs.setdefault((split, b), {})[name] = float(np.mean(
+                    [[r["outcomes"][key][p]["cost"] for p in problems] for r in runs]))
+    return {"scores": scores, "costs": costs}
+
+
+def aggregate(config: ExperimentConfig, out: Path) -> dict:
+    """The leaderboard (rliable's statistics, the module docstring says which) from the run
+    files."""
+    data = _matrices(config, out)
+    rows = []
+    learned = [s.name for s in config.agents]
+    rng = np.random.RandomState(0)
+    # rliable draws the task resamples from numpy's global generator: seed it (and put it
+    # back after), so the same runs give the same intervals
+    import warnings
+
+    saved = np.random.get_state()
+    np.random.seed(0)
+    try:
+        with warnings.catch_warnings():  # rliable passes arch a RandomState, which it deprecates
+            warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
+            _intervals(config, data, learned, rows, rng)
+    finally:
+        np.random.set_state(saved)
+    chosen = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
+    return {"rows": rows, "data": data, "chosen": chosen}
+
+
+def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: list,
+               rng: np.random.RandomState) -> None:
+    from rliable import library as rly
+    from rliable import metrics
+
+    for (split, b), by_agent in data["scores"].items():
+        point, interval = rly.get_interval_estimates(
+            by_agent, lambda s: np.array([metrics.aggregate_mean(s), metrics.aggregate_iqm(s)]),
+            reps=config.reps, task_bootstrap=True, random_state=rng)
+        pairs = {name: [by_agent[name], by_agent[TRAIN_CHOSEN]] for name in learned}
+        p_point, p_interval = (rly.get_interval_estimates(
+            pairs, metrics.probability_of_improvement, reps=config.reps, task_bootstrap=True,
+            random_state=rng) if pairs else ({}, {}))
+        for name in by_agent:
+            (mean, iqm), ((mean_lo, iqm_lo), (mean_hi, iqm_hi)) = point[name], interval[name]
+            row = {"split": split, "budget": b, "agent": name,
+                   "runs": int(by_agent[name].shape[0]),
+                   "problems": int(by_agent[name].shape[1]),
+                   "geomean_speedup": math.exp(mean), "geomean_lo": math.exp(mean_lo),
+                   "geomean_hi": math.exp(mean_hi), "iqm_speedup": math.exp(iqm),
+                   "iqm_lo": math.exp(iqm_lo), "iqm_hi": math.exp(iqm_hi),
+                   "mean_cost_s": data["costs"][(split, b)][name],
+                   "p_beats_fixed": None, "p_lo": None, "p_hi": None}
+            if name in p_point:
+                row["p_beats_fixed"] = float(np.ravel(p_point[name])[0])
+                lo, hi = np.ravel(p_interval[name])
+                row["p_lo"], row["p_hi"] = float(lo), float(hi)
+            rows.append(row)
+
+
+# -- writing --------------------------------------------------------------------------------
+
+COLUMNS = ("split", "budget", "agent", "runs", "problems", "geomean_speedup", "geomean_lo",
+           "geomean_hi", "iqm_speedup", "iqm_lo", "iqm_hi", "mean_cost_s", "p_beats_fixed",
+           "p_lo", "p_hi")
+
+
+def write(config: ExperimentConfig, result: dict, out: Path, command: str) -> list[Path]:
+    """leaderboard.md, leaderboard.csv and the plots."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS))
+    writer.writeheader()
+    writer.writerows(result["rows"])
+    write_atomic(out / "leaderboard.csv", buffer.getvalue().encode())
+    write_atomic(out / "leaderboard.md", markdown(config, result, command).encode())
+    return [out / "leaderboard.md", out / "leaderboard.csv", *plots(config, result, out)]
+
+
+def markdown(config: ExperimentConfig, result: dict, command: str) -> str:
+    seeds = len(config.seeds)
+    lines = [f"# Experiment `{config.name}`", "",
+             f"`{command}`", "",
+             f"Learned agents: {', '.join(s.name for s in config.agents) or 'none'}, each run "
+             f"with {seeds} seeds; deterministic baselines once. Scores: the shipped speedup "
+             "per problem (an incorrect candidate counts as eager, 1.0x), aggregated over runs "
+             "x problems with rliable: the geometric mean and the IQM, with 95% stratified "
+             "bootstrap intervals resampling problems and runs; P(> fixed): the probability "
+             "that the agent beats the fixed configuration chosen on the train split on a "
+             "random problem (ties count half).", ""]
+    for split in config.splits:
+        for b in config.budgets:
+            rows = sorted((r for r in result["rows"] if r["split"] == split
+                           and r["budget"] == b), key=lambda r: -r["geomean_speedup"])
+            lines += [f"## {split}, budget {b:.0%} of the full set's cost", "",
+                      f"Fixed configuration chosen on train: `{result['chosen'][f'{b:g}']}`.",
+                      "", "| agent | runs | geomean speedup [95% CI] | IQM speedup [95% CI] "
+                      "| mean cost (s) | P(> fixed) [95% CI] |", "|---|---|---|---|---|---|"]
+            for r in rows:
+                p = ("" if r["p_beats_fixed"] is None else
+                     f"{r['p_beats_fixed']:.2f} [{r['p_lo']:.2f}, {r['p_hi']:.2f}]")
+                lines.append(f"| {r['agent']} | {r['runs']} | {r['geomean_speedup']:.3f} "
+                             f"[{r['geomean_lo']:.3f}, {r['geomean_hi']:.3f}] | "
+                             f"{r['iqm_speedup']:.3f} [{r['iqm_lo']:.3f}, {r['iqm_hi']:.3f}] | "
+                             f"{r['mean_cost_s']:.2f} | {p} |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    split = config.splits[0]
+    agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
+
+    def save(fig, name):
+        buffer = io.BytesIO()
+        fig.tight_layout()
+        fig.savefig(buffer, format="png", dpi=110)
+        plt.close(fig)
+        write_atomic(out / name, buffer.getvalue())
+        paths.append(out / name)
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for name in agents:
+        rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
+                      key=lambda r: r["budget"])
+        x = [r["budget"] for r in rows]
+        line, = ax.plot(x, [r["geomean_speedup"] for r in rows], marker="o", label=name)
+        ax.fill_between(x, [r["geomean_lo"] for r in rows], [r["geomean_hi"] for r in rows],
+                        color=line.get_color(), alpha=0.15)
+    ax.set_xscale("log")
+    ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
+    ax.set_xlabel("budget (of the full set's profiling cost)")
+    ax.set_ylabel(f"geometric-mean speedup ({split})")
+    ax.set_title(f"{config.name}: speedup against budget, 95% bootstrap CIs")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, "budgets.png")
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for name in agents:
+        rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
+                      key=lambda r: r["budget"])
+        ax.plot([r["mean_cost_s"] for r in rows], [r["geomean_speedup"] for r in rows],
+                marker="o", label=name)
+    ax.set_xlabel("mean profiling cost per problem (s of ncu replay)")
+    ax.set_ylabel(f"geometric-mean speedup ({split})")
+    ax.set_title(f"{config.name}: speedup against profiling cost")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, "cost.png")
+
+    from rliable import library as rly
+
+    b = config.budgets[len(config.budgets) // 2 - (len(config.budgets) % 2 == 0)] \
+        if len(config.budgets) > 1 else config.budgets[0]
+    by_agent = result["data"]["scores"][(split, b)]
+    taus = np.linspace(0.0, max(float(np.max(v)) for v in by_agent.values()) + 1e-9, 60)
+    profiles, intervals = rly.create_performance_profile(
+        {k: np.exp(v) for k, v in by_agent.items()}, np.exp(taus), reps=200)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for name, profile in profiles.items():
+        line, = ax.plot(np.exp(taus), profile, label=name)
+        lo, hi = intervals[name]
+        ax.fill_between(np.exp(taus), lo, hi, color=line.get_color(), alpha=0.15)
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup τ")
+    ax.set_ylabel("share of runs x problems with speedup > τ")
+    ax.set_title(f"{config.name}: performance profiles ({split}, budget {b:.0%})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, "profiles.png")
+    return paths

@@ -1,0 +1,75 @@
+"""The experiment: learned agents (a tree, MaskablePPO) beside the baselines, per seed, with
+rliable's statistics; resumable; its config checked."""
+
+import json
+
+import pytest
+
+from experiments.experiment import TRAIN_CHOSEN, ConfigError, load_config, run_experiment, write
+
+
+def _config(tmp_path, text):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    return load_config(path)
+
+
+SMALL = """
+name: small
+budgets: [0.25]
+splits: [test]
+seeds: 2
+agents:
+  tree: {kind: tree, rounds: 3}
+  ppo: {kind: rl, config: maskable_ppo, steps: 1024}
+baselines: [no-profile]
+reps: 200
+"""
+
+
+def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
+    config = _config(tmp_path, SMALL)
+    out = tmp_path / "out"
+    result = run_experiment(config, out, progress=False)
+    rows = {r["agent"]: r for r in result["rows"]}
+    assert set(rows) == {"tree", "ppo", "no-profile", TRAIN_CHOSEN, "oracle"}
+    assert rows["tree"]["runs"] == rows["ppo"]["runs"] == 2 and rows["oracle"]["runs"] == 1
+    for r in rows.values():
+        assert r["problems"] == 24
+        assert r["geomean_lo"] <= r["geomean_speedup"] <= r["geomean_hi"]
+        assert r["iqm_lo"] <= r["iqm_speedup"] <= r["iqm_hi"]
+        assert r["geomean_speedup"] <= rows["oracle"]["geomean_speedup"] + 1e-9
+    assert 0 <= rows["tree"]["p_beats_fixed"] <= 1 and rows["no-profile"]["p_beats_fixed"] is None
+    files = sorted((out / "runs").rglob("seed-*.json"))
+    assert len(files) == 2 * 2 + 3
+    stamps = {f: f.stat().st_mtime_ns for f in files}
+    again = run_experiment(config, out, progress=False)  # nothing is run again
+    assert {f: f.stat().st_mtime_ns for f in files} == stamps
+    assert again["rows"] == result["rows"]
+    written = write(config, result, out, "autoprofiler experiment --config exp.yaml")
+    assert {p.name for p in written} == {"leaderboard.md", "leaderboard.csv", "budgets.png",
+                                         "cost.png", "profiles.png"}
+    text = (out / "leaderboard.md").read_text()
+    assert "## test, budget 25% of the full set's cost" in text and "| ppo | 2 |" in text
+    chosen = json.loads(next(f for f in files if "fixed" in str(f)).read_text())["chosen"]
+    assert chosen["0.25"].startswith(("set:", "section:", "curated:", "no-profile"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name: x\ncolour: red\n", "unknown key 'colour'"),
+    ("budgets: [0.1, -1]\n", "'budgets' must be a list of fractions > 0"),
+    ("splits: [holdout]\n", "'splits' must name train, val or test"),
+    ("seeds: 0\n", "'seeds' must be a count > 0"),
+    ("agents: {a: {kind: genetic}}\n", "agents.a must be a mapping with kind one of tree, rl"),
+    ("- just a list\n", "an experiment config is a mapping"),
+])
+def test_a_bad_config_is_one_error_naming_the_key(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(tmp_path, text)
+
+
+def test_the_shipped_comparison_config_reads():
+    from experiments.train import config_path
+
+    config = load_config(config_path("compare"))
+    assert config.seeds == (0, 1, 2, 3, 4) and {a.kind for a in config.agents} == {"tree", "rl"}
