@@ -302,10 +302,19 @@ def aggregate(config: ExperimentConfig, out: Path) -> dict:
     return {"rows": rows, "data": data, "chosen": chosen}
 
 
+def _rliable():
+    """rliable's library and metrics, or a clear error saying how to install them."""
+    try:
+        from rliable import library, metrics
+    except ImportError as e:
+        raise AutoProfilerError(f"autoprofiler experiment needs rliable ({e}): pip install -e "
+                                "'.[experiment]'") from None
+    return library, metrics
+
+
 def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: list,
                rng: np.random.RandomState) -> None:
-    from rliable import library as rly
-    from rliable import metrics
+    rly, metrics = _rliable()
 
     for (split, b), by_agent in data["scores"].items():
         point, interval = rly.get_interval_estimates(
@@ -428,8 +437,7 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     ax.legend(fontsize=8)
     save(fig, "cost.png")
 
-    from rliable import library as rly
-
+    rly, _ = _rliable()
     b = config.budgets[len(config.budgets) // 2 - (len(config.budgets) % 2 == 0)] \
         if len(config.budgets) > 1 else config.budgets[0]
     by_agent = result["data"]["scores"][(split, b)]
