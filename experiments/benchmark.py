@@ -4,7 +4,8 @@
                            [--policy SPEC ...] [--out runs/benchmark] [--wandb]
 
 Every baseline, the AutoProfiler tree the project ships for the optimizer
-(``autoprofiler-tree``, :func:`agents.tree.shipped_tree`), and each policy given with
+(``autoprofiler-tree``, :func:`agents.tree.shipped_tree`), the MaskablePPO policy it ships
+(``maskable-ppo``, :func:`agents.rl.shipped_model`), and each policy given with
 ``--policy`` (a baseline's name, a tree file or a saved stable-baselines3 model:
 :mod:`experiments.policies`), runs every problem of the split once per budget through the one evaluation (:func:`autoprofiler_env.evaluation.rollout`). Per
 agent and budget: the geometric-mean speedup (the project's one score,
@@ -57,10 +58,11 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
+    from agents.rl import shipped_model
     from agents.tree import shipped_tree
     from autoprofiler_env.evaluation import rollout
     from baselines import all_agents
-    from experiments.policies import SHIPPED_TREE, Entry, load
+    from experiments.policies import SHIPPED_RL, SHIPPED_TREE, Entry, load
 
     kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
               | ({"optimizer": optimizer} if optimizer else {}))
@@ -68,6 +70,8 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     entries = [Entry(a.name, a, a.stochastic) for a in all_agents(env)]
     if shipped_tree(env.unwrapped.optimizer) is not None:
         entries.append(load(SHIPPED_TREE, env))
+    if shipped_model(env.unwrapped.optimizer) is not None:
+        entries.append(load(SHIPPED_RL, env))
     shown = {e.name for e in entries}  # a baseline named with --policy is already here
     entries += [load(spec, env) for spec in policies if spec not in shown]
     names = [e.name for e in entries]

@@ -357,7 +357,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                     group=args.wandb_group or f"train-{path.stem}") if args.wandb else None
     try:
         result = train(config, out, seed=args.seed, given=given, source=str(path),
-                       wandb_run=run, command=sys.argv)
+                       wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
     finally:
         if run is not None:
             run.finish()

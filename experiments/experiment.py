@@ -35,6 +35,7 @@ The config (YAML)::
       maskable-ppo: {kind: rl, config: maskable_ppo.yaml}
     baselines: [no-profile, roofline-tree, set:full, curated:cudaforge-like]
     reps: 2000                   # bootstrap resamples
+    poi_reps: 200                # for P(> fixed), whose resamples cost 50 times more
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
 TRAIN_CHOSEN = "fixed (chosen on train)"
 AGENT_KINDS = ("tree", "rl")
 _KEYS = {"name", "budgets", "splits", "seeds", "env", "agents", "baselines", "reps",
-         "experiment"}
+         "poi_reps", "experiment"}
 
 
 class ConfigError(AutoProfilerError):
@@ -79,6 +80,7 @@ class ExperimentConfig:
     agents: tuple[AgentSpec, ...]
     baselines: tuple[str, ...]
     reps: int = 2000
+    poi_reps: int = 200
     path: Path | None = None
 
 
@@ -129,9 +131,10 @@ def load_config(path: str | Path) -> ExperimentConfig:
                                {k: v for k, v in options.items() if k != "kind"}))
     baselines = need("baselines", list, [])
     reps = need("reps", int, 2000)
+    poi_reps = need("poi_reps", int, 200)
     return ExperimentConfig(str(need("name", str, path.stem)), tuple(float(b) for b in budgets),
                             tuple(splits), tuple(seeds), need("env", dict, {}), tuple(specs),
-                            tuple(str(b) for b in baselines), reps, path)
+                            tuple(str(b) for b in baselines), reps, poi_reps, path)
 
 
 # -- running --------------------------------------------------------------------------------
@@ -181,7 +184,7 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
 
     from agents.rl import load_run
     from agents.rl.config import read_config
-    from experiments.train import config_path, train
+    from experiments.train import config_path, portable, train
 
     options = dict(spec.options)
     unknown = set(options) - {"config", "steps"}
@@ -205,7 +208,7 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
             shutil.rmtree(run_dir)
         train(train_config, run_dir, seed=seed, given=given, source=str(path),
               progress=False, command=["autoprofiler", "experiment", "--config",
-                                       str(config.path)])
+                                       portable(config.path)])
     model = load_run(run_dir)
     return lambda env: model
 
@@ -322,8 +325,8 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
             reps=config.reps, task_bootstrap=True, random_state=rng)
         pairs = {name: [by_agent[name], by_agent[TRAIN_CHOSEN]] for name in learned}
         p_point, p_interval = (rly.get_interval_estimates(
-            pairs, metrics.probability_of_improvement, reps=config.reps, task_bootstrap=True,
-            random_state=rng) if pairs else ({}, {}))
+            pairs, metrics.probability_of_improvement, reps=config.poi_reps,
+            task_bootstrap=True, random_state=rng) if pairs else ({}, {}))
         for name in by_agent:
             (mean, iqm), ((mean_lo, iqm_lo), (mean_hi, iqm_hi)) = point[name], interval[name]
             row = {"split": split, "budget": b, "agent": name,

@@ -8,7 +8,9 @@
   ``autoprofiler train``, its best model (:func:`agents.rl.load_run`);
 - ``tree:FILE``: an AutoProfiler tree file (:mod:`agents.tree`), named ``tree:<file stem>``
   in the tables; ``autoprofiler-tree``: the tree the project ships for the environment's
-  optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default.
+  optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default;
+- ``maskable-ppo``: the MaskablePPO policy the project ships for the environment's optimizer
+  (:func:`agents.rl.shipped_model`), shown by default too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from autoprofiler_env.policy import Policy
 
 SHIPPED_TREE = "autoprofiler-tree"
 """The name of the shipped tree's entry."""
+SHIPPED_RL = "maskable-ppo"
+"""The name of the shipped MaskablePPO policy's entry."""
 
 
 @dataclass
@@ -43,6 +47,15 @@ def load(spec: str, env) -> Entry:
     accepted otherwise."""
     from baselines import baseline
 
+    if spec == SHIPPED_RL:
+        from agents.rl import load_model, shipped_model
+
+        path = shipped_model(env.unwrapped.optimizer)
+        if path is None:
+            raise AutoProfilerError(f"no MaskablePPO policy is shipped for the optimizer "
+                                    f"{env.unwrapped.optimizer!r}: train one with "
+                                    "`autoprofiler train` and give sb3:DIR")
+        return Entry(SHIPPED_RL, load_model(path, "maskable_ppo"))
     if spec.startswith("tree:") or spec == SHIPPED_TREE:
         from agents.tree import TreePolicy, shipped_tree
 

@@ -71,6 +71,21 @@ def config_path(spec: str | Path) -> Path:
     raise ConfigError(f"--config {spec}: no such file, nor a shipped config (one of {names})")
 
 
+def portable(path: str | Path) -> str:
+    """``path`` as a run's record keeps it, free of this machine's directories: a shipped
+    config as ``experiments/configs/<name>``, a path under the working directory relative to
+    it, any other as given."""
+    path = Path(path)
+    try:
+        return f"experiments/configs/{path.resolve().relative_to(CONFIGS.resolve())}"
+    except ValueError:
+        pass
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def default_out(config_file: Path, seed: int) -> Path:
     """Where a run goes by default: ``runs/train/<config stem>-seed<N>``."""
     return Path("runs") / "train" / f"{config_file.stem}-seed{seed}"
@@ -208,13 +223,15 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
         model = build_model(config, vec_env, seed, source)
         found = versions()
         meta = {"schema": RUN_SCHEMA, "algorithm": config.algorithm, "seed": seed,
-                "config_file": source, "config_given": given, "config": config.to_dict(),
+                "config_file": portable(source) if source != "config" else source,
+                "config_given": given, "config": config.to_dict(),
                 "env_kwargs": dict(gym.spec(ENV_ID.split(":")[1]).kwargs)
                 | env_kwargs(config),
                 "optimizer": base.optimizer,
                 "dataset_sha256": base.backend.dataset.metadata.get("sha256"),
                 "package_version": found["autoprofiler-env"], "versions": found,
-                "command": list(command if command is not None else sys.argv),
+                "command": list(command if command is not None
+                                else ["autoprofiler", *sys.argv[1:]]),
                 "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "models": {"final": "model.zip", "best": "best_model.zip"},
                 "wandb": _wandb_identity(wandb_run)}

@@ -94,3 +94,17 @@ def load_model(path: str | Path, algorithm: str | None = None, device: str = "cp
     if name not in known:
         raise AutoProfilerError(f"unknown algorithm {algorithm!r}: one of {', '.join(known)}")
     return known[name].load(path, device=device)
+
+
+DATA = Path(__file__).parent / "data"
+"""The policies the project ships: ``data/<algorithm>-<optimizer>.zip`` and its
+``.json`` (the training run's run.json: config, dataset checksum, versions)."""
+
+
+def shipped_model(optimizer: str, algorithm: str = "maskable_ppo") -> Path | None:
+    """The shipped model trained with ``optimizer``'s outcomes on the shipped dataset (None:
+    none is)."""
+    import re
+
+    path = DATA / f"{algorithm}-{re.sub(r'[^A-Za-z0-9._-]', '-', optimizer)}.zip"
+    return path if path.is_file() else None
