@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -300,6 +301,15 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 # -- learn-tree -----------------------------------------------------------------------------
 
+def _checked_input(function, *args, **kwargs):
+    """``function(*args, **kwargs)``, a ValueError (a make kwarg the environment refused)
+    turned into the command's one-line error."""
+    try:
+        return function(*args, **kwargs)
+    except ValueError as e:
+        raise AutoProfilerError(str(e)) from None
+
+
 def cmd_learn_tree(args: argparse.Namespace) -> int:
     from experiments.learn_tree import learn_tree, make_proposer
     from experiments.tracking import wandb_run
@@ -309,8 +319,8 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     except ValueError:
         return _fail(f"--budget {args.budget!r}: give fractions of the full set's cost, "
                      "comma-separated (e.g. 0.1,0.25)")
-    if not budgets or any(not 0 < b for b in budgets):
-        return _fail(f"--budget {args.budget!r}: each budget is a fraction > 0")
+    if not budgets or any(not (0 < b < math.inf) for b in budgets):
+        return _fail(f"--budget {args.budget!r}: each budget is a finite fraction > 0")
     proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
                              args.llm_timeout, args.llm_temperature,
                              None if args.llm_structured == "none" else args.llm_structured,
@@ -318,7 +328,7 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     run = wandb_run("learn-tree", vars(args) | {"command": "learn-tree"}) if args.wandb \
         else None
     try:
-        tree, results = learn_tree(sorted(set(budgets)), proposer, Path(args.out),
+        tree, results = _checked_input(learn_tree, sorted(set(budgets)), proposer, Path(args.out),
                                    rounds=args.rounds, dataset=args.dataset,
                                    optimizer=args.optimizer, start=args.start,
                                    proposals=args.proposals, margin=args.margin,

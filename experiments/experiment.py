@@ -15,7 +15,9 @@ score) and the interquartile mean (IQM, as a speedup), each with a 95% stratifie
 confidence interval that resamples the problems as well as the runs (``task_bootstrap``: the
 uncertainty of a new set of kernels, which a deterministic baseline has too), and the
 probability that a learned agent improves on the train-chosen fixed configuration (on a
-random problem, ``P(X > Y)`` with ties counting half) with its interval. Written to
+random problem, ``P(X > Y)`` with ties counting half) with its interval, which resamples the
+runs only (rliable's bootstrap of a pair does not resample tasks): it says how much the
+seeds move it, not how sure it is on new kernels. Written to
 ``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``budgets.png`` (speedup against
 budget with confidence bands), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
@@ -29,7 +31,10 @@ The config (YAML)::
     budgets: [0.1, 0.25, 0.5, 1.0]
     splits: [test, val]
     seeds: 5
-    env: {}                      # make kwargs every environment gets (dataset, optimizer)
+    env: {}                      # make kwargs: the evaluation's environments and the RL
+                                 # training get them all; the tree learner and the train-
+                                 # split choice of the fixed configuration get dataset and
+                                 # optimizer
     agents:                      # the learned agents, each run once per seed
       autoprofiler-tree: {kind: tree, rounds: 200}
       maskable-ppo: {kind: rl, config: maskable_ppo.yaml}
@@ -108,8 +113,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
         return value
 
     budgets = need("budgets", list, [0.1, 0.25, 0.5, 1.0])
-    if not budgets or any(isinstance(b, bool) or not isinstance(b, (int, float)) or b <= 0
-                          for b in budgets):
+    if not budgets or any(isinstance(b, bool) or not isinstance(b, (int, float))
+                          or not 0 < b < math.inf for b in budgets):
         raise ConfigError(f"{path}: 'budgets' must be a list of fractions > 0, got {budgets!r}")
     splits = need("splits", list, ["test", "val"])
     if not splits or any(s not in ("train", "val", "test") for s in splits):
@@ -223,7 +228,21 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     from baselines import baseline
     from experiments.benchmark import benchmark
 
-    envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
+    try:
+        envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
+        for name in config.baselines:  # a typo is an error now, not after hours of training
+            baseline(envs[config.splits[0]], name)
+    except ValueError as e:
+        raise ConfigError(f"{config.path}: {e}") from None
+    for spec in config.agents:
+        allowed = ({"rounds", "proposals", "margin", "patience", "start", "proposer"}
+                   if spec.kind == "tree" else {"config", "steps"})
+        unknown = set(spec.options) - allowed
+        if unknown:
+            raise ConfigError(f"{config.path}: agents.{spec.name}: unknown key "
+                              f"{sorted(unknown)[0]!r} ({', '.join(sorted(allowed))})")
+    settings = {"env": config.env, "budgets": list(config.budgets),
+                "splits": list(config.splits)}
     jobs = [(spec, seed) for spec in config.agents for seed in config.seeds]
     jobs += [(AgentSpec(name, "baseline"), 0) for name in config.baselines]
     # the fixed configuration chosen on the train split, per budget
@@ -240,6 +259,10 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
                            disable=not progress):
         path = _run_file(out, spec.name, seed)
         if path.is_file():
+            made = json.loads(path.read_text()).get("settings")
+            if made != settings | {"options": spec.options}:
+                raise ConfigError(f"{path} was made with other settings ({made}): give "
+                                  "another --out, or remove it to run it again")
             continue
         if spec.kind in AGENT_KINDS:
             make = _learned_policy(spec, seed, config, out, envs)
@@ -249,7 +272,8 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
         else:
             def make(env, name=spec.name):
                 return baseline(env, name)
-        result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {}}
+        result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {},
+                  "settings": settings | {"options": spec.options}}
         for split, env in envs.items():
             for b in config.budgets:
                 policy = baseline(env, chosen[b]) if spec.kind == "chosen" else make(env)
@@ -372,7 +396,11 @@ def markdown(config: ExperimentConfig, result: dict, command: str) -> str:
              "x problems with rliable: the geometric mean and the IQM, with 95% stratified "
              "bootstrap intervals resampling problems and runs; P(> fixed): the probability "
              "that the agent beats the fixed configuration chosen on the train split on a "
-             "random problem (ties count half).", ""]
+             "random problem (ties count half), its interval resampling the runs only "
+             "(rliable's bootstrap of a pair does not resample problems): the seeds' spread, "
+             "not the certainty on new kernels. The validation rows flatter the learned "
+             "agents: the tree and the RL model kept were both chosen on that split. Costs are "
+             "in the environment's budget unit (seconds of ncu replay by default).", ""]
     for split in config.splits:
         for b in config.budgets:
             rows = sorted((r for r in result["rows"] if r["split"] == split
@@ -380,7 +408,7 @@ def markdown(config: ExperimentConfig, result: dict, command: str) -> str:
             lines += [f"## {split}, budget {b:.0%} of the full set's cost", "",
                       f"Fixed configuration chosen on train: `{result['chosen'][f'{b:g}']}`.",
                       "", "| agent | runs | geomean speedup [95% CI] | IQM speedup [95% CI] "
-                      "| mean cost (s) | P(> fixed) [95% CI] |", "|---|---|---|---|---|---|"]
+                      "| mean cost | P(> fixed) [95% CI, runs] |", "|---|---|---|---|---|---|"]
             for r in rows:
                 p = ("" if r["p_beats_fixed"] is None else
                      f"{r['p_beats_fixed']:.2f} [{r['p_lo']:.2f}, {r['p_hi']:.2f}]")

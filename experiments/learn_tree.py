@@ -93,9 +93,6 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                 "start": start, "proposals": proposals, "margin": margin,
                 "patience": patience, "cost_penalty": cost_penalty,
                 "dataset_sha256": base.backend.dataset.metadata.get("sha256")}
-    write_atomic(out / "run.json", (json.dumps(
-        {"settings": settings, "command": command or ["autoprofiler", *sys.argv[1:]]},
-        indent=1) + "\n").encode())
     trees, results, curves = {}, {}, {}
     for budget in budgets:
         config = LearnConfig(budget=budget, rounds=rounds, proposals=proposals, margin=margin,
@@ -119,6 +116,10 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                                   "rounds": r.rounds, "accepted": r.accepted,
                                   "nodes": r.tree.size()} for b, r in results.items()}}
     tree = by_budget(trees, meta)
+    # written once the logs have accepted these settings (a refused resume leaves it as it was)
+    write_atomic(out / "run.json", (json.dumps(
+        {"settings": settings, "command": command or ["autoprofiler", *sys.argv[1:]]},
+        indent=1) + "\n").encode())
     tree.save(out / "tree.json")
     write_atomic(out / "tree.txt", (export_text(tree) + "\n").encode())
     plot(tree, out / "tree.png")

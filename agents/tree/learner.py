@@ -44,6 +44,7 @@ from agents.tree.edits import edit_from_dict
 from agents.tree.nodes import Stop, Tree, TreeFormatError, from_dict, vocabulary
 from agents.tree.policy import TreePolicy
 from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposer
+from autoprofiler_env.envs.backends import Hindsight
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.evaluation import rollout
 from autoprofiler_env.oracle import best_affordable
@@ -122,11 +123,10 @@ def _oracle(env, budget: float) -> dict:
         full = total / budget if base.budget_is_fraction else None
         shares = {s: (float(c) / full if full else math.nan)
                   for s, c in zip(base.sections, costs)}
-        try:
-            best = best_affordable(base.backend, uri, base.sections, costs, total)
-        except TypeError:
+        if not isinstance(base.backend, Hindsight):  # the live backend: no oracle
             out[uri] = (None, None, shares)
             continue
+        best = best_affordable(base.backend, uri, base.sections, costs, total)
         sections = tuple(base.sections[i] for i in best)
         outcome = base.backend.finish(uri, sections)
         out[uri] = (sections, shipped_speedup(outcome.correct, outcome.speedup), shares)
@@ -161,9 +161,13 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
 
     start = start or Tree(Stop())
     train, val = Scorer(train_env, config.budget), Scorer(val_env, config.budget)
+    base = train_env.unwrapped
+    dataset = getattr(base.backend, "dataset", None)
     header = {"kind": "start", "config": asdict(config), "proposer": proposer.name,
-              "start": start.to_dict(), "train_problems": list(train_env.unwrapped.problems),
-              "validation_problems": list(val_env.unwrapped.problems)}
+              "start": start.to_dict(), "train_problems": list(base.problems),
+              "validation_problems": list(val_env.unwrapped.problems),
+              "env": {"optimizer": base.optimizer, "cost_penalty": base.cost_penalty,
+                      "dataset_sha256": dataset.metadata.get("sha256") if dataset else None}}
     lines = _resume(log, header, train.vocab)
     # the resumed rounds: replay their kept edits, and find the best tree among them
     current = start
@@ -179,7 +183,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                 best_round = line["round"]
     curve = [(line["round"], math.exp(line["train_objective"]),
               math.exp(line["validation_objective"])) for line in lines]
-    history = [line["summary"] for line in lines][-config.history:]
+    history = [line["summary"] for line in lines][-config.history:] if config.history else []
     oracle = _oracle(train_env, config.budget)
     now, now_val = train(current), val(current)
     first = len(lines) + 1
@@ -221,7 +225,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
             summary = f"round {round_}: " + (
                 f"kept {proposal.edits[choice].describe()} ({now.objective - before:+.4f})"
                 if choice is not None else f"none of {len(rows)} edits kept")
-            history = (history + [summary])[-config.history:]
+            history = (history + [summary])[-config.history:] if config.history else []
             line = {"kind": "round", "round": round_, "proposals": rows,
                     "unusable": proposal.unusable, "error": proposal.error,
                     "accepted": choice, "train_objective": now.objective,

@@ -430,6 +430,8 @@ def by_budget(trees: dict[float, Tree], meta: dict | None = None) -> Tree:
     for low, high in zip(budgets, budgets[1:]):
         if trees[high].root == trees[low].root:  # one tree serves both: no branch
             continue
-        cut = float(f"{math.sqrt(low * high):.3g}")
+        middle = math.sqrt(low * high)
+        cut = next((c for d in range(3, 17) if low < (c := float(f"{middle:.{d}g}")) < high),
+                   middle)
         node = Branch(Condition("budget", "fraction", cut), trees[high].root, node)
     return Tree(node, meta or {})
