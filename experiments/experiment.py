@@ -245,15 +245,21 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
                 "splits": list(config.splits)}
     jobs = [(spec, seed) for spec in config.agents for seed in config.seeds]
     jobs += [(AgentSpec(name, "baseline"), 0) for name in config.baselines]
-    # the fixed configuration chosen on the train split, per budget
-    train_rows, _ = benchmark(config.env.get("dataset"), list(config.budgets), seeds=1,
-                              split="train", optimizer=config.env.get("optimizer"))
-    chosen = {}
-    for b in config.budgets:
-        fixed = [r for r in train_rows if r["budget"] == b
-                 and r["agent"].startswith(FIXED_PREFIXES)]
-        chosen[b] = max(fixed, key=lambda r: (round(r["geomean_speedup"], 9),
-                                              r["fits_budget"]))["agent"]
+    # the fixed configuration chosen on the train split, per budget (read back from its run
+    # file when that is written: a resumed experiment does not benchmark the train split again)
+    chosen_file = _run_file(out, TRAIN_CHOSEN, 0)
+    if chosen_file.is_file():
+        chosen = {float(b): name for b, name in
+                  json.loads(chosen_file.read_text())["chosen"].items()}
+    else:
+        train_rows, _ = benchmark(config.env.get("dataset"), list(config.budgets), seeds=1,
+                                  split="train", optimizer=config.env.get("optimizer"))
+        chosen = {}
+        for b in config.budgets:
+            fixed = [r for r in train_rows if r["budget"] == b
+                     and r["agent"].startswith(FIXED_PREFIXES)]
+            chosen[b] = max(fixed, key=lambda r: (round(r["geomean_speedup"], 9),
+                                                  r["fits_budget"]))["agent"]
     jobs += [(AgentSpec(TRAIN_CHOSEN, "chosen"), 0), (AgentSpec("oracle", "baseline"), 0)]
     for spec, seed in tqdm(jobs, desc=f"experiment {config.name}", unit="run",
                            disable=not progress):

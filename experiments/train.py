@@ -67,7 +67,9 @@ def config_path(spec: str | Path) -> Path:
     shipped = CONFIGS / f"{spec}.yaml"
     if shipped.is_file():
         return shipped
-    names = ", ".join(sorted(p.stem for p in CONFIGS.glob("*.yaml")))
+    # an experiment's config (its first key is ``experiment:``) is not a training config
+    names = ", ".join(sorted(p.stem for p in CONFIGS.glob("*.yaml")
+                             if "\nexperiment:" not in "\n" + p.read_text()))
     raise ConfigError(f"--config {spec}: no such file, nor a shipped config (one of {names})")
 
 
