@@ -43,6 +43,11 @@ def squash(x: float) -> float:
     return math.copysign(math.log10(1.0 + abs(x)), x)
 
 
+def unsquash(y: float) -> float:
+    """The inverse of :func:`squash`: a metric's value in ncu's units from the observation's."""
+    return math.copysign(10.0 ** abs(y) - 1.0, y)
+
+
 @dataclass(frozen=True)
 class SectionView:
     """What collecting one section adds to an observation, and what it costs."""

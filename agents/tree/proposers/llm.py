@@ -44,6 +44,7 @@ from agents.tree.nodes import (
 )
 from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposal
 from agents.tree.render import export_text
+from autoprofiler_env.envs.observation import unsquash
 from autoprofiler_env.errors import LLMError
 from autoprofiler_env.optimizers.llm.backend import (
     DEFAULT_SEED,
@@ -249,8 +250,7 @@ def _read(p: ProblemFeedback, feedback: Feedback, condition: Condition) -> float
         squashed = _entry(obs, "metrics", j)
         if squashed is None or not _entry(obs, "metrics_known", j):
             return None
-        # the observation holds sign(x) log10(1 + |x|): undo it, thresholds are in ncu's units
-        return math.copysign(10.0 ** abs(squashed) - 1.0, squashed)
+        return unsquash(squashed)  # thresholds are in ncu's units
     i = feedback.vocabulary.sections.index(condition.name)
     if not _entry(obs, "collected", i):
         return None

@@ -21,7 +21,6 @@ is valid (checked against the tree); ``n`` are offered unless the tree admits fe
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -29,14 +28,10 @@ import numpy as np
 from agents.tree.edits import Edit, Rewrite, Split
 from agents.tree.nodes import Branch, Collect, Condition, Node, Stop, TreeFormatError, walk
 from agents.tree.proposers.base import Feedback, Proposal
+from autoprofiler_env.envs.observation import unsquash
 
 MOVES = ("split", "retune", "insert", "swap", "remove")
 WEIGHTS = (0.35, 0.15, 0.2, 0.15, 0.15)
-
-
-def unsquash(y: float) -> float:
-    """The inverse of the observation's ``sign(x) log10(1 + |x|)``."""
-    return math.copysign(10.0 ** abs(y) - 1.0, y)
 
 
 def _round(x: float, low: float, high: float) -> float:
