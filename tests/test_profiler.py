@@ -96,6 +96,16 @@ def test_replay_passes_per_kernel(name, passes):
         assert p.cost.kernel_passes == passes * p.cost.n_kernels
 
 
+def test_replay_passes_of_a_run_capped_with_launch_count():
+    """ncu numbers a capped run's kernels ``- 3 (4/65):``: their passes are read all the same
+    (the live backend's runs of one problem are capped; the 65th launch is the primer)."""
+    capped = next((Path(__file__).parents[1] / "docs" / "data" / "recording_h200" / "sets"
+                   / "full").glob("*-capped-*"))
+    [profile], _ = profiles_from_run(NcuRun.load(capped))
+    assert len(profile.kernels) == 64 and all(k.passes in (37, 38) for k in profile.kernels)
+    assert profile.cost.passes == 38 and profile.cost.gpu_replay_s > 0
+
+
 def test_matmul_is_compute_bound_and_relu_memory_bound():
     profiles, _ = profiles_from_run(_run("section-SpeedOfLight"))
     by = {p.problem_uri.rsplit("/", 1)[1]: p for p in profiles}

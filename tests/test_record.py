@@ -179,15 +179,31 @@ def test_recording_with_an_llm_says_what_is_missing(tmp_path, monkeypatch):
     assert out.returncode == 2 and "missing.json.gz" in out.stderr
 
 
-def test_candidates_are_compiled_in_workers_then_timed_in_batches(tmp_path, monkeypatch):
-    """Two warm workers: batches of 8 candidates, each batch compiled before it is timed."""
+def test_candidates_that_generate_code_are_compiled_in_workers_in_batches_then_timed():
+    """Two warm workers: each batch holds at most two candidates that compile, in order."""
+    from autoprofiler_env.dataset.record.candidates import generates_code, warm_batches
+
+    names = ["tf32", "compile", "compile+tf32", "autocast_fp16", "max_autotune+cuda_graph",
+             "triton_softmax", "channels_last", "cuda_graph"]
+    assert [generates_code(n) for n in names] == [False, True, True, False, True, True, False,
+                                                  False]
+    todo = [(None, n, "") for n in names]
+    batches = [[n for _, n, _ in b] for b in warm_batches(todo, 2)]
+    assert batches == [["tf32", "compile", "compile+tf32", "autocast_fp16"],
+                       ["max_autotune+cuda_graph", "triton_softmax", "channels_last",
+                        "cuda_graph"]]
+    assert [[n for _, n, _ in b] for b in warm_batches(todo[:1], 4)] == [["tf32"]]
+    assert warm_batches([], 2) == []
+
+
+def test_candidates_that_generate_no_code_are_timed_without_warming(tmp_path, monkeypatch):
     import autoprofiler_env.dataset.record as record
 
     events = []
     real_warm = record.CandidateWarmer.warm
 
     def warm(self, items, deadline=None):
-        events.append(("warm", len(items)))
+        events.append(len(items))
         return real_warm(self, items, deadline)
 
     monkeypatch.setattr(record.CandidateWarmer, "warm", warm)
@@ -199,7 +215,7 @@ def test_candidates_are_compiled_in_workers_then_timed_in_batches(tmp_path, monk
                            max_trials=2, warmup_ms=0)
     out = tmp_path / "candidates.jsonl"
     rows = record_candidates(problems, out, config, warm_workers=2, timeout_s=120)
-    assert events == [("warm", 8), ("warm", 2)] and len(rows) == 10
+    assert events == [0] and len(rows) == 10  # one batch, nothing in it compiles
     assert {r["transformation"] for r in rows} == {"autocast_bf16", "channels_last"}
     assert all(r["correct"] in (True, False) and r["wall_s"] > 0 for r in rows)
     assert record_candidates(problems, out, config, warm_workers=2) == rows  # all done

@@ -25,7 +25,8 @@ from autoprofiler_env.profiler.records import (
 from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, failed_problem, timed_out
 
 _RANGE = re.compile(r":ap_(\d+):")
-_PASSES = re.compile(r'==PROF== Profiling "[^"]*" - (\d+): .*?- (\d+) pass')
+# "- 3: 0%....100% - 38 passes"; with --launch-count, "- 3 (4/65): ..."
+_PASSES = re.compile(r'==PROF== Profiling "[^"]*" - (\d+)(?: \(\d+/\d+\))?: .*?- (\d+) pass')
 _ID_COLUMNS = 13  # ID ... CC: the columns before the metrics on the raw page
 # Not evidence about the kernel: the GPU's fixed properties, the profiler's own bookkeeping
 # (replay passes, bytes it saved and restored), ncu's scratch values.
@@ -122,7 +123,8 @@ def parse_details(text: str, catalogue: Catalogue) -> dict[int, tuple[list, list
 
 
 def parse_passes(log: str) -> dict[int, int]:
-    """Kernel id -> replay passes, from ncu's ``==PROF== Profiling "k" - 3: ... - 38 passes``."""
+    """Kernel id -> replay passes, from ncu's ``==PROF== Profiling "k" - 3: ... - 38 passes``
+    (``- 3 (4/65): ...`` when the run is capped with ``--launch-count``)."""
     return {int(k): int(n) for k, n in _PASSES.findall(log)}
 
 

@@ -97,10 +97,14 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     the candidate's and it was measured on this kind of machine (the same GPU, torch and
     device: ``_SAME_MACHINE``); it is marked ``reused: true``.
 
-    In batches of ``4 * warm_workers`` candidates: each batch is first compiled in
-    ``warm_workers`` processes at once (filling Inductor's on-disk cache), then judged and
-    timed one candidate at a time, so that no two timings share the GPU and a time budget
-    that runs out stops soon after compiling started, with every judged candidate recorded.
+    In batches that hold ``warm_workers`` candidates which generate code (``compile``,
+    ``max_autotune``, a Triton kernel): those are first compiled in ``warm_workers``
+    processes at once (filling Inductor's on-disk cache), then the batch is judged and timed
+    one candidate at a time, so that no two timings share the GPU. A candidate that generates
+    no code is not warmed (loading it takes a fraction of a second). One compile per worker
+    per batch: the first timing starts a compile's length after the start, and a time budget
+    that runs out wastes at most one batch's compiles (H200, 12 workers: batches of 48 took
+    3-5 min to compile, and a 9-minute chunk judged 16-21 candidates of them).
     """
     from autoprofiler_env.features import static_features
     from autoprofiler_env.optimizers import applicable
@@ -137,13 +141,12 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                 log.write(row)
     if not todo:
         return read_jsonl(out)
-    batch = 4 * max(warm_workers, 1)
     with CandidateWarmer(config, warm_workers, timeout_s) as warmer, \
             Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log, \
             tqdm(total=len(todo), desc="judge and time") as bar:
-        for start in range(0, len(todo), batch):
-            members = todo[start:start + batch]
-            warmer.warm([(problem, source) for problem, _, source in members], deadline)
+        for members in warm_batches(todo, warm_workers):
+            warmer.warm([(problem, source) for problem, name, source in members
+                         if generates_code(name)], deadline)
             for problem, name, source in members:
                 if _past(deadline):
                     return read_jsonl(out)
@@ -151,6 +154,31 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                                       info, source))
                 bar.update()
     return read_jsonl(out)
+
+
+def generates_code(name: str) -> bool:
+    """Whether a (composed) candidate compiles code when it first runs: a codegen part
+    (Inductor, or a Triton kernel's JIT), which the warm workers compile ahead of timing."""
+    from autoprofiler_env.optimizers.compose import kind, parts
+
+    return any(kind(part) == "codegen" for part in parts(name))
+
+
+def warm_batches(todo: list[tuple], warm_workers: int) -> list[list[tuple]]:
+    """``(problem, name, source)`` items, in order, cut into batches that each hold at most
+    ``warm_workers`` candidates that generate code (at least one)."""
+    per_batch = max(warm_workers, 1)
+    batches, current, compiling = [], [], 0
+    for item in todo:
+        if generates_code(item[1]):
+            if compiling == per_batch:
+                batches.append(current)
+                current, compiling = [], 0
+            compiling += 1
+        current.append(item)
+    if current:
+        batches.append(current)
+    return batches
 
 
 _SAME_MACHINE = ("gpu", "torch", "device")
