@@ -3,7 +3,7 @@
 # files that are not in the project's suite (the tree walks each file, one ncu run per section
 # collected; the optimizer is invoked once with that profile; the harness judges and times the
 # candidate), each result packed for the trip back.
-#   OUT=results KERNELBENCH=shared/KernelBench [TREE=FILE] [OPTIMIZER=reference] \
+#   OUT=results KERNELBENCH=shared/KernelBench [KERNELBENCH_COMMIT=SHA] [TREE=FILE] [OPTIMIZER=reference] \
 #     [BUDGET=0.3] [BUDGET_UNIT=passes] [DEADLINE=540] [LIMIT=300] [FILES="level1/19_ReLU.py ..."] \
 #     bash experiments/device/optimize_h200.sh
 # KERNELBENCH: a KernelBench checkout (its root, or the KernelBench/ folder holding level1/),
@@ -45,7 +45,13 @@ fi
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   ${NCU:-ncu} --version | tail -1
-  git -C "$KB" rev-parse HEAD 2>/dev/null | sed 's/^/KernelBench commit /'
+  if [ -n "${KERNELBENCH_COMMIT:-}" ]; then
+    echo "KernelBench commit $KERNELBENCH_COMMIT"
+  elif [ -e "$KERNELBENCH/.git" ]; then  # its own checkout, not a folder of another repository
+    git -C "$KERNELBENCH" rev-parse HEAD | sed 's/^/KernelBench commit /'
+  else
+    echo "KernelBench commit unknown (not a git checkout: set KERNELBENCH_COMMIT)"
+  fi
 } > "$WORK/machine.txt" 2>&1
 cat "$WORK/machine.txt"
 printf 'file\trc\tsections\tpasses\twall_s\tcandidate\tcorrect\tspeedup\teager_ms\tcandidate_ms\n' > "$FINAL/summary.tsv"
