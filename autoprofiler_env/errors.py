@@ -34,6 +34,23 @@ class ProblemNotFoundError(ProblemError):
     """A URI or path names no known problem."""
 
 
+class ProblemTimeoutError(ProblemError):
+    """A problem file took longer than its time limit to import, or to build and trace, in the
+    worker that imports files in isolation (``autoprofiler problems --source``).
+
+    Attributes:
+        phase: ``"import"`` or ``"trace"``.
+        limit_s: the limit it exceeded, in seconds.
+        network: the first ``host:port`` it tried to reach while it ran, or None: an import
+            that waits on the network (a model hub, offline) is the usual slow import.
+    """
+
+    def __init__(self, path: str, cause: str, hint: str = "", *, phase: str, limit_s: float,
+                 network: str | None = None) -> None:
+        super().__init__(path, cause, hint)
+        self.phase, self.limit_s, self.network = phase, limit_s, network
+
+
 class ProblemWorkerError(AutoProfilerError):
     """The worker process that imports problem files in isolation could not start or answer.
 
@@ -102,3 +119,19 @@ class DatasetError(AutoProfilerError):
 class NotRecordedError(DatasetError):
     """The dataset holds no outcome for this key (a problem, section set or candidate that was
     not recorded). The replay never invents one: record it, or choose a named fallback."""
+
+
+class UnknownDatasetError(DatasetError):
+    """A dataset was named by a name that no shipped dataset has, and no file has that path.
+    The message lists the shipped names (:data:`autoprofiler_env.dataset.names.SHIPPED`)."""
+
+
+class DatasetNotShippedError(DatasetError):
+    """A shipped dataset's name whose file this install does not hold yet (it is recorded on a
+    GPU and built first). The message says how to record and build it, and where it goes."""
+
+
+class SourceMismatchError(ProblemError):
+    """A problem file is not the one a recording or a dataset names: its sha256 differs from
+    the recorded one (another KernelBench commit, or an edited file). Check out the recorded
+    commit, or record the file anew."""

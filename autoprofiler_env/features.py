@@ -4,6 +4,29 @@ They are computed on the CPU without a GPU and without running a single kernel: 
 model is built and run on PyTorch's ``meta`` device (shapes only, no data), while a dispatch
 mode counts every ATen operator it dispatches and torch's ``FlopCounterMode`` counts FLOPs.
 
+Three things are not seen right at the ATen level on the meta device, so a function mode
+watches the torch calls of the forward too:
+
+- an RNN (``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN``: ``torch.lstm``, ``torch.gru``,
+  ``torch.rnn_tanh``, ``torch.rnn_relu``) is one cuDNN call on a GPU, but decomposes into
+  tens of thousands of ATen operators on the meta device: it counts as ``rnn`` operators, one
+  per layer, direction and time step, with the FLOPs of its weight matrices, and its
+  decomposition is not traced (nor paid for: it runs without the counting modes);
+- ``scaled_dot_product_attention`` is one fused kernel on a GPU but its math decomposition
+  (bmm, softmax, bmm) on the meta device: it counts as one ``attention`` operator;
+- a loss function (``F.kl_div``, ``F.triplet_margin_loss``, ``F.cross_entropy``, ...) mostly
+  decomposes into pointwise operators and reductions: those count as ``loss`` operators.
+
+An RNN *cell* (``nn.LSTMCell``, ``torch.lstm_cell``, ...) is two GEMMs and one fused gate kernel
+on a GPU (and torch.compile sees its GEMMs), so its GEMMs stay ``matmul`` and the rest of it
+counts as one ``rnn`` operator. A transposed convolution is ATen's ``convolution`` with
+``transposed=True``: ``conv_transpose``.
+
+A problem whose code needs real values (``.item()``, ``.tolist()``, a data-dependent shape) is
+built on the CPU and traced on meta where only its constructor or inputs need them, and run on
+the CPU otherwise (at its smoke sizes when it has them); :attr:`StaticFeatures.trace` says
+which.
+
 >>> from autoprofiler_env.problems import load_problem
 >>> f = static_features(load_problem("softmax_4096x8192"))
 >>> f.tags, f.flops, f.bytes_min
@@ -11,10 +34,13 @@ mode counts every ATen operator it dispatches and torch's ``FlopCounterMode`` co
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -27,18 +53,24 @@ _CATEGORY_BY_NAME: dict[str, frozenset[str]] = {
         "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
         "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention",
         "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention_for_cpu",
-        "_fused_sdp_choice"}),
+        "_fused_sdp_choice", "_flash_attention_forward", "_efficient_attention_forward",
+        # only attention's math path dispatches it (an sdpa inside another torch function,
+        # nn.MultiheadAttention's, is seen only through its decomposition)
+        "_safe_softmax"}),
     "matmul": frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "mv", "addmv", "dot",
                          "linear", "_addmm_activation", "addbmm", "einsum"}),
-    "conv_transpose": frozenset({"conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}),
+    # (and convolution / _convolution with transposed=True: op_category reads the flag)
+    "conv_transpose": frozenset({"conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+                                 "slow_conv_transpose2d", "slow_conv_transpose3d",
+                                 "cudnn_convolution_transpose", "miopen_convolution_transpose",
+                                 "mkldnn_convolution_transpose"}),
     "conv": frozenset({"convolution", "_convolution", "conv1d", "conv2d", "conv3d",
                        "cudnn_convolution", "mkldnn_convolution", "_slow_conv2d_forward",
                        "slow_conv3d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d",
                        "_conv_depthwise2d", "conv_depthwise3d"}),
     "rnn": frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell",
                       "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "_cudnn_rnn"}),
-    "softmax": frozenset({"_softmax", "_log_softmax", "softmax", "log_softmax",
-                          "_safe_softmax"}),
+    "softmax": frozenset({"_softmax", "_log_softmax", "softmax", "log_softmax"}),
     "norm": frozenset({"native_layer_norm", "native_batch_norm", "native_group_norm",
                        "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
                        "_native_batch_norm_legit_no_training", "instance_norm",
@@ -50,10 +82,12 @@ _CATEGORY_BY_NAME: dict[str, frozenset[str]] = {
                           "_adaptive_avg_pool3d", "adaptive_max_pool2d", "adaptive_max_pool1d",
                           "adaptive_max_pool3d", "max_pool1d_with_indices"}),
     "loss": frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss_forward",
-                       "nll_loss2d_forward", "nll_loss", "kl_div", "binary_cross_entropy",
-                       "binary_cross_entropy_with_logits", "soft_margin_loss",
-                       "multi_margin_loss", "margin_ranking_loss", "hinge_embedding_loss",
-                       "cosine_embedding_loss", "triplet_margin_loss"}),
+                       "nll_loss2d_forward", "nll_loss", "nll_loss2d", "nll_loss_nd", "kl_div",
+                       "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                       "cross_entropy_loss", "soft_margin_loss", "multi_margin_loss",
+                       "multilabel_margin_loss_forward", "margin_ranking_loss",
+                       "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
+                       "poisson_nll_loss", "_ctc_loss", "ctc_loss"}),
     "scan": frozenset({"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp",
                        "_cummax_helper", "_cummin_helper"}),
     "copy": frozenset({"clone", "_to_copy", "copy", "cat", "stack", "contiguous", "pad",
@@ -87,10 +121,29 @@ OP_CATEGORIES: tuple[str, ...] = (
 )
 """Every category of :attr:`StaticFeatures.op_histogram`, in the order of the feature vector."""
 
+TRACES: tuple[str, ...] = ("meta", "cpu-init", "cpu", "cpu-smoke")
+"""How the features were computed (:attr:`StaticFeatures.trace`): ``meta``, everything on the
+meta device; ``cpu-init``, the Model or the inputs built on the CPU (they need real values),
+then moved to meta, the forward traced on meta (the same counts as ``meta``); ``cpu``, the
+forward run on the CPU with real tensors at the size asked; ``cpu-smoke``, the same at the
+file's ``SMOKE_SIZES`` instead (the counts are the smoke size's, not the size asked)."""
 
-def op_category(func) -> str | None:
+
+_CONVOLUTIONS = frozenset({"convolution", "_convolution", "convolution_overrideable"})
+_TRANSPOSED_ARG = 6  # convolution(input, weight, bias, stride, padding, dilation, transposed, ...)
+
+_GEMM_LIKE = frozenset({"matmul", "conv", "conv_transpose", "attention", "rnn"})
+"""Categories that keep their own name inside a loss or an RNN cell (a GEMM there is a GEMM)."""
+
+
+def op_category(func, args: tuple = (), kwargs: dict | None = None) -> str | None:
     """The category of an ATen operator (an overload or a packet), or None for views and
-    allocations (they launch no kernel, or none that a profile would care about)."""
+    allocations (they launch no kernel, or none that a profile would care about).
+
+    ``args`` and ``kwargs``, where given, are the call's: a ``convolution`` with
+    ``transposed=True`` (what ``nn.ConvTranspose2d`` dispatches) is a ``conv_transpose``, one
+    without them a ``conv``.
+    """
     if isinstance(func, _torch()._ops.OpOverload):
         if func.is_view:
             return None
@@ -100,6 +153,10 @@ def op_category(func) -> str | None:
     name = packet.__name__.rstrip("_")  # in-place "relu_" is "relu"
     if name in _NO_KERNEL_NAMES:
         return None
+    if name in _CONVOLUTIONS:
+        transposed = (args[_TRANSPOSED_ARG] if len(args) > _TRANSPOSED_ARG
+                      else (kwargs or {}).get("transposed", False))
+        return "conv_transpose" if transposed else "conv"
     for category, names in _CATEGORY_BY_NAME.items():
         if name in names:
             return category
@@ -126,12 +183,16 @@ class StaticFeatures:
         pointwise_flops: one operation per output element of every pointwise operator.
         bytes_min: bytes that must move at least: inputs, parameters and outputs, once each.
         bytes_unfused: bytes read and written if every dispatched operator is its own kernel.
-        n_ops: dispatched ATen operators that launch work (a proxy for kernel launches).
+        n_ops: dispatched ATen operators that launch work (a proxy for kernel launches); an
+            RNN counts one per layer, direction and step, an attention call one (the module's
+            docstring says why).
         op_histogram: operator count per category of :data:`OP_CATEGORIES`.
         param_count, param_bytes, input_bytes, output_bytes: sizes.
         n_inputs: number of input tensors.
         max_input_rank: the largest input rank (2 for a matrix, 4 for an image batch).
         tags: the categories present, largest FLOPs first, then by count.
+        trace: how they were computed, one of :data:`TRACES` (``meta`` for every problem of
+            the suite).
     """
 
     flops: int
@@ -147,6 +208,7 @@ class StaticFeatures:
     n_inputs: int = 0
     max_input_rank: int = 0
     tags: tuple[str, ...] = ()
+    trace: str = "meta"
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -204,67 +266,326 @@ def static_features(problem: Problem, size: Size = "full") -> StaticFeatures:
 
     Raises:
         ProblemError: the file does not import, or its model or forward fails on the meta
-            device (an operator without a meta kernel, or a bug in the problem).
+            device (an operator without a meta kernel, or a bug in the problem) and on the CPU.
     """
     return module_features(problem.path, import_problem(problem.path, size))
 
 
-def module_features(path: str | Path, module: ModuleType) -> StaticFeatures:
+def module_features(path: str | Path, module: ModuleType,
+                    on_fallback: Callable[[str], None] | None = None) -> StaticFeatures:
     """The second half of :func:`static_features`: traces an already imported problem module.
 
     Separate so that :mod:`autoprofiler_env.problems.isolated` can tell a slow or crashing
     import from a slow or crashing trace, and name the right one in its error.
 
+    The Model and the inputs are built on the meta device; one that needs real values there
+    is built on the CPU and moved to meta (``trace="cpu-init"``). A forward that needs real
+    values runs on the CPU with real tensors instead, at the module's ``SMOKE_SIZES`` if it has
+    them (``trace="cpu-smoke"``; the module's sizes are put back afterwards), else at its own
+    (``trace="cpu"``); ``on_fallback``, if given, is called with the reason first.
+
     Raises:
-        ProblemError: the model or its forward fails on the meta device.
+        ProblemError: the model or its forward fails on the meta device for a reason other
+            than needing real values, or on the CPU too.
     """
+    try:
+        return _trace_on_meta(path, module)
+    except _NeedsData as e:
+        reason = e.reason
+    if on_fallback is not None:
+        on_fallback(reason)
+    return _trace_on_cpu(path, module, reason)
+
+
+class _NeedsData(Exception):
+    """The forward needs real values on the meta device (``reason``: the error it raised)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _needs_data(e: BaseException) -> bool:
+    """Whether an error raised on the meta device is the meta device's limit, not the problem's
+    bug: ``.item()``, ``.tolist()``, ``.numpy()``, an operator without a meta kernel (nonzero,
+    unique), a tensor of the file's own on another device. All of them name the meta device."""
+    seen = 0
+    while e is not None and seen < 8:
+        if _META_WORD.search(str(e)):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+# "meta tensors", "the 'Meta' backend", "register_meta function for torch.nonzero()", not
+# "metadata"; and torch's "data-dependent" errors
+_META_WORD = re.compile(r"(?<![a-z])meta(?![a-z])|data.(in)?dependent", re.IGNORECASE)
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _trace_on_meta(path: str | Path, module: ModuleType) -> StaticFeatures:
     torch = _torch()
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils.flop_counter import FlopCounterMode
+    built_on_cpu: list[str] = []
 
-    class _Counter(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.histogram: Counter[str] = Counter()
-            self.flops_by_category: Counter[str] = Counter()
-            self.bytes = 0
-            self.pointwise_flops = 0
+    def build(what: str, make: Callable[[], Any]) -> Any:
+        try:
+            with torch.device("meta"), torch.no_grad():
+                return make()
+        except Exception as e:
+            if not _needs_data(e):
+                raise ProblemError(path, f"building {what} failed on the meta device: "
+                                   f"{_describe(e)}") from e
+        # it needs real values (Swin's stochastic-depth rates are torch.linspace(...).item()):
+        # built on the CPU, then moved to meta, so the forward is still traced on shapes only
+        try:
+            with torch.no_grad():
+                value = make()
+                moved = value.to("meta") if isinstance(value, torch.nn.Module) else \
+                    _tree_to_meta(value)
+        except Exception as e:
+            raise ProblemError(path, f"building {what} failed on the meta device and on the "
+                               f"CPU: {_describe(e)}") from e
+        built_on_cpu.append(what)
+        return moved
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            category = op_category(func)
-            if category is not None:
-                self.histogram[category] += 1
-                self.bytes += _nbytes(_tensors((args, kwargs))) + _nbytes(_tensors(out))
-                if category == "pointwise":
-                    self.pointwise_flops += sum(t.numel() for t in _tensors(out))
-            return out
-
+    model = build("Model", lambda: module.Model(*module.get_init_inputs()))
+    inputs = build("the inputs", module.get_inputs)
     try:
         with torch.device("meta"), torch.no_grad():
+            return _count(model, inputs, "cpu-init" if built_on_cpu else "meta")
+    except Exception as e:
+        if _needs_data(e):
+            raise _NeedsData(_describe(e)) from e
+        raise ProblemError(path, f"the reference forward failed on the meta device: "
+                           f"{_describe(e)}") from e
+
+
+def _tree_to_meta(obj):
+    from torch.utils._pytree import tree_map
+
+    torch = _torch()
+    return tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, obj)
+
+
+def _trace_on_cpu(path: str | Path, module: ModuleType, reason: str) -> StaticFeatures:
+    """The forward with real tensors on the CPU, at the smoke sizes where the file has them."""
+    torch = _torch()
+    smoke = getattr(module, "SMOKE_SIZES", None)
+    if not (isinstance(smoke, dict) and smoke and all(hasattr(module, k) for k in smoke)):
+        smoke = {}
+    saved = {k: getattr(module, k) for k in smoke}
+    at_smoke = bool(smoke) and any(saved[k] != v for k, v in smoke.items())
+    try:
+        for key, value in smoke.items():
+            setattr(module, key, value)
+        with torch.device("cpu"), torch.no_grad():
             model = module.Model(*module.get_init_inputs())
             inputs = module.get_inputs()
-            flop_counter, counter = FlopCounterMode(display=False), _Counter()
-            with flop_counter, counter:
-                output = model(*inputs)
-            flops_by_module = flop_counter.get_flop_counts().get("Global", {})
+            return _count(model, inputs, "cpu-smoke" if at_smoke else "cpu")
     except Exception as e:
-        raise ProblemError(path, f"the reference forward failed on the meta device: "
-                           f"{type(e).__name__}: {e}") from e
-    flops = int(flop_counter.get_total_flops())
-    flops_by_category: Counter[str] = Counter()
-    for func, n in flops_by_module.items():
-        flops_by_category[op_category(func) or "other"] += int(n)
+        raise ProblemError(path, f"the reference forward needs real values ({reason}), and "
+                           f"failed on the CPU too: {_describe(e)}") from e
+    finally:
+        for key, value in saved.items():
+            setattr(module, key, value)
+
+
+def _call_kinds() -> dict:
+    """The torch calls the forward's function mode handles, by function: ``rnn`` and
+    ``attention`` (counted as a whole, their decomposition untraced), ``rnn_cell`` and ``loss``
+    (traced, their non-GEMM operators counted as the call's)."""
+    global _CALL_KINDS
+    if _CALL_KINDS is None:
+        torch = _torch()
+        import torch.nn.functional as F
+
+        kinds: dict = {}
+        for name in ("lstm", "gru", "rnn_tanh", "rnn_relu"):  # torch._VF.lstm is torch.lstm
+            kinds[getattr(torch, name)] = "rnn"
+        for name in ("lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"):
+            kinds[getattr(torch, name)] = "rnn_cell"
+        kinds[F.scaled_dot_product_attention] = "attention"
+        for owner in (F, torch, torch._C._nn):
+            for name in dir(owner):
+                if name.endswith("_loss") or name in _LOSS_FUNCTIONS:
+                    function = getattr(owner, name, None)
+                    if callable(function) and not isinstance(function, type):
+                        kinds.setdefault(function, "loss")
+        _CALL_KINDS = kinds
+    return _CALL_KINDS
+
+
+_CALL_KINDS: dict | None = None
+_LOSS_FUNCTIONS = frozenset({"cross_entropy", "kl_div", "binary_cross_entropy",
+                             "binary_cross_entropy_with_logits"})  # besides the "*_loss" ones
+
+
+@dataclass(frozen=True)
+class _RnnCall:
+    """A ``torch.lstm`` / ``gru`` / ``rnn_tanh`` / ``rnn_relu`` call, read from its arguments
+    (ATen's two signatures: ``(input, hx, params, has_biases, num_layers, dropout, train,
+    bidirectional, batch_first)`` and the packed ``(data, batch_sizes, hx, params, ...)``)."""
+
+    data: Any  # the input, or a packed sequence's data
+    hx: Any  # lstm: [h0, c0]; the others: h0
+    params: tuple  # every layer's and direction's weights and biases
+    num_layers: int
+    bidirectional: bool
+    steps: int  # time steps
+
+    @classmethod
+    def of(cls, args: tuple) -> _RnnCall | None:
+        """The call, or None if its arguments are not ATen's positional ones."""
+        try:
+            return cls._read(args)
+        except (ValueError, IndexError, TypeError, AttributeError):
+            return None
+
+    @classmethod
+    def _read(cls, args: tuple) -> _RnnCall:
+        torch = _torch()
+        p = max(i for i, a in enumerate(args) if isinstance(a, (list, tuple))
+                and a and all(isinstance(t, torch.Tensor) for t in a))  # params, after lstm's hx
+        data, second = args[0], args[1]
+        if (isinstance(second, torch.Tensor) and second.dim() == 1
+                and not second.is_floating_point()):  # packed: the batch size of every step
+            steps = second.shape[0]
+        elif data.dim() == 3:
+            steps = data.shape[1] if len(args) > p + 6 and args[p + 6] else data.shape[0]
+        else:  # unbatched (steps, features)
+            steps = data.shape[0]
+        return cls(data, args[p - 1], tuple(args[p]), int(args[p + 2]), bool(args[p + 5]),
+                   int(steps))
+
+    @property
+    def n_ops(self) -> int:
+        """One per layer, direction and time step: a cuDNN RNN's launches grow with them."""
+        return self.num_layers * (2 if self.bidirectional else 1) * self.steps
+
+    @property
+    def flops(self) -> int:
+        """Each weight matrix multiplies one vector per token, as the decomposition's GEMMs do
+        (what FlopCounterMode counts of them)."""
+        tokens = self.data.numel() // max(self.data.shape[-1], 1)
+        return int(2 * tokens * sum(w.numel() for w in self.params if w.dim() == 2))
+
+    def meta_outputs(self) -> tuple:
+        """The call's outputs on the meta device, without running its decomposition (tens of
+        seconds there: the meta kernels of its thousands of operators are Python)."""
+        torch = _torch()
+        h0, c0 = tuple(self.hx) if isinstance(self.hx, (list, tuple)) else (self.hx, None)
+        width = (2 if self.bidirectional else 1) * h0.shape[-1]  # hidden size, or proj_size
+        out = torch.empty((*self.data.shape[:-1], width), dtype=self.data.dtype, device="meta")
+        hidden = (torch.empty_like(h0),) + ((torch.empty_like(c0),) if c0 is not None else ())
+        return (out, *hidden)
+
+
+def _attention_flops(args: tuple, kwargs: dict) -> int:
+    """``scaled_dot_product_attention``'s FLOPs as torch's FlopCounterMode counts them:
+    Q K^T and (softmax) V, every query against every key (a causal mask is not subtracted)."""
+    q, k, v = (list(args) + [kwargs.get(n) for n in ("query", "key", "value")][len(args):])[:3]
+    length, embed = q.shape[-2], q.shape[-1]
+    batch_heads = q.numel() // max(length * embed, 1)
+    return int(2 * batch_heads * length * k.shape[-2] * (embed + v.shape[-1]))
+
+
+@dataclass
+class _Tally:
+    """What the forward's modes count."""
+
+    histogram: Counter = field(default_factory=Counter)
+    flops_by_category: Counter = field(default_factory=Counter)
+    bytes: int = 0
+    pointwise_flops: int = 0
+    region_flops: int = 0  # FLOPs of the calls counted as a whole (FlopCounterMode saw none)
+    context: str | None = None  # "loss" or "rnn_cell" while inside one
+    context_counted: bool = False
+
+    def op(self, category: str, flops: int, nbytes: int) -> None:
+        count = 1
+        if self.context == "loss" and category not in _GEMM_LIKE:
+            category = "loss"
+        elif self.context == "rnn_cell" and category not in _GEMM_LIKE:
+            # one fused gate kernel on a GPU (_thnn_fused_lstm_cell): its pointwise ops are one
+            category, count = "rnn", 0 if self.context_counted else 1
+            self.context_counted = True
+        self.histogram[category] += count
+        self.flops_by_category[category] += flops
+        self.bytes += nbytes
+
+    def region(self, category: str, n_ops: int, flops: int, nbytes: int) -> None:
+        self.histogram[category] += n_ops
+        self.flops_by_category[category] += flops
+        self.region_flops += flops
+        self.bytes += nbytes
+
+
+def _count(model, inputs, trace: str) -> StaticFeatures:
+    """Runs ``model(*inputs)`` under the counting modes (on whichever device the caller set)."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flop_counter, tally, kinds = FlopCounterMode(display=False), _Tally(), _call_kinds()
+
+    class _Operators(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            before = flop_counter.get_total_flops()  # FlopCounterMode runs below this mode
+            out = func(*args, **kwargs)
+            category = op_category(func, args, kwargs)
+            if category is not None:
+                if category == "pointwise":
+                    tally.pointwise_flops += sum(t.numel() for t in _tensors(out))
+                tally.op(category, flop_counter.get_total_flops() - before,
+                         _nbytes(_tensors((args, kwargs))) + _nbytes(_tensors(out)))
+            return out
+
+    class _Calls(TorchFunctionMode):
+        # sees the forward's own torch calls, not the ones nested inside a torch function
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            try:
+                kind = kinds.get(func)
+            except TypeError:  # an unhashable callable: none of ours
+                kind = None
+            if kind is None or tally.context is not None:
+                return func(*args, **kwargs)
+            if kind in ("rnn", "attention"):
+                rnn = _RnnCall.of(args) if kind == "rnn" and not kwargs else None
+                with _disable_current_modes():  # its decomposition is not what a GPU runs
+                    if rnn is not None and all(t.is_meta for t in _tensors(args)):
+                        out = rnn.meta_outputs()
+                    else:
+                        out = func(*args, **kwargs)
+                n_ops, flops = ((rnn.n_ops, rnn.flops) if rnn is not None
+                                else (1, _attention_flops(args, kwargs)) if kind == "attention"
+                                else (1, 0))  # an RNN called in a way we cannot read
+                tally.region(kind, n_ops, flops,
+                             _nbytes(_tensors((args, kwargs))) + _nbytes(_tensors(out)))
+                return out
+            tally.context, tally.context_counted = kind, False
+            try:
+                return func(*args, **kwargs)
+            finally:
+                tally.context = None
+
+    with flop_counter, _Operators(), _Calls():
+        output = model(*inputs)
+    flops = int(flop_counter.get_total_flops()) + tally.region_flops
     params = list(model.parameters()) + list(model.buffers())
     in_tensors, out_tensors = _tensors(inputs), _tensors(output)
-    histogram = {c: counter.histogram[c] for c in OP_CATEGORIES if counter.histogram[c]}
-    tags = sorted(histogram, key=lambda c: (-flops_by_category[c], -histogram[c],
+    histogram = {c: tally.histogram[c] for c in OP_CATEGORIES if tally.histogram[c]}
+    tags = sorted(histogram, key=lambda c: (-tally.flops_by_category[c], -histogram[c],
                                             OP_CATEGORIES.index(c)))
     return StaticFeatures(
         flops=flops,
-        pointwise_flops=int(counter.pointwise_flops),
+        pointwise_flops=int(tally.pointwise_flops),
         bytes_min=_nbytes(in_tensors) + _nbytes(params) + _nbytes(out_tensors),
-        bytes_unfused=int(counter.bytes),
+        bytes_unfused=int(tally.bytes),
         n_ops=int(sum(histogram.values())),
         op_histogram=histogram,
         param_count=sum(p.numel() for p in model.parameters()),
@@ -274,4 +595,5 @@ def module_features(path: str | Path, module: ModuleType) -> StaticFeatures:
         n_inputs=len(in_tensors),
         max_input_rank=max((t.dim() for t in in_tensors), default=0),
         tags=tuple(t for t in tags if t not in ("copy", "other")) or tuple(tags),
+        trace=trace,
     )

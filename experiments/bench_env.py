@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -62,13 +61,13 @@ def _new_sets(env) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.bench_env")
-    parser.add_argument("--dataset", help="a dataset file (default: the shipped one)")
+    parser.add_argument("--dataset", help="a dataset name or file (default: the suite's)")
     parser.add_argument("--steps", type=int, default=50_000)
     args = parser.parse_args(argv)
     from autoprofiler_env.dataset import Dataset
-    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+    from autoprofiler_env.dataset.names import resolve_dataset
 
-    path = Path(args.dataset or DEFAULT_DATASET)
+    path = resolve_dataset(args.dataset)
     loads = []
     for _ in range(3):
         started = time.perf_counter()

@@ -1,9 +1,9 @@
 """The ``autoprofiler`` command.
 
-    autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--policy SPEC ...]
+    autoprofiler benchmark [--dataset NAME|FILE] [--budgets 0.1,0.25,0.5,1.0] [--policy SPEC ...]
                            [--wandb]
     autoprofiler problems [--source DIR_OR_FILE] [--split S] [--level N] [--features] [--json]
-                          [--timeout 60]
+                          [--timeout 60] [--import-timeout 5]
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda]
                           [--tolerance kernelbench-v0.1] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
@@ -16,8 +16,10 @@
                        [--steps N] [--wandb] [--wandb-group NAME]
     autoprofiler experiment [--config compare|FILE] [--out DIR] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
-    autoprofiler dataset build --recording DIR [--candidates NAME=FILE ...] --out FILE
-    autoprofiler dataset info [FILE]
+    autoprofiler record --source KERNELBENCH_DIR --out DIR [--prepare] [--commit SHA]
+    autoprofiler dataset build --recording DIR [--source KERNELBENCH_DIR]
+                               [--candidates NAME=FILE ...] --out FILE
+    autoprofiler dataset info [FILE | --dataset NAME] [--problems]
 
 Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
 broken problem file, a harness failure), with a one-line reason on stderr.
@@ -48,8 +50,9 @@ def cmd_problems(args: argparse.Namespace) -> int:
     from autoprofiler_env.problems import load_file, load_suite, scan_directory
     from autoprofiler_env.problems.isolated import IsolatedFeatures
 
-    if not args.timeout > 0:
-        return _fail(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    for flag, value in (("--timeout", args.timeout), ("--import-timeout", args.import_timeout)):
+        if not value > 0:
+            return _fail(f"{flag} must be a positive number of seconds, got {value:g}")
     errors = []
     if args.source is None:
         problems = load_suite(split=args.split, level=args.level)
@@ -63,7 +66,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
     rows = []
     # each file is imported in a worker process with a time limit: a file that hangs, crashes
     # or prints when imported must not stop the scan or write into its output
-    with IsolatedFeatures(timeout_s=args.timeout) as isolated:
+    with IsolatedFeatures(timeout_s=args.timeout, import_timeout_s=args.import_timeout) as isolated:
         for problem in problems:
             row = problem.to_dict()
             if args.features or (args.source is not None and not problem.tags):
@@ -73,6 +76,8 @@ def cmd_problems(args: argparse.Namespace) -> int:
                     errors.append(e)
                     continue
                 row["tags"] = list(features.tags)
+                if features.trace != "meta":  # built or run on the CPU: it needs real values
+                    row["trace"] = features.trace
                 if args.features:
                     row["features"] = features.to_dict()
             rows.append(row)
@@ -84,8 +89,9 @@ def cmd_problems(args: argparse.Namespace) -> int:
     else:
         print(f"{'uri':66s} {'level':>5s} {'split':>5s}  tags")
         for row in rows:
+            trace = f"  (traced: {row['trace']})" if "trace" in row else ""
             print(f"{row['uri']:66s} {row['level'] or '-':>5} {row['split'] or '-':>5s}  "
-                  f"{','.join(row['tags'])}")
+                  f"{','.join(row['tags'])}{trace}")
         print(f"{len(rows)} problems" + (f", {len(errors)} skipped" if errors else ""))
     return EXIT_OK if rows or not errors else EXIT_ERROR
 
@@ -175,11 +181,10 @@ def _llm_part(args: argparse.Namespace):
     OptimizationError when no endpoint or model is given)."""
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.record import LLMPart, parse_section_sets
-    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
     from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
 
     backend = OpenAIChatBackend(args.llm_base_url, args.llm_model)
-    dataset = Dataset.load(args.dataset or DEFAULT_DATASET)
+    dataset = Dataset.load(args.dataset)  # a shipped one's name or a file; None: the default
     return LLMPart(LLMOptimizer(backend, temperature=args.temperature), dataset,
                    parse_section_sets(args.section_sets, dataset.sections), args.repeats,
                    frozenset(dataset.uris()))
@@ -188,6 +193,11 @@ def _llm_part(args: argparse.Namespace):
 def cmd_record(args: argparse.Namespace) -> int:
     from autoprofiler_env.dataset.record import PARTS, record
     from autoprofiler_env.problems import load_problem, load_suite
+
+    if args.source is not None:
+        return _record_kernelbench(args)
+    if args.prepare or args.commit:
+        return _fail("--prepare and --commit are for a KernelBench checkout: give --source DIR")
 
     problems = ([load_problem(ref) for ref in args.problems] if args.problems
                 else load_suite(split=args.split, level=args.level))
@@ -210,6 +220,75 @@ def cmd_record(args: argparse.Namespace) -> int:
                      warm_workers=args.warm_workers, llm=llm,
                      plan=Path(args.plan) if args.plan else None,
                      reuse=tuple(Path(f) for f in args.reuse))
+    print(json.dumps(summary))
+    if summary["stopped_by_time_budget"]:
+        print("autoprofiler: the time budget ran out; run the same command again to go on",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def _record_kernelbench(args: argparse.Namespace) -> int:
+    """``record --source DIR``: prepare a KernelBench checkout's recording (``--prepare``,
+    CPU), or record it chunk by chunk (GPU)."""
+    from collections import Counter
+
+    from autoprofiler_env.dataset.record import DEFAULT_PARTS
+    from autoprofiler_env.dataset.record.kernelbench import (
+        MANIFEST,
+        RecordingManifest,
+        prepare_manifest,
+        record_kernelbench,
+    )
+    from autoprofiler_env.problems.kernelbench import KernelBenchCheckout
+
+    if args.problems or args.split or args.level:
+        return _fail("--source records the checkout's levels (--levels): give no problems, "
+                     "--split or --level")
+    if [p.strip() for p in args.parts.split(",") if p.strip()] != list(DEFAULT_PARTS):
+        return _fail("--source records every part of each chunk together (reference, full, "
+                     "the plan, candidates): give no --parts")
+    try:
+        levels = tuple(sorted({int(v) for v in args.levels.split(",") if v.strip()}))
+    except ValueError:
+        return _fail(f"--levels {args.levels!r}: give KernelBench levels, e.g. 1,2,3")
+    if not levels or min(levels) < 1:
+        return _fail(f"--levels {args.levels!r}: give KernelBench levels, e.g. 1,2,3")
+    checkout = KernelBenchCheckout(args.source, commit=args.commit)
+    out = Path(args.out)
+    path = out / MANIFEST
+    if args.prepare:
+        if path.exists():
+            RecordingManifest.load(path)  # a broken one says so; a good one is kept
+            return _fail(f"{path} exists: the recording is prepared (its splits and order "
+                         "are fixed); remove it to prepare again")
+        manifest = prepare_manifest(checkout, levels, seed=args.seed)
+        out.mkdir(parents=True, exist_ok=True)
+        manifest.save(path)
+        strata = Counter((m.provenance.level, m.op) for m in manifest.problems)
+        splits = Counter(m.split for m in manifest.problems)
+        print(f"{len(manifest.problems)} problems in {len(strata)} strata (level, op), "
+              f"{len(manifest.skipped)} skipped: {path}")
+        print("splits: " + ", ".join(f"{s} {splits[s]}" for s in ("train", "val", "test")))
+        for (level, op), n in sorted(strata.items()):
+            print(f"  level {level} {op:14s} {n}")
+        for file, why in manifest.skipped.items():
+            print(f"autoprofiler: skipped {file}: {why}", file=sys.stderr)
+        if manifest.commit is None:
+            print("autoprofiler: the checkout is not a git checkout: its commit is not "
+                  "recorded (give --commit SHA)", file=sys.stderr)
+        return EXIT_OK
+    missing = [f for f in args.reuse if not Path(f).is_file()]
+    if missing:
+        return _fail(f"--reuse {missing[0]}: no such file")
+    if args.max_ops is not None and args.max_ops < 1:
+        return _fail(f"--max-ops must be a whole number >= 1, got {args.max_ops}")
+    from autoprofiler_env.profiler.runner import MAX_OPS
+
+    summary = record_kernelbench(out, checkout, chunk=args.chunk,
+                                 time_budget_s=args.time_budget, device=args.device,
+                                 warm_workers=args.warm_workers,
+                                 max_ops=MAX_OPS if args.max_ops is None else args.max_ops,
+                                 reuse=tuple(Path(f) for f in args.reuse))
     print(json.dumps(summary))
     if summary["stopped_by_time_budget"]:
         print("autoprofiler: the time budget ran out; run the same command again to go on",
@@ -251,7 +330,6 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.build import build_from_recording
-    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
 
     if args.action == "build":
         if args.tolerances and not Path(args.tolerances).is_file():
@@ -264,7 +342,8 @@ def cmd_dataset(args: argparse.Namespace) -> int:
                                        more_runs=tuple(Path(r) for r in args.runs),
                                        complete=args.complete,
                                        tolerances=Path(args.tolerances) if args.tolerances
-                                       else None, extra=extra)
+                                       else None, extra=extra,
+                                       source=Path(args.source) if args.source else None)
         checksum = content.save(Path(args.out))
         print(f"{len(content.problems)} problems, {len(content.sections)} sections: {args.out} "
               f"(sha256 {checksum})")
@@ -275,7 +354,9 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         if reasons:
             print("left out: " + "; ".join(f"{n} with {why}" for why, n in reasons.items()))
         return EXIT_OK
-    info = Dataset.load(Path(args.file) if args.file else DEFAULT_DATASET).info()
+    if args.file and args.dataset:
+        return _fail("give a dataset file or --dataset NAME, not both")
+    info = Dataset.load(args.file or args.dataset).info(problems=args.problems)
     print(json.dumps(info, indent=1))
     return EXIT_OK
 
@@ -419,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds a file may take to import and trace before it is skipped "
                    "(default: 60)")
+    p.add_argument("--import-timeout", type=float, default=5.0,
+                   help="seconds of those that its import may take (default: 5; a slower "
+                   "import is nearly always one waiting on the network)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_problems)
 
@@ -497,7 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("benchmark", help="every agent on the test split, at several budgets")
-    p.add_argument("--dataset", help="a dataset file (default: the shipped one)")
+    p.add_argument("--dataset", help="a shipped dataset's name (suite, kernelbench) or a "
+                   "dataset file (default: suite)")
     p.add_argument("--budgets", default="0.1,0.25,0.5,1.0",
                    help="fractions of the full set's cost (default: 0.1,0.25,0.5,1.0)")
     p.add_argument("--seeds", type=int, default=3, help="seeds for stochastic agents")
@@ -525,7 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/tree", help="the run's folder (default: runs/tree); "
                    "a run started again with the same settings resumes there")
-    p.add_argument("--dataset", help="a dataset file (default: the shipped one)")
+    p.add_argument("--dataset", help="a shipped dataset's name (suite, kernelbench) or a "
+                   "dataset file (default: suite)")
     p.add_argument("--optimizer", help="the optimizer whose outcomes score the tree "
                    "(default: the environment's)")
     p.add_argument("--start", default="stop",
@@ -578,7 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "and detailed sets and each section alone, for the cost model; llm needs "
                    "the options below)")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--chunk", type=int, default=12, help="problems per ncu invocation")
+    p.add_argument("--chunk", type=int, default=12, help="problems per ncu invocation (with "
+                   "--source: per chunk, each recorded whole before the next)")
     p.add_argument("--time-budget", type=float,
                    help="seconds after which ncu is stopped (keeping the problems it finished) "
                    "and no new unit of work starts (for limited commands)")
@@ -592,6 +679,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", action="append", default=[], metavar="FILE",
                    help="candidate rows to copy where the judge and the source are the same "
                         "(repeatable)")
+    k = p.add_argument_group("a KernelBench checkout (docs/kernelbench.md)")
+    k.add_argument("--source", metavar="DIR",
+                   help="record a KernelBench checkout's levels (the folder holding level1/, "
+                        "or the repository's root), chunk by chunk: each chunk's reference, "
+                        "full set, plan and candidates before the next")
+    k.add_argument("--prepare", action="store_true",
+                   help="write the recording's manifest (strata, seeded splits, order) on a "
+                        "CPU and stop; needed once before recording")
+    k.add_argument("--commit", metavar="SHA",
+                   help="the checkout's KernelBench commit, where it is not a git checkout "
+                        "(a copy on the device machine)")
+    k.add_argument("--levels", default="1,2,3", help="the levels (default: 1,2,3)")
+    k.add_argument("--seed", type=int, default=0, help="the splits' and order's seed "
+                   "(default: 0)")
+    k.add_argument("--max-ops", type=int, default=None, metavar="N",
+                   help="operators of each forward that ncu profiles (default: the "
+                        "driver's 64)")
     g = p.add_argument_group("the llm part (--parts llm): an LLM optimizer's outcomes")
     g.add_argument("--llm-base-url", help="an OpenAI-compatible API's base URL (default: "
                    "$AUTOPROFILER_LLM_BASE_URL)")
@@ -613,6 +717,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = dsub.add_parser("build", help="a recording folder -> a dataset file")
     q.add_argument("--recording", required=True)
     q.add_argument("--out", required=True)
+    q.add_argument("--source", metavar="DIR",
+                   help="the KernelBench checkout a KernelBench recording was made from (its "
+                        "files are checked against the recorded sha256)")
     q.add_argument("--complete", action="store_true",
                    help="keep only the problems with every candidate's outcome of "
                         "reference-v1 (what the replay environment needs)")
@@ -627,7 +734,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more saved ncu runs, e.g. a profiler study's sections and sets alone "
                         "(their measured costs replace modelled ones); repeatable")
     q = dsub.add_parser("info", help="metadata, counts and checksum")
-    q.add_argument("file", nargs="?", help="a dataset file (default: the shipped one)")
+    q.add_argument("file", nargs="?", help="a dataset file or a shipped one's name (default: "
+                   "suite)")
+    q.add_argument("--dataset", help="a shipped dataset's name (suite, kernelbench) or a file")
+    q.add_argument("--problems", action="store_true",
+                   help="list every problem (level, split, op, KernelBench file and sha256, "
+                        "recording seconds)")
     p.set_defaults(func=cmd_dataset)
     return parser
 

@@ -78,7 +78,6 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     from agents.tree.learner import LearnConfig, learn
     from agents.tree.nodes import by_budget, vocabulary
     from agents.tree.render import export_text, plot
-    from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 
     kwargs = ({"dataset": dataset} if dataset else {}) | (
         {"optimizer": optimizer} if optimizer else {}) | {"cost_penalty": cost_penalty}
@@ -89,7 +88,7 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     first = start_tree(start, vocab)
     out.mkdir(parents=True, exist_ok=True)
     settings = {"budgets": budgets, "proposer": proposer.name, "rounds": rounds,
-                "dataset": dataset, "optimizer": optimizer or DEFAULT_OPTIMIZER,
+                "dataset": dataset, "optimizer": base.optimizer,
                 "start": start, "proposals": proposals, "margin": margin,
                 "patience": patience, "cost_penalty": cost_penalty,
                 "dataset_sha256": base.backend.dataset.metadata.get("sha256")}

@@ -596,7 +596,7 @@ def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimize
     content, _ = two_optimizers
     content.save(tmp_path / "v3.json.gz")
     header, body = _read(tmp_path / "v3.json.gz")
-    assert header["schema"] == SCHEMA == "autoprofiler-dataset/3"
+    assert header["schema"] == SCHEMA == "autoprofiler-dataset/4"
     v2 = _as_schema_2(body)
     relu = next(r for r in v2["problems"] if r["uri"] == RELU)
     relu["outcomes"] = dict(reversed(relu["outcomes"].items()))  # the order stored is kept
@@ -623,10 +623,11 @@ def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimize
     _resealed(tmp_path / "bare.json.gz", v2, schema="autoprofiler-dataset/2")
     bare = DatasetFile.load(tmp_path / "bare.json.gz").problems[RELU]
     assert bare.outcomes == {} and bare.transformations == ()
-    for other in ("autoprofiler-dataset/4", "autoprofiler-dataset/1", None):
+    for other in ("autoprofiler-dataset/5", "autoprofiler-dataset/1", None):
         _resealed(tmp_path / "other.json.gz", body, schema=other)
         with pytest.raises(DatasetError, match=f"has schema {other!r}; this version reads "
-                           "'autoprofiler-dataset/3' \\(and 'autoprofiler-dataset/2'\\)"):
+                           "'autoprofiler-dataset/4' \\(and 'autoprofiler-dataset/3', "
+                           "'autoprofiler-dataset/2'\\)"):
             DatasetFile.load(tmp_path / "other.json.gz")
 
 

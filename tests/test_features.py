@@ -54,3 +54,86 @@ def test_pointwise_ops_are_named_not_left_to_a_torch_versions_tags():
 
     for name in ("leaky_relu", "gelu", "relu", "add", "mul", "sigmoid", "tanh"):
         assert op_category(getattr(torch.ops.aten, name)) == "pointwise", name  # no tags
+
+
+# -- code that needs real values: built or run on the CPU ----------------------------------
+
+NEEDS_DATA = '''
+import torch
+import torch.nn as nn
+
+batch_size = {batch}
+{smoke}
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # Swin's stochastic-depth rates: .item() in the constructor
+        self.rate = {init}
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+{forward}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _needs_data(tmp_path, init="0.5", forward="return self.proj(x) * self.rate", batch=64,
+                smoke=""):
+    path = tmp_path / "needs_data.py"
+    path.write_text(NEEDS_DATA.format(init=init, batch=batch, smoke=smoke,
+                                      forward="        " + forward.replace("\n", "\n        ")))
+    return load_file(path)
+
+
+def test_a_constructor_that_needs_real_values_is_built_on_the_cpu_and_traced_on_meta(tmp_path):
+    plain = static_features(_needs_data(tmp_path))
+    assert plain.trace == "meta"
+    f = static_features(_needs_data(tmp_path, init="torch.linspace(0, 1, 3)[1].item()"))
+    assert f.trace == "cpu-init"
+    assert f == StaticFeatures.from_dict({**plain.to_dict(), "trace": "cpu-init"})
+
+
+def test_a_forward_that_needs_real_values_runs_on_the_cpu_at_its_smoke_size(tmp_path):
+    forward = "y = self.proj(x)\nreturn y[y > 0].sum()"  # a data-dependent shape
+    p = _needs_data(tmp_path, forward=forward, smoke='SMOKE_SIZES = {"batch_size": 4}')
+    f = static_features(p)
+    assert f.trace == "cpu-smoke" and f.input_bytes == 4 * 16 * 4  # the smoke size's counts
+    assert f.op_histogram["matmul"] == 1 and f.op_histogram["copy"] == 1  # the mask's index
+    assert static_features(p, "smoke").trace == "cpu"  # the size asked: real tensors at it
+    # without smoke sizes, real tensors at the file's own
+    f = static_features(_needs_data(tmp_path, forward="return self.proj(x) * x.sum().item()"))
+    assert f.trace == "cpu" and f.input_bytes == 64 * 16 * 4
+
+
+def test_the_cpu_fallback_puts_the_module_sizes_back(tmp_path):
+    from autoprofiler_env.features import module_features
+    from autoprofiler_env.problems import import_problem
+
+    p = _needs_data(tmp_path, forward="return self.proj(x) * x.sum().item()",
+                    smoke='SMOKE_SIZES = {"batch_size": 4}')
+    module, reasons = import_problem(p.path), []
+    assert module_features(p.path, module, reasons.append).trace == "cpu-smoke"
+    assert module.batch_size == 64
+    assert len(reasons) == 1 and "Tensor.item() cannot be called on meta tensors" in reasons[0]
+
+
+def test_a_bug_is_not_retried_on_the_cpu(tmp_path):
+    from autoprofiler_env.errors import ProblemError
+
+    with pytest.raises(ProblemError, match="the reference forward failed on the meta device: "
+                                           "ValueError: broken metadata") as e:
+        static_features(_needs_data(tmp_path, forward="raise ValueError('broken metadata')"))
+    assert "CPU" not in str(e.value)
+    with pytest.raises(ProblemError, match=r"needs real values \(RuntimeError: Tensor.item\(\) "
+                                           r"cannot be called on meta tensors\), and failed on "
+                                           r"the CPU too: ValueError: also broken"):
+        static_features(_needs_data(tmp_path, forward="if x.sum().item() > -1e9:\n"
+                                                      "    raise ValueError('also broken')"))

@@ -115,7 +115,10 @@ def test_a_stateful_cache_is_caught_on_the_timed_calls(runtime_judge):
 
 def test_an_identity_cache_is_not_faster_than_honest_work(runtime_judge, honest):
     result = runtime_judge.evaluate(problem("matmul_cpu"), cheat("identity_cache"))
-    assert not result.correct or result.speedup < 1.5 * honest.speedup, result.speedup
+    # honest work is the reference's own matmul (about 1x; 0.62x measured once on 2 loaded
+    # cores): a cache the judge missed returns the stored output at many times that
+    bound = 1.5 * max(honest.speedup, 1.0)
+    assert not result.correct or result.speedup < bound, (result.speedup, honest.speedup)
 
 
 def test_the_callers_secrets_are_not_in_the_candidates_environment(monkeypatch):

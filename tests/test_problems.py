@@ -3,6 +3,7 @@
 import json
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -111,6 +112,24 @@ def test_broken_problem_files_name_the_file_and_cause(name, cause):
     with pytest.raises(ProblemError) as info:
         import_problem(path)
     assert cause in str(info.value) and f"{name}.py" in str(info.value)
+
+
+def test_a_missing_module_names_the_extra_that_installs_it(monkeypatch, tmp_path):
+    """KernelBench's Mamba2 files import einops: the kernelbench extra of setup.cfg."""
+    import autoprofiler_env.problems.problem as problem_module
+
+    monkeypatch.setitem(problem_module._EXTRAS, "no_such_module_b7", "kernelbench")
+    path, good = tmp_path / "48_Mamba.py", (DATA / "problems" / "relu_small.py").read_text()
+    path.write_text("from no_such_module_b7 import rearrange\n" + good)
+    with pytest.raises(ProblemError, match="No module named 'no_such_module_b7'") as e:
+        import_problem(path)
+    assert e.value.hint == "pip install -e '.[kernelbench]' installs it"
+    path.write_text("import no_such_module_c9\n" + good)
+    with pytest.raises(ProblemError, match="No module named 'no_such_module_c9'") as e:
+        import_problem(path)
+    assert "provides it" in e.value.hint
+    assert "einops" in (Path(__file__).parents[1] / "setup.cfg").read_text().split(
+        "kernelbench =")[1].split("\n#")[0]  # the extra holds it
 
 
 def test_syntax_error_in_a_problem(tmp_path):

@@ -2,7 +2,13 @@
 :class:`~autoprofiler_env.profiler.runner.NcuRun` folders), reference timings and candidate
 outcomes (JSON lines), per optimizer: the recording's own ``candidates.jsonl`` are the first
 reference optimizer's (``"reference-v1"``), and other optimizers' recordings come besides
-(``optimizer_rows``, ``extra``)."""
+(``optimizer_rows``, ``extra``).
+
+A recording of a KernelBench checkout (one with a ``kernelbench.json`` manifest,
+:mod:`.record.kernelbench`) is built by the same :func:`build_from_recording`, given the
+checkout (``source``): its ``candidates.jsonl`` are the current reference optimizer's,
+planned chunk by chunk (``plan.json``), and each record carries its provenance and the split
+the manifest dealt (docs/kernelbench.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
-from autoprofiler_env.problems import load_problem
+from autoprofiler_env.problems import Problem, load_problem
+from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.parse import cut, profiles_from_run
 from autoprofiler_env.profiler.records import Profile, ProfileCost
@@ -39,7 +46,12 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
           sections: tuple[str, ...] = ACTION_SECTIONS, complete: bool = False,
           tolerance_rows: list[dict] | None = None,
           optimizer_rows: dict[str, list[dict]] | None = None,
-          plans: dict[str, list] | None = None) -> DatasetFile:
+          plans: dict[str, list] | None = None,
+          problems: dict[str, Problem] | None = None,
+          splits: dict[str, str] | None = None,
+          provenance: dict[str, KernelBenchProvenance] | None = None,
+          cost_model: CostModel | None = None,
+          complete_for: str = V1) -> DatasetFile:
     """A dataset of the problems that have a reference timing and the evidence of each of
     ``sections`` (the action set; problems with less are left out), and with ``complete``
     only those with reference-v1's outcome of every transformation that applies (what the
@@ -70,7 +82,18 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     candidate recorded twice (for any optimizer), the later row wins. ``plans``: per optimizer
     its recording plan (:mod:`.record.plan`); a problem gets that optimizer's outcomes (its
     planned candidates' only) once every planned candidate is recorded (``metadata["optimizers"][name]["incomplete"]``
-    lists what the others lack), so a replay never meets an unrecorded candidate.
+    lists what the others lack), so a replay never meets an unrecorded candidate; a problem
+    whose plan is recorded and names no candidate (the optimizer leaves it alone whatever
+    the profile) gets that optimizer's empty outcomes.
+
+    ``problems``: the problems to build, by URI, in the order of the records (a KernelBench
+    recording's, loaded from its checkout); None: every problem of the recording, loaded with
+    :func:`~autoprofiler_env.problems.load_problem`, in URI order. ``splits`` and
+    ``provenance``: each record's split (else the problem's) and KernelBench provenance.
+    ``cost_model``: the fractions for the names the runs cannot fit
+    (:meth:`CostModel.filled`). ``complete_for``: the optimizer whose outcomes ``complete``
+    asks for: reference-v1's (every applicable transformation), or a planned optimizer's
+    (every candidate of its plan, ``plans[complete_for]``).
     """
     if V1 in (optimizer_rows or {}):
         raise DatasetError(f"optimizer_rows names {V1!r}: its rows are outcome_rows (the "
@@ -103,7 +126,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                                   and "set:full" in runs
                                   and _same_kernels(runs[name], runs["set:full"])
                                   and not {(uri, name), (uri, "set:full")} & unprimed]
-                           for name in (*sections, *MODELLED_SETS)})
+                           for name in (*sections, *MODELLED_SETS)}).filled(cost_model)
     profiles: dict[str, dict] = {}
     set_costs: dict[str, dict] = {}
     modelled: dict[str, tuple[str, ...]] = {}
@@ -121,6 +144,10 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             v1[r["uri"]][r["transformation"]] = replace(
                 old, tolerance_needed=r["tolerance_needed"])
     incomplete: dict[str, dict[str, list[str]]] = {}
+    nothing_planned: dict[str, set[str]] = {}  # optimizer -> problems its plan leaves alone
+    if complete and complete_for != V1 and complete_for not in (plans or {}):
+        raise DatasetError(f"complete for the optimizer {complete_for!r} needs its recording "
+                           "plan (plan.json beside its candidates.jsonl)")
     optimizer_rows = dict(optimizer_rows or {})
     for name, plan in (plans or {}).items():  # a problem's outcomes count once all are there
         rows = optimizer_rows.get(name, [])
@@ -128,6 +155,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
         missing = {p.uri: [c.name for c in p.candidates if (p.uri, c.name) not in have]
                    for p in plan}
         incomplete[name] = {u: m for u, m in missing.items() if m}
+        nothing_planned[name] = {p.uri for p in plan if not p.candidates}
         planned = {(p.uri, c.name) for p in plan for c in p.candidates}
         # a row the plan no longer lists (an older plan's) is not the optimizer's outcome
         optimizer_rows[name] = [r for r in rows if r["uri"] in missing
@@ -139,6 +167,11 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     for name, keyed in by_optimizer.items():
         for uri, candidates in keyed.items():
             outcomes.setdefault(uri, {})[name] = candidates
+    for name, uris in nothing_planned.items():  # recorded: there is nothing to record
+        for uri in uris:
+            outcomes.setdefault(uri, {}).setdefault(name, {})
+    planned_for = ({p.uri for p in plans[complete_for]}
+                   if complete_for != V1 and complete_for in (plans or {}) else set())
     llm: dict[str, dict] = {}
     for r in sorted(llm_rows or [], key=lambda r: (r["uri"], r["model"], r["sections"],
                                                    r["repeat"])):
@@ -149,22 +182,29 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                 speedup=r.get("speedup")))
     device = next(iter(eager.values()), {}).get("device", "cuda")
     records, left_out = {}, {}
-    for uri in sorted(set(alone) | set(eager) | set(outcomes)):
+    for uri in (list(problems) if problems is not None
+                else sorted(set(alone) | set(eager) | set(outcomes))):
         why = ("no reference timing" if uri not in eager
                else "not the evidence of every section" if uri not in profiles else None)
         if why is None:
-            problem = load_problem(uri)
+            problem = problems[uri] if problems is not None else load_problem(uri)
             features = static_features(problem)
             transformations = _applicable(problem, features, device)
-            if complete and uri not in llm and set(transformations) - set(v1.get(uri, {})):
+            if not complete or uri in llm:
+                pass
+            elif complete_for == V1 and set(transformations) - set(v1.get(uri, {})):
                 why = "not every candidate's outcome"  # reference-v1's: it judged them all
+            elif complete_for != V1 and (uri not in planned_for
+                                         or uri in incomplete.get(complete_for, {})):
+                why = (f"not every planned candidate's outcome of {complete_for}"
+                       if uri in planned_for else f"not planned for {complete_for} yet")
         if why is not None:
             left_out[uri] = why
             continue
         row = eager[uri]
         records[uri] = ProblemRecord(
-            uri=uri, level=problem.level, split=problem.split, tags=problem.tags,
-            features=features,
+            uri=uri, level=problem.level, split=(splits or {}).get(uri, problem.split),
+            tags=problem.tags or features.tags, features=features,
             eager={k: row.get(k) for k in ("median_ms", "p20_ms", "p80_ms", "n_trials",
                                            "peak_memory_mb")},
             profiles=dict(sorted(profiles[uri].items(),
@@ -172,10 +212,11 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                                  if kv[0] in ACTION_SECTIONS else 99)),
             set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}),
             llm_outcomes=llm.get(uri, {}), modelled_costs=modelled.get(uri, ()),
-            transformations=transformations)
+            transformations=transformations, provenance=(provenance or {}).get(uri))
     sections = sections if records else ()
     first = next(iter(eager.values()), {})
     meta = {"gpu": first.get("gpu"), "cuda": first.get("cuda"), "torch": first.get("torch"),
+            **{k: first[k] for k in ("triton", "python") if first.get(k)},
             "ncu": ncu_version, "built": datetime.date.today().isoformat(),
             "tolerance": {"atol": 1e-2, "rtol": 1e-2},
             "timing": "median of CUDA-event trials, L2 flushed between trials",
@@ -306,15 +347,35 @@ def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = 
 def build_from_recording(recording: Path, metadata: dict | None = None,
                          more_runs: tuple[Path, ...] = (), complete: bool = False,
                          tolerances: Path | None = None,
-                         extra: dict[str, Path] | None = None) -> DatasetFile:
+                         extra: dict[str, Path] | None = None,
+                         source: Path | None = None) -> DatasetFile:
     """:func:`build` from a recording folder (see :mod:`.record`), with the saved ncu runs in
     ``more_runs`` (a profiler study's sections and sets alone: measured costs) besides. Its
     ``candidates.jsonl`` are reference-v1's outcomes; ``extra`` maps another optimizer's name
-    to its ``candidates.jsonl`` (e.g. ``{"reference": Path(".../candidates.jsonl")}``)."""
+    to its ``candidates.jsonl`` (e.g. ``{"reference": Path(".../candidates.jsonl")}``).
+
+    A recording of a KernelBench checkout (it holds ``kernelbench.json``) is built from that
+    checkout, ``source``: :func:`build_kernelbench`.
+
+    Raises:
+        DatasetError: not a recording; a KernelBench recording without ``source``, or
+            ``source`` for a recording of the suite.
+    """
+    from autoprofiler_env.dataset.record.kernelbench import MANIFEST
+
     recording = Path(recording)
-    if not (recording / "reference.jsonl").exists():
+    if not (recording / "reference.jsonl").exists() and not (recording / MANIFEST).exists():
         raise DatasetError(f"{recording} is not a recording: it has no reference.jsonl; make "
                            "one with `autoprofiler record --out DIR` on a GPU")
+    if (recording / MANIFEST).exists():
+        if tolerances is not None:
+            raise DatasetError("--tolerances lends tolerance_needed to reference-v1's outcomes; "
+                               f"the KernelBench recording {recording} has none (its judge "
+                               "stores tolerance_needed)")
+        return build_kernelbench(recording, source, metadata, more_runs, complete, extra)
+    if source is not None:
+        raise DatasetError(f"{recording} is not a recording of a KernelBench checkout (it has "
+                           "no kernelbench.json): build it without --source")
     from autoprofiler_env.dataset.record import recording_cost
 
     candidates, llm = recording / "candidates.jsonl", recording / "llm.jsonl"
@@ -327,3 +388,121 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
                               candidates if candidates.exists() else None, metadata,
                               llm if llm.exists() else None, more_runs, complete, tolerances,
                               extra)
+
+
+KERNELBENCH_OPTIMIZER = "reference"
+"""The optimizer whose candidates a KernelBench recording holds: the current reference
+optimizer, every candidate its plan reaches (:mod:`.record.plan`)."""
+
+
+def build_kernelbench(recording: Path, source: Path | None, metadata: dict | None = None,
+                      more_runs: tuple[Path, ...] = (), complete: bool = False,
+                      extra: dict[str, Path] | None = None) -> DatasetFile:
+    """:func:`build` from a recording of a KernelBench checkout (:mod:`.record.kernelbench`):
+    the problems its manifest names, read from ``source`` (a checkout whose files must be the
+    recorded ones, sha256 for sha256), in KernelBench's order (level, then number); each
+    record with its provenance and the manifest's split. The recording's ``candidates.jsonl``
+    are the reference optimizer's outcomes, planned (``plan.json``); ``complete`` keeps the
+    problems with every planned candidate recorded, and plans each of them again here on the
+    evidence built: a problem whose plan here reaches a candidate the recording lacks (its
+    static features differ between the machines' torch versions, say) is left out, naming it,
+    so the replay never meets an unrecorded candidate. Costs of sections alone are modelled
+    with the suite dataset's cost model where the runs fit none (the recording runs only the
+    full set). ``metadata["kernelbench"]`` holds the commit, levels, split seed and pattern and
+    the files the manifest skipped; ``metadata["recording_cost"]["problems"]`` each problem's
+    direct device seconds.
+
+    Raises:
+        DatasetError: no ``source``, or a file of ``extra`` is missing or names this
+            optimizer.
+        SourceMismatchError: a file of ``source`` is not the recorded one.
+    """
+    from autoprofiler_env.dataset.record import problem_costs, recording_cost
+    from autoprofiler_env.dataset.record.kernelbench import (
+        MANIFEST,
+        RecordingManifest,
+        suite_cost_model,
+    )
+    from autoprofiler_env.dataset.record.plan import load_plan
+    from autoprofiler_env.dataset.splits import PATTERN
+    from autoprofiler_env.problems.kernelbench import KernelBenchCheckout
+
+    recording = Path(recording)
+    manifest = RecordingManifest.load(recording / MANIFEST)
+    if source is None:
+        raise DatasetError(f"{recording} is a recording of a KernelBench checkout (commit "
+                           f"{manifest.commit or 'unknown'}): give that checkout (--source "
+                           "DIR); the build reads each problem's source, checked against its "
+                           "recorded sha256")
+    extra = dict(extra or {})
+    if KERNELBENCH_OPTIMIZER in extra:
+        raise DatasetError(f"--candidates {KERNELBENCH_OPTIMIZER}=...: a KernelBench "
+                           "recording's own candidates.jsonl are that optimizer's")
+    for name, path in extra.items():
+        if not Path(path).is_file():
+            raise DatasetError(f"the candidates of the optimizer {name!r}: no such file {path}")
+    problems = manifest.problems_from(KernelBenchCheckout(source))
+    problems.sort(key=lambda p: (p.level, _natural(p.path.name)))
+    plan_path = recording / "plan.json"
+    plans = {KERNELBENCH_OPTIMIZER: load_plan(plan_path)} if plan_path.is_file() else {}
+    rows = {KERNELBENCH_OPTIMIZER: read_jsonl(recording / "candidates.jsonl"),
+            **{name: read_jsonl(path) for name, path in extra.items()}}
+    run_dirs = sorted(p.parent for root in (*more_runs, recording)
+                      for p in Path(root).rglob("run.json"))
+    suite_model, suite_sha = suite_cost_model()
+    costs = recording_cost(recording)
+    by_problem = problem_costs(recording)
+    meta = {"kernelbench": {"commit": manifest.commit, "levels": list(manifest.levels),
+                            "split_seed": manifest.seed, "split_pattern": list(PATTERN),
+                            "problems": len(manifest.problems), "skipped": manifest.skipped},
+            "default_optimizer": KERNELBENCH_OPTIMIZER,
+            "cost_model_fallback": f"the suite dataset's (sha256 {suite_sha}): the recording "
+                                   "ran ncu's full set only",
+            "recording_cost": {**costs, "problems": {p.uri: by_problem[p.uri]
+                                                    for p in problems if p.uri in by_problem}},
+            **(metadata or {})}
+    content = build(run_dirs, read_jsonl(recording / "reference.jsonl"), [], meta,
+                    complete=complete, optimizer_rows=rows, plans=plans,
+                    problems={p.uri: p for p in problems},
+                    splits={m.uri: m.split for m in manifest.problems},
+                    provenance={m.uri: m.provenance for m in manifest.problems},
+                    cost_model=suite_model, complete_for=KERNELBENCH_OPTIMIZER)
+    costs_kept = {u: c for u, c in content.metadata["recording_cost"]["problems"].items()
+                  if u in content.problems}
+    content = replace(content, metadata={**content.metadata, "recording_cost": {
+        **content.metadata["recording_cost"], "problems": costs_kept}})
+    return _replanned(content) if complete else content
+
+
+def _replanned(content: DatasetFile) -> DatasetFile:
+    """``content`` without the problems whose plan, made again on this evidence, reaches a
+    candidate the recording lacks (each named in ``metadata["left_out"]``)."""
+    from tqdm import tqdm
+
+    from autoprofiler_env.dataset.record.plan import planning_optimizers, reachable
+    from autoprofiler_env.dataset.replay import Dataset
+
+    dataset, optimizers = Dataset(content), planning_optimizers()
+    left_out = dict(content.metadata["left_out"])
+    kept = {}
+    for uri, record in tqdm(content.problems.items(), desc="plan again", unit="problem"):
+        found = reachable(dataset, uri, optimizers, frozenset(record.transformations))
+        missing = sorted(set(found) - set(record.outcomes.get(KERNELBENCH_OPTIMIZER, {})))
+        if missing:
+            left_out[uri] = (f"its plan made here reaches {', '.join(missing)}, which the "
+                             "recording's plan did not: record them")
+        else:
+            kept[uri] = record
+    meta = dict(content.metadata, left_out=left_out)
+    meta["optimizers"] = {name: {**m, "problems": sum(name in r.outcomes for r in kept.values())}
+                          for name, m in meta.get("optimizers", {}).items()}
+    meta["recording_cost"] = {**meta["recording_cost"], "problems": {
+        u: c for u, c in meta["recording_cost"].get("problems", {}).items() if u in kept}}
+    return DatasetFile(meta, content.sections if kept else (), kept)
+
+
+def _natural(name: str) -> tuple:
+    """KernelBench's order of file names: ``2_`` before ``10_``."""
+    import re
+
+    return tuple(int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name))

@@ -73,3 +73,16 @@ class CostModel:
 
     def to_dict(self) -> dict:
         return {name: asdict(f) for name, f in self.fractions.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CostModel:
+        """The model :meth:`to_dict` wrote (a dataset's ``metadata["cost_model"]``)."""
+        return cls({name: Fraction(**f) for name, f in d.items()})
+
+    def filled(self, fallback: CostModel | None) -> CostModel:
+        """This model, with ``fallback``'s fraction for each name it could not fit (a
+        recording that ran only the full set fits none: it borrows another recording's,
+        made on the same GPU with the same ncu)."""
+        if fallback is None:
+            return self
+        return CostModel({**fallback.fractions, **self.fractions})

@@ -1,4 +1,4 @@
-"""The recorded dataset: schema ``autoprofiler-dataset/3``.
+"""The recorded dataset: schema ``autoprofiler-dataset/4``.
 
 One gzipped file holds everything the replay backend needs to answer "problem P, sections S,
 optimizer O" on a CPU. Its first line is a JSON header, ``{"schema": ..., "sha256": ...}``;
@@ -10,7 +10,9 @@ serialising anything again). The document holds:
   schema-2 file has ``optimizer`` instead) (on load, the header's ``sha256`` is added to it);
 - ``sections``: the action sections recorded for every problem;
 - ``problems``: per problem its URI, level, split, tags, static features, the eager time and
-  spread, and
+  spread, its ``provenance`` (a KernelBench problem's level, file name, the sha256 of the
+  file's bytes and the KernelBench commit: :class:`KernelBenchProvenance`; null for the
+  project's suite, whose URIs name its files), and
   - ``profiles``: per section, the profile that collecting that section alone gives (kernels
     with the metrics kept as evidence, the section header as ncu printed it, ncu's findings;
     cut out of a run of the full set, see :mod:`.build`) and what collecting it alone costs
@@ -36,11 +38,12 @@ Kept metrics (to stay small): every action section's header metrics, the metrics
 reference optimizers' rules read, and the kernel duration. Files are written atomically
 (a temporary file, then a rename).
 
-A file of schema ``autoprofiler-dataset/2`` (outcomes per transformation, all of the first
-reference optimizer) still loads: its stored bytes are checked against its checksum as they
-are, then each record is converted (:func:`upgrade_v2`: its ``outcomes`` become
-``{"reference-v1": outcomes}``, its ``transformations`` the outcomes' names in the order
-stored, since that recording judged every applicable transformation). Saving writes schema 3.
+Older files still load: their stored bytes are checked against their checksum as they are,
+then each record is converted. Schema 3 had no ``provenance`` (:func:`upgrade_v3`: null).
+Schema 2 (outcomes per transformation, all of the first reference optimizer) is converted to
+schema 3 first (:func:`upgrade_v2`: its ``outcomes`` become ``{"reference-v1": outcomes}``,
+its ``transformations`` the outcomes' names in the order stored, since that recording judged
+every applicable transformation). Saving writes schema 4.
 
 Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not
 gzip or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
@@ -62,11 +65,15 @@ from pathlib import Path
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
+from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
-SCHEMA = "autoprofiler-dataset/3"
+SCHEMA = "autoprofiler-dataset/4"
+SCHEMA_V3 = "autoprofiler-dataset/3"
 SCHEMA_V2 = "autoprofiler-dataset/2"
-"""The schema read besides :data:`SCHEMA`, converted on load (:func:`upgrade_v2`)."""
+READABLE = (SCHEMA, SCHEMA_V3, SCHEMA_V2)
+"""The schemas read: :data:`SCHEMA`, and the older ones, converted on load
+(:func:`upgrade_v3`, :func:`upgrade_v2`)."""
 V1 = "reference-v1"
 """The optimizer whose outcomes a schema-2 file holds: the first reference optimizer."""
 _REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
@@ -203,6 +210,7 @@ class ProblemRecord:
     llm_outcomes: dict[str, dict[str, list[Outcome]]] = field(default_factory=dict)
     modelled_costs: tuple[str, ...] = ()  # sections (and "set:NAME") whose cost is modelled
     transformations: tuple[str, ...] = ()  # the applicable ones, by name, in catalogue order
+    provenance: KernelBenchProvenance | None = None  # a KernelBench problem's file and commit
 
     def to_dict(self) -> dict:
         return {
@@ -216,6 +224,7 @@ class ProblemRecord:
             "llm_outcomes": {m: {k: [asdict(o) for o in reps] for k, reps in keyed.items()}
                              for m, keyed in self.llm_outcomes.items()},
             "modelled_costs": list(self.modelled_costs),
+            "provenance": self.provenance.to_dict() if self.provenance is not None else None,
         }
 
     @classmethod
@@ -230,7 +239,9 @@ class ProblemRecord:
             llm_outcomes={m: {k: [Outcome(**o) for o in reps] for k, reps in keyed.items()}
                           for m, keyed in d.get("llm_outcomes", {}).items()},
             modelled_costs=tuple(d.get("modelled_costs", ())),
-            transformations=tuple(d["transformations"]))
+            transformations=tuple(d["transformations"]),
+            provenance=(KernelBenchProvenance.from_dict(d["provenance"])
+                        if d["provenance"] is not None else None))
 
     def invalid(self) -> str | None:
         """The first recorded value out of its range, said as ``field is value, not what it
@@ -241,8 +252,15 @@ class ProblemRecord:
         (strings), every outcome (``outcomes[optimizer][candidate]``) and LLM outcome
         (positive, finite times and speedup; a correct one has a speedup; a non-negative max
         abs error and ``tolerance_needed`` per dtype, inf allowed), every profile's and set's
-        cost (non-negative seconds and counts) and each kernel's duration.
+        cost (non-negative seconds and counts), each kernel's duration, and the provenance
+        (a level, a ``.py`` file name, a sha256 of 64 hexadecimal digits, a commit or null).
         """
+        if self.provenance is not None:
+            if not isinstance(self.provenance, KernelBenchProvenance):
+                return _bad("provenance", self.provenance, ("null or a KernelBench record",))
+            why = self.provenance.invalid()
+            if why:
+                return f"provenance.{why}"
         eager = self.eager
         if type(eager) is not dict:
             return _bad("eager", eager, ("a mapping",))
@@ -280,6 +298,12 @@ class ProblemRecord:
                     return _bad(f"profiles[{section!r}].kernels[{i}].duration_ns", duration,
                                 _NON_NEGATIVE)
         return None
+
+
+def upgrade_v3(d: dict) -> dict:
+    """A problem record of schema 3, as schema 4 has it: no provenance (schema 3 held only
+    the project's suite, whose URIs name its files)."""
+    return {**d, "provenance": None}
 
 
 def upgrade_v2(d: dict) -> dict:
@@ -323,13 +347,13 @@ class DatasetFile:
     def load(cls, path: Path) -> DatasetFile:
         """Reads and checks a dataset file.
 
-        A file of schema 2 is checked as stored (its checksum covers its own bytes), then
-        converted (:func:`upgrade_v2`).
+        A file of schema 3 or 2 is checked as stored (its checksum covers its own bytes),
+        then converted (:func:`upgrade_v3`, after :func:`upgrade_v2` for schema 2).
 
         Raises:
             DatasetError: missing or unreadable; corrupted (not gzip, a damaged or truncated
                 stream, a header that is not JSON, a checksum mismatch); a schema other than
-                3 or 2; a malformed record; or a value out of range
+                4, 3 or 2; a malformed record; or a value out of range
                 (:meth:`ProblemRecord.invalid`). The message names the file (and the problem
                 and field) and says what to do.
         """
@@ -348,10 +372,10 @@ class DatasetFile:
             raise DatasetError(f"{path} is corrupted: not a readable dataset (gzipped JSON): "
                                f"{reason}; {_REPAIR}") from e
         schema = header.get("schema") if isinstance(header, dict) else None
-        if schema not in (SCHEMA, SCHEMA_V2):
+        if schema not in READABLE:
             raise DatasetError(f"{path} has schema {schema!r}; this version reads {SCHEMA!r} "
-                               f"(and {SCHEMA_V2!r}): build it again with `autoprofiler "
-                               "dataset build`")
+                               f"(and {', '.join(map(repr, READABLE[1:]))}): build it again "
+                               "with `autoprofiler dataset build`")
         actual = hashlib.sha256(document).hexdigest()
         if header.get("sha256") != actual:
             raise DatasetError(f"{path} is corrupted: its checksum is {actual[:12]}..., the "
@@ -364,8 +388,9 @@ class DatasetFile:
                 uri = d["uri"]
                 if uri in problems:
                     raise ValueError("it is recorded twice")
-                problems[uri] = ProblemRecord.from_dict(d if schema == SCHEMA
-                                                        else upgrade_v2(d))
+                problems[uri] = ProblemRecord.from_dict(
+                    d if schema == SCHEMA else upgrade_v3(d) if schema == SCHEMA_V3
+                    else upgrade_v3(upgrade_v2(d)))
             uri = None
             metadata = {**body["metadata"], "sha256": actual}
             sections = tuple(body["sections"])

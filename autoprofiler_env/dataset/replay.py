@@ -15,14 +15,15 @@ from functools import lru_cache
 from pathlib import Path
 
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord
+from autoprofiler_env.dataset.names import DEFAULT_NAME, SHIPPED, resolve_dataset
 from autoprofiler_env.errors import NotRecordedError
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
-DEFAULT_DATASET = Path(__file__).parent / "data" / "h200-reference.json.gz"
-"""The dataset shipped with the package (recorded on an H200 with the first reference
-optimizer, ``"reference-v1"``)."""
+DEFAULT_DATASET = SHIPPED[DEFAULT_NAME].path
+"""The default dataset's file: the suite's, shipped with the package (recorded on an H200;
+:mod:`.names` lists the shipped datasets by name)."""
 LLM_MISSING = ("raise", "largest_recorded_subset")
 """The policies for an LLM optimizer's (problem, section set) that was not recorded
 (:meth:`Dataset.llm_outcome`)."""
@@ -43,8 +44,22 @@ class Dataset:
         self.__init__(state["content"])
 
     @classmethod
-    def load(cls, path: str | Path) -> Dataset:
-        return cls(DatasetFile.load(Path(path)))
+    def load(cls, name_or_path: str | Path | None = None) -> Dataset:
+        """Loads a shipped dataset by name (``"suite"``, ``"kernelbench"``), or a file; None:
+        the default (:func:`~autoprofiler_env.dataset.names.resolve_dataset`).
+
+        Raises:
+            DatasetError: an unknown name, a shipped one not built yet, or a file that is
+                missing or damaged (:meth:`DatasetFile.load`).
+        """
+        return cls(DatasetFile.load(resolve_dataset(name_or_path)))
+
+    def default_optimizer(self) -> str:
+        """The optimizer an environment on this dataset replays unless told: the dataset's
+        own (``metadata["default_optimizer"]``: a KernelBench dataset holds the current
+        reference optimizer's candidates only), else the package's
+        (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`)."""
+        return self.metadata.get("default_optimizer") or DEFAULT_OPTIMIZER
 
     @property
     def metadata(self) -> dict:
@@ -167,12 +182,46 @@ class Dataset:
         record = self.record(uri)
         return merge_profiles(uri, sections, [record.profiles[s] for s in sections], keep)
 
-    def info(self) -> dict:
+    def info(self, problems: bool = False) -> dict:
         """Metadata, counts and checksum, as ``autoprofiler dataset info`` prints them
-        (``outcomes``: the (problem, candidate) pairs recorded per optimizer)."""
-        problems = self.content.problems.values()
+        (``outcomes``: the (problem, candidate) pairs recorded per optimizer). A dataset
+        with KernelBench problems adds ``kernelbench``: how many per level and split, the
+        commits, and the device seconds per problem its recording log shows (all its
+        ``timings.jsonl``, over the problems recorded). With ``problems``, ``records`` lists
+        each problem: URI, level, split, primary op tag, KernelBench file, sha256 and its
+        direct recording seconds (``metadata["recording_cost"]["problems"]``)."""
+        records = self.content.problems.values()
+        info = self._counts(records)
+        recorded = [r for r in records if r.provenance is not None]
+        if recorded:
+            cost = self.metadata.get("recording_cost", {})
+            logged = sum((cost.get("logged_s") or {}).values())
+            info["kernelbench"] = {
+                "problems": len(recorded),
+                "levels": {str(lv): sum(r.level == lv for r in recorded)
+                           for lv in sorted({r.level for r in recorded})},
+                "commits": sorted({r.provenance.commit or "unknown" for r in recorded}),
+                "recording_device_s": round(logged, 1),
+                "recording_device_s_per_problem": round(logged / len(recorded), 1),
+            }
+        if problems:
+            costs = self.metadata.get("recording_cost", {}).get("problems", {})
+            info["records"] = [{
+                "uri": r.uri, "level": r.level, "split": r.split,
+                "op": r.tags[0] if r.tags else None,
+                **({"file": r.provenance.file, "sha256": r.provenance.sha256}
+                   if r.provenance is not None else {}),
+                "recording_s": costs.get(r.uri, {}).get("total_s")} for r in records]
+        return info
+
+    def _counts(self, problems) -> dict:
+        cost = self.metadata.get("recording_cost")
+        shown = (self.metadata if not isinstance(cost, dict) or "problems" not in cost else
+                 {**self.metadata, "recording_cost": {
+                     **{k: v for k, v in cost.items() if k != "problems"},
+                     "problems": f"{len(cost['problems'])} problems' seconds (--problems)"}})
         return {
-            "metadata": self.metadata,
+            "metadata": shown,
             "problems": len(self.content.problems),
             "splits": {s: sum(r.split == s for r in problems) for s in ("train", "val", "test")},
             "sections": list(self.sections),

@@ -22,7 +22,6 @@ from autoprofiler_env.envs.observation import (
     observation_space,
 )
 from autoprofiler_env.errors import AutoProfilerError, NotRecordedError, ProblemNotFoundError
-from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
@@ -150,16 +149,23 @@ class ProfilingEnv(gym.Env):
 
     ## Registered Configurations
 
-    - ``AutoProfiler-v0``: the replay backend on the shipped dataset (recorded on an H200 with
-      the reference optimizer); train split; budget 25% of the full set's cost in seconds.
+    - ``AutoProfiler-v0``: the replay backend on a shipped dataset (recorded on an H200):
+      the suite's by default, ``dataset="kernelbench"`` for KernelBench levels 1-3
+      (docs/kernelbench.md); train split; budget 25% of the full set's cost in seconds.
     - ``AutoProfilerLive-v0``: the live backend (ncu, the optimizer and the harness on a GPU);
       ``nondeterministic=True``; budget 25% of the sections (the live backend cannot know the
       full set's cost in seconds before profiling).
 
-    ``make`` kwargs (all JSON-serializable): ``dataset`` (path), ``split`` or ``problems``
-    (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``optimizer`` (``"reference"``:
+    ``make`` kwargs (all JSON-serializable): ``dataset`` (a shipped dataset's name,
+    ``"suite"`` (default) or ``"kernelbench"``, or a file's path: :mod:`autoprofiler_env.dataset.names`;
+    live, it is optional: its records name the problems, and a user's KernelBench file is
+    checked against the recorded sha256), ``source`` (live only: the KernelBench checkout
+    that a KernelBench dataset's problems are read from), ``split`` or ``problems``
+    (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``optimizer`` (None, default:
+    the dataset's own, ``"reference-v1"`` on the suite's and live without a dataset,
+    ``"reference"`` on KernelBench's; ``"reference"``:
     composed decisions, served on the problems whose candidates are recorded;
-    ``"reference-v1"``: the first reference optimizer, default until the re-recording is
+    ``"reference-v1"``: the first reference optimizer, the suite's until its re-recording is
     complete (docs/optimizers.md); or ``"llm:<model>"``: on the replay one of the model's recorded replies for the
     problem and the collected section set, drawn with the environment's seeded generator, and
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
@@ -195,9 +201,9 @@ class ProfilingEnv(gym.Env):
                  budget_unit: str = "seconds",
                  budget_is_fraction: bool = True, reward: str = "log_speedup",
                  incorrect_reward: float | None = None, cost_penalty: float = 0.0,
-                 optimizer: str = DEFAULT_OPTIMIZER, llm_missing: str = "raise",
+                 optimizer: str | None = None, llm_missing: str = "raise",
                  device: str = "cuda", tolerance: str | float | None = None,
-                 render_mode: str | None = None) -> None:
+                 render_mode: str | None = None, source: str | None = None) -> None:
         if budget_unit not in BUDGET_UNITS:
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
         if reward not in REWARDS:
@@ -219,6 +225,9 @@ class ProfilingEnv(gym.Env):
             problems = _problem_list(problems)
         self.backend: Backend
         if backend == "replay":
+            if source is not None:
+                raise ValueError("source names the KernelBench checkout the live backend reads "
+                                 "its problems from; the replay needs no sources: leave it out")
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
@@ -228,7 +237,7 @@ class ProfilingEnv(gym.Env):
                     "profiling it: give budget_unit='passes' (the catalogue's passes) or "
                     "'sections'")
             self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
-                                       tolerance=tolerance)
+                                       tolerance=tolerance, dataset=dataset, source=source)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         if problems is not None and backend == "live":  # file paths and names become URIs
@@ -243,7 +252,8 @@ class ProfilingEnv(gym.Env):
                 if backend == "replay":
                     if missing[0] in self.backend.dataset.uris():
                         raise NotRecordedError(
-                            f"problems: the candidates of the optimizer {optimizer!r} are not "
+                            f"problems: the candidates of the optimizer "
+                            f"{self.backend.optimizer_name!r} are not "
                             f"recorded for {missing[0]!r}{more}; it is served on "
                             f"{_some(known)} (docs/optimizers.md)")
                     raise NotRecordedError(f"problems: the dataset holds no problem "
@@ -255,7 +265,7 @@ class ProfilingEnv(gym.Env):
             raise AutoProfilerError(f"no problems in split {split!r} of this backend (give "
                                     "split=None for all of them, or problems=[...])")
         self._problem_set = frozenset(self.problems)
-        self.optimizer = optimizer
+        self.optimizer = self.backend.optimizer_name
         self.sections = tuple(self.backend.sections)
         self.budget, self.budget_unit = float(budget), budget_unit
         self.budget_range = budget_range
@@ -481,8 +491,8 @@ class ProfilingEnv(gym.Env):
         return self._uri
 
     optimizer: str
-    """The optimizer's name (the ``optimizer`` kwarg): what a policy learned for one optimizer
-    checks before it acts for another."""
+    """The optimizer's name (the ``optimizer`` kwarg, or the dataset's own where it was None):
+    what a policy learned for one optimizer checks before it acts for another."""
 
     @property
     def metric_names(self) -> tuple[str, ...]:

@@ -224,8 +224,7 @@ TRANSFORMATIONS: dict[str, Transformation] = {t.name: t for t in (
         _compile_body(None)),
     Transformation(
         "max_autotune", "torch.compile with autotuned GEMM/conv templates, no CUDA graphs",
-        True, lambda p, f: bool(_tags(f) & {"matmul", "conv", "conv_transpose", "attention"}),
-        _compile_body("max-autotune-no-cudagraphs")),
+        True, _gemm_like, _compile_body("max-autotune-no-cudagraphs")),
     Transformation("cuda_graph", "capture once in a CUDA graph, replay", True,
                    lambda p, f: f.n_ops >= 2, _cuda_graph_body),
     Transformation("tf32", "TF32 tensor cores for fp32 matmul and convolution", True,
@@ -237,8 +236,10 @@ TRANSFORMATIONS: dict[str, Transformation] = {t.name: t for t in (
     Transformation("channels_last", "NHWC memory format for 2-D convolutions", False,
                    lambda p, f: bool(_tags(f) & {"conv", "conv_transpose"})
                    and f.max_input_rank == 4, _channels_last_body),
+    # cudnn.benchmark picks among cuDNN's convolution algorithms (PyTorch's
+    # torch.backends.cudnn docs); a cuDNN RNN has no such choice
     Transformation("cudnn_benchmark", "cuDNN autotuner", True,
-                   lambda p, f: bool(_tags(f) & {"conv", "conv_transpose", "rnn"}),
+                   lambda p, f: bool(_tags(f) & {"conv", "conv_transpose"}),
                    _cudnn_benchmark_body),
 )}
 

@@ -7,9 +7,17 @@ fine; for a folder of someone else's files (``autoprofiler problems --source DIR
 file would block the whole scan, kill it, or write into its JSON output. Here each file is
 imported and traced in a worker process instead:
 
-- a file gets ``timeout_s`` seconds (import and meta trace together); a slower one, a hanging
-  one, or one that kills its process becomes a :class:`ProblemError` that names the file and
-  says what happened, and the worker is killed (its whole process group) and replaced;
+- a file gets ``timeout_s`` seconds (import and trace together), of which its import gets at
+  most ``import_timeout_s`` (a few seconds: importing a KernelBench file takes milliseconds
+  once torch is loaded, and a slow import is nearly always one waiting on the network, such
+  as KernelBench's level 4, whose files fetch a model's config from the Hugging Face hub and,
+  offline, retry for about 24 s); a slower or hanging file becomes a
+  :class:`ProblemTimeoutError`, one that kills its process a :class:`ProblemError`, each
+  naming the file and saying what happened, and the worker is killed (its whole process
+  group) and replaced;
+- the worker watches the file's network use (Python's ``socket.connect`` and
+  ``socket.getaddrinfo`` audit events; nothing is blocked) so that the error of a slow file
+  says which host it was waiting on;
 - whatever the file prints goes to stderr, never to the caller's stdout;
 - one worker serves file after file while they behave (starting Python and torch costs
   seconds, and that start-up is not charged to any file).
@@ -20,7 +28,7 @@ and dies with its parent (``PR_SET_PDEATHSIG`` on Linux). It is *not* a sandbox:
 with the caller's rights, and state it changes (torch's defaults, say) stays in the worker for
 the files after it.
 
->>> with IsolatedFeatures(timeout_s=60) as isolated:
+>>> with IsolatedFeatures(timeout_s=60, import_timeout_s=5) as isolated:
 ...     features = isolated.static_features(load_file("KernelBench/level1/19_ReLU.py"))
 """
 
@@ -32,20 +40,25 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autoprofiler_env.errors import ProblemError, ProblemWorkerError
-from autoprofiler_env.processes import die_with_parent, kill_group
+from autoprofiler_env.errors import ProblemError, ProblemTimeoutError, ProblemWorkerError
 from autoprofiler_env.problems.problem import SIZES, Problem, Size
+from autoprofiler_env.processes import die_with_parent, kill_group
 
 if TYPE_CHECKING:
     from autoprofiler_env.features import StaticFeatures
 
 DEFAULT_TIMEOUT_S = 60.0
 """Seconds one file may take to import and trace. KernelBench's files take well under one."""
+
+DEFAULT_IMPORT_TIMEOUT_S = 5.0
+"""Seconds of those that its import may take (with torch already imported): KernelBench's
+level 1-3 files take milliseconds, one importing transformers about 2 s."""
 
 STARTUP_TIMEOUT_S = 180.0
 """Seconds a fresh worker may take to import torch (several on a loaded machine)."""
@@ -57,6 +70,12 @@ from a checkout without an install."""
 _ENTRY = "from autoprofiler_env.problems.isolated import _worker_main; _worker_main()"
 _HINT = ("the file runs slow code when it is imported or traced: fix that, or allow more "
          "time: autoprofiler problems --timeout S")
+_IMPORT_HINT = ("the file runs slow code when it is imported: fix that, or allow more time: "
+                "autoprofiler problems --import-timeout S")
+_NETWORK_HINT = ("it downloads something when it is imported, from a host that does not answer "
+                 "here: run it where the host answers, fill its cache first (a Hugging Face "
+                 "model: then set HF_HUB_OFFLINE=1), or allow more time: autoprofiler problems "
+                 "--import-timeout S")
 
 
 @dataclass(frozen=True)
@@ -65,10 +84,17 @@ class _Phase:
 
     what: str  # "the import" / "the meta trace"
     slow: str  # "import" / "building Model and tracing its forward on the meta device"
+    name: str = "trace"  # ProblemTimeoutError.phase
 
 
-_IMPORT = _Phase("the import", "import")
+_IMPORT = _Phase("the import", "import", "import")
 _TRACE = _Phase("the meta trace", "building Model and tracing its forward on the meta device")
+
+
+def _cpu_trace(reason: str) -> _Phase:
+    """The phase after the meta trace gave up on a file that needs real values."""
+    return _Phase("the CPU trace", "building Model and running its forward on the CPU (on the "
+                  f"meta device it needs real values: {reason})")
 
 
 class _WorkerGone(Exception):
@@ -215,14 +241,18 @@ class IsolatedFeatures:
 
     Args:
         timeout_s: seconds one file may take to import and trace.
+        import_timeout_s: seconds of those that its import may take.
         startup_timeout_s: seconds a fresh worker may take to start (not charged to a file).
     """
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S,
                  startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        for name, value in (("timeout_s", timeout_s), ("import_timeout_s", import_timeout_s)):
+            if not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
         self.timeout_s = float(timeout_s)
+        self.import_timeout_s = float(import_timeout_s)
         self.startup_timeout_s = float(startup_timeout_s)
         self._worker: _Worker | None = None
 
@@ -232,8 +262,10 @@ class IsolatedFeatures:
         computes them, but imported and traced in the worker.
 
         Raises:
-            ProblemError: the file does not import or trace, takes longer than ``timeout_s``,
-                or kills its process (the worker is replaced for the next file).
+            ProblemTimeoutError: the import took longer than ``import_timeout_s``, or the
+                import and trace longer than ``timeout_s`` (the worker is replaced).
+            ProblemError: the file does not import or trace, or kills its process (the worker
+                is replaced for the next file).
             ProblemWorkerError: no worker could be started.
         """
         from autoprofiler_env.features import StaticFeatures
@@ -242,27 +274,50 @@ class IsolatedFeatures:
             raise ValueError(f"size must be one of {SIZES}, got {size!r}")
         path = Path(problem.path if isinstance(problem, Problem) else problem).resolve()
         worker = self._ready_worker()
-        deadline = time.monotonic() + self.timeout_s
-        phase = _IMPORT
+        start = time.monotonic()
+        phase, limit = _IMPORT, min(self.import_timeout_s, self.timeout_s)
+        network: str | None = None
         try:
             worker.send({"path": str(path), "size": size})
             while True:
-                message = worker.receive(deadline)
-                if message.get("phase") == "imported":
-                    phase = _TRACE
-                    continue
-                break
+                message = worker.receive(start + limit)
+                if "network" in message:  # (a late one of the file before is not this one's)
+                    if message.get("path") == str(path):
+                        network = network or str(message["network"])
+                elif message.get("phase") == "imported":
+                    phase, limit = _TRACE, self.timeout_s
+                elif message.get("phase") == "fallback":
+                    phase = _cpu_trace(str(message.get("reason", "")))
+                else:
+                    break
         except _WorkerTimeout:
-            raise ProblemError(path, f"{phase.slow} took longer than {self.timeout_s:g} s",
-                               _HINT) from None
+            raise self._timeout(path, phase, limit, network) from None
         except _WorkerGone as e:
             raise ProblemError(path, f"{phase.what} {e}",
                                "the file, or a library it calls, ends its Python process"
                                ) from None
         if "features" in message:
             return StaticFeatures.from_dict(message["features"])
-        raise ProblemError(path, str(message.get("cause") or "failed, for no stated reason"),
-                           str(message.get("hint") or ""))
+        cause = str(message.get("cause") or "failed, for no stated reason")
+        if network is not None:
+            cause += f" (it tried to reach {network})"
+        raise ProblemError(path, cause, str(message.get("hint") or ""))
+
+    @staticmethod
+    def _timeout(path: Path, phase: _Phase, limit: float, network: str | None
+                 ) -> ProblemTimeoutError:
+        cause = f"{phase.slow} took longer than {limit:g} s"
+        if phase is _IMPORT:
+            hint = _IMPORT_HINT
+            if network is not None:
+                cause += f": a network-bound import, trying to reach {network}"
+                hint = _NETWORK_HINT
+        else:
+            hint = _HINT
+            if network is not None:
+                cause += f", having tried to reach {network}"
+        return ProblemTimeoutError(path, cause, hint, phase=phase.name, limit_s=limit,
+                                   network=network)
 
     def _ready_worker(self) -> _Worker:
         if self._worker is None or not self._worker.alive():
@@ -312,18 +367,45 @@ def _failure(e: BaseException, phase: _Phase) -> dict:
     return {"cause": f"{phase.what} failed: {type(e).__name__}: {e}"}
 
 
+_NETWORK_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo"})
+
+
 def _worker_main() -> None:
     """The worker: ``python -c _ENTRY REQUEST_FD REPLY_FD PARENT_PID``. Reads one JSON request
     a line (``{"path", "size"}``), answers ``{"phase": "imported"}`` once the file imported,
-    then ``{"features": {...}}`` or ``{"cause", "hint"}``. Ends when its requests end."""
+    ``{"phase": "fallback", "reason"}`` if its trace moves to the CPU, then ``{"features":
+    {...}}`` or ``{"cause", "hint"}``; in between, ``{"network": "host:port", "path"}`` the
+    first time the file reaches for the network. Ends when its requests end."""
     request_fd, reply_fd, parent_pid = (int(a) for a in sys.argv[1:4])
     die_with_parent(parent_pid)
     os.dup2(2, 1)  # a problem's prints must never reach the caller's stdout
+    lock = threading.Lock()  # the network note comes from whichever thread connects
+    watching = {"on": False, "seen": False, "path": ""}
 
     def reply(message: dict) -> None:
         data = (json.dumps(message) + "\n").encode()
-        while data:
-            data = data[os.write(reply_fd, data):]
+        with lock:
+            while data:
+                data = data[os.write(reply_fd, data):]
+
+    def watch_network(event: str, args: tuple) -> None:
+        if event not in _NETWORK_EVENTS or not watching["on"] or watching["seen"]:
+            return
+        try:
+            if event == "socket.connect":
+                address = args[1]
+                if not (isinstance(address, tuple) and len(address) >= 2):
+                    return  # a Unix socket: not the network
+                host, port = address[0], address[1]
+            else:
+                host, port = args[0], args[1]
+            host = host.decode() if isinstance(host, bytes) else host
+            watching["seen"] = True
+            reply({"network": f"{host}:{port}", "path": watching["path"]})
+        except Exception:  # an audit hook must never fail the file's own call
+            pass
+
+    sys.addaudithook(watch_network)
 
     import torch  # noqa: F401  (paid once, at start-up, not by the first file)
 
@@ -335,17 +417,22 @@ def _worker_main() -> None:
         for line in requests:
             request = json.loads(line)
             path = Path(request["path"])
+            watching.update(on=True, seen=False, path=request["path"])
             try:
                 module = import_problem(path, request["size"])
             except BaseException as e:  # the file's own code: anything, sys.exit included
+                watching["on"] = False
                 reply(_failure(e, _IMPORT))
                 continue
             reply({"phase": "imported"})
             try:
-                features = module_features(path, module)
+                features = module_features(
+                    path, module, lambda reason: reply({"phase": "fallback", "reason": reason}))
             except BaseException as e:
+                watching["on"] = False
                 reply(_failure(e, _TRACE))
                 continue
             finally:
                 sys.modules.pop(module.__name__, None)
+            watching["on"] = False
             reply({"features": features.to_dict()})

@@ -24,6 +24,10 @@ REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 _module_ids = itertools.count()
 
+_EXTRAS = {"einops": "kernelbench"}
+"""Modules that problem files outside the suite import, and the extra of setup.cfg that
+installs each (KernelBench's level 3 Mamba2 files import einops)."""
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -118,7 +122,12 @@ def import_problem(path: Path, size: Size = "full") -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as e:  # the problem's own code: anything can happen
         del sys.modules[module_name]
-        raise ProblemError(path, f"import failed: {type(e).__name__}: {e}") from e
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name:
+            extra = _EXTRAS.get(e.name.split(".")[0])
+            hint = (f"pip install -e '.[{extra}]' installs it" if extra
+                    else "install the package that provides it")
+        raise ProblemError(path, f"import failed: {type(e).__name__}: {e}", hint) from e
     for name in REQUIRED_NAMES:
         if not callable(getattr(module, name, None)):
             raise ProblemError(path, f"{name} is not callable")

@@ -11,6 +11,9 @@ continues.
 
 Layout of a recording folder::
 
+    kernelbench.json                 a KernelBench checkout's recording: its problems, their
+                                     provenance, strata, splits and order (:mod:`.kernelbench`)
+    plan.json                        with it: the candidates planned, chunk by chunk
     reference.jsonl                  one line per problem (eager time, spread, peak memory)
     sets/<set>/<run>/                saved ncu runs of ncu's full (and basic, detailed) set
     profiles/<section>/<run>/        saved ncu runs of one action section alone
@@ -23,6 +26,10 @@ Layout of a recording folder::
 
 ``autoprofiler dataset build`` turns it into a dataset file.
 
+A KernelBench checkout is recorded chunk by chunk instead (:func:`.kernelbench.record_kernelbench`:
+``autoprofiler record --source DIR``): each chunk's reference timings, its ncu run, its plan
+and its candidates before the next chunk, so that a stop leaves complete problems.
+
 What each part records is in its own module: :mod:`.reference`, :mod:`.ncu` (``full``,
 ``sets``, ``profiles``), :mod:`.candidates` and :mod:`.llm`; :mod:`.machine` holds the machine
 info stored with the rows and the deadline. This module runs the parts and logs their cost.
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from autoprofiler_env.dataset.record.candidates import (
@@ -47,7 +55,7 @@ from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
-from autoprofiler_env.profiler.runner import terminate_becomes_exit
+from autoprofiler_env.profiler.runner import MAX_OPS, terminate_becomes_exit
 
 __all__ = [
     "DEFAULT_PARTS",
@@ -65,6 +73,7 @@ __all__ = [
     "record_candidates",
     "record_llm",
     "record_ncu",
+    "problem_costs",
     "record_reference",
     "recording_cost",
 ]
@@ -119,38 +128,51 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
 
 def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                  deadline: float | None, device: str, warm_workers: int,
-                 llm: LLMPart | None, plan: dict | None = None, reuse: list[dict] = ()):
+                 llm: LLMPart | None, plan: dict | None = None, reuse: list[dict] = (),
+                 max_ops: int | None = MAX_OPS):
     """Records one part; logs its wall time to ``timings.jsonl`` even when it is stopped (an
-    exception, SIGTERM), so that the device time it took is not lost to the recording cost."""
+    exception, SIGTERM), so that the device time it took is not lost to the recording cost.
+    ``max_ops``: the operators of a problem's forward that the ncu parts profile."""
     catalogue = load_catalogue()
-    started = time.monotonic()
-    holds = None
-    try:
+    with _timed(out, part, device) as holds:
         if part == "reference":
-            holds = len(record_reference(problems, HarnessConfig(device=device),
-                                         out / "reference.jsonl", deadline))
+            holds.append(len(record_reference(problems, HarnessConfig(device=device),
+                                              out / "reference.jsonl", deadline)))
         elif part == "candidates":
-            holds = len(record_candidates(problems, out / "candidates.jsonl",
-                                          HarnessConfig(device=device),
-                                          warm_workers=warm_workers, deadline=deadline,
-                                          plan=plan, reuse=reuse))
+            holds.append(len(record_candidates(problems, out / "candidates.jsonl",
+                                               HarnessConfig(device=device),
+                                               warm_workers=warm_workers, deadline=deadline,
+                                               plan=plan, reuse=reuse)))
         elif part == "llm":
             shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
-            holds = len(record_llm(shown, llm.dataset, llm.optimizer, list(llm.section_sets),
-                                   out / "llm.jsonl", HarnessConfig(device=device),
-                                   llm.repeats, deadline))
+            holds.append(len(record_llm(shown, llm.dataset, llm.optimizer,
+                                        list(llm.section_sets), out / "llm.jsonl",
+                                        HarnessConfig(device=device), llm.repeats, deadline)))
         else:
             configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
                        {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
                        if part == "sets" else {s: [s] for s in ACTION_SECTIONS})
             root = out / ("sets" if part in ("full", "sets") else "profiles")
-            record_ncu(problems, configs, root, chunk, deadline)
-            holds = {name: len(covered(root / name)) for name in configs}
-        return holds
+            record_ncu(problems, configs, root, chunk, deadline, max_ops=max_ops)
+            holds.append({name: len(covered(root / name)) for name in configs})
+    return holds[0]
+
+
+@contextmanager
+def _timed(out: Path, part: str, device: str):
+    """Logs the wall time of the block to ``timings.jsonl`` as ``part``'s, even when it is
+    stopped (an exception, SIGTERM), so that the device time it took is not lost to the
+    recording cost. The block appends what the part holds now to the list it is given;
+    where it did not (it was stopped), the line is marked ``interrupted``."""
+    started = time.monotonic()
+    holds: list = []
+    try:
+        yield holds
     finally:
         row = {"part": part, "wall_s": time.monotonic() - started,
-               "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device, "holds": holds}
-        if holds is None:
+               "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device,
+               "holds": holds[0] if holds else None}
+        if not holds:
             row["interrupted"] = True  # what it finished is in its files
         with JsonlAppender(out / TIMINGS) as log:
             log.write(row)
@@ -175,3 +197,32 @@ def recording_cost(out: Path) -> dict:
             "candidates_judged_s": sum(r.get("wall_s") or 0.0
                                        for r in read_jsonl(out / "candidates.jsonl")),
             "candidates": len(read_jsonl(out / "candidates.jsonl"))}
+
+
+def problem_costs(out: Path) -> dict[str, dict]:
+    """Per problem, the device seconds the recording spent on it directly: its reference
+    timing (``reference_s``, where the row logged it), its ncu runs (``ncu_s``: each run's
+    seconds for it, setting up and profiling, re-runs included) and its candidates' judging
+    and timing (``candidates_s``, and how many: ``candidates``), and their sum (``total_s``).
+    Not in them: ncu's start-up, the compile warm-up and the plan, which serve a chunk."""
+    out = Path(out)
+    costs: dict[str, dict] = {}
+
+    def cost(uri: str) -> dict:
+        return costs.setdefault(uri, {"reference_s": 0.0, "ncu_s": 0.0, "candidates_s": 0.0,
+                                      "candidates": 0})
+    for row in read_jsonl(out / "reference.jsonl"):
+        cost(row["uri"])["reference_s"] += row.get("wall_s") or 0.0
+    for path in sorted(out.rglob("run.json")):
+        for r in json.loads(path.read_text())["status"]:
+            if r.get("event") == "problem":
+                cost(r["uri"])["ncu_s"] += (r.get("profiled_s") or 0.0) + (r.get("setup_s")
+                                                                          or 0.0)
+    for row in read_jsonl(out / "candidates.jsonl"):
+        c = cost(row["uri"])
+        c["candidates_s"] += row.get("wall_s") or 0.0
+        c["candidates"] += 1
+    for c in costs.values():
+        c["total_s"] = c["reference_s"] + c["ncu_s"] + c["candidates_s"]
+    return {uri: {k: round(v, 3) if isinstance(v, float) else v for k, v in c.items()}
+            for uri, c in costs.items()}

@@ -13,6 +13,7 @@ from tqdm import tqdm
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.runner import (
     MAX_KERNELS,
+    MAX_OPS,
     failed_problem,
     first_unprimed,
     run_ncu,
@@ -66,11 +67,14 @@ MIN_RUN_S = 30.0
 
 
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
-               deadline: float | None = None, problem_timeout_s: float = 300.0) -> int:
+               deadline: float | None = None, problem_timeout_s: float = 300.0,
+               max_ops: int | None = MAX_OPS) -> int:
     """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
     under ``root/<config>/`` is done with. A run the deadline stops keeps the problems it
     finished; the next call profiles the rest. A problem that timed out in a batched run is
-    profiled alone, on its first ``MAX_KERNELS`` kernels. Returns how many runs it made."""
+    profiled alone, on its first ``MAX_KERNELS`` kernels. ``max_ops``: the operators of each
+    problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
+    how many runs it made."""
     made = 0
     for name, sections in configs.items():
         done = covered(root / name)
@@ -85,7 +89,8 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
             if left is not None and left < MIN_RUN_S:
                 return made
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
-                          problem_timeout_s=problem_timeout_s, deadline_s=left)
+                          problem_timeout_s=problem_timeout_s, deadline_s=left,
+                          max_ops=max_ops)
             run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
             made += 1
     return made

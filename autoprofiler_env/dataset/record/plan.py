@@ -109,12 +109,13 @@ def balanced_order(groups: dict[str, tuple]) -> list[str]:
                                          u))
 
 
-def make_plan(dataset, optimizers) -> list[PlannedProblem]:
-    """The plan for every problem of ``dataset``, in recording order; each problem's candidates
-    cheapest first."""
+def make_plan(dataset, optimizers, order: list[str] | None = None) -> list[PlannedProblem]:
+    """The plan for every problem of ``dataset`` (or of ``order``, in that order), in
+    recording order (:func:`balanced_order` over splits and levels); each problem's
+    candidates cheapest first."""
     groups = {u: (dataset.record(u).split, dataset.record(u).level) for u in dataset.uris()}
     plan = []
-    for uri in balanced_order(groups):
+    for uri in (balanced_order(groups) if order is None else order):
         record = dataset.record(uri)
         if not record.transformations:
             raise DatasetError(f"{uri}: the dataset does not list the transformations that apply "
@@ -154,12 +155,13 @@ def load_plan(path: Path) -> list[PlannedProblem]:
 
 def main(argv: list[str] | None = None) -> int:
     from autoprofiler_env.dataset import Dataset
-    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+    from autoprofiler_env.dataset.names import DEFAULT_NAME
     from autoprofiler_env.optimizers.reference import ReferenceOptimizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default=str(DEFAULT_DATASET),
-                        help="the dataset whose evidence the optimizer reads")
+    parser.add_argument("--dataset", default=DEFAULT_NAME,
+                        help="the dataset whose evidence the optimizer reads: a shipped one's "
+                        "name (suite, kernelbench) or a file (default: suite)")
     parser.add_argument("--out", required=True, help="the plan file (JSON)")
     args = parser.parse_args(argv)
     dataset = Dataset.load(args.dataset)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tqdm import tqdm
@@ -15,15 +16,19 @@ from autoprofiler_env.problems import Problem
 
 def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
                      deadline: float | None = None) -> list[dict]:
-    """Times each problem's eager reference not yet in ``out``; returns all rows."""
+    """Times each problem's eager reference not yet in ``out``; returns all rows (each with
+    its wall time, ``wall_s``: preparing, checking and timing the reference)."""
     done = {row["uri"] for row in read_jsonl(out)}
     todo = [p for p in problems if p.uri not in done]
+    if not todo or _past(deadline):
+        return read_jsonl(out)
     info = machine_info(config.device)
     with Evaluator(config) as evaluator, JsonlAppender(out) as log:
         for problem in tqdm(todo, desc="reference timing", unit="problem"):
             if _past(deadline):
                 break
             row = {"uri": problem.uri, "level": problem.level, **info}
+            started = time.monotonic()
             try:
                 run = evaluator.reference(problem)
                 row.update(median_ms=run.timing.median_ms, p20_ms=run.timing.p20_ms,
@@ -33,5 +38,6 @@ def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
                            error=None)
             except ProblemError as e:
                 row.update(error=str(e))
+            row["wall_s"] = time.monotonic() - started  # the problem's device time
             log.write(row)
     return read_jsonl(out)

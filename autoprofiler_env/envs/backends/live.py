@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 
 from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model
@@ -19,15 +22,42 @@ class LiveBackend:
     """Runs the episode for real on a GPU: each collected section is an ncu run of the problem
     with that section alone (so its evidence and cost are what the replay records), then the
     reference optimizer writes the candidate from the merged profile and the harness judges and
-    times it. Nondeterministic: timings and sampled counters vary between runs."""
+    times it. Nondeterministic: timings and sampled counters vary between runs.
+
+    With a ``dataset`` (a shipped one's name or a file), its records name the problems: a URI
+    of the dataset, or all of its problems when ``problems`` is None, each with the record's
+    URI, level and split, so that live episodes compare with the replay's. A KernelBench
+    problem of the dataset is read from the checkout ``source``; a file given by its path
+    whose KernelBench level and name the dataset recorded keeps the record's URI too. Either
+    way the file is checked against the recorded sha256 (a
+    :class:`~autoprofiler_env.errors.SourceMismatchError` says which commit was recorded).
+    ``optimizer`` None: the dataset's own (:meth:`~autoprofiler_env.dataset.Dataset.default_optimizer`),
+    else :data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`."""
 
     def __init__(self, problems: list[str] | None = None, device: str = "cuda",
                  ncu: str | None = None, timeout_s: float = 600.0,
-                 optimizer: str = DEFAULT_OPTIMIZER, tolerance: str | float | None = None) -> None:
+                 optimizer: str | None = None, tolerance: str | float | None = None,
+                 dataset=None, source: str | Path | None = None) -> None:
         from autoprofiler_env.harness import Evaluator, HarnessConfig
         from autoprofiler_env.problems import load_problem, load_suite
 
-        loaded = [load_problem(u) for u in problems] if problems else load_suite()
+        self.dataset = None
+        if dataset is not None:
+            from autoprofiler_env.dataset import Dataset
+
+            self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.load(dataset)
+        elif source is not None:
+            raise ValueError("source names the KernelBench checkout a KernelBench dataset's "
+                             "problems are read from: give dataset= too (e.g. 'kernelbench'), "
+                             "or name the files in problems=")
+        if self.dataset is None:
+            loaded = [load_problem(u) for u in problems] if problems else load_suite()
+        else:
+            loaded = self._recorded(problems or self.dataset.uris(), source)
+        if optimizer is None:
+            optimizer = (self.dataset.default_optimizer() if self.dataset is not None
+                         else DEFAULT_OPTIMIZER)
+        self.optimizer_name = optimizer
         self._problems = {p.uri: p for p in loaded}
         # a user names a problem by a suite URI, a suite name or a file path; the episode
         # and every record name it by its URI
@@ -47,6 +77,44 @@ class LiveBackend:
         self.ncu = ncu
         self._profiles: dict[tuple[str, str], Profile] = {}
         self._eager: dict[str, float] = {}
+
+    def _recorded(self, refs: list[str], source: str | Path | None) -> list:
+        """The problems ``refs`` names, as the dataset recorded them (see the class)."""
+        from autoprofiler_env.errors import ProblemNotFoundError
+        from autoprofiler_env.problems import load_problem
+        from autoprofiler_env.problems.kernelbench import (
+            KernelBenchCheckout,
+            check_file,
+            identify,
+        )
+
+        records = self.dataset.content.problems
+        by_file = {r.provenance.key: r for r in records.values() if r.provenance is not None}
+        checkout = KernelBenchCheckout(source) if source is not None else None
+        loaded = []
+        for ref in map(str, refs):
+            record = records.get(ref)
+            if record is not None and record.provenance is not None:
+                if checkout is None:
+                    raise ProblemNotFoundError(
+                        ref, "is a KernelBench problem of the dataset: the live backend reads "
+                        "its file from a KernelBench checkout",
+                        f"give source='path/to/KernelBench' (commit "
+                        f"{record.provenance.commit or 'unknown'}), or the file's path")
+                problem = checkout.problem(record.provenance)  # its sha256 checked
+            else:
+                problem = load_problem(ref)
+                key = identify(problem.path)
+                if record is None and key in by_file:  # the user's copy of a recorded file
+                    record = by_file[key]
+                    check_file(problem.path, record.provenance)
+                elif record is None:
+                    record = records.get(problem.uri)
+            if record is not None:
+                problem = replace(problem, uri=record.uri, level=record.level,
+                                  split=record.split, tags=record.tags)
+            loaded.append(problem)
+        return loaded
 
     def problems(self, split: str | None) -> list[str]:
         return [u for u, p in self._problems.items() if split is None or p.split == split]

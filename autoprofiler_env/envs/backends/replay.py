@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from autoprofiler_env.dataset import Dataset
-from autoprofiler_env.dataset.replay import DEFAULT_DATASET, LLM_MISSING
+from autoprofiler_env.dataset.replay import LLM_MISSING
 from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
 from autoprofiler_env.errors import DatasetError, NotRecordedError
-from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
+from autoprofiler_env.optimizers import reference_optimizer
 from autoprofiler_env.optimizers.reference_v1 import CHOICES as V1_CHOICES
 from autoprofiler_env.profiler.catalogue import load_catalogue
 from autoprofiler_env.profiler.records import Profile
@@ -36,6 +36,11 @@ class ReplayBackend:
     with the environment's seeded generator, and ``llm_missing`` names what a set that was not
     recorded gets.
 
+    ``dataset``: a shipped dataset's name (``"suite"``, the default, or ``"kernelbench"``), a
+    file, or a loaded :class:`Dataset`; ``optimizer``: None replays the dataset's own
+    (:meth:`Dataset.default_optimizer`: ``"reference-v1"`` on the suite's, ``"reference"`` on
+    KernelBench's).
+
     A candidate whose outcome was not recorded raises :class:`NotRecordedError` (the replay
     never invents an outcome). A reference optimizer serves the problems for which its
     candidates were recorded (every candidate it can reach from any section set,
@@ -43,7 +48,7 @@ class ReplayBackend:
     """
 
     def __init__(self, dataset: str | Path | Dataset | None = None, device: str = "cuda",
-                 optimizer: str = DEFAULT_OPTIMIZER, llm_missing: str = "raise",
+                 optimizer: str | None = None, llm_missing: str = "raise",
                  tolerance: str | float | None = None) -> None:
         import warnings
 
@@ -51,8 +56,9 @@ class ReplayBackend:
 
         if tolerance is not None:
             resolve(tolerance)  # an unknown regime fails here, naming the known ones
-        self.dataset = (dataset if isinstance(dataset, Dataset)
-                        else Dataset.load(dataset or DEFAULT_DATASET))
+        self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.load(dataset)
+        if optimizer is None:
+            optimizer = self.dataset.default_optimizer()
         self.device, self.optimizer_name, self.llm_missing = device, optimizer, llm_missing
         self.tolerance = tolerance
         # the dataset keys an LLM's outcomes by its producer's name, "llm:<model>"
@@ -62,7 +68,8 @@ class ReplayBackend:
         uris = self.dataset.uris()
         if self.llm_model is None:
             self.optimizer = reference_optimizer(optimizer, device=device, tolerance=tolerance)
-            served = [u for u in uris if self.dataset.outcomes(u, optimizer)]
+            # an optimizer's empty outcomes: its plan was recorded and reaches no candidate
+            served = [u for u in uris if optimizer in self.dataset.record(u).outcomes]
             if not served:
                 recorded = ", ".join(self.dataset.optimizers()) or "none"
                 raise DatasetError(

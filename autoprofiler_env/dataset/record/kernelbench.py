@@ -1,0 +1,392 @@
+"""Recording a KernelBench checkout's levels 1-3, chunk by chunk, so that every stop leaves
+complete problems and the complete ones are a balanced sample.
+
+Two steps (docs/kernelbench.md):
+
+1. **Prepare** (CPU, once): :func:`prepare_manifest` reads the checkout, computes each
+   problem's static features in an isolated worker (its stratum: level and primary op tag),
+   deals the seeded stratified splits (:func:`~autoprofiler_env.dataset.splits.stratified_splits`)
+   and the recording order (:func:`~autoprofiler_env.dataset.splits.balanced_order`: every
+   prefix holds each level, op kind and split in proportion), and writes the recording's
+   manifest, ``kernelbench.json``: the commit, each problem's provenance (level, file name,
+   sha256), stratum and split, in recording order, and the files left out and why.
+
+       autoprofiler record --source KERNELBENCH_DIR --out REC --prepare [--commit SHA]
+
+2. **Record** (GPU, resumable): :func:`record_kernelbench` takes the manifest's problems in
+   order, ``chunk`` at a time, and for each chunk records, before the next chunk starts: the
+   eager reference timings, one ncu run of the full set, the plan (every candidate the
+   current reference optimizer can reach from any section set, computed on the device from
+   the chunk's recorded evidence: :mod:`.plan`, appended to ``plan.json``), and the planned
+   candidates, problem by problem in order. A time budget stops it between units of work (a
+   problem's timing, an ncu run, a candidate), so the problems complete at any stop are the
+   order's first ones, bar those that failed; the next call goes on where it stopped. Each
+   checkout file is checked against the manifest's sha256 first.
+
+       autoprofiler record --source KERNELBENCH_DIR --out REC [--commit SHA] [--chunk 8]
+                           [--time-budget 520] [--warm-workers 12]
+
+``autoprofiler dataset build --recording REC --source KERNELBENCH_DIR --complete`` ships the
+complete problems (:func:`~autoprofiler_env.dataset.build.build_kernelbench`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.dataset.record.machine import _past
+from autoprofiler_env.dataset.splits import PATTERN, balanced_order, stratified_splits
+from autoprofiler_env.errors import DatasetError, ProblemError, SourceMismatchError
+from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.problems import Problem
+from autoprofiler_env.problems.kernelbench import (
+    LEVELS,
+    KernelBenchCheckout,
+    KernelBenchProvenance,
+    check_file,
+)
+from autoprofiler_env.profiler.runner import MAX_OPS
+
+MANIFEST = "kernelbench.json"
+"""The manifest's file name in a recording folder."""
+MANIFEST_SCHEMA = "autoprofiler-kernelbench-recording/1"
+PLAN = "plan.json"
+KERNELBENCH_PARTS = ("reference", "full", "plan", "candidates")
+"""What each chunk records, in this order (``plan`` runs on the device's CPU)."""
+
+
+@dataclass(frozen=True)
+class ManifestProblem:
+    """One problem of the recording: its provenance, its stratum's op kind (the primary op
+    tag) and its split."""
+
+    provenance: KernelBenchProvenance
+    op: str
+    split: str
+
+    @property
+    def uri(self) -> str:
+        return self.provenance.uri
+
+    @property
+    def stratum(self) -> tuple[int, str]:
+        return self.provenance.level, self.op
+
+
+@dataclass(frozen=True)
+class RecordingManifest:
+    """What a KernelBench recording records: the checkout's commit, the levels, the split
+    seed, the problems in recording order, and the files left out (``"level3/x.py"`` -> why).
+    """
+
+    commit: str | None
+    levels: tuple[int, ...]
+    seed: int
+    problems: tuple[ManifestProblem, ...]
+    skipped: dict[str, str]
+
+    def to_dict(self) -> dict:
+        return {"schema": MANIFEST_SCHEMA, "commit": self.commit, "levels": list(self.levels),
+                "seed": self.seed, "split_pattern": list(PATTERN),
+                "problems": [{"level": m.provenance.level, "file": m.provenance.file,
+                              "sha256": m.provenance.sha256, "op": m.op, "split": m.split}
+                             for m in self.problems],
+                "skipped": self.skipped}
+
+    def save(self, path: Path) -> None:
+        """Writes atomically, as indented JSON (it is committed with the recording)."""
+        write_atomic(Path(path), (json.dumps(self.to_dict(), indent=1) + "\n").encode())
+
+    @classmethod
+    def load(cls, path: Path) -> RecordingManifest:
+        """Reads a manifest.
+
+        Raises:
+            DatasetError: missing, not JSON, of another schema, or without its fields.
+        """
+        path = Path(path)
+        try:
+            doc = json.loads(path.read_text())
+            if doc.get("schema") != MANIFEST_SCHEMA:
+                raise ValueError(f"schema {doc.get('schema')!r}, not {MANIFEST_SCHEMA!r}")
+            commit = doc["commit"]
+            problems = tuple(ManifestProblem(
+                KernelBenchProvenance(d["level"], d["file"], d["sha256"], commit),
+                d["op"], d["split"]) for d in doc["problems"])
+            manifest = cls(commit, tuple(doc["levels"]), int(doc["seed"]), problems,
+                           dict(doc["skipped"]))
+        except FileNotFoundError:
+            raise DatasetError(f"no KernelBench manifest at {path}: prepare the recording "
+                               "first (`autoprofiler record --source DIR --out "
+                               f"{path.parent} --prepare`)") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise DatasetError(f"{path} is not a KernelBench recording's manifest "
+                               f"({type(e).__name__}: {e}); prepare it again") from None
+        bad = next(((m, why) for m in problems if (why := m.provenance.invalid())), None)
+        if bad is not None:
+            raise DatasetError(f"{path}: {bad[0].uri}: {bad[1]}; prepare it again")
+        return manifest
+
+    def problems_from(self, checkout: KernelBenchCheckout) -> list[Problem]:
+        """The manifest's problems, in recording order, read from ``checkout`` (KernelBench
+        URIs, levels and splits), each file's sha256 checked against the recorded one.
+
+        Raises:
+            SourceMismatchError: a file differs (the message names the first and how many
+                differ) or is missing.
+        """
+        problems, wrong = [], []
+        for m in self.problems:
+            path = checkout.root / f"level{m.provenance.level}" / m.provenance.file
+            try:
+                check_file(path, m.provenance)
+            except (SourceMismatchError, OSError) as e:
+                wrong.append((m, e))
+                continue
+            problems.append(replace(checkout.problem(m.provenance, check=False),
+                                    split=m.split))
+        if wrong:
+            first, error = wrong[0]
+            detail = (error.cause if isinstance(error, ProblemError)
+                      else f"cannot be read ({error})")
+            raise SourceMismatchError(
+                checkout.root, f"{len(wrong)} of the recording's {len(self.problems)} files "
+                f"differ from the checkout's, the first level{first.provenance.level}/"
+                f"{first.provenance.file}, which {detail}",
+                f"give a checkout of KernelBench at commit {self.commit or 'the recorded one'}")
+        return problems
+
+    @property
+    def splits(self) -> dict[str, str]:
+        return {m.uri: m.split for m in self.problems}
+
+
+def prepare_manifest(checkout: KernelBenchCheckout, levels: tuple[int, ...] = LEVELS,
+                     seed: int = 0, timeout_s: float = 60.0,
+                     features=None) -> RecordingManifest:
+    """The manifest of a recording of ``checkout``'s ``levels``: each problem's stratum
+    (level, primary op tag), its seeded stratified split, and the recording order. A file
+    that is not a KernelBench-format problem, or whose features fail (its forward does not
+    run on the meta device, it imports a package this machine lacks, it outlasts
+    ``timeout_s``), is left out, with the reason in ``skipped``. ``features``: a function
+    from a problem to its static features (default: an isolated worker per file,
+    :class:`~autoprofiler_env.problems.isolated.IsolatedFeatures`)."""
+    from contextlib import nullcontext
+
+    from autoprofiler_env.problems.isolated import IsolatedFeatures
+
+    problems, broken = checkout.problems(levels)
+    skipped = {_rel(checkout, e.path): e.cause for e in broken}
+    ops: dict[str, str] = {}
+    by_uri = {p.uri: p for p in problems}
+    with (IsolatedFeatures(timeout_s=timeout_s) if features is None
+          else nullcontext()) as isolated:
+        compute = features or isolated.static_features
+        for problem in tqdm(problems, desc="static features", unit="problem"):
+            try:
+                tags = compute(problem).tags
+            except ProblemError as e:
+                skipped[_rel(checkout, problem.path)] = e.cause
+                continue
+            if not tags:
+                skipped[_rel(checkout, problem.path)] = "its forward dispatches no operator"
+                continue
+            ops[problem.uri] = tags[0]
+    strata = {uri: (by_uri[uri].level, op) for uri, op in ops.items()}
+    splits = stratified_splits(strata, seed)
+    order = balanced_order({uri: (*strata[uri], splits[uri]) for uri in strata}, seed)
+    return RecordingManifest(
+        checkout.commit, tuple(levels), seed,
+        tuple(ManifestProblem(checkout.provenance(by_uri[uri]), ops[uri], splits[uri])
+              for uri in order),
+        dict(sorted(skipped.items())))
+
+
+def _rel(checkout: KernelBenchCheckout, path) -> str:
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(checkout.root))
+    except ValueError:
+        return path.name
+
+
+def suite_cost_model():
+    """(the cost model of the suite dataset, its sha256): the fractions of ncu's full set that
+    each section alone costs, fitted on the suite's H200 runs (same GPU, same ncu), which a
+    recording of the full set alone borrows (:meth:`~autoprofiler_env.dataset.costs.CostModel.filled`)."""
+    from autoprofiler_env.dataset.costs import CostModel
+    from autoprofiler_env.dataset.format import DatasetFile
+    from autoprofiler_env.dataset.names import resolve_dataset
+
+    suite = DatasetFile.load(resolve_dataset("suite"))
+    return CostModel.from_dict(suite.metadata["cost_model"]), suite.metadata["sha256"]
+
+
+# -- the state of a recording ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _State:
+    """What a KernelBench recording folder holds, per problem."""
+
+    reference: dict[str, dict]     # uri -> its reference row
+    full: set[str]                 # the problems the full set's runs are done with
+    planned: dict[str, list[str]]  # uri -> its planned candidates
+    unplanned: dict[str, str]      # uri -> why it has no plan (no evidence)
+    recorded: set[tuple[str, str]]  # (uri, candidate) in candidates.jsonl
+
+    def needs(self, uri: str) -> str | None:
+        """The first part the problem still needs, or None when it is complete (or failed
+        for good: its reference or ncu errored)."""
+        row = self.reference.get(uri)
+        if row is None:
+            return "reference"
+        if row.get("error") is not None:
+            return None
+        if uri not in self.full:
+            return "full"
+        if uri in self.unplanned:
+            return None
+        if uri not in self.planned:
+            return "plan"
+        if any((uri, c) not in self.recorded for c in self.planned[uri]):
+            return "candidates"
+        return None
+
+
+def _state(out: Path) -> _State:
+    from autoprofiler_env.dataset.record.ncu import covered
+
+    plan = _read_plan(out / PLAN)
+    return _State(reference={r["uri"]: r for r in read_jsonl(out / "reference.jsonl")},
+                  full=covered(out / "sets" / "full"),
+                  planned={p["uri"]: [c["name"] for c in p["candidates"]]
+                           for p in plan["problems"]},
+                  unplanned=dict(plan.get("left_out", {})),
+                  recorded={(r["uri"], r["transformation"])
+                            for r in read_jsonl(out / "candidates.jsonl")})
+
+
+def _read_plan(path: Path) -> dict:
+    if not path.is_file():
+        from autoprofiler_env.dataset.record.plan import planning_optimizers
+
+        return {"optimizer": planning_optimizers()[0].name,
+                "tolerances": ["kernelbench-v0.1", "kernelbench"],
+                "made": "chunk by chunk, on the device, from each chunk's recorded evidence",
+                "problems": [], "left_out": {}}
+    try:
+        return json.loads(path.read_text())
+    except ValueError as e:
+        raise DatasetError(f"{path} is not a recording plan ({e}); remove it to plan the "
+                           "recorded problems again") from None
+
+
+def recording_status(out: Path, manifest: RecordingManifest) -> dict:
+    """How far the recording is: per part, how many of the manifest's problems still need
+    it, and how many are complete (every part recorded) or failed (their reference timing
+    or ncu run errored, or their evidence was unusable)."""
+    state = _state(Path(out))
+    needs = [state.needs(m.uri) for m in manifest.problems]
+    failed = sum(1 for m in manifest.problems if state.needs(m.uri) is None and (
+        (state.reference[m.uri].get("error") is not None) or m.uri in state.unplanned))
+    return {"problems": len(needs), "complete": needs.count(None) - failed, "failed": failed,
+            "needs": {part: needs.count(part) for part in KERNELBENCH_PARTS}}
+
+
+# -- recording ------------------------------------------------------------------------------
+
+def plan_chunk(out: Path, problems: list[Problem], cost_model=None) -> dict[str, list[str]]:
+    """Plans the candidates of ``problems`` (those with a reference timing and the full set's
+    evidence): a dataset is built of their recorded runs, then every candidate the reference
+    optimizer reaches from any section set is listed, cheapest first (:mod:`.plan`). The
+    plans are appended to ``out/plan.json`` in the order given; a problem without usable
+    evidence goes to its ``left_out``. Returns the new plans (URI -> candidate names)."""
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.dataset.record.plan import make_plan, planning_optimizers
+    from autoprofiler_env.dataset.replay import Dataset
+
+    out = Path(out)
+    if not problems:
+        return {}
+    uris = {p.uri for p in problems}
+    runs = [path.parent for path in sorted((out / "sets" / "full").rglob("run.json"))
+            if uris & {p["uri"] for p in json.loads(path.read_text())["problems"]}]
+    reference = [r for r in read_jsonl(out / "reference.jsonl") if r["uri"] in uris]
+    if cost_model is None:
+        cost_model, _ = suite_cost_model()
+    content = build(runs, reference, [], problems={p.uri: p for p in problems},
+                    cost_model=cost_model)
+    made = make_plan(Dataset(content), planning_optimizers(),
+                     order=[p.uri for p in problems if p.uri in content.problems])
+    doc = _read_plan(out / PLAN)
+    doc["problems"] += [{"uri": p.uri, "split": p.split,
+                         "candidates": [{"name": c.name, "sections": list(c.sections),
+                                         "cost_share": c.cost_share} for c in p.candidates]}
+                        for p in made]
+    for uri, why in content.metadata["left_out"].items():
+        doc["left_out"][uri] = why
+    write_atomic(out / PLAN, (json.dumps(doc, indent=1) + "\n").encode())
+    return {p.uri: [c.name for c in p.candidates] for p in made}
+
+
+def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
+                       time_budget_s: float | None = None, device: str = "cuda",
+                       warm_workers: int = 6, max_ops: int | None = MAX_OPS,
+                       reuse: tuple[Path, ...] = ()) -> dict:
+    """Records the manifest's problems (``out/kernelbench.json``) chunk by chunk, resuming
+    what ``out`` holds: each chunk's reference timings, its ncu run of the full set (one
+    invocation for the chunk), its plan and its planned candidates, before the next chunk.
+    Each part's wall time goes to ``timings.jsonl`` (one line per part per chunk), a stopped
+    one's too. Returns how far the recording is (:func:`recording_status`) and whether the
+    time budget stopped it.
+
+    Raises:
+        DatasetError: no manifest (prepare it first).
+        SourceMismatchError: a checkout file is not the one the manifest recorded.
+    """
+    from autoprofiler_env.dataset.record import _record_part, _timed
+    from autoprofiler_env.profiler.runner import terminate_becomes_exit
+
+    out = Path(out)
+    manifest = RecordingManifest.load(out / MANIFEST)
+    problems = manifest.problems_from(checkout)
+    deadline = time.monotonic() + time_budget_s if time_budget_s else None
+    reused = [row for path in reuse for row in read_jsonl(Path(path))]
+    cost_model = None
+    with terminate_becomes_exit():
+        for start in tqdm(range(0, len(problems), chunk), desc="kernelbench chunks",
+                          unit="chunk"):
+            members = problems[start:start + chunk]
+            state = _state(out)
+            if all(state.needs(p.uri) is None for p in members):
+                continue
+            if _past(deadline):
+                break
+            common = dict(chunk=len(members), deadline=deadline, device=device,
+                          warm_workers=warm_workers, llm=None, max_ops=max_ops)
+            todo = [p for p in members if state.needs(p.uri) == "reference"]
+            if todo:
+                _record_part("reference", out, todo, **common)
+            state = _state(out)
+            todo = [p for p in members if state.needs(p.uri) == "full"]
+            if todo and not _past(deadline):
+                _record_part("full", out, todo, **common)
+            state = _state(out)
+            todo = [p for p in members if state.needs(p.uri) == "plan"]
+            if todo and not _past(deadline):
+                if cost_model is None:
+                    cost_model, _ = suite_cost_model()
+                with _timed(out, "plan", device) as holds:
+                    holds.append(len(plan_chunk(out, todo, cost_model)))
+            state = _state(out)
+            todo = [p for p in members if state.needs(p.uri) == "candidates"]
+            if todo and not _past(deadline):
+                _record_part("candidates", out, todo, **common,
+                             plan={p.uri: state.planned[p.uri] for p in todo}, reuse=reused)
+    return {**recording_status(out, manifest), "stopped_by_time_budget": _past(deadline)}

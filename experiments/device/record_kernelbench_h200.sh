@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# On a GPU machine, inside one time-limited command: go on with the recording of a KernelBench
+# checkout's levels 1-3 (chunk by chunk: each chunk's reference timings, ncu's full set, the
+# plan and the planned candidates before the next), then pack the recording for the trip back.
+#   OUT=results KERNELBENCH=.kernelbench/KernelBench KERNELBENCH_COMMIT=SHA \
+#     RECORDING=docs/data/recording_kernelbench_h200 BUDGET=520 [CHUNK=8] [WARM=12] \
+#     [MAX_OPS=64] bash experiments/device/record_kernelbench_h200.sh
+# KERNELBENCH: a KernelBench checkout (the folder holding level1/, or its parent), carried to
+# the device in an ignored folder (carry it by name); never copied into the repository.
+# KERNELBENCH_COMMIT: its commit, where the carried copy has no .git (the manifest's commit
+# is checked against nothing else: each file's sha256 is).
+# RECORDING: the recording folder, prepared on a CPU first (its kernelbench.json:
+#   autoprofiler record --source "$KERNELBENCH" --commit SHA --out "$RECORDING" --prepare).
+# BUDGET: seconds after which nothing new starts (ncu stopped, finished work kept); the
+# command is killed 40 s later so that the packing below always runs.
+# Needs the wheels of docs/dataset.md "Recording" in .whl/ (gymnasium; einops for level 3).
+# Out: $OUT/record.log, $OUT/machine.txt and the recording as $OUT/recording.tgz.0, .1, ...
+# (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most); here:
+#   cat recording.tgz.* | tar xzf -
+# Resumable: run it again (with the recording brought back and committed) to continue.
+set -u -o pipefail
+FINAL=${OUT:-results}
+RECORDING=${RECORDING:-docs/data/recording_kernelbench_h200}
+BUDGET=${BUDGET:-520}
+if [ -z "${KERNELBENCH:-}" ]; then
+  echo "record_kernelbench_h200.sh: error: set KERNELBENCH to a KernelBench checkout (the folder holding level1/, or its parent)" >&2
+  exit 2
+fi
+if [ ! -f "$RECORDING/kernelbench.json" ]; then
+  echo "record_kernelbench_h200.sh: error: $RECORDING has no kernelbench.json: prepare it on a CPU first (autoprofiler record --source \"\$KERNELBENCH\" --commit SHA --out $RECORDING --prepare) and carry it" >&2
+  exit 2
+fi
+mkdir -p "$FINAL"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+fi
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  ${NCU:-ncu} --version | tail -1
+  echo "KernelBench commit ${KERNELBENCH_COMMIT:-(from its own git checkout, if any)}"
+} > "$FINAL/machine.txt" 2>&1
+cat "$FINAL/machine.txt"
+timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
+  ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
+  --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-12}" \
+  ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' \
+  | grep -v -E '^\s*$|it/s\]$|s/it\]$' | sed "s#$PWD#.#g" | tail -40 | tee "$FINAL/record.log"
+tar czf - --exclude=_work "$RECORDING" | split -b 15m -d -a 1 - "$FINAL/recording.tgz."
+pieces=$(ls "$FINAL"/recording.tgz.* | wc -l)
+if [ "$pieces" -gt 6 ]; then
+  echo "record_kernelbench_h200.sh: warning: the recording packs into $pieces pieces, more than the 6 that come back: pack only what changed" | tee -a "$FINAL/record.log" >&2
+fi
+ls -la "$FINAL"

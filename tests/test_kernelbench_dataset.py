@@ -1,0 +1,633 @@
+"""Datasets by name, KernelBench provenance, stratified splits, the recording order, and a
+KernelBench recording built into a dataset (issue 18). The KernelBench checkout here is a
+fake: the project's own suite files laid out as KernelBench lays out its levels, with the
+H200 runs of the profiler study renamed to their KernelBench URIs."""
+
+import gzip
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.dataset import SCHEMA, Dataset, DatasetFile
+from autoprofiler_env.dataset.names import SHIPPED, resolve_dataset
+from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+from autoprofiler_env.dataset.splits import PROPORTIONS, balanced_order, stratified_splits
+from autoprofiler_env.errors import (
+    DatasetError,
+    DatasetNotShippedError,
+    ProblemNotFoundError,
+    SourceMismatchError,
+    UnknownDatasetError,
+)
+from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.problems.kernelbench import (
+    KernelBenchCheckout,
+    KernelBenchProvenance,
+    file_sha256,
+    identify,
+)
+from autoprofiler_env.profiler import NcuRun
+
+ROOT = Path(__file__).parents[1]
+DATA = ROOT / "docs" / "data"
+STUDY = DATA / "profile_study_h200"
+SUITE = ROOT / "autoprofiler_env" / "problems" / "suite"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+# KernelBench-format files of the fake checkout: the suite's, under KernelBench's names
+LAYOUT = {
+    "level1/1_Square_matmul.py": "level1/matmul_4096x4096x4096.py",
+    "level1/2_Softmax.py": "level1/softmax_16384x4096.py",
+    "level1/3_ReLU.py": "level1/relu_16384x16384.py",
+    "level1/4_LayerNorm.py": "level1/layer_norm_16384x4096.py",
+    "level2/1_Gemm_GELU_LayerNorm.py": "level2/linear_gelu_layernorm_4096x4096.py",
+    "level2/2_Conv2d_BatchNorm_ReLU.py": "level2/conv2d_batchnorm_relu_32x64x112x112.py",
+    "level3/1_TinyMLP.py": "level3/mlp_tiny_8layer_64x256.py",
+}
+SUITE_URI = {kb: "problem://autoprofiler/v1/" + suite[:-3] for kb, suite in LAYOUT.items()}
+KB_URI = {kb: "problem://kernelbench/" + kb[:-3] for kb in LAYOUT}
+
+
+def _in_process_features(problem):
+    from autoprofiler_env.features import static_features
+
+    return static_features(problem)
+
+
+def _checkout(root: Path) -> Path:
+    for kb, suite in LAYOUT.items():
+        (root / "KernelBench" / kb).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SUITE / suite, root / "KernelBench" / kb)
+    (root / "KernelBench" / "level1" / "5_Broken.py").write_text("x = 1\n")  # no Model
+    (root / "KernelBench" / "level4").mkdir()  # not recorded
+    return root
+
+
+def _renamed_run(run: NcuRun, only=None) -> NcuRun:
+    """The run with the fake checkout's problems (``only``: those of them) under their
+    KernelBench URIs: what ncu would have saved for them."""
+    by_suite = {v: KB_URI[k] for k, v in SUITE_URI.items()
+                if only is None or KB_URI[k] in only}
+
+    def renamed(row):
+        return {**row, "uri": by_suite.get(row["uri"], row["uri"])} if "uri" in row else row
+    primer = [] if any(r.get("event") == "primer" for r in run.status) else [
+        {"event": "primer", "s": 4.0}]  # as the recorder's runs have it: every cost primed
+    return replace(run, problems=[renamed(p) for p in run.problems],
+                   status=primer + [renamed(r) for r in run.status])
+
+
+def _recorded_reference(out: Path, uris) -> None:
+    by_suite = {v: KB_URI[k] for k, v in SUITE_URI.items()}
+    rows = [{**r, "uri": by_suite[r["uri"]], "wall_s": 2.5}
+            for r in read_jsonl(DATA / "recording_h200" / "reference.jsonl")
+            if r["uri"] in by_suite and by_suite[r["uri"]] in uris]
+    with (out / "reference.jsonl").open("a") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def _recorded_full(out: Path, name: str = "000-study", only=None) -> None:
+    _renamed_run(NcuRun.load(STUDY / "set-full"), only).save(out / "sets" / "full" / name)
+
+
+def _outcome(uri: str, name: str) -> dict:
+    return {"uri": uri, "transformation": name, "correct": True, "error_kind": None,
+            "candidate_ms": 0.5, "candidate_p20_ms": 0.49, "candidate_p80_ms": 0.51,
+            "speedup": 1.25, "max_abs_error": 1e-5, "judge": 3, "wall_s": 11.0,
+            "tolerance_needed": {"float32": 1e-5}}
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """A fake checkout and its prepared recording, with reference timings, the full set's run
+    and the plan of every problem, but no candidates."""
+    from autoprofiler_env.dataset.record.kernelbench import (
+        MANIFEST,
+        plan_chunk,
+        prepare_manifest,
+    )
+
+    root = _checkout(tmp_path_factory.mktemp("checkout"))
+    checkout = KernelBenchCheckout(root, commit=COMMIT)
+    manifest = prepare_manifest(checkout, seed=0, features=_in_process_features)
+    out = tmp_path_factory.mktemp("recording")
+    manifest.save(out / MANIFEST)
+    problems = manifest.problems_from(checkout)
+    _recorded_reference(out, {p.uri for p in problems})
+    _recorded_full(out)
+    plans = plan_chunk(out, problems)
+    return root, out, manifest, plans
+
+
+def _with_candidates(out: Path, plans: dict, leave_out: set = frozenset()) -> None:
+    with (out / "candidates.jsonl").open("w") as f:
+        for uri, names in plans.items():
+            for name in names:
+                if uri not in leave_out:
+                    f.write(json.dumps(_outcome(uri, name)) + "\n")
+
+
+# -- names ----------------------------------------------------------------------------------
+
+def test_a_shipped_name_a_path_and_none_resolve_to_files():
+    assert resolve_dataset("suite") == DEFAULT_DATASET == SHIPPED["suite"].path
+    assert resolve_dataset(None) == DEFAULT_DATASET
+    assert resolve_dataset("runs/x.json.gz") == Path("runs/x.json.gz")  # loading says if not
+    assert resolve_dataset(DEFAULT_DATASET) == DEFAULT_DATASET
+    assert Dataset.load("suite").metadata["sha256"] == Dataset.load(DEFAULT_DATASET).metadata[
+        "sha256"]
+
+
+def test_an_unknown_name_is_a_typed_error_listing_the_shipped_ones():
+    with pytest.raises(UnknownDatasetError, match="no dataset named 'suit': the shipped ones "
+                       "are suite, kernelbench"):
+        resolve_dataset("suit")
+    with pytest.raises(DatasetError, match="no dataset file at"):  # path-like: a missing file
+        Dataset.load("missing/dataset.json.gz")
+
+
+def test_a_name_not_shipped_yet_says_how_to_record_and_build_it(tmp_path, monkeypatch, capsys):
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+    import autoprofiler_env.dataset.names as names
+    from experiments.cli import main
+
+    monkeypatch.setattr(names, "DATA_DIR", tmp_path)  # an install without the file
+    with pytest.raises(DatasetNotShippedError) as e:
+        resolve_dataset("kernelbench")
+    message = str(e.value)
+    assert "not shipped in this install yet (no h200-kernelbench.json.gz)" in message
+    assert "autoprofiler record --source" in message and "dataset build" in message
+    assert "docs/kernelbench.md" in message and "\n" not in message
+    with pytest.raises(DatasetNotShippedError):
+        gym.make("AutoProfiler-v0", dataset="kernelbench")
+    assert main(["dataset", "info", "--dataset", "kernelbench"]) == 2
+    assert "h200-kernelbench.json.gz" in capsys.readouterr().err
+
+
+def test_commands_take_a_name_and_refuse_an_unknown_one_in_one_line():
+    cli = [sys.executable, "-m", "experiments.cli"]
+    info = subprocess.run(cli + ["dataset", "info", "--dataset", "suite"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert info.returncode == 0 and json.loads(info.stdout)["problems"] == 96
+    bad = subprocess.run(cli + ["benchmark", "--dataset", "suit", "--budgets", "0.25"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "no dataset named 'suit'" in bad.stderr
+
+
+# -- provenance in the format ---------------------------------------------------------------
+
+def _reseal(path: Path, body: dict, schema: str) -> None:
+    document = json.dumps(body, separators=(",", ":")).encode()
+    header = json.dumps({"schema": schema, "sha256": hashlib.sha256(document).hexdigest()})
+    path.write_bytes(gzip.compress(header.encode() + b"\n" + document))
+
+
+def _body(path: Path) -> dict:
+    return json.loads(gzip.decompress(path.read_bytes()).partition(b"\n")[2])
+
+
+def test_provenance_round_trips_and_an_older_schema_loads_without_it(study_dataset, tmp_path):
+    content = DatasetFile.load(study_dataset)
+    uri = next(iter(content.problems))
+    provenance = KernelBenchProvenance(1, "19_ReLU.py", "ab" * 32, COMMIT)
+    record = replace(content.problems[uri], provenance=provenance)
+    marked = replace(content, problems={**content.problems, uri: record})
+    marked.save(tmp_path / "v4.json.gz")
+    loaded = DatasetFile.load(tmp_path / "v4.json.gz")
+    assert loaded.problems[uri].provenance == provenance and loaded.problems == marked.problems
+    assert json.loads(gzip.decompress((tmp_path / "v4.json.gz").read_bytes()).split(b"\n")[0])[
+        "schema"] == SCHEMA == "autoprofiler-dataset/4"
+    # schema 3 had no provenance: it loads, every record without one
+    body = _body(tmp_path / "v4.json.gz")
+    for r in body["problems"]:
+        del r["provenance"]
+    _reseal(tmp_path / "v3.json.gz", body, "autoprofiler-dataset/3")
+    old = DatasetFile.load(tmp_path / "v3.json.gz")
+    assert all(r.provenance is None for r in old.problems.values())
+    assert {u: replace(r, provenance=None) for u, r in marked.problems.items()} == old.problems
+    # a malformed provenance is refused, naming the problem and the field
+    body = _body(tmp_path / "v4.json.gz")
+    bad = next(r for r in body["problems"] if r["uri"] == uri)
+    bad["provenance"]["sha256"] = "not-a-hash"
+    _reseal(tmp_path / "bad.json.gz", body, SCHEMA)
+    with pytest.raises(DatasetError, match=f"{uri}: provenance.sha256 is 'not-a-hash', not 64 "
+                       "hexadecimal digits"):
+        DatasetFile.load(tmp_path / "bad.json.gz")
+
+
+def test_a_checkout_names_problems_by_level_and_file_and_checks_their_bytes(tmp_path):
+    root = _checkout(tmp_path)
+    checkout = KernelBenchCheckout(root, commit=COMMIT[:7])  # the repository's root is found
+    assert checkout.root == (root / "KernelBench").resolve() and checkout.commit == COMMIT[:7]
+    problems, broken = checkout.problems()
+    assert [p.uri for p in problems] == [KB_URI[k] for k in LAYOUT]  # level, then number
+    assert [Path(e.path).name for e in broken] == ["5_Broken.py"]
+    relu = next(p for p in problems if p.name == "3_ReLU")
+    provenance = checkout.provenance(relu)
+    assert provenance == KernelBenchProvenance(1, "3_ReLU.py", file_sha256(relu.path),
+                                               COMMIT[:7])
+    assert provenance.uri == relu.uri and identify(relu.path) == (1, "3_ReLU.py")
+    assert checkout.problem(provenance).path == relu.path
+    relu.path.write_text(relu.path.read_text() + "\n# edited\n")
+    with pytest.raises(SourceMismatchError, match="is not the file recorded as KernelBench "
+                       "level 1 3_ReLU.py: its sha256 is .*, the recorded one .* \\(KernelBench "
+                       f"commit {COMMIT[:7]}\\)"):
+        checkout.problem(provenance)
+    with pytest.raises(ProblemNotFoundError, match="not a KernelBench checkout"):
+        KernelBenchCheckout(tmp_path / "KernelBench" / "level1")
+
+
+def test_the_commit_is_gits_only_where_git_tracks_the_files(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("no git on this machine")
+    own = _checkout(tmp_path / "own")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(own)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "x"], check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert KernelBenchCheckout(own).commit == head
+    with pytest.raises(SourceMismatchError, match="not of the commit given"):
+        KernelBenchCheckout(own, commit="fedcba9")
+    # a copy inside another project's ignored folder: that project's commit is not KernelBench's
+    project = tmp_path / "project"
+    project.mkdir()
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(project)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (project / ".gitignore").write_text("/KernelBench/\n")
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "x"], check=True)
+    shutil.copytree(own / "KernelBench", project / "KernelBench")
+    assert KernelBenchCheckout(project / "KernelBench").commit is None
+
+
+# -- splits and the recording order ---------------------------------------------------------
+
+STRATA = {(1, "conv"): 36, (1, "pointwise"): 21, (1, "matmul"): 16, (1, "reduction"): 8,
+          (1, "loss"): 1, (1, "scan"): 5, (1, "softmax"): 2, (2, "conv"): 63,
+          (2, "matmul"): 37, (3, "conv"): 25, (3, "matmul"): 17, (3, "rnn"): 8}
+"""Strata of the size and skew of KernelBench's levels 1-3 (a few of one, some of dozens)."""
+
+
+def _strata() -> dict[str, tuple]:
+    return {f"problem://x/level{lv}/{op}_{i}": (lv, op) for (lv, op), n in STRATA.items()
+            for i in range(n)}
+
+
+def test_splits_are_seeded_stratified_and_cover_every_problem_once():
+    strata = _strata()
+    splits = stratified_splits(strata, seed=0)
+    assert splits == stratified_splits(dict(reversed(list(strata.items()))), seed=0)
+    assert splits != stratified_splits(strata, seed=1)
+    assert set(splits) == set(strata) and set(splits.values()) == {"train", "val", "test"}
+    n = len(strata)
+    for split, share in PROPORTIONS.items():  # 60 / 20 / 20, to one problem
+        assert abs(Counter(splits.values())[split] - share * n) <= 1
+    for stratum, size in STRATA.items():  # every stratum's share of each split, to one
+        counts = Counter(splits[k] for k in strata if strata[k] == stratum)
+        for split, share in PROPORTIONS.items():
+            assert abs(counts[split] - share * size) < 1, (stratum, split, counts)
+        if size >= 5:
+            assert set(counts) == {"train", "val", "test"}
+    with pytest.raises(ValueError, match="the pattern must deal"):
+        stratified_splits(strata, pattern=("train", "dev"))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_every_prefix_of_the_recording_order_is_balanced(seed):
+    strata = _strata()
+    splits = stratified_splits(strata, seed=seed)
+    groups = {k: (*strata[k], splits[k]) for k in strata}
+    order = balanced_order(groups, seed=seed)
+    assert sorted(order) == sorted(groups) and order == balanced_order(groups, seed=seed)
+    assert order != balanced_order(groups, seed=seed + 1)
+    cells = {"level": lambda g: g[0], "stratum": lambda g: g[:2], "split": lambda g: g[2],
+             "level and split": lambda g: (g[0], g[2])}
+    n = len(order)
+    for name, cell in cells.items():
+        whole = Counter(cell(g) for g in groups.values())
+        seen: Counter = Counter()
+        for k, key in enumerate(order, 1):
+            seen[cell(groups[key])] += 1
+            worst = max(abs(seen[c] - k * m / n) for c, m in whole.items())
+            assert worst <= 2, (name, k, worst)  # within two problems of its share, always
+    # the strata of one: placed, not starved to the end
+    assert order.index(next(k for k in strata if strata[k] == (1, "loss"))) < n - 10
+
+
+def test_the_manifest_records_strata_splits_order_and_the_files_left_out(prepared, tmp_path):
+    from autoprofiler_env.dataset.record.kernelbench import RecordingManifest
+
+    root, out, manifest, _ = prepared
+    assert manifest.commit == COMMIT and manifest.levels == (1, 2, 3)
+    assert {m.uri for m in manifest.problems} == set(KB_URI.values())
+    assert list(manifest.skipped) == ["level1/5_Broken.py"]
+    assert "does not define Model" in manifest.skipped["level1/5_Broken.py"]
+    by_uri = {m.uri: m for m in manifest.problems}
+    assert by_uri[KB_URI["level1/1_Square_matmul.py"]].op == "matmul"
+    assert by_uri[KB_URI["level1/1_Square_matmul.py"]].provenance.sha256 == file_sha256(
+        root / "KernelBench" / "level1" / "1_Square_matmul.py")
+    strata = {m.uri: m.stratum for m in manifest.problems}
+    assert manifest.splits == stratified_splits(strata, seed=0)
+    assert [m.uri for m in manifest.problems] == balanced_order(
+        {m.uri: (*m.stratum, m.split) for m in manifest.problems}, seed=0)
+    assert RecordingManifest.load(out / "kernelbench.json") == manifest
+    loaded = manifest.problems_from(KernelBenchCheckout(root))
+    assert [(p.uri, p.split) for p in loaded] == [(m.uri, m.split) for m in manifest.problems]
+    plan = json.loads((out / "plan.json").read_text())  # planned with the manifest's splits
+    assert {p["uri"]: p["split"] for p in plan["problems"]} == manifest.splits
+    (tmp_path / "bad.json").write_text('{"schema": "other"}')
+    with pytest.raises(DatasetError, match="not a KernelBench recording's manifest"):
+        RecordingManifest.load(tmp_path / "bad.json")
+    with pytest.raises(DatasetError, match="prepare the recording first"):
+        RecordingManifest.load(tmp_path / "kernelbench.json")
+
+
+# -- recording, chunk by chunk --------------------------------------------------------------
+
+def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefix(
+        prepared, tmp_path, monkeypatch):
+    """Fakes for the GPU parts (their rows from the H200 recording); the plan is the real one,
+    made on this CPU from the chunk's evidence. A stop after one problem's candidates leaves
+    the order's first problems complete; the next call finishes what is left."""
+    import autoprofiler_env.dataset.record as record
+    import autoprofiler_env.dataset.record.kernelbench as kb
+    from autoprofiler_env.dataset.record.kernelbench import record_kernelbench, recording_status
+
+    root, _, manifest, _ = prepared
+    out = tmp_path / "rec"
+    out.mkdir()
+    shutil.copy(prepared[1] / "kernelbench.json", out)
+    calls = []
+
+    def fake_reference(problems, config, path, deadline=None):
+        calls.append(("reference", [p.uri for p in problems]))
+        _recorded_reference(out, {p.uri for p in problems})
+        return read_jsonl(path)
+
+    def fake_ncu(problems, configs, root_, chunk, deadline=None, **kwargs):
+        calls.append(("full", [p.uri for p in problems]))
+        assert kwargs["max_ops"] == 24 and len(problems) <= chunk <= 4
+        _recorded_full(out, f"{len(calls):03d}", only={p.uri for p in problems})
+        return 1
+
+    stop = {"after": 1, "candidates": 0}
+
+    def fake_candidates(problems, path, config, warm_workers=6, deadline=None, plan=None,
+                        reuse=()):
+        calls.append(("candidates", [p.uri for p in problems]))
+        with path.open("a") as f:
+            for p in problems:
+                if stop["candidates"] >= stop["after"]:
+                    break
+                for name in plan[p.uri]:
+                    f.write(json.dumps(_outcome(p.uri, name)) + "\n")
+                stop["candidates"] += 1
+        return read_jsonl(path)
+
+    real_plan = kb.plan_chunk
+
+    def spy_plan(out_, problems, cost_model=None):
+        calls.append(("plan", [p.uri for p in problems]))
+        return real_plan(out_, problems, cost_model)
+
+    monkeypatch.setattr(record, "record_reference", fake_reference)
+    monkeypatch.setattr(record, "record_ncu", fake_ncu)
+    monkeypatch.setattr(record, "record_candidates", fake_candidates)
+    monkeypatch.setattr(kb, "plan_chunk", spy_plan)
+    monkeypatch.setattr(kb, "_past", lambda deadline: stop["candidates"] >= stop["after"])
+    checkout = KernelBenchCheckout(root, commit=COMMIT)
+    order = [m.uri for m in manifest.problems]
+    summary = record_kernelbench(out, checkout, chunk=4, time_budget_s=60, device="cpu",
+                                 max_ops=24)
+    first = order[:4]
+    assert [c[0] for c in calls] == ["reference", "full", "plan", "candidates"]
+    assert all(c[1] == first for c in calls)  # the first chunk, whole, in the order
+    assert summary["stopped_by_time_budget"] and summary["complete"] == 1
+    assert summary["needs"]["candidates"] == 3 and summary["needs"]["reference"] == 3
+    done = {r["uri"] for r in read_jsonl(out / "candidates.jsonl")}
+    assert done == {order[0]}  # the order's first problem, complete
+    stop["after"] = 99
+    calls.clear()
+    summary = record_kernelbench(out, checkout, chunk=4, device="cpu", max_ops=24)
+    assert [c[0] for c in calls] == ["candidates", "reference", "full", "plan", "candidates"]
+    assert calls[0][1] == first[1:] and calls[1][1] == order[4:]
+    assert summary == {**recording_status(out, manifest), "stopped_by_time_budget": False}
+    assert summary["complete"] == len(order) and not any(summary["needs"].values())
+    parts = [r["part"] for r in read_jsonl(out / "timings.jsonl")]
+    assert Counter(parts) == {"reference": 2, "full": 2, "plan": 2, "candidates": 3}
+    calls.clear()
+    assert record_kernelbench(out, checkout, chunk=4, device="cpu")["complete"] == len(order)
+    assert calls == []  # nothing left: nothing runs
+    (root / "KernelBench" / "level3" / "1_TinyMLP.py").write_text("# another file\n")
+    try:
+        with pytest.raises(SourceMismatchError, match="1 of the recording's 7 files differ "
+                           "from the checkout's, the first level3/1_TinyMLP.py"):
+            record_kernelbench(out, checkout, chunk=4, device="cpu")
+    finally:
+        shutil.copy(SUITE / LAYOUT["level3/1_TinyMLP.py"],
+                    root / "KernelBench" / "level3" / "1_TinyMLP.py")
+
+
+def test_the_cli_prepares_a_manifest_once_and_refuses_parts(tmp_path):
+    root = _checkout(tmp_path / "ck")
+    out = tmp_path / "rec"
+    cli = [sys.executable, "-m", "experiments.cli", "record", "--source", str(root), "--out",
+           str(out)]
+    run = subprocess.run(cli + ["--prepare", "--commit", COMMIT, "--levels", "1"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "4 problems in" in run.stdout and "1 skipped" in run.stdout
+    assert "skipped level1/5_Broken.py" in run.stderr
+    again = subprocess.run(cli + ["--prepare"], capture_output=True, text=True, cwd=ROOT,
+                           timeout=300)
+    assert again.returncode == 2 and "the recording is prepared" in again.stderr
+    parts = subprocess.run(cli + ["--parts", "full"], capture_output=True, text=True,
+                           cwd=ROOT, timeout=300)
+    assert parts.returncode == 2 and "give no --parts" in parts.stderr
+
+
+# -- building -------------------------------------------------------------------------------
+
+def test_a_kernelbench_recording_builds_its_complete_problems_with_provenance(prepared,
+                                                                              tmp_path):
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+    from autoprofiler_env.dataset.build import build_from_recording
+
+    shared, recorded, manifest, plans = prepared
+    root = tmp_path / "checkout"  # a copy: it is removed below
+    shutil.copytree(shared, root)
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    assert set(plans) == set(KB_URI.values()) and all(plans.values())
+    incomplete = KB_URI["level2/1_Gemm_GELU_LayerNorm.py"]
+    _with_candidates(out, plans, leave_out={incomplete})
+    with pytest.raises(DatasetError, match="give that checkout \\(--source DIR\\)"):
+        build_from_recording(out)
+    content = build_from_recording(out, source=root, complete=True)
+    assert set(content.problems) == set(KB_URI.values()) - {incomplete}
+    assert content.metadata["left_out"] == {
+        incomplete: "not every planned candidate's outcome of reference"}
+    by_uri = {m.uri: m for m in manifest.problems}
+    for uri, record in content.problems.items():
+        assert record.provenance == by_uri[uri].provenance
+        assert record.provenance.commit == COMMIT
+        assert record.split == by_uri[uri].split and record.tags[0] == by_uri[uri].op
+        assert set(record.outcomes) == {"reference"}
+        assert set(record.outcomes["reference"]) == set(plans[uri])
+    assert list(content.problems)[0] == KB_URI["level1/1_Square_matmul.py"]  # KernelBench's order
+    meta = content.metadata
+    assert meta["default_optimizer"] == "reference" and meta["kernelbench"]["commit"] == COMMIT
+    assert meta["kernelbench"]["skipped"] == manifest.skipped
+    costs = meta["recording_cost"]["problems"]
+    assert set(costs) == set(content.problems)
+    relu = KB_URI["level1/3_ReLU.py"]
+    assert costs[relu]["reference_s"] == 2.5 and costs[relu]["ncu_s"] > 0
+    assert costs[relu]["candidates"] == len(plans[relu])
+    assert costs[relu]["candidates_s"] == 11.0 * len(plans[relu])
+    path = tmp_path / "kb.json.gz"
+    content.save(path)
+    shutil.rmtree(root)  # the replay needs no sources
+    dataset = Dataset.load(path)
+    info = dataset.info(problems=True)
+    assert info["kernelbench"]["problems"] == len(content.problems)
+    assert info["kernelbench"]["commits"] == [COMMIT]
+    assert info["metadata"]["recording_cost"]["problems"] == f"{len(costs)} problems' seconds " \
+                                                             "(--problems)"
+    listed = {r["uri"]: r for r in info["records"]}
+    assert listed[relu]["file"] == "3_ReLU.py" and listed[relu]["recording_s"] == costs[relu][
+        "total_s"]
+    env = gym.make("AutoProfiler-v0", dataset=str(path), split=None).unwrapped
+    assert env.optimizer == "reference" and set(env.problems) == set(content.problems)
+    obs, info = env.reset(seed=0, options={"problem": relu})
+    *_, terminated, _, step_info = env.step(env.STOP)
+    assert terminated and step_info["problem"] == relu
+
+
+def test_a_problem_whose_plan_made_here_reaches_more_is_left_out(prepared, tmp_path):
+    """A plan made on the device that missed a candidate (another torch, other features):
+    the build's own plan finds it, and the problem is not shipped."""
+    from autoprofiler_env.dataset.build import build_from_recording
+
+    root, recorded, _, plans = prepared
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    uri = next(u for u, names in plans.items() if len(names) >= 2)
+    dropped = plans[uri][-1]
+    doc = json.loads((out / "plan.json").read_text())
+    entry = next(p for p in doc["problems"] if p["uri"] == uri)
+    entry["candidates"] = [c for c in entry["candidates"] if c["name"] != dropped]
+    (out / "plan.json").write_text(json.dumps(doc))
+    _with_candidates(out, {**plans, uri: [n for n in plans[uri] if n != dropped]})
+    content = build_from_recording(out, source=root, complete=True)
+    assert uri not in content.problems and len(content.problems) == len(plans) - 1
+    assert dropped in content.metadata["left_out"][uri]
+    assert content.metadata["optimizers"]["reference"]["problems"] == len(plans) - 1
+    # without --complete every problem with evidence is built, the candidates as recorded
+    assert uri in build_from_recording(out, source=root).problems
+
+
+def test_a_checkout_that_is_not_the_recorded_one_is_refused_at_build(prepared, tmp_path):
+    from autoprofiler_env.dataset.build import build_from_recording
+
+    root, recorded, _, _ = prepared
+    other = tmp_path / "other"
+    shutil.copytree(root, other)
+    (other / "KernelBench" / "level1" / "2_Softmax.py").write_text("# edited\n")
+    with pytest.raises(SourceMismatchError, match="level1/2_Softmax.py"):
+        build_from_recording(recorded, source=other)
+    with pytest.raises(DatasetError, match="not a recording of a KernelBench checkout"):
+        build_from_recording(DATA / "recording_h200", source=root)
+
+
+def test_dataset_build_and_info_commands_for_a_kernelbench_recording(prepared, tmp_path):
+    root, recorded, _, plans = prepared
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    _with_candidates(out, plans)
+    cli = [sys.executable, "-m", "experiments.cli", "dataset"]
+    path = tmp_path / "kb.json.gz"
+    built = subprocess.run(cli + ["build", "--recording", str(out), "--source", str(root),
+                                  "--complete", "--out", str(path)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert f"{len(plans)} problems, 15 sections" in built.stdout
+    info = subprocess.run(cli + ["info", str(path), "--problems"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert info.returncode == 0, info.stderr
+    shown = json.loads(info.stdout)
+    assert len(shown["records"]) == len(plans) and shown["kernelbench"]["commits"] == [COMMIT]
+    assert shown["metadata"]["gpu"] == "NVIDIA H200" and shown["metadata"]["ncu"]
+
+
+def test_a_plan_that_names_no_candidate_is_complete_with_empty_outcomes(prepared):
+    """The optimizer leaves such a problem alone whatever it is shown: nothing to record, and
+    the replay serves it."""
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.dataset.record.kernelbench import suite_cost_model
+    from autoprofiler_env.dataset.record.plan import PlannedProblem
+    from autoprofiler_env.envs.backends import ReplayBackend
+
+    _, recorded, _, plans = prepared
+    uri = KB_URI["level1/3_ReLU.py"]
+    problem = next(p for p in prepared[2].problems_from(KernelBenchCheckout(prepared[0]))
+                   if p.uri == uri)
+    content = build([d.parent for d in (recorded / "sets").rglob("run.json")],
+                    read_jsonl(recorded / "reference.jsonl"), [], problems={uri: problem},
+                    optimizer_rows={"reference": []},
+                    plans={"reference": [PlannedProblem(uri, "train", ())]}, complete=True,
+                    complete_for="reference", cost_model=suite_cost_model()[0])
+    assert content.problems[uri].outcomes == {"reference": {}}
+    assert ReplayBackend(Dataset(content), optimizer="reference").problems(None) == [uri]
+
+
+# -- live -----------------------------------------------------------------------------------
+
+def test_the_live_backend_checks_a_users_file_against_the_recorded_one(prepared, tmp_path):
+    from autoprofiler_env.dataset.build import build_from_recording
+    from autoprofiler_env.envs.backends import LiveBackend
+
+    root, recorded, _, plans = prepared
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    _with_candidates(out, plans)
+    path = tmp_path / "kb.json.gz"
+    content = build_from_recording(out, source=root, complete=True)
+    content.save(path)
+    relu = KB_URI["level1/3_ReLU.py"]
+    mine = tmp_path / "mine" / "level1" / "3_ReLU.py"  # the user's own copy of the file
+    mine.parent.mkdir(parents=True)
+    shutil.copy(root / "KernelBench" / "level1" / "3_ReLU.py", mine)
+    live = LiveBackend([str(mine)], device="cpu", dataset=str(path))
+    assert live.problems(None) == [relu] and live.uri_of(str(mine)) == relu
+    assert live.optimizer_name == "reference"  # the dataset's
+    assert live._problems[relu].split == content.problems[relu].split
+    mine.write_text(mine.read_text() + "\n# my change\n")
+    with pytest.raises(SourceMismatchError, match="not the file recorded as KernelBench level 1 "
+                       f"3_ReLU.py.*commit {COMMIT}"):
+        LiveBackend([str(mine)], device="cpu", dataset=str(path))
+    # the dataset's problems, from a checkout (checked), with their splits
+    live = LiveBackend(None, device="cpu", dataset=str(path), source=str(root))
+    assert set(live.problems(None)) == set(content.problems)
+    assert set(live.problems("test")) == {u for u, r in content.problems.items()
+                                          if r.split == "test"}
+    with pytest.raises(ProblemNotFoundError, match="give source="):
+        LiveBackend([relu], device="cpu", dataset=str(path))
+    with pytest.raises(ValueError, match="give dataset= too"):
+        LiveBackend(None, device="cpu", source=str(root))
+    # without a dataset, a user's file is a local problem, as before
+    assert LiveBackend([str(mine)], device="cpu").problems(None)[0].startswith(
+        "problem://local/")
