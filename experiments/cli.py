@@ -212,14 +212,23 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.plan and not Path(args.plan).is_file():
         return _fail(f"--plan {args.plan}: no such file (make one with `python -m "
                      "autoprofiler_env.dataset.record.plan --out FILE`)")
-    missing = [f for f in args.reuse if not Path(f).is_file()]
-    if missing:
-        return _fail(f"--reuse {missing[0]}: no such file")
+    if (missing := _missing_reuse(args)) is not None:
+        return _fail(f"--reuse {missing}: no such file")
     summary = record(Path(args.out), problems, parts, chunk=args.chunk,
                      time_budget_s=args.time_budget, device=args.device,
                      warm_workers=args.warm_workers, llm=llm,
                      plan=Path(args.plan) if args.plan else None,
                      reuse=tuple(Path(f) for f in args.reuse))
+    return _recorded(summary)
+
+
+def _missing_reuse(args: argparse.Namespace) -> str | None:
+    """The first ``--reuse`` file that does not exist, if any."""
+    return next((f for f in args.reuse if not Path(f).is_file()), None)
+
+
+def _recorded(summary: dict) -> int:
+    """Prints a recording's summary, and how to go on where its time budget ran out."""
     print(json.dumps(summary))
     if summary["stopped_by_time_budget"]:
         print("autoprofiler: the time budget ran out; run the same command again to go on",
@@ -277,9 +286,8 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
             print("autoprofiler: the checkout is not a git checkout: its commit is not "
                   "recorded (give --commit SHA)", file=sys.stderr)
         return EXIT_OK
-    missing = [f for f in args.reuse if not Path(f).is_file()]
-    if missing:
-        return _fail(f"--reuse {missing[0]}: no such file")
+    if (missing := _missing_reuse(args)) is not None:
+        return _fail(f"--reuse {missing}: no such file")
     if args.max_ops is not None and args.max_ops < 1:
         return _fail(f"--max-ops must be a whole number >= 1, got {args.max_ops}")
     from autoprofiler_env.profiler.runner import MAX_OPS
@@ -289,11 +297,7 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
                                  warm_workers=args.warm_workers,
                                  max_ops=MAX_OPS if args.max_ops is None else args.max_ops,
                                  reuse=tuple(Path(f) for f in args.reuse))
-    print(json.dumps(summary))
-    if summary["stopped_by_time_budget"]:
-        print("autoprofiler: the time budget ran out; run the same command again to go on",
-              file=sys.stderr)
-    return EXIT_OK
+    return _recorded(summary)
 
 
 def parse_candidates(values: list[str]) -> dict[str, Path]:

@@ -12,10 +12,8 @@ FINAL=${OUT:-results}
 RUNS=${RUNS:-docs/data/rejudge_h200_v3}
 mkdir -p "$FINAL" "$RUNS"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-fi
+source "$(dirname "$0")/lib.sh"
+install_wheels
 if [ "${TESTS:-1}" = 1 ]; then
   LIMIT=${LIMIT:-200} OUT="$FINAL" bash experiments/device/gpu_tests.sh
 fi

@@ -16,10 +16,8 @@ FINAL=${OUT:-results}
 DATA=docs/data/judge_overhead_h200
 mkdir -p "$FINAL" "$DATA"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-fi
+source "$(dirname "$0")/lib.sh"
+install_wheels
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
   nproc; grep -m1 'model name' /proc/cpuinfo; grep -m1 'cpu MHz' /proc/cpuinfo
   uname -r; cat /proc/loadavg; } > "$FINAL/machine.txt" 2>&1

@@ -37,21 +37,11 @@ fi
 WORK=$(mktemp -d)/optimize
 mkdir -p "$FINAL" "$WORK"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-fi
+source "$(dirname "$0")/lib.sh"
+install_wheels
 {
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  ${NCU:-ncu} --version | tail -1
-  if [ -n "${KERNELBENCH_COMMIT:-}" ]; then
-    echo "KernelBench commit $KERNELBENCH_COMMIT"
-  elif [ -e "$KERNELBENCH/.git" ]; then  # its own checkout, not a folder of another repository
-    git -C "$KERNELBENCH" rev-parse HEAD | sed 's/^/KernelBench commit /'
-  else
-    echo "KernelBench commit unknown (not a git checkout: set KERNELBENCH_COMMIT)"
-  fi
+  machine_facts
+  kernelbench_commit "$KERNELBENCH"
 } > "$WORK/machine.txt" 2>&1
 cat "$WORK/machine.txt"
 printf 'file\trc\tsections\tpasses\twall_s\tcandidate\tcorrect\tspeedup\teager_ms\tcandidate_ms\n' > "$FINAL/summary.tsv"

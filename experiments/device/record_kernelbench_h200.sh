@@ -32,15 +32,11 @@ if [ ! -f "$RECORDING/kernelbench.json" ]; then
 fi
 mkdir -p "$FINAL"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-fi
+source "$(dirname "$0")/lib.sh"
+install_wheels
 {
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  ${NCU:-ncu} --version | tail -1
-  echo "KernelBench commit ${KERNELBENCH_COMMIT:-(from its own git checkout, if any)}"
+  machine_facts
+  kernelbench_commit "$KERNELBENCH"
 } > "$FINAL/machine.txt" 2>&1
 cat "$FINAL/machine.txt"
 timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
