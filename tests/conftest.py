@@ -1,7 +1,14 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one thread per test worker (and per process it starts: the harness keeps OMP_*), as
+    # many workers as cores: without it, two workers' thread pools fight over the cores and
+    # a CPU timing skews (the judge's honest matmul measured 0.24x)
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
 
 DATA = Path(__file__).parent / "data"
 
