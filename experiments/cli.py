@@ -195,6 +195,10 @@ def cmd_record(args: argparse.Namespace) -> int:
     from autoprofiler_env.problems import load_problem, load_suite
 
     if args.source is not None:
+        if args.workers is not None or args.address is not None:
+            return _fail("--workers records problems given by name, file or --split/--level; "
+                         "a KernelBench checkout (--source) is recorded on one GPU, chunk by "
+                         "chunk")
         return _record_kernelbench(args)
     if args.prepare or args.commit:
         return _fail("--prepare and --commit are for a KernelBench checkout: give --source DIR")
@@ -214,11 +218,58 @@ def cmd_record(args: argparse.Namespace) -> int:
                      "autoprofiler_env.dataset.record.plan --out FILE`)")
     if (missing := _missing_reuse(args)) is not None:
         return _fail(f"--reuse {missing}: no such file")
+    if args.workers is not None:
+        return _record_fanout(args, problems, parts)
+    if args.address is not None:
+        return _fail("--address is the Ray cluster of --workers ray")
     summary = record(Path(args.out), problems, parts, chunk=args.chunk,
                      time_budget_s=args.time_budget, device=args.device,
                      warm_workers=args.warm_workers, llm=llm,
                      plan=Path(args.plan) if args.plan else None,
                      reuse=tuple(Path(f) for f in args.reuse))
+    return _recorded(summary)
+
+
+def _record_fanout(args: argparse.Namespace, problems, parts) -> int:
+    """``record --workers N|ray``: one unit per (problem, part), each on its own GPU."""
+    from autoprofiler_env.dataset.record.fanout import (
+        FANOUT_PARTS,
+        LocalWorkers,
+        RayWorkers,
+        record_fanout,
+    )
+    from autoprofiler_env.harness import HarnessConfig
+    from autoprofiler_env.jsonlines import read_jsonl
+
+    if set(parts) - set(FANOUT_PARTS):
+        return _fail(f"--workers records {', '.join(FANOUT_PARTS)}; record "
+                     f"{', '.join(sorted(set(parts) - set(FANOUT_PARTS)))} without --workers")
+    if args.workers == "ray":
+        workers = RayWorkers(args.address)
+    else:
+        if args.address is not None:
+            return _fail("--address is the Ray cluster of --workers ray")
+        try:
+            n = int(args.workers)
+            if n < 1:
+                raise ValueError
+        except ValueError:
+            return _fail(f"--workers {args.workers!r}: give a number of GPUs or 'ray'")
+        try:  # on a CPU, n processes with no GPU to pin
+            workers = (LocalWorkers([None] * n) if args.device == "cpu" else
+                       LocalWorkers.visible(n))
+        except ValueError as e:
+            return _fail(str(e))
+    plan = None
+    if args.plan:
+        from autoprofiler_env.dataset.record.plan import load_plan
+
+        plan = {p.uri: [c.name for c in p.candidates] for p in load_plan(Path(args.plan))}
+    summary = record_fanout(Path(args.out), problems, workers, parts,
+                            config=HarnessConfig(device=args.device),
+                            time_budget_s=args.time_budget, warm_workers=args.warm_workers,
+                            plan=plan, reuse=[r for f in args.reuse for r in read_jsonl(Path(f))],
+                            max_ops=args.max_ops)
     return _recorded(summary)
 
 
@@ -683,6 +734,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", action="append", default=[], metavar="FILE",
                    help="candidate rows to copy where the judge and the source are the same "
                         "(repeatable)")
+    w = p.add_argument_group("several GPUs (docs/dataset.md, \"Several GPUs\")")
+    w.add_argument("--workers", metavar="N|ray",
+                   help="record reference, full and candidates one unit (problem, part) at a "
+                   "time per GPU: N local GPUs, or 'ray' (one GPU a task; pip install -e "
+                   "'.[ray]'); without it, one GPU in this process")
+    w.add_argument("--address", metavar="ADDR",
+                   help="the Ray cluster to join (ray.init's address; default: a local one)")
     k = p.add_argument_group("a KernelBench checkout (docs/kernelbench.md)")
     k.add_argument("--source", metavar="DIR",
                    help="record a KernelBench checkout's levels (the folder holding level1/, "

@@ -30,6 +30,9 @@ A KernelBench checkout is recorded chunk by chunk instead (:func:`.kernelbench.r
 ``autoprofiler record --source DIR``): each chunk's reference timings, its ncu run, its plan
 and its candidates before the next chunk, so that a stop leaves complete problems.
 
+On several GPUs (``autoprofiler record --workers N|ray``), :mod:`.fanout` runs one unit of
+work per (problem, part) in a process of its own per GPU and writes the same files.
+
 What each part records is in its own module: :mod:`.reference`, :mod:`.ncu` (``full``,
 ``sets``, ``profiles``), :mod:`.candidates` and :mod:`.llm`; :mod:`.machine` holds the machine
 info stored with the rows and the deadline. This module runs the parts and logs their cost.

@@ -1,0 +1,484 @@
+"""Recording on several GPUs: one unit of work per (problem, part), each in a process of its
+own pinned to one GPU, its results handed to the driver, which writes the same resumable
+recording as the single-GPU path (:func:`autoprofiler_env.dataset.record.record`).
+
+    autoprofiler record --out DIR --workers 4                  # local processes, 4 GPUs
+    autoprofiler record --out DIR --workers ray [--address A]  # a Ray cluster, 1 GPU a task
+
+- **A unit** is a problem's reference timing, its ncu run of the full set, or its missing
+  candidates. Its process runs the single-GPU path's own part function on that one problem
+  in a scratch folder (seeded with what the recording already holds of it), so its rows are
+  the ones that path would write. ``CUDA_VISIBLE_DEVICES`` names its GPU; ncu and the
+  judge's processes inherit it.
+- **The driver** writes each finished unit at once: rows appended to the part's JSON-lines
+  file, an ncu run's folder written under a temporary name and renamed. Every file and the
+  rows carry a sha256 made where they were recorded and checked where they are written.
+  Killed, the driver loses at most the units in flight; run again, it skips what is done.
+- **A unit whose process dies** (killed, out of memory) is run again, ``retries`` times; then
+  it is logged in ``failures.jsonl`` and left undone, so the next run tries it again. A
+  problem that fails (a broken file, a crashing candidate) is not such a failure: the part
+  records it as the single-GPU path does.
+- **Device time** is logged per unit in ``timings.jsonl`` (with its GPU): summed, it is the
+  recording's GPU-seconds, whatever the number of GPUs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from tqdm import tqdm
+
+from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+from autoprofiler_env.problems import Problem
+
+FANOUT_PARTS = ("reference", "full", "candidates")
+"""The parts a fan-out records (``sets``, ``profiles`` and ``llm`` run on one GPU)."""
+FAILURES = "failures.jsonl"
+"""One line per unit given up on in a run (its process died ``retries + 1`` times)."""
+_SPEC, _RESULT = "spec.json", "result.json"
+
+
+class UnitFailed(AutoProfilerError):
+    """A unit's process died or left no intact result (the unit is retried, then logged)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of work: ``part`` of one problem (``candidates``: the names still to record,
+    in the plan's order)."""
+
+    part: str
+    problem: dict  # Problem.to_dict(): it travels to the unit's process
+    candidates: tuple[str, ...] = ()
+
+    @property
+    def uri(self) -> str:
+        return self.problem["uri"]
+
+
+@dataclass
+class Setup:
+    """What every unit of a run shares."""
+
+    config: HarnessConfig
+    deadline_epoch: float | None = None  # wall-clock time.time(): processes share no clock
+    warm_workers: int = 1
+    max_ops: int | None = None
+    reuse: list[dict] = field(default_factory=list)
+    timeout_s: float = 3600.0  # a unit's process is killed after this
+
+
+# -- what is left to do ---------------------------------------------------------------------
+
+def pending(out: Path, problems: list[Problem], parts, device: str,
+            plan: dict[str, list[str]] | None = None) -> list[Unit]:
+    """The units ``out`` does not hold yet, part by part in the recording's order: a problem's
+    reference row, its ncu run of the full set (:func:`.ncu.covered`), the candidates of the
+    plan (or, without one, every applicable transformation) not in ``candidates.jsonl``."""
+    from autoprofiler_env.dataset.record.ncu import covered
+
+    out = Path(out)
+    units: list[Unit] = []
+    if "reference" in parts:
+        done = {r["uri"] for r in read_jsonl(out / "reference.jsonl")}
+        units += [Unit("reference", p.to_dict()) for p in problems if p.uri not in done]
+    if "full" in parts:
+        done = covered(out / "sets" / "full")
+        units += [Unit("full", p.to_dict()) for p in problems if p.uri not in done]
+    if "candidates" in parts:
+        from autoprofiler_env.features import static_features
+        from autoprofiler_env.optimizers import applicable
+
+        done = {(r["uri"], r["transformation"]) for r in read_jsonl(out / "candidates.jsonl")}
+        if plan is not None:
+            rank = {uri: i for i, uri in enumerate(plan)}
+            problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
+        for p in problems:
+            names = (plan[p.uri] if plan is not None else
+                     [t.name for t in applicable(p, static_features(p), device)])
+            left = tuple(n for n in names if (p.uri, n) not in done)
+            if left:
+                units.append(Unit("candidates", p.to_dict(), left))
+    return units
+
+
+def _seed(out: Path, unit: Unit) -> dict:
+    """What the recording holds of ``unit``'s problem that its part reads: the candidate rows
+    recorded (so that none is judged twice), the saved ncu runs that hold it (a run that
+    timed out is followed by a capped one)."""
+    if unit.part == "candidates":
+        return {"rows": [r for r in read_jsonl(out / "candidates.jsonl") if r["uri"] == unit.uri]}
+    if unit.part == "full":
+        files = {}
+        root = out / "sets" / "full"
+        for meta in sorted(root.glob("*/run.json")):
+            if any(p.get("uri") == unit.uri for p in json.loads(meta.read_text())["problems"]):
+                for f in meta.parent.iterdir():
+                    files[str(f.relative_to(out))] = _b64(f.read_bytes())
+        return {"files": files}
+    return {}
+
+
+# -- one unit, in its own process -----------------------------------------------------------
+
+def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None) -> dict:
+    """Runs ``unit`` in a new process pinned to ``gpu`` (``CUDA_VISIBLE_DEVICES``; None: as
+    this process sees them) and returns its result: the new ``rows``, the new ``files``
+    (path in the recording: base64), their ``sha256``, the ``gpu`` its process saw, its
+    ``wall_s``.
+
+    Raises:
+        UnitFailed: the process died, outlasted ``setup.timeout_s`` or left no intact result.
+    """
+    from autoprofiler_env.processes import kill_group
+
+    with tempfile.TemporaryDirectory(prefix="autoprofiler-unit-") as scratch:
+        spec = {"unit": asdict(unit), "config": asdict(setup.config),
+                "deadline_epoch": setup.deadline_epoch, "warm_workers": setup.warm_workers,
+                "max_ops": setup.max_ops, "reuse": [r for r in setup.reuse
+                                                    if r.get("uri") == unit.uri],
+                "seed": seed}
+        Path(scratch, _SPEC).write_text(json.dumps(spec))
+        env = dict(os.environ)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        log = Path(scratch, "unit.log")
+        with log.open("w") as sink:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "autoprofiler_env.dataset.record.fanout", scratch,
+                 "--parent", str(os.getpid())], env=env, stdout=sink, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                code = popen.wait(setup.timeout_s)
+            except subprocess.TimeoutExpired:
+                code = None
+            finally:
+                kill_group(popen)
+        tail = log.read_text(errors="replace")[-1500:].strip()
+        where = f"{unit.part} of {unit.uri}"
+        if code != 0:
+            reason = (f"outlasted {setup.timeout_s:.0f} s" if code is None else
+                      f"was killed by signal {-code}" if code < 0 else f"exited with {code}")
+            raise UnitFailed(f"the process recording the {where} {reason}"
+                             + (f": {tail.splitlines()[-1]}" if tail else ""))
+        try:
+            result = json.loads(Path(scratch, _RESULT).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise UnitFailed(f"the process recording the {where} left no result ({e})") from None
+    verify(result, where)
+    return result
+
+
+def verify(result: dict, where: str) -> None:
+    """Checks a unit's result against the sha256 its process made of it.
+
+    Raises:
+        UnitFailed: a file or the rows differ from what was recorded (a corrupted transfer).
+    """
+    digests = result.get("sha256") or {}
+    actual = {"rows": _digest(json.dumps(result.get("rows", []), sort_keys=True).encode())}
+    actual.update({path: _digest(base64.b64decode(data))
+                   for path, data in (result.get("files") or {}).items()})
+    if actual != digests:
+        bad = sorted(k for k in set(actual) | set(digests) if actual.get(k) != digests.get(k))
+        raise UnitFailed(f"the {where}'s result does not match its checksums: {', '.join(bad)}")
+
+
+def _unit_main(scratch: Path) -> int:
+    """In a unit's process: the part's own function on the one problem, in ``scratch``."""
+    from autoprofiler_env.dataset.record.candidates import record_candidates
+    from autoprofiler_env.dataset.record.ncu import record_ncu
+    from autoprofiler_env.dataset.record.reference import record_reference
+    from autoprofiler_env.profiler.catalogue import load_catalogue
+
+    spec = json.loads((scratch / _SPEC).read_text())
+    unit = Unit(**{**spec["unit"], "candidates": tuple(spec["unit"]["candidates"])})
+    config = HarnessConfig(**spec["config"])
+    problem = _problem(unit.problem)
+    deadline = (None if spec["deadline_epoch"] is None else
+                time.monotonic() + spec["deadline_epoch"] - time.time())
+    seed = spec["seed"]
+    for path, data in (seed.get("files") or {}).items():
+        (scratch / path).parent.mkdir(parents=True, exist_ok=True)
+        (scratch / path).write_bytes(base64.b64decode(data))
+    before = {p for p in scratch.rglob("*") if p.is_file()}
+    started = time.monotonic()
+    rows: list[dict] = []
+    if unit.part == "reference":
+        rows = record_reference([problem], config, scratch / "reference.jsonl", deadline)
+    elif unit.part == "candidates":
+        path = scratch / "candidates.jsonl"
+        with JsonlAppender(path) as log:
+            for row in seed.get("rows", []):
+                log.write(row)
+        rows = record_candidates([problem], path, config, warm_workers=spec["warm_workers"],
+                                 deadline=deadline, plan={problem.uri: list(unit.candidates)},
+                                 reuse=spec["reuse"])[len(seed.get("rows", [])):]
+    elif unit.part == "full":
+        kwargs = {} if spec["max_ops"] is None else {"max_ops": spec["max_ops"]}
+        record_ncu([problem], {"full": list(load_catalogue().sets["full"])}, scratch / "sets",
+                   chunk=1, deadline=deadline, **kwargs)
+    else:
+        raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}, not {unit.part!r}")
+    files = {str(p.relative_to(scratch)): _b64(p.read_bytes())
+             for p in sorted(scratch.rglob("*")) if p.is_file() and p not in before
+             and p.relative_to(scratch).parts[:1] == ("sets",) and "_work" not in p.parts}
+    result = {"rows": rows, "files": files, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+              "wall_s": time.monotonic() - started, "pid": os.getpid()}
+    verify_input = {"rows": _digest(json.dumps(rows, sort_keys=True).encode())}
+    verify_input.update({p: _digest(base64.b64decode(d)) for p, d in files.items()})
+    result["sha256"] = verify_input
+    tmp = scratch / (_RESULT + ".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.rename(scratch / _RESULT)  # whole or absent
+    return 0
+
+
+def _problem(d: dict) -> Problem:
+    """The unit's problem: its file where this machine has it, else the suite's by URI."""
+    path = Path(d["path"])
+    if not path.is_file() and d["uri"].startswith("problem://autoprofiler/"):
+        from autoprofiler_env.problems import load_problem
+
+        return load_problem(d["uri"])
+    return Problem(uri=d["uri"], name=d["name"], path=path, level=d.get("level"),
+                   split=d.get("split"), tags=tuple(d.get("tags") or ()))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- where units run ------------------------------------------------------------------------
+
+class LocalWorkers:
+    """Units in local processes, at most one per GPU at a time (``gpus``: the ids; None
+    where there is no GPU to pin, as on a CPU)."""
+
+    def __init__(self, gpus: list[str | None], retries: int = 1) -> None:
+        if not gpus:
+            raise ValueError("LocalWorkers needs at least one GPU (or None for one CPU worker)")
+        self.gpus, self.retries = list(gpus), retries
+
+    @classmethod
+    def visible(cls, n: int | None = None, retries: int = 1) -> LocalWorkers:
+        """One worker per GPU this process sees (``CUDA_VISIBLE_DEVICES``, else torch's
+        count), or the first ``n``.
+
+        Raises:
+            ValueError: ``n`` is more than the GPUs visible.
+        """
+        listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if listed is not None:
+            ids = [g.strip() for g in listed.split(",") if g.strip()]
+        else:
+            import torch
+
+            ids = [str(i) for i in range(torch.cuda.device_count())]
+        if n is not None:
+            if n > len(ids):
+                raise ValueError(f"--workers {n}: this machine shows {len(ids)} GPU(s)"
+                                 + (f" ({', '.join(ids)})" if ids else ""))
+            ids = ids[:n]
+        return cls(ids or [None], retries)
+
+    def __len__(self) -> int:
+        return len(self.gpus)
+
+    def run(self, work: list[tuple[Unit, dict]], setup: Setup
+            ) -> Iterator[tuple[Unit, dict | Exception | None]]:
+        """Yields each unit with its result, the error it failed with, or None where the
+        time budget ran out before it started, as they finish."""
+        free: queue.Queue = queue.Queue()
+        for gpu in self.gpus:
+            free.put(gpu)
+
+        def one(unit: Unit, seed: dict):
+            gpu = free.get()
+            try:
+                for attempt in range(self.retries + 1):
+                    if _late(setup):
+                        return None  # not started: left for the next run
+                    try:
+                        return run_unit(unit, setup, seed, gpu)
+                    except UnitFailed:
+                        if attempt == self.retries:
+                            raise
+            finally:
+                free.put(gpu)
+
+        with ThreadPoolExecutor(len(self.gpus)) as pool:
+            futures = {pool.submit(one, unit, seed): unit for unit, seed in work}
+            try:
+                for future in as_completed(futures):
+                    try:
+                        yield futures[future], future.result()
+                    except UnitFailed as e:
+                        yield futures[future], e
+            finally:
+                for future in futures:
+                    future.cancel()
+
+
+class RayWorkers:
+    """Units as Ray tasks of one GPU each (``ray.init(address)``: a running cluster, or a
+    local one); Ray runs a task again where its worker died, then ``retries`` more times
+    where the unit's process did."""
+
+    def __init__(self, address: str | None = None, retries: int = 1,
+                 init_kwargs: dict | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise AutoProfilerError("--workers ray needs Ray: pip install -e '.[ray]'") from None
+        self.ray, self.retries = ray, retries
+        if not ray.is_initialized():
+            ray.init(address=address, **(init_kwargs or {}))
+
+    def run(self, work: list[tuple[Unit, dict]], setup: Setup
+            ) -> Iterator[tuple[Unit, dict | Exception | None]]:
+        ray = self.ray
+        task = ray.remote(_ray_unit).options(num_gpus=1, max_retries=self.retries,
+                                             retry_exceptions=[UnitFailed])
+        refs = {task.remote(unit, setup, seed): unit for unit, seed in work}
+        waiting = list(refs)
+        try:
+            while waiting:
+                done, waiting = ray.wait(waiting, num_returns=1)
+                unit = refs[done[0]]
+                try:
+                    yield unit, ray.get(done[0])
+                except (ray.exceptions.RayError, UnitFailed) as e:
+                    cause = getattr(e, "cause", None)
+                    yield unit, cause if isinstance(cause, UnitFailed) else UnitFailed(str(e))
+        finally:
+            for ref in waiting:
+                ray.cancel(ref, force=True)
+
+
+def _ray_unit(unit: Unit, setup: Setup, seed: dict) -> dict:
+    """A Ray task: the unit on the GPU Ray gave it."""
+    import ray
+
+    if _late(setup):
+        return None  # not started: left for the next run
+    ids = ray.get_gpu_ids()
+    return run_unit(unit, setup, seed, ",".join(str(i) for i in ids) if ids else None)
+
+
+def _late(setup: Setup) -> bool:
+    return setup.deadline_epoch is not None and time.time() > setup.deadline_epoch
+
+
+# -- the driver -----------------------------------------------------------------------------
+
+def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PARTS,
+                  config: HarnessConfig | None = None, time_budget_s: float | None = None,
+                  warm_workers: int = 1, plan: dict[str, list[str]] | None = None,
+                  reuse: list[dict] = (), max_ops: int | None = None,
+                  unit_timeout_s: float = 3600.0) -> dict:
+    """Records ``parts`` of ``problems`` into ``out`` on ``workers`` (:class:`LocalWorkers`,
+    :class:`RayWorkers`), resuming what ``out`` holds. Returns the summary
+    :func:`~autoprofiler_env.dataset.record.record` gives, with ``failed``: the units given
+    up on in this run (logged in ``failures.jsonl``; the next run tries them again)."""
+    unknown = set(parts) - set(FANOUT_PARTS)
+    if unknown:
+        raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}; record "
+                         f"{', '.join(sorted(unknown))} on one GPU (without --workers)")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = config or HarnessConfig(device="cuda")
+    setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
+                  warm_workers, max_ops, list(reuse), unit_timeout_s)
+    units = pending(out, problems, parts, config.device, plan)
+    failed = 0
+    with tqdm(total=len(units), desc="units", unit="unit") as bar:
+        for unit, result in workers.run([(u, _seed(out, u)) for u in units], setup):
+            if result is None:
+                pass
+            elif isinstance(result, Exception):
+                failed += 1
+                with JsonlAppender(out / FAILURES) as log:
+                    log.write({"part": unit.part, "uri": unit.uri, "error": str(result),
+                               "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            else:
+                commit(out, unit, result, config.device)
+            bar.update()
+    summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
+    summary["failed"] = failed
+    summary["stopped_by_time_budget"] = _late(setup)
+    return summary
+
+
+def commit(out: Path, unit: Unit, result: dict, device: str) -> None:
+    """Writes a unit's result into the recording: files first (each run folder under a
+    temporary name, then renamed: whole or absent), then the rows, then its device time."""
+    from autoprofiler_env.dataset.record import TIMINGS
+
+    verify(result, f"{unit.part} of {unit.uri}")
+    folders: dict[Path, dict[str, bytes]] = {}
+    for path, data in result.get("files", {}).items():
+        rel = Path(path)
+        folders.setdefault(rel.parent, {})[rel.name] = base64.b64decode(data)
+    for folder, files in folders.items():
+        final = out / folder
+        if final.exists():  # seeded: the recording has it
+            continue
+        tmp = final.with_name(final.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        tmp.rename(final)
+    if result.get("rows"):
+        with JsonlAppender(out / f"{unit.part}.jsonl") as log:
+            for row in result["rows"]:
+                log.write(row)
+    with JsonlAppender(out / TIMINGS) as log:
+        log.write({"part": unit.part, "wall_s": result["wall_s"],
+                   "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device,
+                   "uri": unit.uri, "gpu": result.get("gpu")})
+
+
+def _holds(out: Path, part: str) -> int:
+    if part == "full":
+        from autoprofiler_env.dataset.record.ncu import covered
+
+        return len(covered(out / "sets" / "full"))
+    return len(read_jsonl(out / f"{part}.jsonl"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from autoprofiler_env.processes import die_with_parent
+
+    parser = argparse.ArgumentParser(description="one unit of a fan-out recording (internal)")
+    parser.add_argument("scratch", type=Path)
+    parser.add_argument("--parent", type=int, required=True)
+    args = parser.parse_args(argv)
+    die_with_parent(args.parent)
+    return _unit_main(args.scratch)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

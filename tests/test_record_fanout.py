@@ -1,0 +1,188 @@
+"""Recording on several GPUs (autoprofiler_env/dataset/record/fanout.py), on a CPU: units in
+local processes and in Ray tasks with fake GPUs, each pinned to its GPU; a unit's process
+killed mid-task, and the driver killed and restarted, lose nothing finished."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.dataset.record import record_candidates, record_reference
+from autoprofiler_env.dataset.record.fanout import (
+    FAILURES,
+    LocalWorkers,
+    UnitFailed,
+    pending,
+    record_fanout,
+    verify,
+)
+from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.problems import load_problem
+
+ROOT = Path(__file__).parents[1]
+SMOKE = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                      max_trials=2, warmup_ms=0)
+PARTS = ("reference", "candidates")
+
+
+def _problems():
+    return [load_problem("matmul_4096x4096x4096"), load_problem("linear_gelu_layernorm_4096x4096")]
+
+
+def _unit_processes() -> list[int]:
+    """The pids of the units' processes running now."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"autoprofiler_env.dataset.record.fanout" in cmd:
+                pids.append(int(entry.name))
+    return pids
+
+
+def _kill_first_unit(stop: threading.Event, killed: list) -> None:
+    while not stop.is_set() and not killed:
+        for pid in _unit_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                continue
+            break
+        time.sleep(0.05)
+
+
+def _same_rows(fanned: list[dict], plain: list[dict]) -> None:
+    """The rows the single-GPU path writes: the same units, keys and judged sources (the
+    timings are measurements, each its own)."""
+    key = lambda r: (r["uri"], r.get("transformation"))  # noqa: E731
+    assert sorted(map(key, fanned)) == sorted(map(key, plain))
+    by = {key(r): r for r in plain}
+    for row in fanned:
+        twin = by[key(row)]
+        assert set(row) == set(twin)
+        for k in ("correct", "error_kind", "source_sha256", "judge", "level", "device"):
+            assert row.get(k) == twin.get(k), (k, row.get(k), twin.get(k))
+
+
+def test_local_workers_pin_each_unit_to_its_gpu_and_write_the_plain_paths_rows(tmp_path):
+    problems = _problems()
+    plan = {p.uri: ["autocast_bf16"] for p in problems}  # compile would take a minute here
+    out = tmp_path / "fanned"
+    summary = record_fanout(out, problems, LocalWorkers(["0", "1"]), PARTS, config=SMOKE,
+                            plan=plan)
+    assert summary == {"reference": 2, "candidates": 2, "failed": 0,
+                       "stopped_by_time_budget": False}
+    timings = read_jsonl(out / "timings.jsonl")
+    assert sorted((t["part"], t["uri"]) for t in timings) == sorted(
+        (part, p.uri) for part in PARTS for p in problems)
+    assert {t["gpu"] for t in timings} <= {"0", "1"} and all(t["wall_s"] > 0 for t in timings)
+
+    plain = tmp_path / "plain"
+    record_reference(problems, SMOKE, plain / "reference.jsonl")
+    record_candidates(problems, plain / "candidates.jsonl", SMOKE, warm_workers=1, plan=plan)
+    for name in ("reference.jsonl", "candidates.jsonl"):
+        _same_rows(read_jsonl(out / name), read_jsonl(plain / name))
+
+    before = {p: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert pending(out, problems, PARTS, "cpu", plan) == []
+    again = record_fanout(out, problems, LocalWorkers(["0", "1"]), PARTS, config=SMOKE,
+                          plan=plan)
+    assert again == summary and {p: p.read_bytes() for p in before} == before
+
+
+def test_a_unit_whose_process_is_killed_is_run_again_or_logged_and_left_undone(tmp_path):
+    problem = load_problem("matmul_4096x4096x4096")
+    for retries, out in ((1, tmp_path / "retried"), (0, tmp_path / "given-up")):
+        stop, killed = threading.Event(), []
+        killer = threading.Thread(target=_kill_first_unit, args=(stop, killed))
+        killer.start()
+        try:
+            summary = record_fanout(out, [problem], LocalWorkers([None], retries=retries),
+                                    ("reference",), config=SMOKE)
+        finally:
+            stop.set()
+            killer.join()
+        assert killed, "no unit process was seen"
+        rows, failures = read_jsonl(out / "reference.jsonl"), read_jsonl(out / FAILURES)
+        if retries:
+            assert summary["failed"] == 0 and [r["uri"] for r in rows] == [problem.uri]
+            assert failures == []
+        else:
+            assert summary["failed"] == 1 and rows == []
+            assert failures[0]["uri"] == problem.uri and "signal 9" in failures[0]["error"]
+            # left undone: the next run records it
+            assert record_fanout(out, [problem], LocalWorkers([None]), ("reference",),
+                                 config=SMOKE)["reference"] == 1
+
+
+def test_a_result_that_does_not_match_its_checksums_is_refused():
+    good = {"rows": [{"uri": "u"}], "files": {}, "sha256": {}}
+    with pytest.raises(UnitFailed, match="checksums: rows"):
+        verify(good, "reference of u")
+
+
+def test_a_killed_driver_resumes_where_it_stopped(tmp_path):
+    """The command line's driver, killed with SIGKILL once one unit is written, then run
+    again: every problem once, what the first run wrote kept as it was."""
+    files = [str(ROOT / "tests" / "data" / "problems" / f"{n}.py")
+             for n in ("relu_small", "matmul_cpu", "mse_scalar")]
+    out = tmp_path / "recording"
+    command = [sys.executable, "-m", "experiments.cli", "record", "--out", str(out),
+               "--parts", "reference", "--device", "cpu", "--workers", "1", *files]
+    driver = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not read_jsonl(out / "reference.jsonl") and time.monotonic() < deadline:
+        assert driver.poll() is None, "the driver ended before it was killed"
+        time.sleep(0.1)
+    driver.kill()
+    driver.wait()
+    first = read_jsonl(out / "reference.jsonl")
+    assert 1 <= len(first) < 3
+    gone = time.monotonic() + 60  # a unit dies with the driver (one still importing, once
+    while _unit_processes() and time.monotonic() < gone:  # it reaches its first line)
+        time.sleep(0.2)
+    assert _unit_processes() == []
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read_jsonl(out / "reference.jsonl")
+    assert rows[:len(first)] == first and sorted(r["uri"] for r in rows) == sorted(
+        load_problem(f).uri for f in files)
+    assert json.loads(done.stdout.splitlines()[-1])["reference"] == 3
+
+
+def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path):
+    import ray  # the dev extra installs it: this test runs in CI
+
+    from autoprofiler_env.dataset.record.fanout import RayWorkers
+
+    problems = _problems() + [load_problem(ROOT / "tests" / "data" / "problems" / "relu_small.py")]
+    try:
+        workers = RayWorkers(init_kwargs={"num_cpus": 4, "num_gpus": 4,
+                                          "include_dashboard": False})
+        stop, killed = threading.Event(), []
+        killer = threading.Thread(target=_kill_first_unit, args=(stop, killed))
+        killer.start()
+        try:
+            summary = record_fanout(tmp_path, problems, workers, ("reference",), config=SMOKE)
+        finally:
+            stop.set()
+            killer.join()
+    finally:
+        ray.shutdown()
+    assert killed and summary["failed"] == 0 and summary["reference"] == 3
+    assert sorted(r["uri"] for r in read_jsonl(tmp_path / "reference.jsonl")) == sorted(
+        p.uri for p in problems)
+    gpus = [t["gpu"] for t in read_jsonl(tmp_path / "timings.jsonl")]
+    assert len(gpus) == 3 and set(gpus) <= {"0", "1", "2", "3"}  # one GPU each, Ray's
