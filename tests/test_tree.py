@@ -431,3 +431,29 @@ def test_the_learner_runs_on_a_backend_without_hindsight(small):
     learn(tr, small[1], Probe(0), LearnConfig(rounds=2), progress=False)
     assert seen and all(p.oracle_speedup is None and p.regret == 0.0
                         for p in seen[0].problems)
+
+
+_PROPOSALS = """
+import json, gymnasium as gym, autoprofiler_env
+from agents.tree.learner import LearnConfig, learn
+from agents.tree.proposers.search import SearchProposer
+tr = gym.make("AutoProfiler-v0", split="train")
+va = gym.make("AutoProfiler-v0", split="val")
+lines = []
+learn(tr, va, SearchProposer(0), LearnConfig(rounds=24), progress=False, on_round=lines.append)
+print(json.dumps([[p["edit"] for p in line["proposals"]] for line in lines]))
+"""
+
+
+def test_the_search_proposer_proposes_the_same_in_another_process():
+    """The seed alone decides the proposals: not the string hashing of the process (a set of
+    sections iterated in its own order once made them differ from the 16th round on)."""
+    import os
+    import subprocess
+    import sys
+
+    outs = [subprocess.run([sys.executable, "-c", _PROPOSALS], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONHASHSEED": seed})
+            for seed in ("0", "1", "2")]
+    assert all(o.returncode == 0 for o in outs), outs[0].stderr[-2000:]
+    assert outs[0].stdout == outs[1].stdout == outs[2].stdout

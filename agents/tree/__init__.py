@@ -2,6 +2,8 @@
 
 - :mod:`agents.tree.nodes`: Collect / Branch / Stop, the versioned JSON file, its checks;
 - :mod:`agents.tree.policy`: :class:`TreePolicy`, the tree as a policy (SB3's ``predict``);
+- :mod:`agents.tree.reading`: the value a condition reads from an observation (one reader
+  for the policy and both proposers);
 - :mod:`agents.tree.render`: :func:`export_text` and :func:`plot` (PNG);
 - :mod:`agents.tree.edits`: the learner's REWRITE and SPLIT edits;
 - :mod:`agents.tree.proposers`: who offers edits (``search``: seeded; ``llm``: a model);

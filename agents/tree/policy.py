@@ -7,8 +7,9 @@ vector env's batch as well as one environment:
   collected or the action mask forbids it (it does not fit the remaining budget): then the
   node is passed over and the walk goes on to its ``next``;
 - at a :class:`~agents.tree.nodes.Branch`, the condition is read from the observation
-  (``metrics`` and ``metrics_known``, ``findings``, ``features``, ``budget_total``) and the
-  walk goes on to ``then`` or, when it does not hold or is unknown, to ``otherwise``;
+  (:mod:`agents.tree.reading`: ``metrics`` and ``metrics_known``, ``findings``, ``features``,
+  ``budget_total``) and the walk goes on to ``then`` or, when it does not hold or is
+  unknown, to ``otherwise``;
 - at a :class:`~agents.tree.nodes.Stop`, the action is STOP.
 
 Walking again after a section is collected retraces the same path: a Collect taken is now
@@ -23,7 +24,6 @@ path of its last walk, and :meth:`TreePolicy.path` gives it.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,6 @@ import numpy as np
 from agents.tree.nodes import (
     Branch,
     Collect,
-    Condition,
     Stop,
     Tree,
     TreeFormatError,
@@ -40,7 +39,7 @@ from agents.tree.nodes import (
     vocabulary,
     walk,
 )
-from autoprofiler_env.envs.observation import squash
+from agents.tree.reading import locate, raw, threshold
 
 
 class TreePolicy:
@@ -71,34 +70,23 @@ class TreePolicy:
                                       "observation does not hold")
         self.tree, self.name = tree, name
         self.stop = len(self.sections)
-        self._program = self._compile(tree.root)
+        self._program = self._compile(tree.root, vocab)
 
-    # the tree compiled to tuples of indices: (0, action, next) for a Collect, (1, reader,
-    # threshold, then, otherwise) for a Branch, (2,) for Stop; plus each node's number
-    def _compile(self, root):
-        from autoprofiler_env.features import FEATURE_NAMES
-
-        counter = iter(range(1 << 30))  # preorder, as walk numbers the nodes
-
-        def reader(c: Condition):
-            if c.kind == "metric":
-                j = self.metric_names.index(c.name)
-                return ("metric", j), float(np.float32(squash(c.at_least)))
-            if c.kind == "finding":
-                return ("finding", self.sections.index(c.name)), float(
-                    np.float32(c.at_least / 100.0))
-            if c.kind == "feature":
-                return ("feature", FEATURE_NAMES.index(c.name)), float(np.float32(c.at_least))
-            return ("budget", 0), float(np.float32(c.at_least))
+    # the tree compiled to tuples: (0, number, action, next) for a Collect, (1, number, where,
+    # threshold, then, otherwise) for a Branch (agents.tree.reading), (2, number) for Stop;
+    # the numbers in preorder, as walk numbers the nodes
+    def _compile(self, root, vocab):
+        counter = iter(range(1 << 30))
 
         def build(node):
             number = next(counter)
             if isinstance(node, Collect):
                 return (0, number, self.sections.index(node.section), build(node.next))
             if isinstance(node, Branch):
-                (kind, j), threshold = reader(node.condition)
+                c = node.condition
+                where = locate(c.kind, c.name, vocab, self.metric_names)
                 then = build(node.then)
-                return (1, number, kind, j, threshold, then, build(node.otherwise))
+                return (1, number, where, threshold(c), then, build(node.otherwise))
             if isinstance(node, Stop):
                 return (2, number)
             raise TreeFormatError(f"not a node: {node!r}")
@@ -117,16 +105,8 @@ class TreePolicy:
                     return a, path
                 node = node[3]
             elif op == 1:
-                _, _, kind, j, threshold, then, otherwise = node
-                if kind == "metric":
-                    value = obs["metrics"][j] if obs["metrics_known"][j] else math.nan
-                elif kind == "finding":
-                    value = obs["findings"][j] if collected[j] else math.nan
-                elif kind == "feature":
-                    value = obs["features"][j]
-                else:
-                    value = obs["budget_total"][0] or math.nan  # 0: the full set's cost unknown
-                node = then if value >= threshold else otherwise
+                value = raw(obs, node[2])
+                node = node[4] if value is not None and value >= node[3] else node[5]
             else:
                 return self.stop, path
 

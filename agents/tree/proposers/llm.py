@@ -43,8 +43,8 @@ from agents.tree.nodes import (
     walk,
 )
 from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposal
+from agents.tree.reading import observed
 from agents.tree.render import export_text
-from autoprofiler_env.envs.observation import unsquash
 from autoprofiler_env.errors import LLMError
 from autoprofiler_env.optimizers.llm.backend import (
     DEFAULT_SEED,
@@ -169,8 +169,7 @@ def _problem_table(feedback: Feedback, shown: int, features_shown: int) -> str:
     top, rest = problems[:max(shown, 0)], problems[max(shown, 0):]
     if not top:
         return "No problem feedback."
-    vocab = feedback.vocabulary
-    features = _varying_features(top, vocab, features_shown)
+    features = _varying_features(top, feedback, features_shown)
     reads = _condition_reads(feedback.tree)
     header = ("problem | budget | tree: sections -> candidate, speedup | oracle: sections, "
               "speedup | regret")
@@ -187,8 +186,9 @@ def _problem_table(feedback: Feedback, shown: int, features_shown: int) -> str:
                      f"{p.oracle_speedup:.3g}x"
         row = (f"{p.problem} | {p.budget:.3g} | {collected} -> {p.candidate}, "
                f"{p.speedup:.3g}x | {oracle} | {p.regret:.2f}")
-        row += "".join(f" | {_number(_feature(p, vocab, f), '.1f')}" for f in features)
-        row += "".join(f" | {_number(_read(p, feedback, c))}" for c in reads)
+        row += "".join(f" | {_number(_read(p, feedback, 'feature', f), '.1f')}"
+                       for f in features)
+        row += "".join(f" | {_number(_read(p, feedback, c.kind, c.name))}" for c in reads)
         lines.append(row)
     if rest:
         at_oracle = sum(1 for p in rest if p.regret <= 1e-9)
@@ -198,12 +198,13 @@ def _problem_table(feedback: Feedback, shown: int, features_shown: int) -> str:
     return "\n".join(lines)
 
 
-def _varying_features(problems: list[ProblemFeedback], vocab: Vocabulary, k: int) -> list[str]:
+def _varying_features(problems: list[ProblemFeedback], feedback: Feedback,
+                      k: int) -> list[str]:
     """The ``k`` features whose values spread most over ``problems`` (none that are equal
     for all of them)."""
     spread = []
-    for i, name in enumerate(vocab.features):
-        values = [v for p in problems if (v := _feature(p, vocab, name)) is not None]
+    for i, name in enumerate(feedback.vocabulary.features):
+        values = [v for p in problems if (v := _read(p, feedback, "feature", name)) is not None]
         if len(values) >= 2 and max(values) - min(values) > 1e-6:
             mean = sum(values) / len(values)
             spread.append((sum((v - mean) ** 2 for v in values) / len(values), -i, name))
@@ -227,35 +228,15 @@ def _condition_reads(tree: Tree) -> list[Condition]:
     return [c for c in _conditions(tree) if c.kind in ("metric", "finding")][:READS_SHOWN]
 
 
-def _entry(observation: dict, key: str, index: int) -> float | None:
+def _read(p: ProblemFeedback, feedback: Feedback, kind: str, name: str) -> float | None:
+    """The value ``kind`` ``name`` in ``p``'s last observation, in the condition's units
+    (None: unknown, not in the observation, or not finite)."""
     try:
-        value = float(observation[key][index])
-    except (KeyError, IndexError, TypeError, ValueError):
+        value = observed(p.observation or {}, kind, name, feedback.vocabulary,
+                         feedback.metric_names)
+    except (KeyError, IndexError, TypeError, ValueError):  # partial, or lacks the metric
         return None
-    return value if math.isfinite(value) else None
-
-
-def _feature(p: ProblemFeedback, vocab: Vocabulary, name: str) -> float | None:
-    return _entry(p.observation or {}, "features", vocab.features.index(name))
-
-
-def _read(p: ProblemFeedback, feedback: Feedback, condition: Condition) -> float | None:
-    """What ``condition`` read in ``p``'s last observation, in the condition's units (None:
-    its section was not collected)."""
-    obs = p.observation or {}
-    if condition.kind == "metric":
-        if condition.name not in feedback.metric_names:
-            return None
-        j = feedback.metric_names.index(condition.name)
-        squashed = _entry(obs, "metrics", j)
-        if squashed is None or not _entry(obs, "metrics_known", j):
-            return None
-        return unsquash(squashed)  # thresholds are in ncu's units
-    i = feedback.vocabulary.sections.index(condition.name)
-    if not _entry(obs, "collected", i):
-        return None
-    value = _entry(obs, "findings", i)
-    return None if value is None else value * 100.0  # the observation holds percent / 100
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _number(value: float | None, form: str = ".3g") -> str:

@@ -28,7 +28,7 @@ import numpy as np
 from agents.tree.edits import Edit, Rewrite, Split
 from agents.tree.nodes import Branch, Collect, Condition, Node, Stop, TreeFormatError, walk
 from agents.tree.proposers.base import Feedback, Proposal
-from autoprofiler_env.envs.observation import unsquash
+from agents.tree.reading import locate, raw, to_condition
 
 MOVES = ("split", "retune", "insert", "swap", "remove")
 WEIGHTS = (0.35, 0.15, 0.2, 0.15, 0.15)
@@ -91,7 +91,7 @@ class _Context:
         self.reach = reach
         self.weights = np.array([1.0 + sum(max(p.regret, 0.0) for p in r) for r in reach])
         self.budgets = sorted({p.budget for p in feedback.problems})
-        self.metric_index = {m: j for j, m in enumerate(feedback.metric_names)}
+        self.metrics = frozenset(feedback.metric_names)  # those the observation holds
 
     def _index(self, node: Node, above: frozenset) -> None:
         self.nodes.append(node)
@@ -118,25 +118,11 @@ class _Context:
         out = [("feature", f) for f in self.vocab.features]
         if len(self.budgets) > 1:
             out.append(("budget", "fraction"))
-        for s in self.above[i]:
-            out.append(("finding", s))
+        for s in (s for s in self.sections if s in self.above[i]):  # in the sections' order:
+            out.append(("finding", s))  # a set's would follow PYTHONHASHSEED, not the seed
             out += [("metric", m) for m, owner in self.vocab.metric_owner.items()
-                    if owner == s and m in self.metric_index]
+                    if owner == s and m in self.metrics]
         return out
-
-    def _read(self, kind: str, name: str, obs: dict) -> float | None:
-        """The value in the observation's units (None: unknown)."""
-        if kind == "feature":
-            from autoprofiler_env.features import FEATURE_NAMES
-
-            return float(obs["features"][FEATURE_NAMES.index(name)])
-        if kind == "budget":
-            return float(obs["budget_total"][0]) or None
-        if kind == "finding":
-            j = self.sections.index(name)
-            return float(obs["findings"][j]) if obs["collected"][j] else None
-        j = self.metric_index[name]
-        return float(obs["metrics"][j]) if obs["metrics_known"][j] else None
 
     def _condition(self, rng, i: int) -> Condition | None:
         """A condition on a value known at node ``i``, whose threshold splits the problems
@@ -144,19 +130,15 @@ class _Context:
         options = self._values(i)
         for _ in range(10):
             kind, name = options[rng.integers(len(options))]
+            where = locate(kind, name, self.vocab, self.feedback.metric_names)
             values = sorted({v for p in self.reach[i]
-                             if (v := self._read(kind, name, p.observation)) is not None})
+                             if (v := raw(p.observation, where)) is not None})
             if len(values) < 2:
                 continue
             k = int(rng.integers(len(values) - 1))
-            low, high = values[k], values[k + 1]
-            mid = (low + high) / 2
-            if kind == "metric":
-                at_least = _round(unsquash(mid), unsquash(low), unsquash(high))
-            elif kind == "finding":
-                at_least = _round(mid * 100.0, low * 100.0, high * 100.0)
-            else:
-                at_least = _round(mid, low, high)
+            low, high = values[k], values[k + 1]  # halfway, in the observation's units
+            at_least = _round(to_condition(kind, (low + high) / 2), to_condition(kind, low),
+                              to_condition(kind, high))
             return Condition(kind, name, at_least)
         return None
 
