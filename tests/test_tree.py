@@ -454,6 +454,6 @@ def test_the_search_proposer_proposes_the_same_in_another_process():
 
     outs = [subprocess.run([sys.executable, "-c", _PROPOSALS], capture_output=True, text=True,
                            timeout=300, env={**os.environ, "PYTHONHASHSEED": seed})
-            for seed in ("0", "1", "2")]
+            for seed in ("0", "1")]
     assert all(o.returncode == 0 for o in outs), outs[0].stderr[-2000:]
-    assert outs[0].stdout == outs[1].stdout == outs[2].stdout
+    assert outs[0].stdout == outs[1].stdout

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On a GPU machine: the same problems recorded by the single-GPU path and by the fan-out's
+# unit processes (`record --workers 1`), one path per command, then compared
+# (experiments/studies/fanout_check.py) once both are there:
+#   OUT=results WAY=plain  bash experiments/device/fanout_h200.sh   # then, in the next command:
+#   OUT=results WAY=fanned bash experiments/device/fanout_h200.sh
+# The recordings live in RECORDINGS (default docs/data/fanout_h200): bring the first one back
+# (recordings.tgz) before the second command, so that the check finds both.
+set -u -o pipefail
+source "$(dirname "$0")/lib.sh"
+install_wheels
+FINAL=${OUT:-results}
+ROOT=${RECORDINGS:-docs/data/fanout_h200}
+export PYTHONUNBUFFERED=1
+mkdir -p "$FINAL" "$ROOT"
+machine_facts | tee "$FINAL/machine.txt"
+# five problems of the composed optimizer's plan, seven candidates in all
+PROBLEMS=${PROBLEMS:-argmax_dim1_128x1024x1024 avg_pool2d_32x128x112x112 cross_entropy_32768x4096 \
+mlp_3layer_4096x1024x4096 conv1d_32x128x8192}
+case "${WAY:?set WAY=plain or WAY=fanned}" in
+  plain) WORKERS= ;;
+  fanned) WORKERS="--workers 1" ;;
+  *) echo "WAY must be plain or fanned" >&2; exit 2 ;;
+esac
+timeout -s TERM $(( ${BUDGET:-480} + 40 )) python3 -m experiments.cli record --out "$ROOT/$WAY" \
+  --parts reference,full,candidates --time-budget "${BUDGET:-480}" --warm-workers "${WARM:-6}" \
+  --plan docs/data/recording_h200_v2/plan.json $WORKERS $PROBLEMS 2>&1 | tr '\r' '\n' \
+  | grep -v -E '^\s*$|it/s\]$|s/it\]$|unit/s\]$|s/unit\]$' | tail -30 | tee "$FINAL/$WAY.log"
+if [ -d "$ROOT/plain" ] && [ -d "$ROOT/fanned" ]; then
+  python3 -m experiments.studies.fanout_check "$ROOT/plain" "$ROOT/fanned" \
+    --out "$FINAL/fanout_check.json" | tail -40
+fi
+tar czf "$FINAL/recordings.tgz" --exclude=_work "$ROOT"
+ls -la "$FINAL"
