@@ -191,9 +191,7 @@ def verify(result: dict, where: str) -> None:
         UnitFailed: a file or the rows differ from what was recorded (a corrupted transfer).
     """
     digests = result.get("sha256") or {}
-    actual = {"rows": _digest(json.dumps(result.get("rows", []), sort_keys=True).encode())}
-    actual.update({path: _digest(base64.b64decode(data))
-                   for path, data in (result.get("files") or {}).items()})
+    actual = _digests(result.get("rows", []), result.get("files") or {})
     if actual != digests:
         bad = sorted(k for k in set(actual) | set(digests) if actual.get(k) != digests.get(k))
         raise UnitFailed(f"the {where}'s result does not match its checksums: {', '.join(bad)}")
@@ -239,10 +237,8 @@ def _unit_main(scratch: Path) -> int:
              for p in sorted(scratch.rglob("*")) if p.is_file() and p not in before
              and p.relative_to(scratch).parts[:1] == ("sets",) and "_work" not in p.parts}
     result = {"rows": rows, "files": files, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
-              "wall_s": time.monotonic() - started, "pid": os.getpid()}
-    verify_input = {"rows": _digest(json.dumps(rows, sort_keys=True).encode())}
-    verify_input.update({p: _digest(base64.b64decode(d)) for p, d in files.items()})
-    result["sha256"] = verify_input
+              "wall_s": time.monotonic() - started, "pid": os.getpid(),
+              "sha256": _digests(rows, files)}
     tmp = scratch / (_RESULT + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.rename(scratch / _RESULT)  # whole or absent
@@ -264,8 +260,12 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _digests(rows: list[dict], files: dict[str, str]) -> dict[str, str]:
+    """The sha256 of the rows (``"rows"``) and of each file (base64), by path."""
+    out = {"rows": hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()}
+    out.update({path: hashlib.sha256(base64.b64decode(data)).hexdigest()
+                for path, data in files.items()})
+    return out
 
 
 # -- where units run ------------------------------------------------------------------------
