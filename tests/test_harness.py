@@ -1,5 +1,7 @@
 """The harness on a CPU: verdicts, timing records, a worker that survives bad candidates."""
 
+import time
+
 import pytest
 
 from autoprofiler_env.errors import ProblemError
@@ -85,6 +87,15 @@ def test_hang_is_stopped_by_the_timeout(relu):
         assert result.error_kind is ErrorKind.TIMEOUT
         assert result.wall_s < 20
         assert ev.evaluate(relu, candidate("relu_correct")).correct
+
+
+def test_the_next_candidates_slow_start_is_not_charged_to_this_one(relu, monkeypatch):
+    with Evaluator(FAST, timeout_s=3) as ev:
+        ready = ev._spare_ready
+        monkeypatch.setattr(ev, "_spare_ready", lambda: (time.sleep(3.5), ready()))
+        result = ev.evaluate(relu, candidate("relu_correct"))
+        assert result.correct, result.error_message
+        assert result.phases_s["spare"] >= 3.5
 
 
 @pytest.mark.parametrize("name, cause", [

@@ -135,7 +135,8 @@ class Evaluator:
     Args:
         config: the harness settings (device, tolerance, trials, sandbox).
         timeout_s: the limit for one candidate: its worker's import, build, correctness runs
-            and timing (``torch.compile`` candidates compile within it).
+            and timing (``torch.compile`` candidates compile within it; the wait for the
+            next candidate's process to start is not counted).
         prepare_timeout_s: the limit for making a problem ready in the reference's worker
             (import, build, one forward, warm-up) and for each reference request.
         cache_dir: the compile caches shared by the candidates' processes
@@ -458,8 +459,10 @@ class Evaluator:
             self._correctness(prepared, worker, [config.seed + 1 + k
                                                  for k in range(config.n_correctness)],
                               state, deadline, out_bytes)
+        waited = time.monotonic()
         with state.phase("spare"):
             self._spare_ready()  # no process starts while the two are warmed up and timed
+        deadline += time.monotonic() - waited  # the next process's start is not the candidate's
         with state.phase("warmup"):
             header, _ = self._ask(worker, {"op": "warmup", "seed": config.seed + 1,
                                            "ms": config.warmup_ms}, deadline, state)
