@@ -14,7 +14,9 @@ def wandb_run(job_type: str, config: dict, group: str | None = None):
     except ImportError as e:
         raise SystemExit("wandb is not installed; autoprofiler-env requires it: reinstall it "
                          "with `pip install -e .`") from e
-    if not os.environ.get("WANDB_API_KEY") and not os.environ.get("WANDB_MODE"):
-        os.environ["WANDB_MODE"] = "offline"
+    mode = os.environ.get("WANDB_MODE") or (None if os.environ.get("WANDB_API_KEY")
+                                            else "offline")
+    # wandb reads its environment once per process (at its first run): what a later run of
+    # the same process is given (its directory, its mode) is passed, not left to that
     return wandb.init(project="autoprofiler-env", job_type=job_type, config=config,
-                      group=group)
+                      group=group, mode=mode, dir=os.environ.get("WANDB_DIR"))

@@ -61,3 +61,15 @@ def study_dataset(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("study_dataset") / "study.json.gz"
     content.save(path)
     return path
+
+
+@pytest.fixture
+def fresh_wandb():
+    """wandb keeps its settings for the whole process (read at its first run): a test that
+    checks what one run wrote starts and ends with none of another test's state
+    (tests/test_tracking.py checks what two runs of one process do)."""
+    import wandb
+
+    wandb.teardown()
+    yield
+    wandb.teardown()

@@ -154,7 +154,7 @@ def test_benchmark_table_and_plot(study_dataset, tmp_path):
     assert all(math.isfinite(r["geomean_speedup"]) for r in summary)
 
 
-def test_wandb_logs_offline(study_dataset, tmp_path, monkeypatch):
+def test_wandb_logs_offline(study_dataset, tmp_path, monkeypatch, fresh_wandb):
     from experiments.benchmark import log_wandb
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)

@@ -352,9 +352,10 @@ def test_a_part_stopped_by_sigterm_still_logs_its_device_time(tmp_path, monkeypa
 
     monkeypatch.setattr(record, "record_reference", terminated)
     small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit):
         record.record(tmp_path, [small], parts=("reference",), device="cpu")
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+    assert signal.getsignal(signal.SIGTERM) is before  # restored
     (row,) = read_jsonl(tmp_path / record.TIMINGS)
     assert row["part"] == "reference" and row["interrupted"] and row["holds"] is None
     assert 0 <= row["wall_s"] < 5

@@ -201,7 +201,8 @@ def test_the_command_reports_a_bad_config_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, capsys):
+def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, capsys,
+                                                        fresh_wandb):
     from experiments.cli import main
     from experiments.wandb_offline import read_offline_run
 
@@ -215,8 +216,7 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
     assert main(["train", "--config", "tiny.yaml", "--out", "run", "--seed", "1",
                  "--wandb", "--wandb-group", "test-group"]) == 0
     assert "best (step" in capsys.readouterr().out
-    # the run directory, as run.json names it (wandb keeps the first run's root directory
-    # for the process, so another test's run may have set it)
+    # the run directory, as run.json names it
     identity = json.loads(Path("run/run.json").read_text())["wandb"]
     assert identity["mode"] == "offline" and identity["group"] == "test-group"
     run = read_offline_run(Path(identity["dir"]).parent)
