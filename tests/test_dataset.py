@@ -275,6 +275,20 @@ def test_round_trip_is_exact(ds, tmp_path):
     assert DatasetFile.load(path) == ds.content
 
 
+def test_a_file_is_loaded_once_per_process_until_it_changes(ds, tmp_path):
+    import os
+
+    path = tmp_path / "once.json.gz"
+    ds.content.save(path)
+    first = Dataset.load(path)
+    assert Dataset.load(str(path)) is first and first.content == ds.content
+    os.utime(path, ns=(0, 0))  # rewritten, as far as the file system says
+    assert Dataset.load(path) is not first
+    path.write_bytes(b"not a dataset")  # damaged since: refused, not served from memory
+    with pytest.raises(DatasetError, match="corrupted"):
+        Dataset.load(path)
+
+
 def test_llm_outcomes_by_section_set_with_repeats_and_an_explicit_policy(ds, tmp_path):
     import dataclasses
 

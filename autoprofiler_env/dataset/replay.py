@@ -11,6 +11,7 @@ collecting it alone; ncu shares some passes between sections, so this is an uppe
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,8 +30,14 @@ LLM_MISSING = ("raise", "largest_recorded_subset")
 (:meth:`Dataset.llm_outcome`)."""
 
 
+_LOADED: dict[tuple, Dataset] = {}
+_LOADED_LOCK = threading.Lock()
+_LOADED_MAX = 4
+
+
 class Dataset:
-    """A loaded, checked dataset."""
+    """A loaded, checked dataset (read-only: :meth:`load` hands one object to every caller
+    that loads the same file)."""
 
     def __init__(self, content: DatasetFile) -> None:
         self.content = content
@@ -46,13 +53,31 @@ class Dataset:
     @classmethod
     def load(cls, name_or_path: str | Path | None = None) -> Dataset:
         """Loads a shipped dataset by name (``"suite"``, ``"kernelbench"``), or a file; None:
-        the default (:func:`~autoprofiler_env.dataset.names.resolve_dataset`).
+        the default (:func:`~autoprofiler_env.dataset.names.resolve_dataset`). A file this
+        process loaded before, unchanged since, is not read again: the same object is
+        returned.
 
         Raises:
             DatasetError: an unknown name, a shipped one not built yet, or a file that is
                 missing or damaged (:meth:`DatasetFile.load`).
         """
-        return cls(DatasetFile.load(resolve_dataset(name_or_path)))
+        path = Path(resolve_dataset(name_or_path))
+        try:
+            stat = path.stat()
+        except OSError:  # DatasetFile.load says what is wrong with it
+            return cls(DatasetFile.load(path))
+        # one load per file and process (an environment made per worker or per evaluation
+        # otherwise reads and checks the same file each time): the key changes when the file
+        # does, and nothing writes to a loaded dataset
+        key = (cls, str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        with _LOADED_LOCK:
+            loaded = _LOADED.pop(key, None)
+            if loaded is None:
+                loaded = cls(DatasetFile.load(path))
+            _LOADED[key] = loaded  # the most recently used last
+            while len(_LOADED) > _LOADED_MAX:
+                _LOADED.pop(next(iter(_LOADED)))
+        return loaded
 
     def default_optimizer(self) -> str:
         """The optimizer an environment on this dataset replays unless told: the dataset's
