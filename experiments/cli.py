@@ -219,7 +219,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if (missing := _missing_reuse(args)) is not None:
         return _fail(f"--reuse {missing}: no such file")
     if args.workers is not None:
-        return _record_fanout(args, problems, parts)
+        return _record_fanout(args, problems, parts, llm)
     if args.address is not None:
         return _fail("--address is the Ray cluster of --workers ray")
     summary = record(Path(args.out), problems, parts, chunk=args.chunk,
@@ -230,8 +230,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     return _recorded(summary)
 
 
-def _record_fanout(args: argparse.Namespace, problems, parts) -> int:
-    """``record --workers N|ray``: one unit per (problem, part), each on its own GPU."""
+def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
+    """``record --workers N|ray``: one unit per (problem, part), each on its own GPU (the llm
+    part's requests ``--llm-concurrency`` at a time meanwhile)."""
     from autoprofiler_env.dataset.record.fanout import (
         FANOUT_PARTS,
         LocalWorkers,
@@ -241,6 +242,8 @@ def _record_fanout(args: argparse.Namespace, problems, parts) -> int:
     from autoprofiler_env.harness import HarnessConfig
     from autoprofiler_env.jsonlines import read_jsonl
 
+    if args.llm_concurrency < 1:
+        return _fail(f"--llm-concurrency {args.llm_concurrency}: give at least 1")
     if set(parts) - set(FANOUT_PARTS):
         return _fail(f"--workers records {', '.join(FANOUT_PARTS)}; record "
                      f"{', '.join(sorted(set(parts) - set(FANOUT_PARTS)))} without --workers")
@@ -269,7 +272,8 @@ def _record_fanout(args: argparse.Namespace, problems, parts) -> int:
                             config=HarnessConfig(device=args.device),
                             time_budget_s=args.time_budget, warm_workers=args.warm_workers,
                             plan=plan, reuse=[r for f in args.reuse for r in read_jsonl(Path(f))],
-                            max_ops=args.max_ops)
+                            max_ops=args.max_ops, llm=llm,
+                            llm_concurrency=args.llm_concurrency)
     return _recorded(summary)
 
 
@@ -736,8 +740,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable)")
     w = p.add_argument_group("several GPUs (docs/dataset.md, \"Several GPUs\")")
     w.add_argument("--workers", metavar="N|ray",
-                   help="record reference, full and candidates one unit (problem, part) at a "
-                   "time per GPU: N local GPUs, or 'ray' (one GPU a task; pip install -e "
+                   help="record reference, full, candidates and llm one unit (problem, part) "
+                   "at a time per GPU: N local GPUs, or 'ray' (one GPU a task; pip install -e "
                    "'.[ray]'); without it, one GPU in this process")
     w.add_argument("--address", metavar="ADDR",
                    help="the Ray cluster to join (ray.init's address; default: a local one)")
@@ -771,6 +775,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--repeats", type=int, default=3, help="replies per (problem, section set)")
     g.add_argument("--temperature", type=float, default=0.7,
                    help="sampling temperature of the repeats (default: 0.7)")
+    g.add_argument("--llm-concurrency", type=int, default=8, metavar="K",
+                   help="with --workers: requests in flight at once, while the GPUs judge the "
+                   "replies in (default: 8)")
     p.add_argument("problems", nargs="*", help="URIs or files (default: the suite)")
     p.set_defaults(func=cmd_record)
 

@@ -158,6 +158,7 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path)
     from autoprofiler_env.dataset.record.fanout import RayWorkers
 
     problems = [load_problem("matmul_4096x4096x4096"), load_problem(RELU)]
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         workers = RayWorkers(init_kwargs={"num_cpus": 4, "num_gpus": 4,
                                           "include_dashboard": False})
@@ -171,8 +172,85 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path)
             killer.join()
     finally:
         ray.shutdown()
+        for sig, handler in handlers.items():  # ray.init's handlers outlive its shutdown
+            signal.signal(sig, handler)
     assert killed and summary["failed"] == 0 and summary["reference"] == 2
     assert sorted(r["uri"] for r in read_jsonl(tmp_path / "reference.jsonl")) == sorted(
         p.uri for p in problems)
     gpus = [t["gpu"] for t in read_jsonl(tmp_path / "timings.jsonl")]
     assert len(gpus) == 2 and set(gpus) <= {"0", "1", "2", "3"}  # one GPU each, Ray's
+
+
+class _SlowScripted:
+    """A chat endpoint that takes a while: a correct ReLU for even seeds, prose for odd ones;
+    it counts the requests and the most in flight at once."""
+
+    model_name = "scripted"
+
+    def __init__(self) -> None:
+        self.asked, self.in_flight, self.most = 0, 0, 0
+        self.lock = threading.Lock()
+
+    def __copy__(self):  # one endpoint, whatever the copies the requests are made through
+        return self
+
+    def complete(self, messages, *, max_tokens, temperature, seed, timeout_s):
+        with self.lock:
+            self.asked += 1
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        time.sleep(0.4)
+        with self.lock:
+            self.in_flight -= 1
+        code = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+        return f"```python\n{code}```" if seed % 2 == 0 else "I would fuse it."
+
+
+def test_the_llm_part_keeps_requests_in_flight_while_units_judge_and_asks_nothing_twice(
+        tmp_path):
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.record import LLMPart, record_llm
+    from autoprofiler_env.dataset.record.fanout import REPLIES
+    from autoprofiler_env.optimizers.llm import LLMOptimizer
+
+    dataset = Dataset.load()
+    problems = [load_problem("relu_16384x16384"), load_problem("leaky_relu_8192x32768")]
+    sets = ((), ("SpeedOfLight",))
+    endpoint = _SlowScripted()
+    part = LLMPart(LLMOptimizer(endpoint, seed=0), dataset, sets, repeats=2)
+    out = tmp_path / "fanned"
+    summary = record_fanout(out, problems, LocalWorkers(["0", "1"]), ("llm",), config=SMOKE,
+                            llm=part, llm_concurrency=4)
+    assert summary == {"llm": 8, "failed": 0, "stopped_by_time_budget": False}
+    assert endpoint.asked == 8 and endpoint.most == 4  # four requests in flight at once
+    timings = read_jsonl(out / "timings.jsonl")
+    assert sorted(t["uri"] for t in timings) == sorted(p.uri for p in problems)
+    assert {t["part"] for t in timings} == {"llm"} and {t["gpu"] for t in timings} <= {"0", "1"}
+
+    # the rows the single-GPU path writes (the verdicts; the times are measured again)
+    plain = record_llm(problems, dataset, LLMOptimizer(_SlowScripted(), seed=0), list(sets),
+                       tmp_path / "plain.jsonl", SMOKE, repeats=2)
+
+    def verdicts(rows):
+        return sorted((r["uri"], r["model"], r["sections"], r["repeat"], r["seed"], r["correct"],
+                       r["error_kind"]) for r in rows)
+
+    fanned = read_jsonl(out / "llm.jsonl")
+    assert verdicts(fanned) == verdicts(plain)
+    # a ReLU is right for the ReLU and wrong for the leaky one; prose is no code
+    assert sum(r["correct"] for r in fanned) == 2 and {r["error_kind"] for r in fanned} == {
+        None, "no_code", "mismatch"}
+
+    # a driver killed after the replies came and before they were judged: run again, it
+    # judges them and asks the endpoint nothing
+    (out / "llm.jsonl").unlink()
+    again = record_fanout(out, problems, LocalWorkers(["0"]), ("llm",), config=SMOKE,
+                          llm=part, llm_concurrency=4)
+    assert again["llm"] == 8 and endpoint.asked == 8
+    assert verdicts(read_jsonl(out / "llm.jsonl")) == verdicts(plain)
+    assert len(read_jsonl(out / REPLIES)) == 8
+    # done: nothing asked, nothing judged
+    before = (out / "llm.jsonl").read_bytes()
+    assert record_fanout(out, problems, LocalWorkers(["0"]), ("llm",), config=SMOKE,
+                         llm=part)["llm"] == 8
+    assert endpoint.asked == 8 and (out / "llm.jsonl").read_bytes() == before

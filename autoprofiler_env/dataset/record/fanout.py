@@ -20,6 +20,11 @@ recording as the single-GPU path (:func:`autoprofiler_env.dataset.record.record`
   records it as the single-GPU path does.
 - **Device time** is logged per unit in ``timings.jsonl`` (with its GPU): summed, it is the
   recording's GPU-seconds, whatever the number of GPUs.
+- **The llm part** waits on an endpoint, not a GPU: the driver keeps ``llm_concurrency``
+  requests in flight (threads: a request holds no GPU, and the key stays on the driver's
+  machine), writes each reply to ``llm_replies.jsonl`` as it comes (a reply is never asked
+  for twice), and hands a problem to a GPU unit, which judges its replies, once all of them
+  are in, while the requests of the next problems go on.
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from tqdm import tqdm
 
@@ -46,8 +53,10 @@ from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 
-FANOUT_PARTS = ("reference", "full", "candidates")
-"""The parts a fan-out records (``sets``, ``profiles`` and ``llm`` run on one GPU)."""
+FANOUT_PARTS = ("reference", "full", "candidates", "llm")
+"""The parts a fan-out records (``sets`` and ``profiles`` run on one GPU)."""
+REPLIES = "llm_replies.jsonl"
+"""The llm part's replies, one line each as it comes (:func:`.llm.ask`): judged later."""
 FAILURES = "failures.jsonl"
 """One line per unit given up on in a run (its process died ``retries + 1`` times)."""
 _SPEC, _RESULT = "spec.json", "result.json"
@@ -123,6 +132,13 @@ def _seed(out: Path, unit: Unit) -> dict:
     timed out is followed by a capped one)."""
     if unit.part == "candidates":
         return {"rows": [r for r in read_jsonl(out / "candidates.jsonl") if r["uri"] == unit.uri]}
+    if unit.part == "llm":  # its replies not judged yet
+        from autoprofiler_env.dataset.record.llm import key
+
+        done = {key(r) for r in read_jsonl(out / "llm.jsonl")}
+        replies = {key(r): r for r in read_jsonl(out / REPLIES)
+                   if r["uri"] == unit.uri and key(r) not in done}
+        return {"replies": list(replies.values())}
     if unit.part == "full":
         files = {}
         root = out / "sets" / "full"
@@ -227,6 +243,10 @@ def _unit_main(scratch: Path) -> int:
         rows = record_candidates([problem], path, config, warm_workers=spec["warm_workers"],
                                  deadline=deadline, plan={problem.uri: list(unit.candidates)},
                                  reuse=spec["reuse"])[len(seed.get("rows", [])):]
+    elif unit.part == "llm":
+        from autoprofiler_env.dataset.record.llm import judge_all
+
+        rows = judge_all(problem, seed["replies"], config)
     elif unit.part == "full":
         kwargs = {} if spec["max_ops"] is None else {"max_ops": spec["max_ops"]}
         record_ncu([problem], {"full": list(load_catalogue().sets["full"])}, scratch / "sets",
@@ -304,10 +324,12 @@ class LocalWorkers:
     def __len__(self) -> int:
         return len(self.gpus)
 
-    def run(self, work: list[tuple[Unit, dict]], setup: Setup
+    def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup
             ) -> Iterator[tuple[Unit, dict | Exception | None]]:
-        """Yields each unit with its result, the error it failed with, or None where the
-        time budget ran out before it started, as they finish."""
+        """Yields each unit of ``work`` with its result, the error it failed with, or None
+        where the time budget ran out before it started, as they finish. ``work`` may wait
+        (the llm part's units come as the model's replies do): it is read in a thread of its
+        own, and each unit starts as soon as it comes and a GPU is free."""
         free: queue.Queue = queue.Queue()
         for gpu in self.gpus:
             free.put(gpu)
@@ -326,17 +348,67 @@ class LocalWorkers:
             finally:
                 free.put(gpu)
 
-        with ThreadPoolExecutor(len(self.gpus)) as pool:
-            futures = {pool.submit(one, unit, seed): unit for unit, seed in work}
-            try:
-                for future in as_completed(futures):
-                    try:
-                        yield futures[future], future.result()
-                    except UnitFailed as e:
-                        yield futures[future], e
-            finally:
-                for future in futures:
-                    future.cancel()
+        finished: queue.Queue = queue.Queue()  # (unit, its future), then (_END, the count)
+        pool = ThreadPoolExecutor(len(self.gpus))
+
+        def submit(unit: Unit, seed: dict) -> None:
+            pool.submit(one, unit, seed).add_done_callback(lambda f: finished.put((unit, f)))
+
+        feed = _Feed(work, submit, finished)
+        expected, got = None, 0
+        try:
+            while expected is None or got < expected:
+                unit, item = finished.get()
+                if unit is _END:
+                    expected = feed.count(item)
+                    continue
+                got += 1
+                try:
+                    yield unit, item.result()
+                except UnitFailed as e:
+                    yield unit, e
+        finally:
+            feed.stop()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+_END = object()
+
+
+class _Feed:
+    """Reads ``work`` in a thread of its own, submitting each ``(unit, seed)`` as it comes,
+    then puts ``(_END, how many)`` on ``events`` (``(_END, the error)`` where reading it
+    failed: :meth:`count` raises it in the driver)."""
+
+    def __init__(self, work: Iterable[tuple[Unit, dict]], submit, events: queue.Queue) -> None:
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, args=(work, submit, events), daemon=True,
+                         name="fanout-feed").start()
+
+    def _run(self, work, submit, events: queue.Queue) -> None:
+        items, count = iter(work), 0
+        try:
+            for unit, seed in items:
+                if self._stop.is_set():
+                    break
+                submit(unit, seed)
+                count += 1
+        except BaseException as e:  # noqa: BLE001 -- handed to the driver, which raises it
+            events.put((_END, e))
+            return
+        finally:
+            getattr(items, "close", lambda: None)()  # a generator's own clean-up runs here
+        events.put((_END, count))
+
+    @staticmethod
+    def count(item) -> int:
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def stop(self) -> None:
+        """No more units are submitted (the one being read is the last)."""
+        self._stop.set()
 
 
 class RayWorkers:
@@ -354,23 +426,44 @@ class RayWorkers:
         if not ray.is_initialized():
             ray.init(address=address, **(init_kwargs or {}))
 
-    def run(self, work: list[tuple[Unit, dict]], setup: Setup
+    def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup
             ) -> Iterator[tuple[Unit, dict | Exception | None]]:
+        """As :meth:`LocalWorkers.run`: each unit is a task as soon as it comes."""
         ray = self.ray
         task = ray.remote(_ray_unit).options(num_gpus=1, max_retries=self.retries,
                                              retry_exceptions=[UnitFailed])
-        refs = {task.remote(unit, setup, seed): unit for unit, seed in work}
-        waiting = list(refs)
+        events: queue.Queue = queue.Queue()  # (unit, its task), then (_END, the count)
+        feed = _Feed(work, lambda unit, seed: events.put((unit, task.remote(unit, setup, seed))),
+                     events)
+        waiting: dict = {}
+        expected, got = None, 0
         try:
-            while waiting:
-                done, waiting = ray.wait(waiting, num_returns=1)
-                unit = refs[done[0]]
-                try:
-                    yield unit, ray.get(done[0])
-                except (ray.exceptions.RayError, UnitFailed) as e:
-                    cause = getattr(e, "cause", None)
-                    yield unit, cause if isinstance(cause, UnitFailed) else UnitFailed(str(e))
+            while expected is None or got < expected:
+                block = not waiting  # nothing to wait on in Ray: wait for the feed
+                while True:
+                    try:
+                        unit, item = events.get(block=block)
+                    except queue.Empty:
+                        break
+                    block = False
+                    if unit is _END:
+                        expected = feed.count(item)
+                    else:
+                        waiting[item] = unit
+                if not waiting:
+                    continue
+                done, _ = ray.wait(list(waiting), num_returns=1, timeout=0.5)
+                for ref in done:
+                    unit = waiting.pop(ref)
+                    got += 1
+                    try:
+                        yield unit, ray.get(ref)
+                    except (ray.exceptions.RayError, UnitFailed) as e:
+                        cause = getattr(e, "cause", None)
+                        yield unit, (cause if isinstance(cause, UnitFailed) else
+                                     UnitFailed(str(e)))
         finally:
+            feed.stop()
             for ref in waiting:
                 ray.cancel(ref, force=True)
 
@@ -395,24 +488,50 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                   config: HarnessConfig | None = None, time_budget_s: float | None = None,
                   warm_workers: int = 1, plan: dict[str, list[str]] | None = None,
                   reuse: list[dict] = (), max_ops: int | None = None,
-                  unit_timeout_s: float = 3600.0) -> dict:
+                  unit_timeout_s: float = 3600.0, llm=None, llm_concurrency: int = 8) -> dict:
     """Records ``parts`` of ``problems`` into ``out`` on ``workers`` (:class:`LocalWorkers`,
     :class:`RayWorkers`), resuming what ``out`` holds. Returns the summary
     :func:`~autoprofiler_env.dataset.record.record` gives, with ``failed``: the units given
-    up on in this run (logged in ``failures.jsonl``; the next run tries them again)."""
+    up on in this run (logged in ``failures.jsonl``; the next run tries them again).
+
+    ``llm``: the llm part's :class:`~autoprofiler_env.dataset.record.LLMPart`, its requests
+    ``llm_concurrency`` at a time (the module's docstring says how)."""
     unknown = set(parts) - set(FANOUT_PARTS)
     if unknown:
         raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}; record "
                          f"{', '.join(sorted(unknown))} on one GPU (without --workers)")
+    if "llm" in parts and llm is None:
+        raise ValueError("the llm part needs an LLMPart: the optimizer, the dataset whose "
+                         "profiles it is shown, and the section sets")
+    if llm_concurrency < 1:
+        raise ValueError(f"llm_concurrency must be at least 1, not {llm_concurrency}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config = config or HarnessConfig(device="cuda")
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s)
     units = pending(out, problems, parts, config.device, plan)
+    failed = _drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)
+    if "llm" in parts:
+        count, work = _llm_work(out, problems, llm, setup, llm_concurrency)
+        failed += _drive(out, workers, work, count, setup, "problems")
+    summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
+    if "llm" in parts and llm.uris is not None:
+        missing = sum(p.uri not in llm.uris for p in problems)
+        if missing:
+            summary["llm_not_in_dataset"] = missing
+    summary["failed"] = failed
+    summary["stopped_by_time_budget"] = _late(setup)
+    return summary
+
+
+def _drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, setup: Setup,
+           what: str = "units") -> int:
+    """Runs ``work`` on ``workers``, writing each result as it comes; returns how many units
+    were given up on (each logged in ``failures.jsonl``)."""
     failed = 0
-    with tqdm(total=len(units), desc="units", unit="unit") as bar:
-        for unit, result in workers.run([(u, _seed(out, u)) for u in units], setup):
+    with tqdm(total=total, desc=what, unit="unit") as bar:
+        for unit, result in workers.run(work, setup):
             if result is None:
                 pass
             elif isinstance(result, Exception):
@@ -421,12 +540,64 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                     log.write({"part": unit.part, "uri": unit.uri, "error": str(result),
                                "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
             else:
-                commit(out, unit, result, config.device)
+                commit(out, unit, result, setup.config.device)
             bar.update()
-    summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
-    summary["failed"] = failed
-    summary["stopped_by_time_budget"] = _late(setup)
-    return summary
+    return failed
+
+
+def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency: int
+              ) -> tuple[int, Iterator[tuple[Unit, dict]]]:
+    """The llm part's units, one per problem with outcomes to record, and how many: each
+    comes once its replies are all in, first those whose replies were in before this run.
+    The requests run ``concurrency`` at a time meanwhile, each reply written as it comes;
+    none starts after the time budget (a problem with replies missing waits for the next
+    run, its replies kept)."""
+    from autoprofiler_env.dataset.record.llm import ask, asks, key
+
+    shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
+    done = {key(r) for r in read_jsonl(out / "llm.jsonl")}
+    todo = asks(shown, llm.dataset, llm.optimizer, llm.section_sets, llm.repeats, done)
+    replied = {key(r) for r in read_jsonl(out / REPLIES)}
+    to_ask = [(p, sections, repeat) for p, sections, repeat in todo
+              if (p.uri, llm.optimizer.producer, "+".join(llm.dataset.canonical(sections)),
+                  repeat) not in replied]
+    order = list({p.uri: p for p, _, _ in todo}.values())
+
+    def work() -> Iterator[tuple[Unit, dict]]:
+        left = Counter(p.uri for p, _, _ in to_ask)
+
+        def unit(p: Problem) -> tuple[Unit, dict]:
+            u = Unit("llm", p.to_dict())
+            return u, _seed(out, u)
+
+        for p in order:
+            if not left[p.uri]:
+                yield unit(p)
+        lock = threading.Lock()
+        with JsonlAppender(out / REPLIES) as log, ThreadPoolExecutor(concurrency) as pool:
+
+            def one(p: Problem, sections: tuple[str, ...], repeat: int) -> dict | None:
+                if _late(setup):
+                    return None
+                reply = ask(p, llm.dataset, llm.optimizer, sections, repeat)
+                with lock:
+                    log.write(reply)
+                return reply
+
+            futures = {pool.submit(one, *a): a[0] for a in to_ask}
+            try:
+                for future in as_completed(futures):
+                    p = futures[future]
+                    if future.result() is None:
+                        continue  # the time budget: this problem waits for the next run
+                    left[p.uri] -= 1
+                    if not left[p.uri]:
+                        yield unit(p)
+            finally:
+                for future in futures:
+                    future.cancel()
+
+    return len(order), work()
 
 
 def commit(out: Path, unit: Unit, result: dict, device: str) -> None:

@@ -3,6 +3,8 @@ profiles a dataset replays (``llm.jsonl``)."""
 
 from __future__ import annotations
 
+import copy
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,33 +21,70 @@ def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[t
     """Outcomes of an LLM optimizer per (problem, section set), ``repeats`` times each (the
     seed changes per repeat), with the profiles the dataset replays. A key already in ``out``
     is skipped. A reply the harness cannot run (no code, a time-out) is recorded as an
-    incorrect outcome with its LLM error kind."""
-    done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(out)}
-    base_seed = optimizer.seed
+    incorrect outcome with its LLM error kind. (On several GPUs, with the requests in
+    flight at once: :mod:`.fanout`.)"""
+    done = {key(r) for r in read_jsonl(out)}
     with Evaluator(config) as evaluator, JsonlAppender(out) as log:
-        for problem in problems:
-            for sections in section_sets:
-                key = "+".join(dataset.canonical(sections))
-                for repeat in range(repeats):
-                    if (problem.uri, key, repeat) in done:
-                        continue
-                    if _past(deadline):
-                        return read_jsonl(out)
-                    optimizer.seed = base_seed + repeat
-                    profile = dataset.profile(problem.uri, sections) if sections else None
-                    candidate = optimizer.optimize(problem, profile)
-                    row = {"uri": problem.uri, "model": optimizer.producer, "sections": key,
-                           "repeat": repeat, "seed": optimizer.seed}
-                    if candidate.error:
-                        row.update(correct=False, error_kind=candidate.error.split(":")[0],
-                                   candidate_ms=None, speedup=None)
-                    else:
-                        result = evaluator.evaluate(problem, candidate.source)
-                        row.update(correct=result.correct, error_kind=result.error_name,
-                                   candidate_ms=result.candidate_ms, speedup=result.speedup)
-                    log.write(row)
-    optimizer.seed = base_seed
+        for problem, sections, repeat in asks(problems, dataset, optimizer, section_sets,
+                                              repeats, done):
+            if _past(deadline):
+                return read_jsonl(out)
+            log.write(judge(ask(problem, dataset, optimizer, sections, repeat), problem,
+                            evaluator))
     return read_jsonl(out)
+
+
+def key(row: dict) -> tuple:
+    """What identifies an LLM outcome (and its reply): problem, model, section set, repeat."""
+    return row["uri"], row["model"], row["sections"], row["repeat"]
+
+
+def asks(problems: list[Problem], dataset, optimizer, section_sets, repeats: int,
+         done: set[tuple] = frozenset()) -> list[tuple[Problem, tuple[str, ...], int]]:
+    """The (problem, section set, repeat) not in ``done`` (:func:`key`), in order."""
+    return [(problem, sections, repeat) for problem in problems for sections in section_sets
+            for repeat in range(repeats)
+            if (problem.uri, optimizer.producer, "+".join(dataset.canonical(sections)),
+                repeat) not in done]
+
+
+def ask(problem: Problem, dataset, optimizer, sections: tuple[str, ...], repeat: int) -> dict:
+    """One request: the reply's record (its key, seed, ``source`` or ``error``, and the
+    request's evidence without the raw reply). Leaves ``optimizer`` as it was, so that
+    requests can be in flight at once (each asks through a copy of the optimizer and of its
+    backend, seeded ``optimizer.seed + repeat``)."""
+    asking = copy.copy(optimizer)
+    asking.backend = copy.copy(optimizer.backend)  # its last_info is the request's own
+    asking.seed = optimizer.seed + repeat
+    profile = dataset.profile(problem.uri, sections) if sections else None
+    candidate = asking.optimize(problem, profile)
+    return {"uri": problem.uri, "model": asking.producer,
+            "sections": "+".join(dataset.canonical(sections)), "repeat": repeat,
+            "seed": asking.seed, "source": candidate.source, "error": candidate.error,
+            "evidence": {k: v for k, v in candidate.evidence.items() if k != "reply"}}
+
+
+def judge(reply: dict, problem: Problem, evaluator: Evaluator | None) -> dict:
+    """The outcome row of a reply (:func:`ask`): the harness's verdict on its source, or an
+    incorrect outcome of the LLM error kind where it has none (no evaluator needed)."""
+    row = {k: reply[k] for k in ("uri", "model", "sections", "repeat", "seed")}
+    if reply["error"]:
+        row.update(correct=False, error_kind=reply["error"].split(":")[0], candidate_ms=None,
+                   speedup=None)
+    else:
+        result = evaluator.evaluate(problem, reply["source"])
+        row.update(correct=result.correct, error_kind=result.error_name,
+                   candidate_ms=result.candidate_ms, speedup=result.speedup)
+    return row
+
+
+def judge_all(problem: Problem, replies: list[dict], config: HarnessConfig) -> list[dict]:
+    """The outcome rows of a problem's replies, judged in one evaluator (started only where
+    a reply has a source)."""
+    with ExitStack() as stack:
+        evaluator = (stack.enter_context(Evaluator(config))
+                     if any(not r["error"] for r in replies) else None)
+        return [judge(r, problem, evaluator) for r in replies]
 
 
 @dataclass(frozen=True)
