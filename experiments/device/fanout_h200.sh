@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # On a GPU machine: the same problems recorded by the single-GPU path and by the fan-out's
-# unit processes (`record --workers 1`), one path per command, then compared
-# (experiments/studies/fanout_check.py) once both are there:
-#   OUT=results WAY=plain  bash experiments/device/fanout_h200.sh   # then, in the next command:
+# unit processes (`record --workers 1`, or `--workers ray`: a local Ray cluster on the one
+# GPU), one path per command, then compared (experiments/studies/fanout_check.py) with the
+# plain one:
+#   OUT=results WAY=plain  bash experiments/device/fanout_h200.sh   # then, in a next command:
 #   OUT=results WAY=fanned bash experiments/device/fanout_h200.sh
+#   OUT=results WAY=ray    bash experiments/device/fanout_h200.sh   # .whl/ holding Ray's wheels
+#                                                                   # (experiments/device/ray_wheels.sh)
 # The recordings live in RECORDINGS (default docs/data/fanout_h200): bring the first one back
-# (recordings.tgz) before the second command, so that the check finds both.
+# (recordings.tgz) before the next command, so that the check finds both.
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
 install_wheels
@@ -20,15 +23,18 @@ mlp_3layer_4096x1024x4096 conv1d_32x128x8192}
 case "${WAY:?set WAY=plain or WAY=fanned}" in
   plain) WORKERS= ;;
   fanned) WORKERS="--workers 1" ;;
-  *) echo "WAY must be plain or fanned" >&2; exit 2 ;;
+  ray) WORKERS="--workers ray" ;;
+  *) echo "WAY must be plain, fanned or ray" >&2; exit 2 ;;
 esac
 timeout -s TERM $(( ${BUDGET:-480} + 40 )) python3 -m experiments.cli record --out "$ROOT/$WAY" \
   --parts reference,full,candidates --time-budget "${BUDGET:-480}" --warm-workers "${WARM:-6}" \
   --plan docs/data/recording_h200_v2/plan.json $WORKERS $PROBLEMS 2>&1 | tr '\r' '\n' \
   | grep -v -E '^\s*$|it/s\]$|s/it\]$|unit/s\]$|s/unit\]$' | tail -30 | tee "$FINAL/$WAY.log"
-if [ -d "$ROOT/plain" ] && [ -d "$ROOT/fanned" ]; then
-  python3 -m experiments.studies.fanout_check "$ROOT/plain" "$ROOT/fanned" \
-    --out "$FINAL/fanout_check.json" | tail -40
-fi
+for other in fanned ray; do
+  if [ -d "$ROOT/plain" ] && [ -d "$ROOT/$other" ]; then
+    python3 -m experiments.studies.fanout_check "$ROOT/plain" "$ROOT/$other" \
+      --out "$FINAL/fanout_check_$other.json" | tail -40
+  fi
+done
 tar czf "$FINAL/recordings.tgz" --exclude=_work "$ROOT"
 ls -la "$FINAL"
