@@ -122,9 +122,11 @@ def test_a_result_that_does_not_match_its_checksums_is_refused():
         verify(good, "reference of u")
 
 
-def test_a_killed_driver_resumes_where_it_stopped(tmp_path):
-    """The command line's driver, killed with SIGKILL once one unit is written, then run
-    again: every problem once, what the first run wrote kept as it was."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_driver_resumes_where_it_stopped(tmp_path, sig):
+    """The command line's driver, killed once one unit is written, then run again: every
+    problem once, what the first run wrote kept as it was. Stopped by SIGTERM (timeout's
+    signal) it stops its units itself and logs the device time they had taken."""
     files = [str(ROOT / "tests" / "data" / "problems" / f"{n}.py")
              for n in ("relu_small", "matmul_cpu", "mse_scalar")]
     out = tmp_path / "recording"
@@ -136,10 +138,17 @@ def test_a_killed_driver_resumes_where_it_stopped(tmp_path):
     while not read_jsonl(out / "reference.jsonl") and time.monotonic() < deadline:
         assert driver.poll() is None, "the driver ended before it was killed"
         time.sleep(0.1)
-    driver.kill()
-    driver.wait()
+    while not _unit_processes() and time.monotonic() < deadline:  # the next unit started
+        time.sleep(0.05)
+    driver.send_signal(sig)
+    assert driver.wait(30) == (-sig if sig == signal.SIGKILL else 128 + sig)
     first = read_jsonl(out / "reference.jsonl")
     assert 1 <= len(first) < 3
+    if sig == signal.SIGTERM:  # the unit in flight: stopped, its time logged
+        stopped = [t for t in read_jsonl(out / "timings.jsonl") if t.get("interrupted")]
+        assert len(stopped) == 1 and stopped[0]["wall_s"] > 0
+        assert stopped[0]["uri"] not in {r["uri"] for r in first}
+        assert _unit_processes() == []  # at once, not when they notice their parent gone
     gone = time.monotonic() + 60  # a unit dies with the driver (one still importing, once
     while _unit_processes() and time.monotonic() < gone:  # it reaches its first line)
         time.sleep(0.2)

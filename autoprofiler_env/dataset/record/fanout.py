@@ -14,6 +14,9 @@ recording as the single-GPU path (:func:`autoprofiler_env.dataset.record.record`
   file, an ncu run's folder written under a temporary name and renamed. Every file and the
   rows carry a sha256 made where they were recorded and checked where they are written.
   Killed, the driver loses at most the units in flight; run again, it skips what is done.
+  Stopped by SIGTERM (``timeout``, a scheduler), it stops the units in flight itself and
+  logs the device time they had taken, marked ``interrupted`` (local workers: Ray's tasks
+  are cancelled, their time unknown to the driver).
 - **A unit whose process dies** (killed, out of memory) is run again, ``retries`` times; then
   it is logged in ``failures.jsonl`` and left undone, so the next run tries it again. A
   problem that fails (a broken file, a crashing candidate) is not such a failure: the part
@@ -44,7 +47,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
@@ -52,6 +55,7 @@ from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
+from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
 FANOUT_PARTS = ("reference", "full", "candidates", "llm")
 """The parts a fan-out records (``sets`` and ``profiles`` run on one GPU)."""
@@ -152,11 +156,13 @@ def _seed(out: Path, unit: Unit) -> dict:
 
 # -- one unit, in its own process -----------------------------------------------------------
 
-def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None) -> dict:
+def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None,
+             started: Callable[[subprocess.Popen], None] | None = None) -> dict:
     """Runs ``unit`` in a new process pinned to ``gpu`` (``CUDA_VISIBLE_DEVICES``; None: as
     this process sees them) and returns its result: the new ``rows``, the new ``files``
     (path in the recording: base64), their ``sha256``, the ``gpu`` its process saw, its
-    ``wall_s``.
+    ``wall_s``. ``started(popen)`` is told of the process once it runs (so that a driver
+    that is stopped can stop it).
 
     Raises:
         UnitFailed: the process died, outlasted ``setup.timeout_s`` or left no intact result.
@@ -179,6 +185,8 @@ def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None) -> dict:
                 [sys.executable, "-m", "autoprofiler_env.dataset.record.fanout", scratch,
                  "--parent", str(os.getpid())], env=env, stdout=sink, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
+            if started is not None:
+                started(popen)
             try:
                 code = popen.wait(setup.timeout_s)
             except subprocess.TimeoutExpired:
@@ -324,27 +332,42 @@ class LocalWorkers:
     def __len__(self) -> int:
         return len(self.gpus)
 
-    def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup
+    def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup,
+            interrupted: Callable[[Unit, str | None, float], None] | None = None
             ) -> Iterator[tuple[Unit, dict | Exception | None]]:
         """Yields each unit of ``work`` with its result, the error it failed with, or None
         where the time budget ran out before it started, as they finish. ``work`` may wait
         (the llm part's units come as the model's replies do): it is read in a thread of its
-        own, and each unit starts as soon as it comes and a GPU is free."""
+        own, and each unit starts as soon as it comes and a GPU is free. Closed before the
+        end (the driver stopped), it kills the units' processes in flight and tells
+        ``interrupted(unit, gpu, seconds it ran)`` of each."""
+        from autoprofiler_env.processes import kill_group
+
         free: queue.Queue = queue.Queue()
         for gpu in self.gpus:
             free.put(gpu)
+        stopped = threading.Event()
+        running: dict[int, tuple] = {}  # by thread: (unit, gpu, started, process)
 
         def one(unit: Unit, seed: dict):
             gpu = free.get()
+            me = threading.get_ident()
             try:
                 for attempt in range(self.retries + 1):
-                    if _late(setup):
+                    if _late(setup) or stopped.is_set():
                         return None  # not started: left for the next run
+                    def started(popen: subprocess.Popen) -> None:
+                        running[me] = (unit, gpu, time.monotonic(), popen)
+                        if stopped.is_set():  # stopped while it was starting
+                            kill_group(popen)
+
                     try:
-                        return run_unit(unit, setup, seed, gpu)
+                        return run_unit(unit, setup, seed, gpu, started)
                     except UnitFailed:
-                        if attempt == self.retries:
+                        if attempt == self.retries or stopped.is_set():
                             raise
+                    finally:
+                        running.pop(me, None)
             finally:
                 free.put(gpu)
 
@@ -369,7 +392,12 @@ class LocalWorkers:
                     yield unit, e
         finally:
             feed.stop()
+            stopped.set()
             pool.shutdown(wait=False, cancel_futures=True)
+            for unit, gpu, started, popen in list(running.values()):
+                kill_group(popen)
+                if interrupted is not None:
+                    interrupted(unit, gpu, time.monotonic() - started)
 
 
 _END = object()
@@ -426,9 +454,13 @@ class RayWorkers:
         if not ray.is_initialized():
             ray.init(address=address, **(init_kwargs or {}))
 
-    def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup
+    def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup,
+            interrupted: Callable[[Unit, str | None, float], None] | None = None
             ) -> Iterator[tuple[Unit, dict | Exception | None]]:
-        """As :meth:`LocalWorkers.run`: each unit is a task as soon as it comes."""
+        """As :meth:`LocalWorkers.run`: each unit is a task as soon as it comes. Closed
+        before the end, it cancels the tasks in flight (their units' processes die with
+        their workers); their device time is not known here, so ``interrupted`` is not
+        called."""
         ray = self.ray
         task = ray.remote(_ray_unit).options(num_gpus=1, max_retries=self.retries,
                                              retry_exceptions=[UnitFailed])
@@ -511,10 +543,11 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s)
     units = pending(out, problems, parts, config.device, plan)
-    failed = _drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)
-    if "llm" in parts:
-        count, work = _llm_work(out, problems, llm, setup, llm_concurrency)
-        failed += _drive(out, workers, work, count, setup, "problems")
+    with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
+        failed = _drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)
+        if "llm" in parts:
+            count, work = _llm_work(out, problems, llm, setup, llm_concurrency)
+            failed += _drive(out, workers, work, count, setup, "problems")
     summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
     if "llm" in parts and llm.uris is not None:
         missing = sum(p.uri not in llm.uris for p in problems)
@@ -530,19 +563,41 @@ def _drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, se
     """Runs ``work`` on ``workers``, writing each result as it comes; returns how many units
     were given up on (each logged in ``failures.jsonl``)."""
     failed = 0
-    with tqdm(total=total, desc=what, unit="unit") as bar:
-        for unit, result in workers.run(work, setup):
-            if result is None:
-                pass
-            elif isinstance(result, Exception):
-                failed += 1
-                with JsonlAppender(out / FAILURES) as log:
-                    log.write({"part": unit.part, "uri": unit.uri, "error": str(result),
-                               "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
-            else:
-                commit(out, unit, result, setup.config.device)
-            bar.update()
+
+    def interrupted(unit: Unit, gpu: str | None, seconds: float) -> None:
+        _log_time(out, unit, seconds, setup.config.device, gpu, interrupted=True)
+
+    results = workers.run(work, setup, interrupted)
+    try:
+        with tqdm(total=total, desc=what, unit="unit") as bar:
+            for unit, result in results:
+                if result is None:
+                    pass
+                elif isinstance(result, Exception):
+                    failed += 1
+                    with JsonlAppender(out / FAILURES) as log:
+                        log.write({"part": unit.part, "uri": unit.uri, "error": str(result),
+                                   "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                else:
+                    commit(out, unit, result, setup.config.device)
+                bar.update()
+    finally:
+        results.close()  # stopped (SIGTERM, an error): the units in flight are stopped too
     return failed
+
+
+def _log_time(out: Path, unit: Unit, wall_s: float, device: str, gpu: str | None,
+              interrupted: bool = False) -> None:
+    """A unit's line in ``timings.jsonl``: its device time (``interrupted``: stopped
+    before it finished, its time spent all the same)."""
+    from autoprofiler_env.dataset.record import TIMINGS
+
+    row = {"part": unit.part, "wall_s": wall_s, "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+           "device": device, "uri": unit.uri, "gpu": gpu}
+    if interrupted:
+        row["interrupted"] = True
+    with JsonlAppender(out / TIMINGS) as log:
+        log.write(row)
 
 
 def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency: int
@@ -603,8 +658,6 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
 def commit(out: Path, unit: Unit, result: dict, device: str) -> None:
     """Writes a unit's result into the recording: files first (each run folder under a
     temporary name, then renamed: whole or absent), then the rows, then its device time."""
-    from autoprofiler_env.dataset.record import TIMINGS
-
     verify(result, f"{unit.part} of {unit.uri}")
     folders: dict[Path, dict[str, bytes]] = {}
     for path, data in result.get("files", {}).items():
@@ -624,10 +677,7 @@ def commit(out: Path, unit: Unit, result: dict, device: str) -> None:
         with JsonlAppender(out / f"{unit.part}.jsonl") as log:
             for row in result["rows"]:
                 log.write(row)
-    with JsonlAppender(out / TIMINGS) as log:
-        log.write({"part": unit.part, "wall_s": result["wall_s"],
-                   "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": device,
-                   "uri": unit.uri, "gpu": result.get("gpu")})
+    _log_time(out, unit, result["wall_s"], device, result.get("gpu"))
 
 
 def _holds(out: Path, part: str) -> int:
