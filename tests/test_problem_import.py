@@ -45,7 +45,7 @@ def test_problems_scan_survives_hanging_crashing_and_printing_files(messy_dir):
     assert out.returncode == 0, out.stderr
     assert elapsed < 45, f"the scan took {elapsed:.0f} s"
     rows = json.loads(out.stdout)  # nothing a file printed is in it
-    assert [r["name"] for r in rows] == ["1_good", "3_prints", "6_good"]
+    assert [r["name"] for r in rows] == ["1_good", "3_prints", "6_good"], out.stderr
     assert all(r["tags"] == ["pointwise"] for r in rows)
     assert PRINTED not in out.stdout
     skipped = [line for line in out.stderr.splitlines() if line.startswith("autoprofiler: skip")]

@@ -179,6 +179,15 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path)
         finally:
             stop.set()
             killer.join()
+        # the llm part's units, which come as the replies do, are tasks too
+        from autoprofiler_env.dataset import Dataset
+        from autoprofiler_env.dataset.record import LLMPart
+        from autoprofiler_env.optimizers.llm import LLMOptimizer
+
+        endpoint = _SlowScripted()
+        replied = record_fanout(tmp_path, problems[1:], workers, ("llm",), config=SMOKE,
+                                llm=LLMPart(LLMOptimizer(endpoint, seed=0), Dataset.load(),
+                                            ((),), repeats=2))
     finally:
         ray.shutdown()
         for sig, handler in handlers.items():  # ray.init's handlers outlive its shutdown
@@ -187,7 +196,10 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path)
     assert sorted(r["uri"] for r in read_jsonl(tmp_path / "reference.jsonl")) == sorted(
         p.uri for p in problems)
     gpus = [t["gpu"] for t in read_jsonl(tmp_path / "timings.jsonl")]
-    assert len(gpus) == 2 and set(gpus) <= {"0", "1", "2", "3"}  # one GPU each, Ray's
+    assert len(gpus) == 3 and set(gpus) <= {"0", "1", "2", "3"}  # one GPU each, Ray's
+    assert replied["llm"] == 2 and endpoint.asked == 2 and replied["failed"] == 0
+    assert [r["correct"] for r in sorted(read_jsonl(tmp_path / "llm.jsonl"),
+                                         key=lambda r: r["repeat"])] == [True, False]
 
 
 class _SlowScripted:
