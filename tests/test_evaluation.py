@@ -155,3 +155,20 @@ def test_a_truncated_episode_is_a_clear_error_in_a_rollout(study_dataset):
 def test_a_reset_problem_that_is_not_a_string_is_refused(env):
     with pytest.raises(AutoProfilerError, match="not among this environment's problems"):
         env.reset(options={"problem": ["a", "list"]})
+
+
+def test_a_live_episode_of_a_recorded_problem_sees_the_replays_costs_and_budget(study_dataset):
+    """Live with the dataset and a budget in seconds: the recorded costs, as in the replay,
+    so that a policy learned there meets the same numbers (no GPU: reset profiles nothing)."""
+    replay = gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None, budget=0.25)
+    uri = replay.unwrapped.problems[0]
+    live = gym.make("AutoProfilerLive-v0", dataset=str(study_dataset), problems=[uri],
+                    device="cpu", budget=0.25, budget_unit="seconds")
+    seen, _ = replay.reset(options={"problem": uri})
+    met, _ = live.reset(options={"problem": uri})
+    assert np.array_equal(live.unwrapped.section_costs, replay.unwrapped.section_costs)
+    assert live.unwrapped.episode_budget == replay.unwrapped.episode_budget > 0
+    assert np.array_equal(met["costs"], seen["costs"])
+    assert np.array_equal(met["budget_total"], seen["budget_total"])
+    with pytest.raises(AutoProfilerError, match="cannot know a section's cost in seconds"):
+        gym.make("AutoProfilerLive-v0", problems=[uri], device="cpu", budget_unit="seconds")

@@ -134,6 +134,17 @@ class Dataset:
     def cost(self, uri: str, sections) -> ProfileCost:
         return self.profile(uri, sections).cost
 
+    def full_cost(self, uri: str) -> tuple[float, int]:
+        """(seconds, passes) of ncu's full set on ``uri``, as recorded; where it was not, the
+        sum of the action sections' seconds and the catalogue's passes of the full set."""
+        full = self.record(uri).set_costs.get("full")
+        if full is not None:
+            return full.replay_s, full.passes
+        from autoprofiler_env.profiler.catalogue import load_catalogue
+
+        return (sum(self.cost(uri, [s]).replay_s for s in self.sections),
+                load_catalogue().set_passes["full"])
+
     def outcome(self, uri: str, candidate: str, tolerance=None,
                 optimizer: str = DEFAULT_OPTIMIZER) -> Outcome:
         """The recorded outcome of ``optimizer``'s candidate (a transformation's name, or a

@@ -154,7 +154,10 @@ class ProfilingEnv(gym.Env):
       (docs/kernelbench.md); train split; budget 25% of the full set's cost in seconds.
     - ``AutoProfilerLive-v0``: the live backend (ncu, the optimizer and the harness on a GPU);
       ``nondeterministic=True``; budget 25% of the sections (the live backend cannot know the
-      full set's cost in seconds before profiling).
+      full set's cost in seconds before profiling). Given a ``dataset`` and
+      ``budget_unit="seconds"``, a problem the dataset recorded is budgeted with its recorded
+      costs instead: the costs and budget its replay episode shows, so that a policy learned
+      there meets the same numbers.
 
     ``make`` kwargs (all JSON-serializable): ``dataset`` (a shipped dataset's name,
     ``"suite"`` (default) or ``"kernelbench"``, or a file's path: :mod:`autoprofiler_env.dataset.names`;
@@ -231,11 +234,11 @@ class ProfilingEnv(gym.Env):
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
-            if budget_unit == "seconds":  # reset would fail on the first section's cost
+            if budget_unit == "seconds" and dataset is None:  # reset would fail at once
                 raise AutoProfilerError(
                     "the live backend cannot know a section's cost in seconds before "
                     "profiling it: give budget_unit='passes' (the catalogue's passes) or "
-                    "'sections'")
+                    "'sections', or a dataset whose recorded costs it then uses")
             self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
                                        tolerance=tolerance, dataset=dataset, source=source)
         else:

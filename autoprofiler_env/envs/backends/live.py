@@ -126,13 +126,25 @@ class LiveBackend:
     def features(self, uri: str) -> np.ndarray:
         return static_features(self._problems[uri]).vector()
 
+    def _recorded_costs(self, uri: str) -> bool:
+        return self.dataset is not None and uri in self.dataset.content.problems
+
     def full_cost(self, uri: str) -> tuple[float | None, int]:
-        """(None, passes): the full set's seconds are unknown before profiling it."""
+        """(seconds, passes) of the full set as the dataset recorded it on this problem (the
+        replay's, so that a budget means what it means there); (None, passes) without a
+        record: its seconds are unknown before profiling it."""
+        if self._recorded_costs(uri):
+            return self.dataset.full_cost(uri)
         return None, load_catalogue().set_passes["full"]
 
     def cost(self, uri: str, section: str) -> tuple[float | None, int]:
-        """(None, passes): the passes the catalogue measured for the section alone (ncu
-        replays each kernel that many times); its seconds are unknown before profiling."""
+        """(seconds, passes) of collecting the section alone, as the dataset recorded it on
+        this problem (the costs a policy saw in the replay); (None, passes) without a record:
+        the passes the catalogue measured for the section alone (ncu replays each kernel that
+        many times), its seconds unknown before profiling."""
+        if self._recorded_costs(uri):
+            cost = self.dataset.cost(uri, [section])
+            return cost.replay_s, cost.passes
         passes = load_catalogue().section(section).passes
         if passes is None:
             raise ProfilingError(f"the section catalogue has no measured passes for {section}: "

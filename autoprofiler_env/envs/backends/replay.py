@@ -15,7 +15,6 @@ from autoprofiler_env.envs.observation import SectionView, key_metrics, section_
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.optimizers import reference_optimizer
 from autoprofiler_env.optimizers.reference_v1 import CHOICES as V1_CHOICES
-from autoprofiler_env.profiler.catalogue import load_catalogue
 from autoprofiler_env.profiler.records import Profile
 from autoprofiler_env.scoring import log_score
 
@@ -126,13 +125,9 @@ class ReplayBackend:
         return self.dataset.record(uri).features.vector()
 
     def full_cost(self, uri: str) -> tuple[float | None, int]:
-        """(seconds, passes) of ncu's full set for this problem; where it was not recorded, the
-        sum over the action sections (seconds) and ncu's 38 passes."""
-        full = self.dataset.record(uri).set_costs.get("full")
-        if full is not None:
-            return full.replay_s, full.passes
-        views = [self.view(uri, s) for s in self.sections]
-        return sum(v.seconds for v in views), load_catalogue().set_passes["full"]
+        """(seconds, passes) of ncu's full set for this problem
+        (:meth:`~autoprofiler_env.dataset.Dataset.full_cost`)."""
+        return self.dataset.full_cost(uri)
 
     def cost(self, uri: str, section: str) -> tuple[float | None, int]:
         view = self._view(uri, section)
