@@ -218,10 +218,10 @@ def cmd_record(args: argparse.Namespace) -> int:
                      "autoprofiler_env.dataset.record.plan --out FILE`)")
     if (missing := _missing_reuse(args)) is not None:
         return _fail(f"--reuse {missing}: no such file")
+    if args.address is not None and args.workers != "ray":
+        return _fail("--address is the Ray cluster of --workers ray")
     if args.workers is not None:
         return _record_fanout(args, problems, parts, llm)
-    if args.address is not None:
-        return _fail("--address is the Ray cluster of --workers ray")
     summary = record(Path(args.out), problems, parts, chunk=args.chunk,
                      time_budget_s=args.time_budget, device=args.device,
                      warm_workers=args.warm_workers, llm=llm,
@@ -250,8 +250,6 @@ def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
     if args.workers == "ray":
         workers = RayWorkers(args.address)
     else:
-        if args.address is not None:
-            return _fail("--address is the Ray cluster of --workers ray")
         try:
             n = int(args.workers)
             if n < 1:
@@ -265,9 +263,9 @@ def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
             return _fail(str(e))
     plan = None
     if args.plan:
-        from autoprofiler_env.dataset.record.plan import load_plan
+        from autoprofiler_env.dataset.record.plan import candidate_names, load_plan
 
-        plan = {p.uri: [c.name for c in p.candidates] for p in load_plan(Path(args.plan))}
+        plan = candidate_names(load_plan(Path(args.plan)))
     summary = record_fanout(Path(args.out), problems, workers, parts,
                             config=HarnessConfig(device=args.device),
                             time_budget_s=args.time_budget, warm_workers=args.warm_workers,

@@ -51,6 +51,7 @@ from autoprofiler_env.dataset.record.candidates import (
     record_candidates,
 )
 from autoprofiler_env.dataset.record.llm import LLMPart, parse_section_sets, record_llm
+from autoprofiler_env.dataset.record.llm import require as require_llm
 from autoprofiler_env.dataset.record.machine import _past, machine_info
 from autoprofiler_env.dataset.record.ncu import MIN_RUN_S, chunks, covered, record_ncu
 from autoprofiler_env.dataset.record.reference import record_reference
@@ -106,25 +107,21 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     out = Path(out)
     planned = None
     if plan is not None:
-        from autoprofiler_env.dataset.record.plan import load_plan
+        from autoprofiler_env.dataset.record.plan import candidate_names, load_plan
 
-        planned = {p.uri: [c.name for c in p.candidates] for p in load_plan(plan)}
+        planned = candidate_names(load_plan(plan))
     reused = [row for path in reuse for row in read_jsonl(Path(path))]
     out.mkdir(parents=True, exist_ok=True)
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
-    if "llm" in parts and llm is None:
-        raise ValueError("the llm part needs an LLMPart: the optimizer, the dataset whose "
-                         "profiles it is shown, and the section sets")
+    require_llm(parts, llm)
     with terminate_becomes_exit():
         summary = {part: _record_part(part, out, problems, chunk, deadline, device,
                                       warm_workers, llm, planned, reused)
                    for part in PARTS if part in parts}  # in this order, whatever was asked
-    if "llm" in summary and llm.uris is not None:
-        missing = sum(p.uri not in llm.uris for p in problems)
-        if missing:
-            summary["llm_not_in_dataset"] = missing
+    if "llm" in summary:
+        llm.summarize(summary, problems)
     summary["stopped_by_time_budget"] = _past(deadline)
     return summary
 
@@ -147,8 +144,7 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                                                warm_workers=warm_workers, deadline=deadline,
                                                plan=plan, reuse=reuse)))
         elif part == "llm":
-            shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
-            holds.append(len(record_llm(shown, llm.dataset, llm.optimizer,
+            holds.append(len(record_llm(llm.shown(problems), llm.dataset, llm.optimizer,
                                         list(llm.section_sets), out / "llm.jsonl",
                                         HarnessConfig(device=device), llm.repeats, deadline)))
         else:

@@ -532,9 +532,9 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     if unknown:
         raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}; record "
                          f"{', '.join(sorted(unknown))} on one GPU (without --workers)")
-    if "llm" in parts and llm is None:
-        raise ValueError("the llm part needs an LLMPart: the optimizer, the dataset whose "
-                         "profiles it is shown, and the section sets")
+    from autoprofiler_env.dataset.record.llm import require
+
+    require(parts, llm)
     if llm_concurrency < 1:
         raise ValueError(f"llm_concurrency must be at least 1, not {llm_concurrency}")
     out = Path(out)
@@ -549,10 +549,8 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
             count, work = _llm_work(out, problems, llm, setup, llm_concurrency)
             failed += _drive(out, workers, work, count, setup, "problems")
     summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
-    if "llm" in parts and llm.uris is not None:
-        missing = sum(p.uri not in llm.uris for p in problems)
-        if missing:
-            summary["llm_not_in_dataset"] = missing
+    if "llm" in parts:
+        llm.summarize(summary, problems)
     summary["failed"] = failed
     summary["stopped_by_time_budget"] = _late(setup)
     return summary
@@ -609,9 +607,8 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
     run, its replies kept)."""
     from autoprofiler_env.dataset.record.llm import ask, asks, key
 
-    shown = [p for p in problems if llm.uris is None or p.uri in llm.uris]
     done = {key(r) for r in read_jsonl(out / "llm.jsonl")}
-    todo = asks(shown, llm.dataset, llm.optimizer, llm.section_sets, llm.repeats, done)
+    todo = asks(llm.shown(problems), llm.dataset, llm.optimizer, llm.section_sets, llm.repeats, done)
     replied = {key(r) for r in read_jsonl(out / REPLIES)}
     to_ask = [(p, sections, repeat) for p, sections, repeat in todo
               if (p.uri, llm.optimizer.producer, "+".join(llm.dataset.canonical(sections)),

@@ -308,7 +308,7 @@ def plan_chunk(out: Path, problems: list[Problem], cost_model=None) -> dict[str,
     plans are appended to ``out/plan.json`` in the order given; a problem without usable
     evidence goes to its ``left_out``. Returns the new plans (URI -> candidate names)."""
     from autoprofiler_env.dataset.build import build
-    from autoprofiler_env.dataset.record.plan import make_plan, planning_optimizers
+    from autoprofiler_env.dataset.record.plan import candidate_names, make_plan, planning_optimizers
     from autoprofiler_env.dataset.replay import Dataset
 
     out = Path(out)
@@ -332,7 +332,7 @@ def plan_chunk(out: Path, problems: list[Problem], cost_model=None) -> dict[str,
     for uri, why in content.metadata["left_out"].items():
         doc["left_out"][uri] = why
     write_atomic(out / PLAN, (json.dumps(doc, indent=1) + "\n").encode())
-    return {p.uri: [c.name for c in p.candidates] for p in made}
+    return candidate_names(made)
 
 
 def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,

@@ -99,6 +99,23 @@ class LLMPart:
     repeats: int = 1
     uris: frozenset[str] | None = None  # the dataset's problems: the others are skipped
 
+    def shown(self, problems: list[Problem]) -> list[Problem]:
+        """The problems the dataset has profiles of (all where ``uris`` is None)."""
+        return [p for p in problems if self.uris is None or p.uri in self.uris]
+
+    def summarize(self, summary: dict, problems: list[Problem]) -> None:
+        """Adds ``llm_not_in_dataset`` to a recording's summary where some were skipped."""
+        missing = len(problems) - len(self.shown(problems))
+        if missing:
+            summary["llm_not_in_dataset"] = missing
+
+
+def require(parts, llm: LLMPart | None) -> None:
+    """Raises ValueError where ``parts`` holds ``llm`` and no :class:`LLMPart` is given."""
+    if "llm" in parts and llm is None:
+        raise ValueError("the llm part needs an LLMPart: the optimizer, the dataset whose "
+                         "profiles it is shown, and the section sets")
+
 
 def parse_section_sets(text: str, sections: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """``"none;SpeedOfLight;SpeedOfLight+WarpStateStats;basic;full"`` -> section sets: ``none``

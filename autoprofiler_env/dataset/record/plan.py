@@ -132,6 +132,12 @@ def save_plan(plan: list[PlannedProblem], path: Path, meta: dict) -> None:
     write_atomic(Path(path), (json.dumps(doc, indent=1) + "\n").encode())
 
 
+def candidate_names(planned: list[PlannedProblem]) -> dict[str, list[str]]:
+    """Per problem, its candidates' names in the plan's order (what the candidates part
+    records)."""
+    return {p.uri: [c.name for c in p.candidates] for p in planned}
+
+
 def load_plan(path: Path) -> list[PlannedProblem]:
     """Reads a plan file.
 
