@@ -233,12 +233,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
     """``record --workers N|ray``: one unit per (problem, part), each on its own GPU (the llm
     part's requests ``--llm-concurrency`` at a time meanwhile)."""
-    from autoprofiler_env.dataset.record.fanout import (
-        FANOUT_PARTS,
-        LocalWorkers,
-        RayWorkers,
-        record_fanout,
-    )
+    from autoprofiler_env.dataset.record.fanout import FANOUT_PARTS, record_fanout
     from autoprofiler_env.harness import HarnessConfig
     from autoprofiler_env.jsonlines import read_jsonl
 
@@ -247,20 +242,9 @@ def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
     if set(parts) - set(FANOUT_PARTS):
         return _fail(f"--workers records {', '.join(FANOUT_PARTS)}; record "
                      f"{', '.join(sorted(set(parts) - set(FANOUT_PARTS)))} without --workers")
-    if args.workers == "ray":
-        workers = RayWorkers(args.address)
-    else:
-        try:
-            n = int(args.workers)
-            if n < 1:
-                raise ValueError
-        except ValueError:
-            return _fail(f"--workers {args.workers!r}: give a number of GPUs or 'ray'")
-        try:  # on a CPU, n processes with no GPU to pin
-            workers = (LocalWorkers([None] * n) if args.device == "cpu" else
-                       LocalWorkers.visible(n))
-        except ValueError as e:
-            return _fail(str(e))
+    workers = _workers(args.workers, args.address, args.device)
+    if isinstance(workers, str):
+        return _fail(workers)
     plan = None
     if args.plan:
         from autoprofiler_env.dataset.record.plan import candidate_names, load_plan
@@ -273,6 +257,26 @@ def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
                             max_ops=args.max_ops, llm=llm,
                             llm_concurrency=args.llm_concurrency)
     return _recorded(summary)
+
+
+def _workers(workers: str, address: str | None, device: str):
+    """Where a fan-out's units run: ``workers`` local GPUs (on a CPU, that many processes
+    with no GPU to pin), or ``'ray'``, the Ray cluster at ``address``; a message saying
+    what is wrong otherwise."""
+    from autoprofiler_env.dataset.record.fanout import LocalWorkers, RayWorkers
+
+    if workers == "ray":
+        return RayWorkers(address)
+    try:
+        n = int(workers)
+        if n < 1:
+            raise ValueError
+    except ValueError:
+        return f"--workers {workers!r}: give a number of GPUs or 'ray'"
+    try:
+        return LocalWorkers([None] * n) if device == "cpu" else LocalWorkers.visible(n)
+    except ValueError as e:
+        return str(e)
 
 
 def _missing_reuse(args: argparse.Namespace) -> str | None:
@@ -521,6 +525,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from experiments.train import config_path
 
     config = load_config(config_path(args.config))
+    if config.live is None and (args.workers or args.address or args.time_budget):
+        return _fail("--workers, --address and --time-budget spread a live evaluation: the "
+                     "config has no 'live' key (experiments/live.py)")
+    if args.address is not None and args.workers != "ray":
+        return _fail("--address is the Ray cluster of --workers ray")
     out = Path(args.out or Path("runs") / "experiment" / config.name)
     command = f"autoprofiler experiment --config {args.config}" + (
         f" --out {args.out}" if args.out else "")
@@ -528,14 +537,41 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     paths = write(config, result, out, command)
     print((out / "leaderboard.md").read_text())
     print("saved " + ", ".join(str(p) for p in paths))
+    live_paths: list[Path] = []
+    if config.live is not None:
+        from experiments import live
+
+        workers = (None if args.workers is None else
+                   _workers(args.workers, args.address, config.live.device))
+        if isinstance(workers, str):
+            return _fail(workers)
+        live_result = live.run_live(config, out, workers, time_budget_s=args.time_budget)
+        done, total = live_result["problems"]
+        live_paths = live.write(config, live_result, out, command)
+        if live_paths:
+            print((out / "live" / "replay_vs_live.md").read_text())
+            print("saved " + ", ".join(str(p) for p in live_paths))
+        print(f"live: {done} of {total} problems finished"
+              + (f", {live_result['failed']} failed (live/failures.jsonl)"
+                 if live_result["failed"] else "")
+              + ("; the time budget ran out: run the same command again to go on"
+                 if live_result["stopped_by_time_budget"] else ""), file=sys.stderr)
     if args.wandb:
         import wandb
 
+        def table(rows):
+            return wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
+
         run = wandb_run("experiment", {"config": str(config.path), "name": config.name},
                         group=config.name)
-        run.log({"leaderboard": wandb.Table(columns=list(result["rows"][0]),
-                                            data=[list(r.values()) for r in result["rows"]])}
-                | {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"})
+        logged = {"leaderboard": table(result["rows"])}
+        logged |= {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
+        if live_paths:
+            logged |= {"live/leaderboard": table(live_result["rows"]),
+                       "live/replay_vs_live": table(live_result["comparison"])}
+            logged |= {f"live/{p.stem}": wandb.Image(str(p)) for p in live_paths
+                       if p.suffix == ".png"}
+        run.log(logged)
         run.finish()
     return EXIT_OK
 
@@ -711,6 +747,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "a run whose file is there is not run again")
     p.add_argument("--wandb", action="store_true",
                    help="log the leaderboard and plots to wandb, one group per experiment")
+    w = p.add_argument_group("a live evaluation (a config with 'live:', experiments/live.py)")
+    w.add_argument("--workers", metavar="N|ray",
+                   help="one problem's episodes at a time per GPU: N local GPUs, or 'ray' (one "
+                   "GPU a task); without it, one problem at a time")
+    w.add_argument("--address", metavar="ADDR",
+                   help="the Ray cluster to join (ray.init's address; default: a local one)")
+    w.add_argument("--time-budget", type=float, metavar="S",
+                   help="seconds after which no problem's episodes start (run again to go on)")
     p.set_defaults(func=cmd_experiment)
 
     p = sub.add_parser("record", help="record profiles and outcomes on a GPU (resumable)")

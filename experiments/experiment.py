@@ -49,6 +49,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,12 +57,13 @@ import numpy as np
 
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import AutoProfilerError
+from experiments.live import LiveConfig
 
 FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
 TRAIN_CHOSEN = "fixed (chosen on train)"
 AGENT_KINDS = ("tree", "rl")
 _KEYS = {"name", "budgets", "splits", "seeds", "env", "agents", "baselines", "reps",
-         "poi_reps", "experiment"}
+         "poi_reps", "live", "experiment"}
 
 
 class ConfigError(AutoProfilerError):
@@ -87,6 +89,7 @@ class ExperimentConfig:
     reps: int = 2000
     poi_reps: int = 200
     path: Path | None = None
+    live: LiveConfig | None = None  # evaluate on the live backend too (experiments/live.py)
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
@@ -137,9 +140,10 @@ def load_config(path: str | Path) -> ExperimentConfig:
     baselines = need("baselines", list, [])
     reps = need("reps", int, 2000)
     poi_reps = need("poi_reps", int, 200)
+    live = LiveConfig.parse(data["live"], str(path)) if "live" in data else None
     return ExperimentConfig(str(need("name", str, path.stem)), tuple(float(b) for b in budgets),
                             tuple(splits), tuple(seeds), need("env", dict, {}), tuple(specs),
-                            tuple(str(b) for b in baselines), reps, poi_reps, path)
+                            tuple(str(b) for b in baselines), reps, poi_reps, path, live)
 
 
 # -- running --------------------------------------------------------------------------------
@@ -150,7 +154,7 @@ def _outcomes(env, policy, budget: float) -> dict:
     from autoprofiler_env.scoring import shipped_speedup
 
     return {r.problem: {"speedup": shipped_speedup(r.correct, r.speedup), "cost": r.cost,
-                        "sections": list(r.sections)}
+                        "sections": list(r.sections), "candidate": r.candidate}
             for r in rollout(env, policy, budget=budget)}
 
 
@@ -292,15 +296,20 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
 
 # -- aggregating ----------------------------------------------------------------------------
 
-def _matrices(config: ExperimentConfig, out: Path) -> dict:
-    """(split, budget) -> agent -> (runs x problems) log speedups, and the costs."""
+def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
+              splits: Iterable[str] | None = None) -> dict:
+    """(split, budget) -> agent -> (runs x problems) log speedups, and the costs; the
+    oracle's where ``oracle``, over ``splits`` (None: the config's)."""
     names = [s.name for s in config.agents] + list(config.baselines) + [TRAIN_CHOSEN, "oracle"]
+    if not oracle:
+        names = [n for n in names if n != "oracle"]
     scores: dict = {}
     costs: dict = {}
     for name in names:
         seeds = config.seeds if name in {s.name for s in config.agents} else (0,)
         runs = [json.loads(_run_file(out, name, seed).read_text()) for seed in seeds]
-        for split in config.splits:
+        for split in (config.splits if splits is None else
+                      [s for s in config.splits if s in set(splits)]):
             for b in config.budgets:
                 key = f"{split}/{b:g}"
                 problems = sorted(runs[0]["outcomes"][key])
@@ -312,10 +321,12 @@ def _matrices(config: ExperimentConfig, out: Path) -> dict:
     return {"scores": scores, "costs": costs}
 
 
-def aggregate(config: ExperimentConfig, out: Path) -> dict:
+def aggregate(config: ExperimentConfig, out: Path, oracle: bool = True,
+              splits: Iterable[str] | None = None) -> dict:
     """The leaderboard (rliable's statistics, the module docstring says which) from the run
-    files."""
-    data = _matrices(config, out)
+    files in ``out``; without the oracle's where not ``oracle`` (a live evaluation), over
+    ``splits`` (None: the config's)."""
+    data = _matrices(config, out, oracle, splits)
     rows = []
     learned = [s.name for s in config.agents]
     rng = np.random.RandomState(0)
@@ -381,21 +392,29 @@ COLUMNS = ("split", "budget", "agent", "runs", "problems", "geomean_speedup", "g
            "p_lo", "p_hi")
 
 
-def write(config: ExperimentConfig, result: dict, out: Path, command: str) -> list[Path]:
-    """leaderboard.md, leaderboard.csv and the plots."""
+def write(config: ExperimentConfig, result: dict, out: Path, command: str,
+          header: str | None = None) -> list[Path]:
+    """leaderboard.md (``header``: a paragraph that says what is particular to these runs),
+    leaderboard.csv and the plots."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS))
     writer.writeheader()
     writer.writerows(result["rows"])
     write_atomic(out / "leaderboard.csv", buffer.getvalue().encode())
-    write_atomic(out / "leaderboard.md", markdown(config, result, command).encode())
+    write_atomic(out / "leaderboard.md", markdown(config, result, command, header).encode())
     return [out / "leaderboard.md", out / "leaderboard.csv", *plots(config, result, out)]
 
 
-def markdown(config: ExperimentConfig, result: dict, command: str) -> str:
+def _splits(config: ExperimentConfig, result: dict) -> list[str]:
+    """The config's splits that the result has rows of."""
+    return [s for s in config.splits if any(r["split"] == s for r in result["rows"])]
+
+
+def markdown(config: ExperimentConfig, result: dict, command: str,
+             header: str | None = None) -> str:
     seeds = len(config.seeds)
     lines = [f"# Experiment `{config.name}`", "",
-             f"`{command}`", "",
+             f"`{command}`", "", *((header, "") if header else ()),
              f"Learned agents: {', '.join(s.name for s in config.agents) or 'none'}, each run "
              f"with {seeds} seeds; deterministic baselines once. Scores: the shipped speedup "
              "per problem (an incorrect candidate counts as eager, 1.0x), aggregated over runs "
@@ -407,7 +426,7 @@ def markdown(config: ExperimentConfig, result: dict, command: str) -> str:
              "not the certainty on new kernels. The validation rows flatter the learned "
              "agents: the tree and the RL model kept were both chosen on that split. Costs are "
              "in the environment's budget unit (seconds of ncu replay by default).", ""]
-    for split in config.splits:
+    for split in _splits(config, result):
         for b in config.budgets:
             rows = sorted((r for r in result["rows"] if r["split"] == split
                            and r["budget"] == b), key=lambda r: -r["geomean_speedup"])
@@ -433,7 +452,7 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    split = config.splits[0]
+    split = _splits(config, result)[0]
     agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
 
     def save(fig, name):

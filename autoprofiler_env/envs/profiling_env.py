@@ -178,7 +178,10 @@ class ProfilingEnv(gym.Env):
     when set, each episode whose ``reset`` gives no budget draws one log-uniformly between
     them with the seeded generator, in place of ``budget``, so that one policy trains for
     every budget; the observation's ``budget_total`` tells it which; default None),
-    ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, and
+    ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, live only ``evidence``
+    (``"ncu"``, default: ncu profiles each collected section; ``"recorded"``: the dataset's
+    recorded profiles, only the judging live) and ``harness`` (HarnessConfig settings, e.g.
+    ``{"size": "smoke"}``), and
     ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
     atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``
@@ -206,7 +209,8 @@ class ProfilingEnv(gym.Env):
                  incorrect_reward: float | None = None, cost_penalty: float = 0.0,
                  optimizer: str | None = None, llm_missing: str = "raise",
                  device: str = "cuda", tolerance: str | float | None = None,
-                 render_mode: str | None = None, source: str | None = None) -> None:
+                 render_mode: str | None = None, source: str | None = None,
+                 evidence: str | None = None, harness: dict | None = None) -> None:
         if budget_unit not in BUDGET_UNITS:
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
         if reward not in REWARDS:
@@ -231,6 +235,10 @@ class ProfilingEnv(gym.Env):
             if source is not None:
                 raise ValueError("source names the KernelBench checkout the live backend reads "
                                  "its problems from; the replay needs no sources: leave it out")
+            if evidence is not None or harness is not None:
+                raise ValueError("evidence and harness are the live backend's (where its "
+                                 "profiles come from, how it judges); the replay's are "
+                                 "recorded: leave them out")
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
@@ -240,7 +248,8 @@ class ProfilingEnv(gym.Env):
                     "profiling it: give budget_unit='passes' (the catalogue's passes) or "
                     "'sections', or a dataset whose recorded costs it then uses")
             self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
-                                       tolerance=tolerance, dataset=dataset, source=source)
+                                       tolerance=tolerance, dataset=dataset, source=source,
+                                       evidence=evidence or "ncu", harness=harness)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         if problems is not None and backend == "live":  # file paths and names become URIs

@@ -28,6 +28,11 @@ recording as the single-GPU path (:func:`autoprofiler_env.dataset.record.record`
   machine), writes each reply to ``llm_replies.jsonl`` as it comes (a reply is never asked
   for twice), and hands a problem to a GPU unit, which judges its replies, once all of them
   are in, while the requests of the next problems go on.
+
+The machinery (:class:`Unit`, :func:`run_unit`, the workers, :func:`drive`, :func:`commit`)
+serves any unit whose process module (:attr:`Setup.module`) reads its spec with
+:func:`read_spec` and leaves its rows with :func:`write_result`: a live experiment's units
+(``experiments.live``, one problem's episodes each) go through it too.
 """
 
 from __future__ import annotations
@@ -94,6 +99,10 @@ class Setup:
     max_ops: int | None = None
     reuse: list[dict] = field(default_factory=list)
     timeout_s: float = 3600.0  # a unit's process is killed after this
+    module: str = "autoprofiler_env.dataset.record.fanout"
+    """The module run as a unit's process (``python -m MODULE SCRATCH --parent PID``): its
+    ``main`` reads the spec from the scratch folder and leaves a result there
+    (:func:`unit_main`); a live experiment's units run ``experiments.live``."""
 
 
 # -- what is left to do ---------------------------------------------------------------------
@@ -182,7 +191,7 @@ def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None,
         log = Path(scratch, "unit.log")
         with log.open("w") as sink:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "autoprofiler_env.dataset.record.fanout", scratch,
+                [sys.executable, "-m", setup.module, scratch,
                  "--parent", str(os.getpid())], env=env, stdout=sink, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True)
             if started is not None:
@@ -198,12 +207,12 @@ def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None,
         if code != 0:
             reason = (f"outlasted {setup.timeout_s:.0f} s" if code is None else
                       f"was killed by signal {-code}" if code < 0 else f"exited with {code}")
-            raise UnitFailed(f"the process recording the {where} {reason}"
+            raise UnitFailed(f"the process of the {where} {reason}"
                              + (f": {tail.splitlines()[-1]}" if tail else ""))
         try:
             result = json.loads(Path(scratch, _RESULT).read_text())
         except (OSError, json.JSONDecodeError) as e:
-            raise UnitFailed(f"the process recording the {where} left no result ({e})") from None
+            raise UnitFailed(f"the process of the {where} left no result ({e})") from None
     verify(result, where)
     return result
 
@@ -221,6 +230,26 @@ def verify(result: dict, where: str) -> None:
         raise UnitFailed(f"the {where}'s result does not match its checksums: {', '.join(bad)}")
 
 
+def read_spec(scratch: Path) -> tuple[dict, Unit]:
+    """In a unit's process: what :func:`run_unit` handed it (the spec: ``config``,
+    ``deadline_epoch``, ``seed``...), and its unit."""
+    spec = json.loads((scratch / _SPEC).read_text())
+    return spec, Unit(**{**spec["unit"], "candidates": tuple(spec["unit"]["candidates"])})
+
+
+def write_result(scratch: Path, rows: list[dict], files: dict[str, str], started: float,
+                 log: dict | None = None) -> int:
+    """In a unit's process: its result, whole or absent, with the sha256 the driver checks;
+    ``log``: what the driver adds to the unit's line in ``timings.jsonl``."""
+    result = {"rows": rows, "files": files, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+              "wall_s": time.monotonic() - started, "pid": os.getpid(),
+              "sha256": _digests(rows, files), "log": log or {}}
+    tmp = scratch / (_RESULT + ".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.rename(scratch / _RESULT)  # whole or absent
+    return 0
+
+
 def _unit_main(scratch: Path) -> int:
     """In a unit's process: the part's own function on the one problem, in ``scratch``."""
     from autoprofiler_env.dataset.record.candidates import record_candidates
@@ -228,8 +257,7 @@ def _unit_main(scratch: Path) -> int:
     from autoprofiler_env.dataset.record.reference import record_reference
     from autoprofiler_env.profiler.catalogue import load_catalogue
 
-    spec = json.loads((scratch / _SPEC).read_text())
-    unit = Unit(**{**spec["unit"], "candidates": tuple(spec["unit"]["candidates"])})
+    spec, unit = read_spec(scratch)
     config = HarnessConfig(**spec["config"])
     problem = _problem(unit.problem)
     deadline = (None if spec["deadline_epoch"] is None else
@@ -264,13 +292,7 @@ def _unit_main(scratch: Path) -> int:
     files = {str(p.relative_to(scratch)): _b64(p.read_bytes())
              for p in sorted(scratch.rglob("*")) if p.is_file() and p not in before
              and p.relative_to(scratch).parts[:1] == ("sets",) and "_work" not in p.parts}
-    result = {"rows": rows, "files": files, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
-              "wall_s": time.monotonic() - started, "pid": os.getpid(),
-              "sha256": _digests(rows, files)}
-    tmp = scratch / (_RESULT + ".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.rename(scratch / _RESULT)  # whole or absent
-    return 0
+    return write_result(scratch, rows, files, started)
 
 
 def _problem(d: dict) -> Problem:
@@ -544,10 +566,10 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                   warm_workers, max_ops, list(reuse), unit_timeout_s)
     units = pending(out, problems, parts, config.device, plan)
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
-        failed = _drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)
+        failed = drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)
         if "llm" in parts:
             count, work = _llm_work(out, problems, llm, setup, llm_concurrency)
-            failed += _drive(out, workers, work, count, setup, "problems")
+            failed += drive(out, workers, work, count, setup, "problems")
     summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
     if "llm" in parts:
         llm.summarize(summary, problems)
@@ -556,10 +578,12 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     return summary
 
 
-def _drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, setup: Setup,
-           what: str = "units") -> int:
-    """Runs ``work`` on ``workers``, writing each result as it comes; returns how many units
-    were given up on (each logged in ``failures.jsonl``)."""
+def drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, setup: Setup,
+          what: str = "units") -> int:
+    """Runs ``work`` on ``workers``, writing each result into ``out`` as it comes
+    (:func:`commit`); returns how many units were given up on (each logged in
+    ``failures.jsonl``). Call it inside ``terminate_becomes_exit()``, so that SIGTERM stops
+    the units in flight."""
     failed = 0
 
     def interrupted(unit: Unit, gpu: str | None, seconds: float) -> None:
@@ -585,17 +609,17 @@ def _drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, se
 
 
 def _log_time(out: Path, unit: Unit, wall_s: float, device: str, gpu: str | None,
-              interrupted: bool = False) -> None:
+              interrupted: bool = False, log: dict | None = None) -> None:
     """A unit's line in ``timings.jsonl``: its device time (``interrupted``: stopped
-    before it finished, its time spent all the same)."""
+    before it finished, its time spent all the same), and what its ``log`` adds."""
     from autoprofiler_env.dataset.record import TIMINGS
 
     row = {"part": unit.part, "wall_s": wall_s, "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "device": device, "uri": unit.uri, "gpu": gpu}
+           "device": device, "uri": unit.uri, "gpu": gpu, **(log or {})}
     if interrupted:
         row["interrupted"] = True
-    with JsonlAppender(out / TIMINGS) as log:
-        log.write(row)
+    with JsonlAppender(out / TIMINGS) as timings:
+        timings.write(row)
 
 
 def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency: int
@@ -674,7 +698,7 @@ def commit(out: Path, unit: Unit, result: dict, device: str) -> None:
         with JsonlAppender(out / f"{unit.part}.jsonl") as log:
             for row in result["rows"]:
                 log.write(row)
-    _log_time(out, unit, result["wall_s"], device, result.get("gpu"))
+    _log_time(out, unit, result["wall_s"], device, result.get("gpu"), log=result.get("log"))
 
 
 def _holds(out: Path, part: str) -> int:
@@ -685,17 +709,23 @@ def _holds(out: Path, part: str) -> int:
     return len(read_jsonl(out / f"{part}.jsonl"))
 
 
-def main(argv: list[str] | None = None) -> int:
+def unit_main(run: Callable[[Path], int], argv: list[str] | None = None) -> int:
+    """A unit's process (:attr:`Setup.module`'s ``main``): ``run(scratch)`` once it is tied
+    to its driver (it dies with it)."""
     import argparse
 
     from autoprofiler_env.processes import die_with_parent
 
-    parser = argparse.ArgumentParser(description="one unit of a fan-out recording (internal)")
+    parser = argparse.ArgumentParser(description="one unit of a fan-out (internal)")
     parser.add_argument("scratch", type=Path)
     parser.add_argument("--parent", type=int, required=True)
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
-    return _unit_main(args.scratch)
+    return run(args.scratch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return unit_main(_unit_main, argv)
 
 
 if __name__ == "__main__":

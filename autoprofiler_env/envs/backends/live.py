@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,12 +18,29 @@ from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile
 
+EVIDENCE = ("ncu", "recorded")
+"""Where a live episode's profiles come from: ``ncu`` runs on this machine's GPU, or the
+dataset's ``recorded`` ones (what the replay shows), with only the judging live."""
+
 
 class LiveBackend:
     """Runs the episode for real on a GPU: each collected section is an ncu run of the problem
     with that section alone (so its evidence and cost are what the replay records), then the
     reference optimizer writes the candidate from the merged profile and the harness judges and
     times it. Nondeterministic: timings and sampled counters vary between runs.
+
+    Each (problem, section) is profiled once per backend, and each distinct candidate (its
+    source) judged once per problem: an episode that collects what another did, or leads
+    the optimizer to the same code, gets the same outcome, as in the replay (one recorded
+    outcome per candidate), and costs no GPU time. ``profiled`` and ``judged`` list what
+    this backend ran.
+
+    ``evidence="recorded"`` (with a ``dataset``): the profiles are the ones the dataset
+    recorded for the problem, so that no ncu runs (a machine whose counters are not
+    readable, ERR_NVGPUCTRPERM) and the observation is the replay's: what differs from the
+    replay is the judging alone. ``harness``: :class:`~autoprofiler_env.harness.HarnessConfig`
+    fields over the defaults (e.g. ``{"size": "smoke"}`` for a quick check of the pipeline;
+    ``device`` and ``tolerance`` come from their own arguments).
 
     With a ``dataset`` (a shipped one's name or a file), its records name the problems: a URI
     of the dataset, or all of its problems when ``problems`` is None, each with the record's
@@ -37,10 +55,25 @@ class LiveBackend:
     def __init__(self, problems: list[str] | None = None, device: str = "cuda",
                  ncu: str | None = None, timeout_s: float = 600.0,
                  optimizer: str | None = None, tolerance: str | float | None = None,
-                 dataset=None, source: str | Path | None = None) -> None:
+                 dataset=None, source: str | Path | None = None, evidence: str = "ncu",
+                 harness: dict | None = None) -> None:
+        from dataclasses import fields
+
         from autoprofiler_env.harness import Evaluator, HarnessConfig
         from autoprofiler_env.problems import load_problem, load_suite
 
+        if evidence not in EVIDENCE:
+            raise ValueError(f"evidence must be one of {EVIDENCE}, got {evidence!r}")
+        if evidence == "recorded" and dataset is None:
+            raise ValueError("evidence='recorded' shows the profiles a dataset recorded: give "
+                             "dataset= too (e.g. 'suite')")
+        settable = {f.name for f in fields(HarnessConfig)} - {"device", "tolerance"}
+        harness = dict(harness or {})
+        if set(harness) - settable:
+            raise ValueError(f"harness: unknown setting {sorted(set(harness) - settable)[0]!r}; "
+                             f"it takes {', '.join(sorted(settable))} (device and tolerance "
+                             "are arguments of their own)")
+        self.evidence = evidence
         self.dataset = None
         if dataset is not None:
             from autoprofiler_env.dataset import Dataset
@@ -72,11 +105,22 @@ class LiveBackend:
             from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
 
             self.optimizer = LLMOptimizer(OpenAIChatBackend(model=model))
-        self.evaluator = Evaluator(HarnessConfig(device=device, tolerance=None if tolerance is None
-                                                 else str(tolerance)), timeout_s=timeout_s)
+        self.evaluator = Evaluator(HarnessConfig(
+            device=device, tolerance=None if tolerance is None else str(tolerance), **harness),
+            timeout_s=timeout_s)
         self.ncu = ncu
+        if evidence == "recorded":
+            unrecorded = [u for u in self._problems if u not in self.dataset.content.problems]
+            if unrecorded:
+                raise ProfilingError(f"evidence='recorded': the dataset did not record "
+                                     f"{unrecorded[0]}; profile it with ncu (evidence='ncu')")
         self._profiles: dict[tuple[str, str], Profile] = {}
         self._eager: dict[str, float] = {}
+        self._outcomes: dict[tuple[str, str], EpisodeOutcome] = {}
+        self.profiled: list[tuple[str, str]] = []
+        """(problem, section) of each ncu run this backend made, in order."""
+        self.judged: list[tuple[str, str]] = []
+        """(problem, candidate) of each judgement this backend made, in order."""
 
     def _recorded(self, refs: list[str], source: str | Path | None) -> list:
         """The problems ``refs`` names, as the dataset recorded them (see the class)."""
@@ -154,24 +198,35 @@ class LiveBackend:
     def _profile_alone(self, uri: str, section: str) -> Profile:
         key = (uri, section)
         if key not in self._profiles:
-            profiles, failures = profile_problems([self._problems[uri]], [section], ncu=self.ncu)
-            if failures:
-                raise ProfilingError(f"{uri}: {failures[0].error}")
-            self._profiles[key] = profiles[0]
+            if self.evidence == "recorded":
+                self._profiles[key] = self.dataset.profile(uri, [section])
+            else:
+                profiles, failures = profile_problems([self._problems[uri]], [section],
+                                                      ncu=self.ncu)
+                if failures:
+                    raise ProfilingError(f"{uri}: {failures[0].error}")
+                self._profiles[key] = profiles[0]
+                self.profiled.append(key)
         return self._profiles[key]
 
     def view(self, uri: str, section: str) -> SectionView:
         return section_view(self._profile_alone(uri, section), section, self.metrics)
 
     def profile(self, uri: str, sections) -> Profile:
+        if self.evidence == "recorded":  # merged as the replay merges them
+            return self.dataset.profile(uri, sections)
         parts = [self._profile_alone(uri, s) for s in sections]
         return merge_profiles(uri, tuple(sections), parts)
 
     def _eager_ms(self, uri: str) -> float:
         """The eager program's median time, timed once per problem by the harness (free: no
-        profiling), as the recording timed it."""
+        profiling), as the recording timed it; with recorded evidence, the recorded one (the
+        optimizer then reads exactly what it reads in the replay)."""
         if uri not in self._eager:
-            self._eager[uri] = self.evaluator.reference(self._problems[uri]).timing.median_ms
+            recorded = (self.dataset.record(uri).eager.get("median_ms")
+                        if self.evidence == "recorded" else None)
+            self._eager[uri] = (recorded if recorded is not None else
+                                self.evaluator.reference(self._problems[uri]).timing.median_ms)
         return self._eager[uri]
 
     def finish(self, uri: str, sections: tuple[str, ...],
@@ -185,7 +240,13 @@ class LiveBackend:
         if candidate.error:  # an LLM reply with no code: judged as incorrect, never run
             return EpisodeOutcome(candidate.producer, candidate.reason, False, None,
                                   candidate.error.split(":")[0])
-        result = self.evaluator.evaluate(problem, candidate.source)
-        return EpisodeOutcome(candidate.producer, candidate.reason, result.correct,
-                              result.speedup, result.error_name, result.reference_ms,
-                              result.candidate_ms)
+        key = (uri, hashlib.sha256(candidate.source.encode()).hexdigest())
+        if key not in self._outcomes:
+            result = self.evaluator.evaluate(problem, candidate.source)
+            self.judged.append((uri, candidate.producer))
+            self._outcomes[key] = EpisodeOutcome(
+                candidate.producer, candidate.reason, result.correct, result.speedup,
+                result.error_name, result.reference_ms, result.candidate_ms)
+        # the same code, reached by another profile: its outcome, this episode's reason
+        return replace(self._outcomes[key], transformation=candidate.producer,
+                       reason=candidate.reason)

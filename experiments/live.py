@@ -1,0 +1,418 @@
+"""An experiment's agents on the live backend: the leaderboard measured on a GPU.
+
+    autoprofiler experiment --config FILE [--workers N|ray] [--address ADDR] [--time-budget S]
+
+with ``live:`` in the config::
+
+    live:
+      device: cuda            # where the candidates are judged
+      evidence: ncu           # ncu profiles each section collected; "recorded": the
+                              # dataset's profiles (no counters needed), only the judging live
+      source: null            # a KernelBench dataset's checkout (AutoProfilerLive-v0's source)
+      harness: {}             # HarnessConfig settings, e.g. {size: smoke} for a quick check
+      problems: null          # a list of URIs: only these of the splits (default: all)
+
+Everything that is learned or chosen stays on the replay, where it is cheap: the tree is
+learned, the RL policies trained and the fixed configuration chosen on the train split of the
+dataset, exactly as in the replay experiment (:func:`~experiments.experiment.run_experiment`
+runs first). Then every run of the experiment -- each learned agent per seed, each baseline,
+the train-chosen fixed configuration -- plays each problem of the splits at each budget on
+``AutoProfilerLive-v0``, budgeted with the dataset's recorded costs, so that a policy meets
+the costs, budgets and observation layout it met in the replay. The hindsight oracle is left
+out: it needs answers no live episode has.
+
+**One unit per problem.** A unit runs all of the problem's episodes in one process with one
+live backend, which profiles each (problem, section) with ncu at most once and judges each
+distinct candidate once (the agents mostly reach the same few): at most 15 ncu runs and a
+handful of judgements per problem, whatever the number of agents, seeds and budgets. The units
+go through the recorder's fan-out (:mod:`autoprofiler_env.dataset.record.fanout`): one at a
+time per GPU with ``--workers N``, as Ray tasks of one GPU with ``--workers ray``, one at a
+time in a process of its own without. A unit's episodes reach the driver whole, with their
+sha256, and are appended to ``live/live.jsonl``; a unit whose process dies is retried, then
+logged in ``live/failures.jsonl``; a killed driver resumes with the problems not written.
+
+Written to ``OUT/live/``: ``leaderboard.md`` / ``.csv`` and the plots, as the replay
+experiment writes them but over the live outcomes of the problems finished so far, every run's
+outcomes in ``runs/<agent>/seed-<n>.json``, and ``replay_vs_live.md`` / ``.csv``: per agent
+and budget, the replay's and the live geometric means on the same problems, and how often the
+episodes collected the same sections and shipped the same candidate.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from autoprofiler_env.atomic import write_atomic
+
+LIVE_KEYS = ("device", "evidence", "source", "harness", "problems")
+PART = "live"
+"""The units' part: their episodes go to ``live/live.jsonl``, their device time to
+``live/timings.jsonl``."""
+HINDSIGHT = ("oracle",)
+"""Agents that need the replay's analysis API: left out of a live evaluation."""
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """The ``live:`` mapping of an experiment config (the module docstring)."""
+
+    device: str = "cuda"
+    evidence: str = "ncu"
+    source: str | None = None
+    harness: dict | None = None
+    problems: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, data, where: str) -> LiveConfig:
+        """``data`` checked, or a :class:`~experiments.experiment.ConfigError` naming the
+        key."""
+        from autoprofiler_env.envs.backends.live import EVIDENCE
+        from experiments.experiment import ConfigError
+
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: 'live' must be a mapping of {', '.join(LIVE_KEYS)}, "
+                              f"got {data!r}")
+        unknown = set(data) - set(LIVE_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key live.{sorted(unknown)[0]}; it takes "
+                              f"{', '.join(LIVE_KEYS)}")
+        if data.get("evidence", "ncu") not in EVIDENCE:
+            raise ConfigError(f"{where}: live.evidence must be one of {', '.join(EVIDENCE)}, "
+                              f"got {data['evidence']!r}")
+        for key in ("device", "source"):
+            if key in data and data[key] is not None and not isinstance(data[key], str):
+                raise ConfigError(f"{where}: live.{key} must be a string, got {data[key]!r}")
+        if data.get("harness") is not None and not isinstance(data["harness"], dict):
+            raise ConfigError(f"{where}: live.harness must be a mapping of HarnessConfig "
+                              f"settings, got {data['harness']!r}")
+        problems = data.get("problems")
+        if problems is not None and (not isinstance(problems, list) or not problems or any(
+                not isinstance(p, str) for p in problems)):
+            raise ConfigError(f"{where}: live.problems must be a non-empty list of problem "
+                              f"URIs, got {problems!r}")
+        return cls(data.get("device", "cuda"), data.get("evidence", "ncu"), data.get("source"),
+                   data.get("harness"), None if problems is None else tuple(problems))
+
+    def env(self, config) -> dict:
+        """``AutoProfilerLive-v0``'s kwargs for ``config``'s experiment: its ``env`` (dataset,
+        optimizer, tolerance...) with the budget in the replay's unit (seconds by default,
+        the recorded costs), and this config's own."""
+        kwargs = {"budget_unit": "seconds"} | dict(config.env)
+        kwargs |= {"device": self.device, "evidence": self.evidence}
+        if self.source is not None:
+            kwargs["source"] = self.source
+        if self.harness:
+            kwargs["harness"] = dict(self.harness)
+        return kwargs
+
+
+# -- the driver -----------------------------------------------------------------------------
+
+def run_live(config, out: Path, workers=None, time_budget_s: float | None = None,
+             unit_timeout_s: float = 3600.0, progress: bool = True) -> dict:
+    """Plays every run of ``config``'s experiment (its replay runs in ``out`` must be there:
+    :func:`~experiments.experiment.run_experiment`) on the live backend, one unit per problem
+    on ``workers`` (:class:`~autoprofiler_env.dataset.record.fanout.LocalWorkers`,
+    :class:`~autoprofiler_env.dataset.record.fanout.RayWorkers`; None: one local process at
+    a time), resuming what ``out/live`` holds; then aggregates what is finished. Returns the
+    :func:`~experiments.experiment.aggregate` result (empty ``rows`` before any problem is
+    finished) with ``problems`` (finished, of all), ``failed`` (units given up on in this
+    run), ``stopped_by_time_budget`` and ``comparison`` (the replay against live rows)."""
+    from autoprofiler_env.dataset.record.fanout import LocalWorkers, Setup, drive
+    from autoprofiler_env.harness import HarnessConfig
+    from autoprofiler_env.jsonlines import read_jsonl
+    from autoprofiler_env.profiler.runner import terminate_becomes_exit
+    from experiments.experiment import ConfigError
+
+    if config.live is None:
+        raise ConfigError(f"{config.path}: no 'live' key: the experiment runs on the replay "
+                          "only (add live: {device: cuda} to evaluate it on a GPU)")
+    live_dir = Path(out) / "live"
+    agents = _agents(config, Path(out))
+    problems = _problems(config)
+    settings = {"env": config.live.env(config), "budgets": list(config.budgets),
+                "splits": list(config.splits), "problems": [u for u, _ in problems],
+                "agents": [{k: a[k] for k in ("name", "seed", "kind", "sha256")} for a in agents]}
+    made_file = live_dir / "settings.json"
+    if made_file.is_file():
+        made = json.loads(made_file.read_text())
+        if made != settings:
+            raise ConfigError(f"{live_dir} was made with other settings or agents (a changed "
+                              "config, or a run learned again): give another --out, or remove "
+                              "it to evaluate again")
+    else:
+        write_atomic(made_file, (json.dumps(settings, indent=1) + "\n").encode())
+
+    expected = {(a["name"], a["seed"], b) for a in agents for b in config.budgets}
+    done = _finished(read_jsonl(live_dir / f"{PART}.jsonl"), expected)
+    todo = [(uri, split) for uri, split in problems if uri not in done]
+    setup = Setup(HarnessConfig(device=config.live.device),
+                  None if time_budget_s is None else time.time() + time_budget_s,
+                  timeout_s=unit_timeout_s, module="experiments.live")
+    work = [_unit(uri, split, agents, config) for uri, split in todo]
+    with terminate_becomes_exit():  # SIGTERM: the units in flight are stopped, time logged
+        failed = drive(live_dir, workers or LocalWorkers([None]), work, len(work), setup,
+                       "problems") if work else 0
+    rows = read_jsonl(live_dir / f"{PART}.jsonl")
+    done = _finished(rows, expected)
+    result = _assemble(config, Path(out), live_dir, rows, [u for u, _ in problems if u in done])
+    result |= {"problems": [len(done), len(problems)], "failed": failed,
+               "stopped_by_time_budget": setup.deadline_epoch is not None
+               and time.time() > setup.deadline_epoch}
+    return result
+
+
+def _problems(config) -> list[tuple[str, str]]:
+    """(URI, split) of the problems the live runs play: the splits' (as the replay serves
+    them), or those of ``live.problems``."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+    from experiments.experiment import ConfigError
+
+    found = []
+    for split in config.splits:
+        env = gym.make("AutoProfiler-v0", split=split, **config.env)
+        found += [(uri, split) for uri in env.unwrapped.problems]
+    if config.live.problems is None:
+        return found
+    by_uri = dict(found)
+    missing = [u for u in config.live.problems if u not in by_uri]
+    if missing:
+        raise ConfigError(f"{config.path}: live.problems: {missing[0]} is not a problem of the "
+                          f"splits {', '.join(config.splits)}")
+    return [(u, by_uri[u]) for u in config.live.problems]
+
+
+def _agents(config, out: Path) -> list[dict]:
+    """Every run the live units play, with what it needs to act in another process (a
+    learned tree's file, an RL model's zip) and that artifact's sha256."""
+    from experiments.experiment import TRAIN_CHOSEN, ConfigError, _run_file
+
+    agents = []
+
+    def add(name: str, seed: int, kind: str, payload: dict) -> None:
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        agents.append({"name": name, "seed": seed, "kind": kind, "sha256": digest, **payload})
+
+    for spec in config.agents:
+        for seed in config.seeds:
+            run_dir = out / "agents" / spec.name / f"seed-{seed}"
+            if spec.kind == "tree":
+                path = run_dir / "tree.json"
+                if not path.is_file():
+                    raise ConfigError(f"{path}: no learned tree; run the replay experiment "
+                                      "first (autoprofiler experiment does)")
+                add(spec.name, seed, "tree", {"tree": path.read_text()})
+            else:
+                run = json.loads((run_dir / "run.json").read_text())
+                model = run_dir / "best_model.zip"
+                add(spec.name, seed, "rl", {"algorithm": run.get("algorithm"),
+                                            "model": base64.b64encode(model.read_bytes()).decode()})
+    for name in config.baselines:
+        if name not in HINDSIGHT:
+            add(name, 0, "baseline", {})
+    chosen = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
+    add(TRAIN_CHOSEN, 0, "chosen", {"chosen": chosen})
+    return agents
+
+
+def _unit(uri: str, split: str, agents: list[dict], config):
+    from autoprofiler_env.dataset.record.fanout import Unit
+
+    unit = Unit(PART, {"uri": uri, "name": uri.rsplit("/", 1)[-1], "path": "", "split": split})
+    return unit, {"agents": agents, "budgets": list(config.budgets),
+                  "env": config.live.env(config)}
+
+
+def _finished(rows: list[dict], expected: set) -> set[str]:
+    """The problems whose every expected (agent, seed, budget) episode is written."""
+    seen: dict[str, set] = {}
+    for r in rows:
+        seen.setdefault(r["uri"], set()).add((r["agent"], r["seed"], r["budget"]))
+    return {uri for uri, keys in seen.items() if expected <= keys}
+
+
+# -- one unit, in its own process -----------------------------------------------------------
+
+def _live_unit(scratch: Path) -> int:
+    """In a unit's process: every run's episodes on the one problem, on one live backend."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+    from autoprofiler_env.dataset.record.fanout import read_spec, write_result
+    from autoprofiler_env.evaluation import rollout
+    from autoprofiler_env.scoring import shipped_speedup
+
+    spec, unit = read_spec(scratch)
+    seed = spec["seed"]
+    started = time.monotonic()
+    env = gym.make("AutoProfilerLive-v0", problems=[unit.uri], **seed["env"])
+    rows = []
+    for agent in seed["agents"]:
+        for b in seed["budgets"]:
+            policy = _policy(agent, env, b, scratch)
+            record, = rollout(env, policy, budget=b)
+            rows.append({"uri": unit.uri, "split": unit.problem.get("split"),
+                         "agent": agent["name"], "seed": agent["seed"], "budget": b,
+                         "sections": list(record.sections), "cost": record.cost,
+                         "candidate": record.candidate, "correct": record.correct,
+                         "speedup": record.speedup,
+                         "shipped": shipped_speedup(record.correct, record.speedup)})
+    backend = env.unwrapped.backend
+    return write_result(scratch, rows, {}, started, log={
+        "episodes": len(rows), "ncu_runs": len(backend.profiled),
+        "judged": [name for _, name in backend.judged]})
+
+
+def _policy(agent: dict, env, budget: float, scratch: Path):
+    """The run's policy for ``env`` (a tree's file and a model's zip written into
+    ``scratch`` once)."""
+    from baselines import baseline
+
+    kind = agent["kind"]
+    if kind == "baseline":
+        return baseline(env, agent["name"])
+    if kind == "chosen":
+        return baseline(env, agent["chosen"][f"{budget:g}"])
+    path = scratch / "agents" / f"{agent['sha256']}.{'json' if kind == 'tree' else 'zip'}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "tree":
+            path.write_text(agent["tree"])
+        else:
+            path.write_bytes(base64.b64decode(agent["model"]))
+    if kind == "tree":
+        from agents.tree import TreePolicy
+
+        return TreePolicy(path, env, agent["name"])
+    from agents.rl import load_model
+
+    return load_model(path, agent["algorithm"])
+
+
+# -- what is finished, as the replay experiment's runs --------------------------------------
+
+def _assemble(config, out: Path, live_dir: Path, rows: list[dict], problems: list[str]) -> dict:
+    """Writes the run files of the finished ``problems`` (the replay experiment's format)
+    and aggregates them; with no problem finished, no rows."""
+    from experiments.experiment import TRAIN_CHOSEN, _run_file, aggregate
+
+    latest = {(r["agent"], r["seed"], r["budget"], r["uri"]): r for r in rows}
+    finished = set(problems)
+    runs: dict[tuple[str, int], dict] = {}
+    for (agent, seed, b, uri), r in latest.items():
+        if uri not in finished:
+            continue
+        run = runs.setdefault((agent, seed), {"agent": agent, "seed": seed, "outcomes": {}})
+        run["outcomes"].setdefault(f"{r['split']}/{b:g}", {})[uri] = {
+            "speedup": r["shipped"], "cost": r["cost"], "sections": r["sections"],
+            "candidate": r["candidate"]}
+    if (TRAIN_CHOSEN, 0) in runs:  # what it chose, per budget, as the replay's file says
+        runs[TRAIN_CHOSEN, 0]["chosen"] = json.loads(
+            _run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
+    for (agent, seed), run in runs.items():
+        write_atomic(_run_file(live_dir, agent, seed), (json.dumps(run) + "\n").encode())
+    if not problems:
+        return {"rows": [], "data": {}, "chosen": {}, "comparison": []}
+    covered = {split for split in config.splits
+               if any(k.startswith(f"{split}/") for run in runs.values() for k in run["outcomes"])}
+    result = aggregate(config, live_dir, oracle=False, splits=covered)
+    result["comparison"] = compare(config, out, live_dir, covered)
+    return result
+
+
+def compare(config, out: Path, live_dir: Path, splits) -> list[dict]:
+    """Per (split, budget, agent): the replay's and the live geometric-mean speedups over the
+    same runs and problems, their ratio, and the share of episodes that collected the same
+    sections and shipped the same candidate (None where the replay's run file predates
+    storing candidates)."""
+    from experiments.experiment import TRAIN_CHOSEN, _run_file
+
+    names = [(s.name, config.seeds) for s in config.agents]
+    names += [(n, (0,)) for n in config.baselines if n not in HINDSIGHT] + [(TRAIN_CHOSEN, (0,))]
+    rows = []
+    for split in config.splits:
+        if split not in splits:
+            continue
+        for b in config.budgets:
+            key = f"{split}/{b:g}"
+            for name, seeds in names:
+                pairs = []
+                for seed in seeds:
+                    live = json.loads(_run_file(live_dir, name, seed).read_text())["outcomes"]
+                    replay = json.loads(_run_file(out, name, seed).read_text())["outcomes"]
+                    pairs += [(replay[key][u], o) for u, o in live.get(key, {}).items()]
+                if not pairs:
+                    continue
+                gm = [math.exp(sum(math.log(p[i]["speedup"]) for p in pairs) / len(pairs))
+                      for i in (0, 1)]
+                known = [p for p in pairs if "candidate" in p[0]]
+                rows.append({
+                    "split": split, "budget": b, "agent": name, "episodes": len(pairs),
+                    "replay_geomean": gm[0], "live_geomean": gm[1], "live_over_replay": gm[1] / gm[0],
+                    "same_sections": sum(r["sections"] == o["sections"] for r, o in pairs)
+                    / len(pairs),
+                    "same_candidate": (sum(r["candidate"] == o["candidate"] for r, o in known)
+                                       / len(known)) if known else None})
+    return rows
+
+
+COMPARISON = ("split", "budget", "agent", "episodes", "replay_geomean", "live_geomean",
+              "live_over_replay", "same_sections", "same_candidate")
+
+
+def write(config, result: dict, out: Path, command: str) -> list[Path]:
+    """``live/leaderboard.*``, its plots and ``live/replay_vs_live.*``; nothing before a
+    problem is finished."""
+    from experiments import experiment
+
+    live_dir = Path(out) / "live"
+    if not result["rows"]:
+        return []
+    done, total = result["problems"]
+    header = (f"Live: every episode played on `AutoProfilerLive-v0` ({config.live.device}, "
+              f"{config.live.evidence} evidence{', harness ' + json.dumps(config.live.harness) if config.live.harness else ''}), "
+              f"budgeted with the dataset's recorded costs; {done} of {total} problems "
+              "finished. What is learned or chosen was learned or chosen on the replay; the "
+              "hindsight oracle is left out (it needs answers no live episode has).")
+    paths = experiment.write(config, result, live_dir, command, header=header)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(COMPARISON))
+    writer.writeheader()
+    writer.writerows(result["comparison"])
+    write_atomic(live_dir / "replay_vs_live.csv", buffer.getvalue().encode())
+    lines = [f"# Replay against live: `{config.name}`", "", f"`{command}`", "", header, "",
+             "Per run, over the same problems: the geometric-mean shipped speedup in the "
+             "replay and live, and the share of episodes that collected the same sections "
+             "and shipped the same candidate.", "",
+             ("| split | budget | agent | episodes | replay | live | live / replay "
+              "| same sections | same candidate |"), "|---|---|---|---|---|---|---|---|---|"]
+    for r in result["comparison"]:
+        same = "n/a" if r["same_candidate"] is None else f"{r['same_candidate']:.0%}"
+        lines.append(f"| {r['split']} | {r['budget']:.0%} | {r['agent']} | {r['episodes']} | "
+                     f"{r['replay_geomean']:.3f} | {r['live_geomean']:.3f} | "
+                     f"{r['live_over_replay']:.3f} | {r['same_sections']:.0%} | {same} |")
+    write_atomic(live_dir / "replay_vs_live.md", ("\n".join(lines) + "\n").encode())
+    return [*paths, live_dir / "replay_vs_live.md", live_dir / "replay_vs_live.csv"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from autoprofiler_env.dataset.record.fanout import unit_main
+
+    return unit_main(_live_unit, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
