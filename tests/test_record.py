@@ -149,6 +149,11 @@ def test_each_part_logs_its_device_time_and_the_dataset_carries_the_total(tmp_pa
     assert cost["ncu_runs"] == 1 and cost["ncu_runs_s"] == NcuRun.load(
         STUDY / "section-LaunchStats").wall_s
     assert cost["candidates"] == 0
+    # another program's run.json beside the recording's folders is none of its ncu runs (a
+    # candidates file kept with an experiment's runs failed the build on its missing wall_s)
+    (out / "runs" / "tree").mkdir(parents=True)
+    (out / "runs" / "tree" / "run.json").write_text('{"status": "finished"}')
+    assert recording_cost(out) == cost
 
 
 def test_section_sets_for_the_llm_part_are_parsed_and_checked():

@@ -190,7 +190,9 @@ def recording_cost(out: Path) -> dict:
     logged: dict[str, float] = {}
     for row in read_jsonl(out / TIMINGS):
         logged[row["part"]] = logged.get(row["part"], 0.0) + row["wall_s"]
-    runs = [json.loads(p.read_text()) for p in out.rglob("run.json")]
+    # the ncu runs the recorder made (a candidates file may lie in a folder with others')
+    runs = [json.loads(p.read_text()) for root in ("sets", "profiles")
+            for p in (out / root).rglob("run.json")]
     return {"logged_s": logged,
             "ncu_runs_s": sum(m["wall_s"] for m in runs), "ncu_runs": len(runs),
             "candidates_judged_s": sum(r.get("wall_s") or 0.0
