@@ -59,7 +59,7 @@ class LiveBackend:
                  harness: dict | None = None) -> None:
         from dataclasses import fields
 
-        from autoprofiler_env.harness import Evaluator, HarnessConfig
+        from autoprofiler_env.harness import Evaluator, HarnessConfig, records
         from autoprofiler_env.problems import load_problem, load_suite
 
         if evidence not in EVIDENCE:
@@ -67,8 +67,8 @@ class LiveBackend:
         if evidence == "recorded" and dataset is None:
             raise ValueError("evidence='recorded' shows the profiles a dataset recorded: give "
                              "dataset= too (e.g. 'suite')")
-        settable = {f.name for f in fields(HarnessConfig)} - {"device", "tolerance"}
         harness = dict(harness or {})
+        settable = {f.name for f in fields(records.HarnessConfig)} - {"device", "tolerance"}
         if set(harness) - settable:
             raise ValueError(f"harness: unknown setting {sorted(set(harness) - settable)[0]!r}; "
                              f"it takes {', '.join(sorted(settable))} (device and tolerance "
