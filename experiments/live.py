@@ -141,8 +141,9 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
     live_dir = Path(out) / "live"
     agents = _agents(config, Path(out))
     problems = _problems(config)
+    # what an episode's outcome depends on (not which problems: a sample played first is
+    # part of the whole played later)
     settings = {"env": config.live.env(config), "budgets": list(config.budgets),
-                "splits": list(config.splits), "problems": [u for u, _ in problems],
                 "agents": [{k: a[k] for k in ("name", "seed", "kind", "sha256")} for a in agents]}
     made_file = live_dir / "settings.json"
     if made_file.is_file():
@@ -166,8 +167,9 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
                        "problems") if work else 0
     rows = read_jsonl(live_dir / f"{PART}.jsonl")
     done = _finished(rows, expected)
-    result = _assemble(config, Path(out), live_dir, rows, [u for u, _ in problems if u in done])
-    result |= {"problems": [len(done), len(problems)], "failed": failed,
+    finished = [u for u, _ in problems if u in done]
+    result = _assemble(config, Path(out), live_dir, rows, finished)
+    result |= {"problems": [len(finished), len(problems)], "failed": failed,
                "stopped_by_time_budget": setup.deadline_epoch is not None
                and time.time() > setup.deadline_epoch}
     return result

@@ -25,7 +25,7 @@ TINY = "problem://autoprofiler/v1/level2/linear_tiny_pointwise_chain_64x256"
 CUMSUM = "problem://autoprofiler/v1/level1/cumsum_8192x8192"
 
 
-def _config(tmp_path: Path, dataset: Path, problems: list[str], extra: str = ""):
+def _config(tmp_path: Path, dataset: Path, problems: list[str], harness: dict = SMOKE):
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "exp.yaml"
     path.write_text(f"""
@@ -42,9 +42,9 @@ poi_reps: 10
 live:
   device: cpu
   evidence: recorded
-  harness: {json.dumps(SMOKE)}
+  harness: {json.dumps(harness)}
   problems: {json.dumps(problems)}
-{extra}""")
+""")
     return load_config(path)
 
 
@@ -112,8 +112,13 @@ def test_every_run_plays_each_problem_live_each_candidate_judged_once(
     again = run_live(config, out, LocalWorkers([None]), progress=False)
     assert (out / "live" / "live.jsonl").read_bytes() == before
     assert again["rows"] == result["rows"]
-    # another config over the same folder is refused, not mixed in
-    other = _config(tmp_path / "other", study_dataset, [TINY])
+    # a sample of the problems is part of the whole: its rows are the whole's
+    sample = run_live(_config(tmp_path / "sample", study_dataset, [TINY]), out,
+                      LocalWorkers([None]), progress=False)
+    assert sample["problems"] == [1, 1] and (out / "live" / "live.jsonl").read_bytes() == before
+    # another judge's settings over the same folder are refused, not mixed in
+    other = _config(tmp_path / "other", study_dataset, [TINY],
+                    harness=SMOKE | {"timing_budget_ms": 3})
     with pytest.raises(ConfigError, match="other settings or agents"):
         run_live(other, out, LocalWorkers([None]), progress=False)
 

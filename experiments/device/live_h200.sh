@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On a GPU machine, inside one time-limited command: an experiment's runs played live
+# (experiments/live.py), the experiment's replay runs made beforehand on a CPU and carried:
+#   autoprofiler experiment --config compare --out runs/experiment/compare      # here, on a CPU
+#   OUT=results CONFIG=compare_live EXP=runs/experiment/compare BUDGET=480 [WORKERS=1|ray] \
+#     [PROBLEMS="uri uri"] bash experiments/device/live_h200.sh                 # there
+# carrying EXP and .whl: the docs/dataset.md wheels and the experiment's (rliable 1.2 is an
+# sdist on PyPI, built here; arch 7, which it needs, does not import under pandas 3):
+#   python -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#       --platform manylinux2014_x86_64 -d .whl "arch<8" "pandas<3" sb3-contrib
+#   python -m pip wheel --no-deps "rliable==1.2.0" -w .whl
+# PROBLEMS plays only those problems of the splits (live.problems); the rows of a sample count
+# for the whole later. Resumable: bring live.tgz back into EXP, carry EXP again, run again.
+set -u -o pipefail
+source "$(dirname "$0")/lib.sh"
+install_wheels
+FINAL=${OUT:-results}
+EXP=${EXP:?set EXP to the experiment folder (its replay runs made on a CPU)}
+export PYTHONUNBUFFERED=1
+mkdir -p "$FINAL"
+machine_facts | tee "$FINAL/machine.txt"
+CONFIG=$(python3 - "${CONFIG:-compare_live}" "${PROBLEMS:-}" <<'EOF'
+import sys
+
+import yaml
+
+from experiments.train import config_path
+
+path, problems = config_path(sys.argv[1]), sys.argv[2].split()
+if not problems:
+    print(path)
+else:
+    data = yaml.safe_load(path.read_text())
+    data.setdefault("live", {})["problems"] = problems
+    out = "/tmp/live-config.yaml"
+    with open(out, "w") as f:
+        yaml.safe_dump(data, f)
+    print(out)
+EOF
+)
+timeout -s TERM $(( ${BUDGET:-480} + 60 )) python3 -m experiments.cli experiment --config "$CONFIG" \
+  --out "$EXP" --workers "${WORKERS:-1}" --time-budget "${BUDGET:-480}" 2>&1 | tr '\r' '\n' \
+  | grep -v -E '^\s*$|it/s\]$|s/it\]$|unit/s\]$|s/unit\]$' | tee "$FINAL/live.log" | tail -60
+tar czf "$FINAL/live.tgz" -C "$EXP" live
+ls -la "$FINAL"
