@@ -530,6 +530,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                      "config has no 'live' key (experiments/live.py)")
     if args.address is not None and args.workers != "ray":
         return _fail("--address is the Ray cluster of --workers ray")
+    workers = None  # checked before hours of learning on the replay, not after
+    if config.live is not None and args.workers is not None:
+        workers = _workers(args.workers, args.address, config.live.device)
+        if isinstance(workers, str):
+            return _fail(workers)
     out = Path(args.out or Path("runs") / "experiment" / config.name)
     command = f"autoprofiler experiment --config {args.config}" + (
         f" --out {args.out}" if args.out else "")
@@ -541,10 +546,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if config.live is not None:
         from experiments import live
 
-        workers = (None if args.workers is None else
-                   _workers(args.workers, args.address, config.live.device))
-        if isinstance(workers, str):
-            return _fail(workers)
         live_result = live.run_live(config, out, workers, time_budget_s=args.time_budget)
         done, total = live_result["problems"]
         live_paths = live.write(config, live_result, out, command)

@@ -29,7 +29,16 @@ go through the recorder's fan-out (:mod:`autoprofiler_env.dataset.record.fanout`
 time per GPU with ``--workers N``, as Ray tasks of one GPU with ``--workers ray``, one at a
 time in a process of its own without. A unit's episodes reach the driver whole, with their
 sha256, and are appended to ``live/live.jsonl``; a unit whose process dies is retried, then
-logged in ``live/failures.jsonl``; a killed driver resumes with the problems not written.
+logged in ``live/failures.jsonl``; a killed driver resumes with the episodes not written.
+With a time budget no unit starts after it, and a unit in flight stops between episodes
+:data:`STOP_GRACE_S` later, handing over those it finished (a command's limit then kills
+nothing that finished). A resumed problem's candidates are judged again where its episodes
+need them (a unit keeps its judgements for its own episodes only).
+
+The live rows are tied to the dataset (its sha256) and to the runs' artifacts (each tree's
+file and model's zip, by sha256): another dataset or a run learned again is refused, not
+mixed in. The problems are those the replay runs played, so that each live episode has its
+replay twin.
 
 Written to ``OUT/live/``: ``leaderboard.md`` / ``.csv`` and the plots, as the replay
 experiment writes them but over the live outcomes of the problems finished so far, every run's
@@ -45,7 +54,6 @@ import csv
 import hashlib
 import io
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass
@@ -90,17 +98,19 @@ class LiveConfig:
         if data.get("evidence", "ncu") not in EVIDENCE:
             raise ConfigError(f"{where}: live.evidence must be one of {', '.join(EVIDENCE)}, "
                               f"got {data['evidence']!r}")
-        for key in ("device", "source"):
-            if key in data and data[key] is not None and not isinstance(data[key], str):
-                raise ConfigError(f"{where}: live.{key} must be a string, got {data[key]!r}")
+        if not isinstance(data.get("device", "cuda"), str):
+            raise ConfigError(f"{where}: live.device must be a string (cuda, cuda:N, cpu), got "
+                              f"{data['device']!r}")
+        if data.get("source") is not None and not isinstance(data["source"], str):
+            raise ConfigError(f"{where}: live.source must be a path, got {data['source']!r}")
         if data.get("harness") is not None and not isinstance(data["harness"], dict):
             raise ConfigError(f"{where}: live.harness must be a mapping of HarnessConfig "
                               f"settings, got {data['harness']!r}")
         problems = data.get("problems")
         if problems is not None and (not isinstance(problems, list) or not problems or any(
-                not isinstance(p, str) for p in problems)):
-            raise ConfigError(f"{where}: live.problems must be a non-empty list of problem "
-                              f"URIs, got {problems!r}")
+                not isinstance(p, str) for p in problems) or len(set(problems)) < len(problems)):
+            raise ConfigError(f"{where}: live.problems must be a non-empty list of distinct "
+                              f"problem URIs, got {problems!r}")
         return cls(data.get("device", "cuda"), data.get("evidence", "ncu"), data.get("source"),
                    data.get("harness"), None if problems is None else tuple(problems))
 
@@ -140,10 +150,12 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
                           "only (add live: {device: cuda} to evaluate it on a GPU)")
     live_dir = Path(out) / "live"
     agents = _agents(config, Path(out))
-    problems = _problems(config)
+    problems = _problems(config, Path(out))
+    _check_env(config, [u for u, _ in problems])
     # what an episode's outcome depends on (not which problems: a sample played first is
     # part of the whole played later)
     settings = {"env": config.live.env(config), "budgets": list(config.budgets),
+                "dataset_sha256": _dataset_sha256(config),
                 "agents": [{k: a[k] for k in ("name", "seed", "kind", "sha256")} for a in agents]}
     made_file = live_dir / "settings.json"
     if made_file.is_file():
@@ -156,37 +168,63 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
         write_atomic(made_file, (json.dumps(settings, indent=1) + "\n").encode())
 
     expected = {(a["name"], a["seed"], b) for a in agents for b in config.budgets}
-    done = _finished(read_jsonl(live_dir / f"{PART}.jsonl"), expected)
-    todo = [(uri, split) for uri, split in problems if uri not in done]
+    played = _played(read_jsonl(live_dir / f"{PART}.jsonl"))
+    todo = [(uri, split) for uri, split in problems if not expected <= played.get(uri, set())]
     setup = Setup(HarnessConfig(device=config.live.device),
                   None if time_budget_s is None else time.time() + time_budget_s,
                   timeout_s=unit_timeout_s, module="experiments.live")
-    work = [_unit(uri, split, agents, config) for uri, split in todo]
+    work = [_unit(uri, split, agents, config, played.get(uri, set())) for uri, split in todo]
     with terminate_becomes_exit():  # SIGTERM: the units in flight are stopped, time logged
         failed = drive(live_dir, workers or LocalWorkers([None]), work, len(work), setup,
-                       "problems") if work else 0
+                       "problems", progress=progress) if work else 0
     rows = read_jsonl(live_dir / f"{PART}.jsonl")
-    done = _finished(rows, expected)
-    finished = [u for u, _ in problems if u in done]
+    played = _played(rows)
+    finished = [u for u, _ in problems if expected <= played.get(u, set())]
     result = _assemble(config, Path(out), live_dir, rows, finished)
     result |= {"problems": [len(finished), len(problems)], "failed": failed,
-               "stopped_by_time_budget": setup.deadline_epoch is not None
-               and time.time() > setup.deadline_epoch}
+               "stopped_by_time_budget": len(finished) < len(problems)
+               and setup.deadline_epoch is not None and time.time() > setup.deadline_epoch}
     return result
 
 
-def _problems(config) -> list[tuple[str, str]]:
-    """(URI, split) of the problems the live runs play: the splits' (as the replay serves
-    them), or those of ``live.problems``."""
+STOP_GRACE_S = 60.0
+"""A unit in flight when the time budget runs out plays on for this long, then stops between
+episodes and hands over those it finished (the next run plays the rest)."""
+
+
+def _check_env(config, uris: list[str]) -> None:
+    """The live environment of the config, made once here, so that a bad setting (a harness
+    key, a KernelBench dataset without its checkout, an unrecorded problem under recorded
+    evidence) is one error before any unit starts, not a failure in every unit."""
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401
+    from autoprofiler_env.errors import AutoProfilerError
     from experiments.experiment import ConfigError
 
+    try:
+        gym.make("AutoProfilerLive-v0", problems=uris, **config.live.env(config))
+    except (ValueError, TypeError, AutoProfilerError) as e:
+        raise ConfigError(f"{config.path}: the live environment cannot be made: {e}") from None
+
+
+def _dataset_sha256(config) -> str | None:
+    from autoprofiler_env.dataset import Dataset
+
+    return Dataset.load(config.env.get("dataset")).metadata.get("sha256")
+
+
+def _problems(config, out: Path) -> list[tuple[str, str]]:
+    """(URI, split) of the problems the live runs play: those the experiment's replay runs
+    played, per split (so that each live outcome has its replay twin), or those of
+    ``live.problems``."""
+    from experiments.experiment import TRAIN_CHOSEN, ConfigError, _run_file
+
+    outcomes = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["outcomes"]
     found = []
     for split in config.splits:
-        env = gym.make("AutoProfiler-v0", split=split, **config.env)
-        found += [(uri, split) for uri in env.unwrapped.problems]
+        key = f"{split}/{config.budgets[0]:g}"
+        found += [(uri, split) for uri in outcomes[key]]
     if config.live.problems is None:
         return found
     by_uri = dict(found)
@@ -200,6 +238,7 @@ def _problems(config) -> list[tuple[str, str]]:
 def _agents(config, out: Path) -> list[dict]:
     """Every run the live units play, with what it needs to act in another process (a
     learned tree's file, an RL model's zip) and that artifact's sha256."""
+    from agents.rl import BEST_MODEL, RUN_FILE
     from experiments.experiment import TRAIN_CHOSEN, ConfigError, _run_file
 
     agents = []
@@ -218,8 +257,11 @@ def _agents(config, out: Path) -> list[dict]:
                                       "first (autoprofiler experiment does)")
                 add(spec.name, seed, "tree", {"tree": path.read_text()})
             else:
-                run = json.loads((run_dir / "run.json").read_text())
-                model = run_dir / "best_model.zip"
+                model = run_dir / BEST_MODEL
+                if not model.is_file():
+                    raise ConfigError(f"{model}: no trained model; run the replay experiment "
+                                      "first (autoprofiler experiment does)")
+                run = json.loads((run_dir / RUN_FILE).read_text())
                 add(spec.name, seed, "rl", {"algorithm": run.get("algorithm"),
                                             "model": base64.b64encode(model.read_bytes()).decode()})
     for name in config.baselines:
@@ -230,20 +272,22 @@ def _agents(config, out: Path) -> list[dict]:
     return agents
 
 
-def _unit(uri: str, split: str, agents: list[dict], config):
+def _unit(uri: str, split: str, agents: list[dict], config, played: set):
+    """The problem's unit: every run's episodes that ``played`` does not hold yet."""
     from autoprofiler_env.dataset.record.fanout import Unit
 
     unit = Unit(PART, {"uri": uri, "name": uri.rsplit("/", 1)[-1], "path": "", "split": split})
     return unit, {"agents": agents, "budgets": list(config.budgets),
-                  "env": config.live.env(config)}
+                  "env": config.live.env(config), "played": sorted(played),
+                  "stop_grace_s": STOP_GRACE_S}
 
 
-def _finished(rows: list[dict], expected: set) -> set[str]:
-    """The problems whose every expected (agent, seed, budget) episode is written."""
+def _played(rows: list[dict]) -> dict[str, set]:
+    """Per problem, the (agent, seed, budget) episodes written."""
     seen: dict[str, set] = {}
     for r in rows:
         seen.setdefault(r["uri"], set()).add((r["agent"], r["seed"], r["budget"]))
-    return {uri for uri, keys in seen.items() if expected <= keys}
+    return seen
 
 
 # -- one unit, in its own process -----------------------------------------------------------
@@ -260,11 +304,20 @@ def _live_unit(scratch: Path) -> int:
     spec, unit = read_spec(scratch)
     seed = spec["seed"]
     started = time.monotonic()
+    stop = (None if spec["deadline_epoch"] is None else
+            spec["deadline_epoch"] + seed["stop_grace_s"])
+    played = {tuple(k) for k in seed["played"]}
     env = gym.make("AutoProfilerLive-v0", problems=[unit.uri], **seed["env"])
     rows = []
     for agent in seed["agents"]:
+        policy = None  # loaded once per run (a chosen configuration: per budget)
         for b in seed["budgets"]:
-            policy = _policy(agent, env, b, scratch)
+            if (agent["name"], agent["seed"], b) in played:
+                continue
+            if stop is not None and time.time() > stop:
+                break  # the rest is the next run's
+            if policy is None or agent["kind"] == "chosen":
+                policy = _policy(agent, env, b, scratch)
             record, = rollout(env, policy, budget=b)
             rows.append({"uri": unit.uri, "split": unit.problem.get("split"),
                          "agent": agent["name"], "seed": agent["seed"], "budget": b,
@@ -340,6 +393,7 @@ def compare(config, out: Path, live_dir: Path, splits) -> list[dict]:
     same runs and problems, their ratio, and the share of episodes that collected the same
     sections and shipped the same candidate (None where the replay's run file predates
     storing candidates)."""
+    from autoprofiler_env.scoring import geomean
     from experiments.experiment import TRAIN_CHOSEN, _run_file
 
     names = [(s.name, config.seeds) for s in config.agents]
@@ -358,12 +412,12 @@ def compare(config, out: Path, live_dir: Path, splits) -> list[dict]:
                     pairs += [(replay[key][u], o) for u, o in live.get(key, {}).items()]
                 if not pairs:
                     continue
-                gm = [math.exp(sum(math.log(p[i]["speedup"]) for p in pairs) / len(pairs))
-                      for i in (0, 1)]
+                replay_gm, live_gm = (geomean(p[i]["speedup"] for p in pairs) for i in (0, 1))
                 known = [p for p in pairs if "candidate" in p[0]]
                 rows.append({
                     "split": split, "budget": b, "agent": name, "episodes": len(pairs),
-                    "replay_geomean": gm[0], "live_geomean": gm[1], "live_over_replay": gm[1] / gm[0],
+                    "replay_geomean": replay_gm, "live_geomean": live_gm,
+                    "live_over_replay": live_gm / replay_gm,
                     "same_sections": sum(r["sections"] == o["sections"] for r, o in pairs)
                     / len(pairs),
                     "same_candidate": (sum(r["candidate"] == o["candidate"] for r, o in known)
@@ -384,8 +438,9 @@ def write(config, result: dict, out: Path, command: str) -> list[Path]:
     if not result["rows"]:
         return []
     done, total = result["problems"]
+    harness = f", harness {json.dumps(config.live.harness)}" if config.live.harness else ""
     header = (f"Live: every episode played on `AutoProfilerLive-v0` ({config.live.device}, "
-              f"{config.live.evidence} evidence{', harness ' + json.dumps(config.live.harness) if config.live.harness else ''}), "
+              f"{config.live.evidence} evidence{harness}), "
               f"budgeted with the dataset's recorded costs; {done} of {total} problems "
               "finished. What is learned or chosen was learned or chosen on the replay; the "
               "hindsight oracle is left out (it needs answers no live episode has).")

@@ -36,6 +36,7 @@ seeds: 2
 env: {{dataset: {dataset}}}
 agents:
   tree: {{kind: tree, rounds: 3}}
+  ppo: {{kind: rl, config: maskable_ppo, steps: 512}}
 baselines: [no-profile, "section:SpeedOfLight", oracle]
 reps: 50
 poi_reps: 10
@@ -77,8 +78,8 @@ def test_every_run_plays_each_problem_live_each_candidate_judged_once(
     assert not result["stopped_by_time_budget"]
 
     rows = read_jsonl(out / "live" / "live.jsonl")
-    runs = {("tree", 0), ("tree", 1), ("no-profile", 0), ("section:SpeedOfLight", 0),
-            (TRAIN_CHOSEN, 0)}  # no oracle: it needs hindsight
+    runs = {("tree", 0), ("tree", 1), ("ppo", 0), ("ppo", 1), ("no-profile", 0),
+            ("section:SpeedOfLight", 0), (TRAIN_CHOSEN, 0)}  # no oracle: it needs hindsight
     assert {(r["agent"], r["seed"]) for r in rows} == runs
     assert sorted((r["uri"], r["agent"], r["seed"], r["budget"]) for r in rows) == sorted(
         (u, a, s, b) for u in (TINY, CUMSUM) for a, s in runs for b in (0.1, 0.5))
@@ -88,6 +89,7 @@ def test_every_run_plays_each_problem_live_each_candidate_judged_once(
     for uri, unit in units.items():
         shipped = {r["candidate"] for r in rows if r["uri"] == uri} - {"identity"}
         assert sorted(unit["judged"]) == sorted(shipped) and unit["ncu_runs"] == 0
+        assert unit["part"] == "live" and unit["uri"] == uri
         assert unit["episodes"] == len(runs) * 2 and unit["wall_s"] > 0
     # recorded evidence: the observation is the replay's, so every run collects what it
     # collected there
@@ -210,3 +212,81 @@ def test_the_shipped_live_comparison_is_compare_played_live():
     compare, live = load_config(config_path("compare")), load_config(config_path("compare_live"))
     assert live.live is not None and live.live.device == "cuda" and live.live.evidence == "ncu"
     assert replace(live, name="compare", path=compare.path, live=None) == compare
+
+
+class _Judged:
+    """A harness verdict as the live backend reads it."""
+
+    def __init__(self, error_name=None, speedup=2.0):
+        self.error_name, self.correct = error_name, error_name is None
+        self.speedup = speedup if self.correct else None
+        self.reference_ms, self.candidate_ms = 1.0, 0.5
+
+
+def test_a_live_backend_judges_each_distinct_candidate_once_and_a_fluke_twice(data_dir):
+    """Three section sets reach two programs and identity: each program is judged once
+    (a timeout, twice), identity never (1.0x, as in the replay)."""
+    from autoprofiler_env.envs.backends import LiveBackend
+    from autoprofiler_env.optimizers.candidate import Candidate
+
+    backend = LiveBackend([str(data_dir / "problems" / "relu_small.py")], device="cpu",
+                          harness=SMOKE)
+    uri = backend.problems(None)[0]
+    programs = {(): "identity", ("SpeedOfLight",): "compile", ("Occupancy",): "compile",
+                ("LaunchStats",): "tf32", ("WarpStateStats",): "tf32"}
+    seen = []
+
+    class Optimizer:
+        def optimize(self, problem, profile, eager_ms=None):
+            name = programs[profile.sections if profile else ()]
+            return Candidate(uri, f"# {name}", name, f"because of {profile and profile.sections}")
+
+    def judge(problem, source, size=None):
+        seen.append(source)
+        return _Judged("timeout" if source == "# tf32" and seen.count(source) == 1 else None)
+
+    backend.optimizer, backend.evaluator.evaluate = Optimizer(), judge
+    backend._eager[uri] = 1.0
+    backend.profile = lambda uri, sections: type("P", (), {"sections": tuple(sections)})()
+    outcomes = {s: backend.finish(uri, s) for s in programs}
+    assert seen == ["# compile", "# tf32", "# tf32"]  # the timeout judged again, once
+    assert outcomes[()].speedup == 1.0 and outcomes[()].correct
+    assert outcomes[("SpeedOfLight",)].speedup == outcomes[("Occupancy",)].speedup == 2.0
+    assert outcomes[("Occupancy",)].reason == "because of ('Occupancy',)"  # its own reason
+    assert outcomes[("LaunchStats",)].correct and outcomes[("WarpStateStats",)].correct
+    assert [name for _, name in backend.judged] == ["compile", "tf32", "tf32"]
+
+
+def test_a_unit_plays_only_what_is_not_written_and_stops_past_the_time_budget(
+        replayed, study_dataset, tmp_path, monkeypatch):
+    """A unit's process, run here: seeded with the episodes written, it plays the others;
+    past the time budget and its grace it plays none (the next run does)."""
+    import time
+
+    from autoprofiler_env.dataset.record.fanout import read_spec
+    from autoprofiler_env.envs.backends import LiveBackend
+    from experiments import live
+
+    config = _config(tmp_path, study_dataset, [TINY])
+    out = _copy(replayed, tmp_path)
+    agents = live._agents(config, out)
+    every = {(a["name"], a["seed"], b) for a in agents for b in config.budgets}
+    played = every - {("no-profile", 0, 0.5)}
+    monkeypatch.setattr(LiveBackend, "_judge", lambda self, problem, c: _Judged())
+
+    def play(deadline_epoch):
+        unit, seed = live._unit(TINY, "test", agents, config, played)
+        scratch = tmp_path / f"scratch-{deadline_epoch}"
+        scratch.mkdir()
+        spec = {"unit": {"part": unit.part, "problem": unit.problem, "candidates": []},
+                "deadline_epoch": deadline_epoch, "seed": seed}
+        (scratch / "spec.json").write_text(json.dumps(spec))
+        assert read_spec(scratch)[1] == unit
+        live._live_unit(scratch)
+        return json.loads((scratch / "result.json").read_text())
+
+    result = play(None)
+    assert [(r["agent"], r["seed"], r["budget"]) for r in result["rows"]] == [
+        ("no-profile", 0, 0.5)]
+    assert result["rows"][0]["shipped"] == result["rows"][0]["speedup"] > 0
+    assert play(time.time() - live.STOP_GRACE_S - 1)["rows"] == []

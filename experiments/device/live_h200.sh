@@ -2,7 +2,7 @@
 # On a GPU machine, inside one time-limited command: an experiment's runs played live
 # (experiments/live.py), the experiment's replay runs made beforehand on a CPU and carried:
 #   autoprofiler experiment --config compare --out runs/experiment/compare      # here, on a CPU
-#   OUT=results CONFIG=compare_live EXP=runs/experiment/compare BUDGET=480 [WORKERS=1|ray] \
+#   OUT=results CONFIG=compare_live EXP=runs/experiment/compare BUDGET=360 [WORKERS=1|ray] \
 #     [PROBLEMS="uri uri"] bash experiments/device/live_h200.sh                 # there
 # carrying EXP and .whl: the docs/dataset.md wheels and the experiment's (rliable 1.2 is an
 # sdist on PyPI, built here; arch 7, which it needs, does not import under pandas 3):
@@ -38,8 +38,11 @@ else:
     print(out)
 EOF
 )
-timeout -s TERM $(( ${BUDGET:-480} + 60 )) python3 -m experiments.cli experiment --config "$CONFIG" \
-  --out "$EXP" --workers "${WORKERS:-1}" --time-budget "${BUDGET:-480}" 2>&1 | tr '\r' '\n' \
+# no problem starts after BUDGET s of live play; one in flight stops between episodes 60 s
+# later (experiments/live.py); the replay's aggregation before it and an episode's own
+# length get the rest of the margin below a 600 s command
+timeout -s TERM $(( ${BUDGET:-360} + 180 )) python3 -m experiments.cli experiment --config "$CONFIG" \
+  --out "$EXP" --workers "${WORKERS:-1}" --time-budget "${BUDGET:-360}" 2>&1 | tr '\r' '\n' \
   | grep -v -E '^\s*$|it/s\]$|s/it\]$|unit/s\]$|s/unit\]$' | tee "$FINAL/live.log" | tail -60
 tar czf "$FINAL/live.tgz" -C "$EXP" live
 ls -la "$FINAL"

@@ -579,7 +579,7 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
 
 
 def drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, setup: Setup,
-          what: str = "units") -> int:
+          what: str = "units", progress: bool = True) -> int:
     """Runs ``work`` on ``workers``, writing each result into ``out`` as it comes
     (:func:`commit`); returns how many units were given up on (each logged in
     ``failures.jsonl``). Call it inside ``terminate_becomes_exit()``, so that SIGTERM stops
@@ -591,7 +591,7 @@ def drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, set
 
     results = workers.run(work, setup, interrupted)
     try:
-        with tqdm(total=total, desc=what, unit="unit") as bar:
+        with tqdm(total=total, desc=what, unit="unit", disable=not progress) as bar:
             for unit, result in results:
                 if result is None:
                     pass
@@ -614,8 +614,8 @@ def _log_time(out: Path, unit: Unit, wall_s: float, device: str, gpu: str | None
     before it finished, its time spent all the same), and what its ``log`` adds."""
     from autoprofiler_env.dataset.record import TIMINGS
 
-    row = {"part": unit.part, "wall_s": wall_s, "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "device": device, "uri": unit.uri, "gpu": gpu, **(log or {})}
+    row = {**(log or {}), "part": unit.part, "wall_s": wall_s, "device": device,
+           "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "uri": unit.uri, "gpu": gpu}
     if interrupted:
         row["interrupted"] = True
     with JsonlAppender(out / TIMINGS) as timings:

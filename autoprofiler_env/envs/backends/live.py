@@ -18,6 +18,8 @@ from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile
 
+TRANSIENT = ("timeout", "crash", "timing_mismatch")
+"""Verdicts that a second judgement may not repeat: the live backend judges once more."""
 EVIDENCE = ("ncu", "recorded")
 """Where a live episode's profiles come from: ``ncu`` runs on this machine's GPU, or the
 dataset's ``recorded`` ones (what the replay shows), with only the judging live."""
@@ -30,10 +32,12 @@ class LiveBackend:
     times it. Nondeterministic: timings and sampled counters vary between runs.
 
     Each (problem, section) is profiled once per backend, and each distinct candidate (its
-    source) judged once per problem: an episode that collects what another did, or leads
-    the optimizer to the same code, gets the same outcome, as in the replay (one recorded
-    outcome per candidate), and costs no GPU time. ``profiled`` and ``judged`` list what
-    this backend ran.
+    source) judged once per problem (twice where the first verdict was a timeout, a crash or
+    an unexplained timing): an episode that collects what another did, or leads the
+    optimizer to the same code, gets the same outcome, as in the replay (one recorded
+    outcome per candidate), and costs no GPU time; ``identity`` (the program unchanged) is
+    1.0x without a judgement, as in the replay. ``profiled`` and ``judged`` list what this
+    backend ran.
 
     ``evidence="recorded"`` (with a ``dataset``): the profiles are the ones the dataset
     recorded for the problem, so that no ncu runs (a machine whose counters are not
@@ -240,13 +244,29 @@ class LiveBackend:
         if candidate.error:  # an LLM reply with no code: judged as incorrect, never run
             return EpisodeOutcome(candidate.producer, candidate.reason, False, None,
                                   candidate.error.split(":")[0])
+        if candidate.producer == "identity" and not self._llm:
+            # the program unchanged: eager's own time, 1.0x by definition (as in the replay)
+            eager_ms = self._eager_ms(uri)
+            return EpisodeOutcome("identity", candidate.reason, True, 1.0, None, eager_ms,
+                                  eager_ms)
         key = (uri, hashlib.sha256(candidate.source.encode()).hexdigest())
         if key not in self._outcomes:
-            result = self.evaluator.evaluate(problem, candidate.source)
-            self.judged.append((uri, candidate.producer))
+            result = self._judge(problem, candidate)
             self._outcomes[key] = EpisodeOutcome(
                 candidate.producer, candidate.reason, result.correct, result.speedup,
                 result.error_name, result.reference_ms, result.candidate_ms)
         # the same code, reached by another profile: its outcome, this episode's reason
         return replace(self._outcomes[key], transformation=candidate.producer,
                        reason=candidate.reason)
+
+    def _judge(self, problem, candidate):
+        """The harness's verdict on ``candidate``, judged again once where the first verdict
+        may be the machine's hiccup rather than the code's (a timeout, a crashed worker, a
+        timing its clock does not explain): kept for every episode that reaches the code, it
+        must not be a fluke."""
+        for attempt in (1, 2):
+            result = self.evaluator.evaluate(problem, candidate.source)
+            self.judged.append((problem.uri, candidate.producer))
+            if result.error_name not in TRANSIENT:
+                break
+        return result
