@@ -278,8 +278,7 @@ def _unit(uri: str, split: str, agents: list[dict], config, played: set):
 
     unit = Unit(PART, {"uri": uri, "name": uri.rsplit("/", 1)[-1], "path": "", "split": split})
     return unit, {"agents": agents, "budgets": list(config.budgets),
-                  "env": config.live.env(config), "played": sorted(played),
-                  "stop_grace_s": STOP_GRACE_S}
+                  "env": config.live.env(config), "played": sorted(played)}
 
 
 def _played(rows: list[dict]) -> dict[str, set]:
@@ -305,7 +304,7 @@ def _live_unit(scratch: Path) -> int:
     seed = spec["seed"]
     started = time.monotonic()
     stop = (None if spec["deadline_epoch"] is None else
-            spec["deadline_epoch"] + seed["stop_grace_s"])
+            spec["deadline_epoch"] + STOP_GRACE_S)
     played = {tuple(k) for k in seed["played"]}
     env = gym.make("AutoProfilerLive-v0", problems=[unit.uri], **seed["env"])
     rows = []
@@ -384,32 +383,27 @@ def _assemble(config, out: Path, live_dir: Path, rows: list[dict], problems: lis
     covered = {split for split in config.splits
                if any(k.startswith(f"{split}/") for run in runs.values() for k in run["outcomes"])}
     result = aggregate(config, live_dir, oracle=False, splits=covered)
-    result["comparison"] = compare(config, out, live_dir, covered)
+    result["comparison"] = compare(config, out, runs, covered)
     return result
 
 
-def compare(config, out: Path, live_dir: Path, splits) -> list[dict]:
+def compare(config, out: Path, runs: dict[tuple[str, int], dict], splits) -> list[dict]:
     """Per (split, budget, agent): the replay's and the live geometric-mean speedups over the
-    same runs and problems, their ratio, and the share of episodes that collected the same
-    sections and shipped the same candidate (None where the replay's run file predates
-    storing candidates)."""
+    same runs and problems (``runs``: the live runs by (agent, seed)), their ratio, and the
+    share of episodes that collected the same sections and shipped the same candidate (None
+    where the replay's run file predates storing candidates)."""
     from autoprofiler_env.scoring import geomean
-    from experiments.experiment import TRAIN_CHOSEN, _run_file
+    from experiments.experiment import _run_file
 
-    names = [(s.name, config.seeds) for s in config.agents]
-    names += [(n, (0,)) for n in config.baselines if n not in HINDSIGHT] + [(TRAIN_CHOSEN, (0,))]
+    replayed = {key: json.loads(_run_file(out, *key).read_text())["outcomes"] for key in runs}
+    names = list(dict.fromkeys(agent for agent, _ in runs))
     rows = []
-    for split in config.splits:
-        if split not in splits:
-            continue
+    for split in (s for s in config.splits if s in splits):
         for b in config.budgets:
             key = f"{split}/{b:g}"
-            for name, seeds in names:
-                pairs = []
-                for seed in seeds:
-                    live = json.loads(_run_file(live_dir, name, seed).read_text())["outcomes"]
-                    replay = json.loads(_run_file(out, name, seed).read_text())["outcomes"]
-                    pairs += [(replay[key][u], o) for u, o in live.get(key, {}).items()]
+            for name in names:
+                pairs = [(replayed[run][key][u], o) for run, live in runs.items()
+                         if run[0] == name for u, o in live["outcomes"].get(key, {}).items()]
                 if not pairs:
                     continue
                 replay_gm, live_gm = (geomean(p[i]["speedup"] for p in pairs) for i in (0, 1))

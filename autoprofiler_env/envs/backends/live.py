@@ -114,7 +114,7 @@ class LiveBackend:
             timeout_s=timeout_s)
         self.ncu = ncu
         if evidence == "recorded":
-            unrecorded = [u for u in self._problems if u not in self.dataset.content.problems]
+            unrecorded = [u for u in self._problems if not self._recorded_costs(u)]
             if unrecorded:
                 raise ProfilingError(f"evidence='recorded': the dataset did not record "
                                      f"{unrecorded[0]}; profile it with ncu (evidence='ncu')")
@@ -264,7 +264,7 @@ class LiveBackend:
         may be the machine's hiccup rather than the code's (a timeout, a crashed worker, a
         timing its clock does not explain): kept for every episode that reaches the code, it
         must not be a fluke."""
-        for attempt in (1, 2):
+        for _ in range(2):
             result = self.evaluator.evaluate(problem, candidate.source)
             self.judged.append((problem.uri, candidate.producer))
             if result.error_name not in TRANSIENT:
