@@ -169,8 +169,9 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path)
     problems = [load_problem("matmul_4096x4096x4096"), load_problem(RELU)]
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        workers = RayWorkers(init_kwargs={"num_cpus": 4, "num_gpus": 4,
+        workers = RayWorkers(init_kwargs={"num_cpus": 8, "num_gpus": 4,
                                           "include_dashboard": False})
+        assert workers.cpus_per_task() == 2.0  # each GPU's share of the CPUs
         stop, killed = threading.Event(), []
         killer = threading.Thread(target=_kill_first_unit, args=(stop, killed))
         killer.start()
@@ -195,8 +196,10 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path)
     assert killed and summary["failed"] == 0 and summary["reference"] == 2
     assert sorted(r["uri"] for r in read_jsonl(tmp_path / "reference.jsonl")) == sorted(
         p.uri for p in problems)
-    gpus = [t["gpu"] for t in read_jsonl(tmp_path / "timings.jsonl")]
+    timings = read_jsonl(tmp_path / "timings.jsonl")
+    gpus = [t["gpu"] for t in timings]
     assert len(gpus) == 3 and set(gpus) <= {"0", "1", "2", "3"}  # one GPU each, Ray's
+    assert {t["omp_threads"] for t in timings} == {"2"}  # and its share of the CPUs
     assert replied["llm"] == 2 and endpoint.asked == 2 and replied["failed"] == 0
     assert [r["correct"] for r in sorted(read_jsonl(tmp_path / "llm.jsonl"),
                                          key=lambda r: r["repeat"])] == [True, False]

@@ -240,10 +240,13 @@ def read_spec(scratch: Path) -> tuple[dict, Unit]:
 def write_result(scratch: Path, rows: list[dict], files: dict[str, str], started: float,
                  log: dict | None = None) -> int:
     """In a unit's process: its result, whole or absent, with the sha256 the driver checks;
-    ``log``: what the driver adds to the unit's line in ``timings.jsonl``."""
+    ``log``: what the driver adds to the unit's line in ``timings.jsonl`` (with
+    ``omp_threads`` where the process was given ``OMP_NUM_THREADS``)."""
+    threads = os.environ.get("OMP_NUM_THREADS")  # Ray sets it from the task's CPUs
+    log = {**(log or {}), **({"omp_threads": threads} if threads else {})}
     result = {"rows": rows, "files": files, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
               "wall_s": time.monotonic() - started, "pid": os.getpid(),
-              "sha256": _digests(rows, files), "log": log or {}}
+              "sha256": _digests(rows, files), "log": log}
     tmp = scratch / (_RESULT + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.rename(scratch / _RESULT)  # whole or absent
@@ -464,7 +467,12 @@ class _Feed:
 class RayWorkers:
     """Units as Ray tasks of one GPU each (``ray.init(address)``: a running cluster, or a
     local one); Ray runs a task again where its worker died, then ``retries`` more times
-    where the unit's process did."""
+    where the unit's process did.
+
+    A task also asks for its GPU's share of the cluster's CPUs (:meth:`cpus_per_task`): a
+    unit compiles and checks on the CPU as the single-GPU path does, and Ray gives a task's
+    processes ``OMP_NUM_THREADS`` of its CPUs (1 where a task asks for none: on the H200,
+    correctness and timing took twice as long as on the plain path)."""
 
     def __init__(self, address: str | None = None, retries: int = 1,
                  init_kwargs: dict | None = None) -> None:
@@ -476,6 +484,17 @@ class RayWorkers:
         if not ray.is_initialized():
             ray.init(address=address, **(init_kwargs or {}))
 
+    def cpus_per_task(self) -> float:
+        """The cluster's CPUs over its GPUs (at least 1 where it has more CPUs than GPUs;
+        a share of one where fewer, so that every GPU still runs a task)."""
+        total = self.ray.cluster_resources()
+        cpus, gpus = total.get("CPU", 1.0), total.get("GPU", 0.0)
+        if gpus < 1:
+            raise AutoProfilerError("--workers ray: the Ray cluster has no GPU (ray.init "
+                                    "num_gpus=N, or ray start --num-gpus N on each node)")
+        share = cpus / gpus
+        return float(int(share)) if share >= 1 else share
+
     def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup,
             interrupted: Callable[[Unit, str | None, float], None] | None = None
             ) -> Iterator[tuple[Unit, dict | Exception | None]]:
@@ -484,7 +503,8 @@ class RayWorkers:
         their workers); their device time is not known here, so ``interrupted`` is not
         called."""
         ray = self.ray
-        task = ray.remote(_ray_unit).options(num_gpus=1, max_retries=self.retries,
+        task = ray.remote(_ray_unit).options(num_gpus=1, num_cpus=self.cpus_per_task(),
+                                             max_retries=self.retries,
                                              retry_exceptions=[UnitFailed])
         events: queue.Queue = queue.Queue()  # (unit, its task), then (_END, the count)
         feed = _Feed(work, lambda unit, seed: events.put((unit, task.remote(unit, setup, seed))),
