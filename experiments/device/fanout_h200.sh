@@ -5,8 +5,8 @@
 # plain one:
 #   OUT=results WAY=plain  bash experiments/device/fanout_h200.sh   # then, in a next command:
 #   OUT=results WAY=fanned bash experiments/device/fanout_h200.sh
-#   OUT=results WAY=ray    bash experiments/device/fanout_h200.sh   # .whl/ holding Ray's wheels
-#                                                                   # (experiments/device/ray_wheels.sh)
+#   OUT=results WAY=ray    bash experiments/device/fanout_h200.sh   # Ray's wheels staged first
+#                                                       # (experiments/device/ray_wheels.sh says how)
 # The recordings live in RECORDINGS (default docs/data/fanout_h200): bring the first one back
 # (recordings.tgz) before the next command, so that the check finds both.
 set -u -o pipefail

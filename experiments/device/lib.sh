@@ -1,11 +1,15 @@
 # Shared by the device scripts: `source "$(dirname "$0")/lib.sh"`.
 
-# The wheels of .whl/ (docs/dataset.md "Recording": gymnasium, stable-baselines3, einops...),
-# installed into /tmp/site and put on PYTHONPATH; nothing where .whl/ holds none.
+# The wheels of .whl/ (docs/dataset.md "Recording": gymnasium, stable-baselines3, einops...)
+# and of /tmp/wheels/ (staged there by an earlier command on the same machine: Ray's, too
+# large to travel with the tree and the other wheels, experiments/device/ray_wheels.sh),
+# installed into /tmp/site and put on PYTHONPATH; nothing where neither holds any.
 install_wheels() {
-  if ls .whl/*.whl >/dev/null 2>&1; then
+  local wheels
+  wheels=$(ls .whl/*.whl /tmp/wheels/*.whl 2>/dev/null)
+  if [ -n "$wheels" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+      --target /tmp/site $wheels && export PYTHONPATH=/tmp/site:$PWD
   fi
 }
 
