@@ -161,8 +161,12 @@ def test_a_killed_driver_resumes_where_it_stopped(tmp_path, sig):
     assert json.loads(done.stdout.splitlines()[-1])["reference"] == 3
 
 
-def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path):
+def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path, monkeypatch):
     import ray  # the dev extra installs it: this test runs in CI
+
+    # Ray keeps an OMP_NUM_THREADS it inherits (conftest sets 1 under xdist), else gives a
+    # task's processes its CPUs
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
 
     from autoprofiler_env.dataset.record.fanout import RayWorkers
 

@@ -471,9 +471,9 @@ class RayWorkers:
 
     A task also asks for its GPU's share of the cluster's CPUs (:meth:`cpus_per_task`): a
     unit makes its inputs and compiles on the CPU as the single-GPU path does, and Ray gives
-    a task's processes ``OMP_NUM_THREADS`` of its CPUs: 1 where a task asks for none (on the
-    H200 a unit's correctness and timing then took about twice the plain path's, the
-    likely cause)."""
+    a task's processes ``OMP_NUM_THREADS`` of its CPUs (unless the driver's environment sets
+    it): 1 where a task asks for none (on the H200 a unit's correctness and timing then took
+    about twice the plain path's, the likely cause)."""
 
     def __init__(self, address: str | None = None, retries: int = 1,
                  init_kwargs: dict | None = None) -> None:
