@@ -26,8 +26,10 @@ case "${WAY:?set WAY=plain or WAY=fanned}" in
   ray) WORKERS="--workers ray" ;;
   *) echo "WAY must be plain, fanned or ray" >&2; exit 2 ;;
 esac
-timeout -s TERM $(( ${BUDGET:-480} + 40 )) python3 -m experiments.cli record --out "$ROOT/$WAY" \
-  --parts reference,full,candidates --time-budget "${BUDGET:-480}" --warm-workers "${WARM:-6}" \
+# a unit in flight finishes its candidate after the budget (on one GPU through Ray, one
+# candidate with its recheck took 80 s): 120 s of margin, or what it finished is lost
+timeout -s TERM $(( ${BUDGET:-420} + 120 )) python3 -m experiments.cli record --out "$ROOT/$WAY" \
+  --parts reference,full,candidates --time-budget "${BUDGET:-420}" --warm-workers "${WARM:-6}" \
   --plan docs/data/recording_h200_v2/plan.json $WORKERS $PROBLEMS 2>&1 | tr '\r' '\n' \
   | grep -v -E '^\s*$|it/s\]$|s/it\]$|unit/s\]$|s/unit\]$' | tail -30 | tee "$FINAL/$WAY.log"
 for other in fanned ray; do
