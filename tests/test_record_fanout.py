@@ -173,7 +173,7 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path,
     problems = [load_problem("matmul_4096x4096x4096"), load_problem(RELU)]
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        workers = RayWorkers(init_kwargs={"num_cpus": 8, "num_gpus": 4,
+        workers = RayWorkers(init_kwargs={"num_cpus": 4, "num_gpus": 2,
                                           "include_dashboard": False})
         assert workers.cpus_per_task() == 2.0  # each GPU's share of the CPUs
         stop, killed = threading.Event(), []
@@ -202,7 +202,7 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path,
         p.uri for p in problems)
     timings = read_jsonl(tmp_path / "timings.jsonl")
     gpus = [t["gpu"] for t in timings]
-    assert len(gpus) == 3 and set(gpus) <= {"0", "1", "2", "3"}  # one GPU each, Ray's
+    assert len(gpus) == 3 and set(gpus) <= {"0", "1"}  # one GPU each, Ray's
     assert {t["omp_threads"] for t in timings} == {"2"}  # and its share of the CPUs
     assert replied["llm"] == 2 and endpoint.asked == 2 and replied["failed"] == 0
     assert [r["correct"] for r in sorted(read_jsonl(tmp_path / "llm.jsonl"),
