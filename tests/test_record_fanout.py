@@ -209,6 +209,22 @@ def test_ray_tasks_each_see_their_own_gpu_and_a_killed_unit_is_retried(tmp_path,
                                          key=lambda r: r["repeat"])] == [True, False]
 
 
+def test_a_ray_cluster_without_gpus_is_refused_at_once():
+    import ray
+
+    from autoprofiler_env.dataset.record.fanout import RayWorkers
+    from autoprofiler_env.errors import AutoProfilerError
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.raises(AutoProfilerError, match="has no GPU"):
+            RayWorkers(init_kwargs={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False})
+    finally:
+        ray.shutdown()
+        for sig, handler in handlers.items():  # ray.init's handlers outlive its shutdown
+            signal.signal(sig, handler)
+
+
 class _SlowScripted:
     """A chat endpoint that takes a while: a correct ReLU for even seeds, prose for odd ones;
     it counts the requests and the most in flight at once."""

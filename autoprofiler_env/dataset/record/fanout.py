@@ -484,16 +484,15 @@ class RayWorkers:
         self.ray, self.retries = ray, retries
         if not ray.is_initialized():
             ray.init(address=address, **(init_kwargs or {}))
+        if ray.cluster_resources().get("GPU", 0.0) < 1:  # its tasks would never start
+            raise AutoProfilerError("--workers ray: the Ray cluster has no GPU (ray.init "
+                                    "num_gpus=N, or ray start --num-gpus N on each node)")
 
     def cpus_per_task(self) -> float:
         """The cluster's CPUs over its GPUs (at least 1 where it has more CPUs than GPUs;
         a share of one where fewer, so that every GPU still runs a task)."""
         total = self.ray.cluster_resources()
-        cpus, gpus = total.get("CPU", 1.0), total.get("GPU", 0.0)
-        if gpus < 1:
-            raise AutoProfilerError("--workers ray: the Ray cluster has no GPU (ray.init "
-                                    "num_gpus=N, or ray start --num-gpus N on each node)")
-        share = cpus / gpus
+        share = total.get("CPU", 1.0) / total["GPU"]
         return float(int(share)) if share >= 1 else share
 
     def run(self, work: Iterable[tuple[Unit, dict]], setup: Setup,
