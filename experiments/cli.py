@@ -682,8 +682,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=3, help="seeds for stochastic agents")
     p.add_argument("--split", default="test", choices=("train", "val", "test"))
     p.add_argument("--optimizer", help="the optimizer the replay reruns: reference, "
-                   "reference-v1 (the default until the re-recording is complete) or "
-                   "llm:<model>")
+                   "reference-v1 or llm:<model>; default: the dataset's own "
+                   "(reference on the shipped ones)")
     p.add_argument("--policy", action="append", default=[], metavar="SPEC",
                    help="add a policy beside the baselines (repeatable): sb3:FILE or "
                    "sb3:ALGO:FILE (a saved stable-baselines3 model), or a baseline's name")

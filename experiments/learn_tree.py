@@ -5,7 +5,10 @@
 
 For each budget, :func:`agents.tree.learner.learn` runs on the train split with the
 validation split choosing the tree; several budgets give one tree whose root branches on
-the budget (:func:`agents.tree.nodes.by_budget`). ``--out`` gets
+the budget (:func:`agents.tree.nodes.by_budget`). The budgets are learned from the smallest
+up, each starting from the better, on train at its budget, of ``--start`` and the tree
+learned for the budget below (a larger budget affords what a smaller one's tree collects,
+so the ladder never starts a larger budget lower than the one below ended). ``--out`` gets
 
 - ``tree.json`` (the tree, its metadata saying how it was learned and what it scored),
   ``tree.txt`` (its rendering) and ``tree.png`` (its picture);
@@ -75,7 +78,7 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
-    from agents.tree.learner import LearnConfig, learn
+    from agents.tree.learner import LearnConfig, Scorer, learn
     from agents.tree.nodes import by_budget, vocabulary
     from agents.tree.render import export_text, plot
 
@@ -87,12 +90,15 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     vocab = vocabulary(tuple(base.sections))
     first = start_tree(start, vocab)
     out.mkdir(parents=True, exist_ok=True)
+    budgets = sorted(budgets)
     settings = {"budgets": budgets, "proposer": proposer.name, "rounds": rounds,
                 "dataset": dataset, "optimizer": base.optimizer,
-                "start": start, "proposals": proposals, "margin": margin,
+                "start": start, "starts_from": "the better on train of start and the tree "
+                "of the budget below", "proposals": proposals, "margin": margin,
                 "patience": patience, "cost_penalty": cost_penalty,
                 "dataset_sha256": base.backend.dataset.metadata.get("sha256")}
-    trees, results, curves = {}, {}, {}
+    trees, results, curves, starts = {}, {}, {}, {}
+    below = None
     for budget in budgets:
         config = LearnConfig(budget=budget, rounds=rounds, proposals=proposals, margin=margin,
                              patience=patience)
@@ -106,14 +112,22 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                                f"budget={budget:g}/accepted": line["accepted"] is not None,
                                "round": line["round"]})
 
-        result = learn(train_env, val_env, proposer, config, start=first,
+        begin = first
+        if below is not None:
+            scorer = Scorer(train_env, budget)
+            if scorer(below).objective > scorer(first).objective:
+                begin = below
+        starts[budget] = "start" if begin is first else "budget below"
+        result = learn(train_env, val_env, proposer, config, start=begin,
                        log=out / f"log-{budget:g}.jsonl", progress=progress,
                        on_round=on_round)
         trees[budget], results[budget], curves[budget] = result.tree, result, result.curve
+        below = result.tree
     meta = {"learned": settings,
             "scores": {f"{b:g}": {"train": r.train, "validation": r.validation,
                                   "rounds": r.rounds, "accepted": r.accepted,
-                                  "nodes": r.tree.size()} for b, r in results.items()}}
+                                  "nodes": r.tree.size(), "started_from": starts[b]}
+                       for b, r in results.items()}}
     tree = by_budget(trees, meta)
     # written once the logs have accepted these settings (a refused resume leaves it as it was)
     write_atomic(out / "run.json", (json.dumps(

@@ -453,19 +453,25 @@ def test_a_live_episode_gives_the_reference_optimizer_the_eager_time(data_dir, o
         backend._problems[uri], None, eager_ms=seen[0])[0]
 
 
-def test_a_problem_the_optimizer_has_no_candidates_for_is_named_as_such():
+def test_a_problem_the_optimizer_has_no_candidates_for_is_named_as_such(tmp_path):
     """The composed optimizer is served on the problems whose plan is recorded: asking for
     another problem of the dataset says that, not that the dataset lacks the problem."""
+    import dataclasses
     import warnings
 
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.replay import DEFAULT_DATASET
-    from autoprofiler_env.errors import NotRecordedError
 
     ds = Dataset.load(DEFAULT_DATASET)
-    unserved = next(u for u in ds.uris() if not ds.outcomes(u, "reference"))
+    unserved = ds.uris()[0]
+    record = ds.record(unserved)
+    record = dataclasses.replace(record, outcomes={
+        k: v for k, v in record.outcomes.items() if k != "reference"})
+    path = tmp_path / "unserved.json.gz"
+    dataclasses.replace(ds.content, problems={**ds.content.problems, unserved: record}
+                        ).save(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(NotRecordedError, match="the candidates of the optimizer "
                            "'reference' are not recorded for"):
-            ProfilingEnv(problems=[unserved], optimizer="reference")
+            ProfilingEnv(dataset=str(path), problems=[unserved], optimizer="reference")

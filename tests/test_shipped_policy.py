@@ -12,11 +12,13 @@ from autoprofiler_env.evaluation import rollout, score
 from experiments.policies import SHIPPED_RL, load
 
 
-def test_the_shipped_policy_reproduces_its_recorded_validation_scores():
-    path = shipped_model("reference-v1")
+@pytest.mark.parametrize("optimizer", ["reference", "reference-v1"])
+def test_the_shipped_policy_reproduces_its_recorded_validation_scores(optimizer):
+    path = shipped_model(optimizer)
     assert path is not None and shipped_model("llm:nobody") is None
-    run = json.loads((DATA / "maskable_ppo-reference-v1.json").read_text())
-    val = gym.make("AutoProfiler-v0", split="val")
+    run = json.loads((DATA / f"maskable_ppo-{optimizer}.json").read_text())
+    assert run["optimizer"] == optimizer
+    val = gym.make("AutoProfiler-v0", split="val", optimizer=optimizer)
     entry = load(SHIPPED_RL, val)
     assert entry.name == "maskable-ppo"
     for budget, recorded in run["best"]["budgets"].items():

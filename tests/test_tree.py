@@ -379,6 +379,31 @@ def test_learn_tree_writes_the_tree_its_log_and_pictures(tmp_path, capsys):
     assert "tree:tree" in (tmp_path / "bench" / "benchmark.csv").read_text()
 
 
+def test_learn_tree_starts_each_budget_from_the_better_of_start_and_the_budget_below(
+        tmp_path, train):
+    """The budget ladder: 0.25 starts from the 0.1 tree where that scores higher on train at
+    0.25 than --start does (no profile), and the log and the tree's metadata say which."""
+    from agents.tree.learner import Scorer
+    from experiments.cli import main
+
+    out = tmp_path / "run"
+    assert main(["learn-tree", "--budget", "0.25,0.1", "--rounds", "4", "--out",
+                 str(out)]) == 0
+    tree = load(out / "tree.json")
+    header = json.loads((out / "log-0.25.jsonl").read_text().splitlines()[0])
+    low = json.loads((out / "log-0.1.jsonl").read_text().splitlines()[0])
+    assert low["start"]["root"] == {"stop": True}  # the smallest budget starts from --start
+    below = tree.root.otherwise if isinstance(tree.root, Branch) else tree.root
+    scorer = Scorer(train, 0.25)
+    better = (Tree(below) if scorer(Tree(below)).objective > scorer(Tree(Stop())).objective
+              else Tree(Stop()))
+    assert header["start"]["root"] == better.root.to_dict()
+    assert tree.meta["scores"]["0.25"]["started_from"] == (
+        "start" if isinstance(better.root, Stop) else "budget below")
+    assert tree.meta["scores"]["0.1"]["started_from"] == "start"
+    assert json.loads((out / "run.json").read_text())["settings"]["budgets"] == [0.1, 0.25]
+
+
 def test_learn_tree_refuses_bad_settings(tmp_path, capsys):
     from experiments.cli import main
 
@@ -389,11 +414,14 @@ def test_learn_tree_refuses_bad_settings(tmp_path, capsys):
     assert "--start must be stop, roofline or a tree file" in capsys.readouterr().err
 
 
-def test_the_shipped_tree_reproduces_its_recorded_scores(train):
-    path = shipped_tree("reference-v1")
+@pytest.mark.parametrize("optimizer", ["reference", "reference-v1"])
+def test_the_shipped_tree_reproduces_its_recorded_scores(optimizer):
+    path = shipped_tree(optimizer)
     assert path is not None
     tree = load(path)
-    val = gym.make("AutoProfiler-v0", split="val")
+    assert tree.meta["learned"]["optimizer"] == optimizer
+    train = gym.make("AutoProfiler-v0", split="train", optimizer=optimizer)
+    val = gym.make("AutoProfiler-v0", split="val", optimizer=optimizer)
     for budget, scores in tree.meta["scores"].items():
         b = float(budget)
         assert score(rollout(train, TreePolicy(tree, train), budget=b)) == pytest.approx(

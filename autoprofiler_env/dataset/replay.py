@@ -83,8 +83,16 @@ class Dataset:
         """The optimizer an environment on this dataset replays unless told: the dataset's
         own (``metadata["default_optimizer"]``: a KernelBench dataset holds the current
         reference optimizer's candidates only), else the package's
-        (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`)."""
-        return self.metadata.get("default_optimizer") or DEFAULT_OPTIMIZER
+        (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`) where the dataset records
+        it, else the one optimizer it records (a study's dataset of ``reference-v1`` alone
+        replays ``reference-v1``)."""
+        named = self.metadata.get("default_optimizer")
+        if named:
+            return named
+        recorded = self.optimizers()
+        if DEFAULT_OPTIMIZER in recorded or len(recorded) != 1:
+            return DEFAULT_OPTIMIZER
+        return recorded[0]
 
     @property
     def metadata(self) -> dict:
@@ -146,8 +154,9 @@ class Dataset:
                 load_catalogue().set_passes["full"])
 
     def outcome(self, uri: str, candidate: str, tolerance=None,
-                optimizer: str = DEFAULT_OPTIMIZER) -> Outcome:
-        """The recorded outcome of ``optimizer``'s candidate (a transformation's name, or a
+                optimizer: str | None = None) -> Outcome:
+        """The recorded outcome of ``optimizer``'s candidate (None: the dataset's
+        :meth:`default_optimizer`; a transformation's name, or a
         composition's: ``"compile+cuda_graph"``), under ``tolerance`` (a regime of
         :mod:`autoprofiler_env.harness.tolerance`; None: as recorded).
 
@@ -156,6 +165,8 @@ class Dataset:
                 candidate's, or its record cannot decide ``tolerance`` (the replay never
                 invents an outcome).
         """
+        if optimizer is None:
+            optimizer = self.default_optimizer()
         outcomes = self.record(uri).outcomes.get(optimizer)
         if not outcomes:
             recorded = ", ".join(sorted(self.record(uri).outcomes)) or "none"

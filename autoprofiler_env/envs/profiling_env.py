@@ -165,11 +165,10 @@ class ProfilingEnv(gym.Env):
     checked against the recorded sha256), ``source`` (live only: the KernelBench checkout
     that a KernelBench dataset's problems are read from), ``split`` or ``problems``
     (a list of URIs), ``backend`` (``"replay"`` / ``"live"``), ``optimizer`` (None, default:
-    the dataset's own, ``"reference-v1"`` on the suite's and live without a dataset,
-    ``"reference"`` on KernelBench's; ``"reference"``:
-    composed decisions, served on the problems whose candidates are recorded;
-    ``"reference-v1"``: the first reference optimizer, the suite's until its re-recording is
-    complete (docs/optimizers.md); or ``"llm:<model>"``: on the replay one of the model's recorded replies for the
+    the dataset's own, ``"reference"`` on the shipped ones and live without a dataset;
+    ``"reference"``: composed decisions, served on the problems whose candidates are
+    recorded; ``"reference-v1"``: the first reference optimizer, one transformation per
+    candidate, kept for comparison with its recorded outcomes (docs/optimizers.md); or ``"llm:<model>"``: on the replay one of the model's recorded replies for the
     problem and the collected section set, drawn with the environment's seeded generator, and
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
     ``"largest_recorded_subset"``), ``budget`` and ``budget_unit`` (``seconds``, ``passes`` or

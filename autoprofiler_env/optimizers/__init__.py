@@ -20,9 +20,9 @@ from autoprofiler_env.optimizers.transforms import TRANSFORMATIONS, Transformati
 
 REFERENCE_OPTIMIZERS = {"reference": ReferenceOptimizer, "reference-v1": ReferenceOptimizerV1}
 """The deterministic optimizers by name (what the replay reruns on recorded evidence)."""
-DEFAULT_OPTIMIZER = "reference-v1"
-"""The environment's optimizer when none is named: ``reference-v1`` until the new optimizer's
-candidates are recorded for every problem (docs/optimizers.md says how far that is)."""
+DEFAULT_OPTIMIZER = "reference"
+"""The environment's optimizer when none is named (a dataset that records only another one
+replays that one: :meth:`~autoprofiler_env.dataset.Dataset.default_optimizer`)."""
 
 
 def reference_optimizer(name: str, device: str = "cuda", tolerance=None):

@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 
 DEFAULT_OUT = Path("docs/data/fidelity_h200")
+OPTIMIZER = "reference-v1"
+"""The optimizer the recorded fidelity runs judged (docs/data/fidelity_h200): the study
+replays and reruns that one, whatever the environment's default."""
 SIZES = (1, 1, 1, 2, 2, 2, 3, 3, 3, 5, 5, 8)
 """Sections per set: twelve sets, three problems each, 36 pairs."""
 PER_SET = 3
@@ -89,7 +92,7 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
     from autoprofiler_env.dataset.record import CandidateWarmer, record_ncu
     from autoprofiler_env.harness import Evaluator, HarnessConfig
     from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
-    from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
+    from autoprofiler_env.optimizers import reference_optimizer
     from autoprofiler_env.problems import load_problem
 
     deadline = _deadline(deadline_s)
@@ -99,7 +102,7 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
                    out / "ncu", chunk=PER_SET, deadline=deadline, problem_timeout_s=240.0)
     live = live_profiles(out)
     config = config or HarnessConfig(device="cuda")
-    optimizer = reference_optimizer(DEFAULT_OPTIMIZER, device=config.device)  # the replay's
+    optimizer = reference_optimizer(OPTIMIZER, device=config.device)  # the replay's
     todo = []
     for g in groups:
         for uri in g["uris"]:
@@ -203,7 +206,7 @@ def pair_rows(out: Path, dataset) -> list[dict]:
     from autoprofiler_env.envs.backends import ReplayBackend
     from autoprofiler_env.jsonlines import read_jsonl
 
-    replay = ReplayBackend(dataset)
+    replay = ReplayBackend(dataset, optimizer=OPTIMIZER)
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for r in read_jsonl(out / "live.jsonl"):
         by_pair.setdefault((r["uri"], r["sections"]), []).append(r)
@@ -246,7 +249,7 @@ def choice_rows(out: Path, dataset) -> list[dict]:
 
     if not (out / "plan.json").exists():
         return []
-    replay = ReplayBackend(dataset)
+    replay = ReplayBackend(dataset, optimizer=OPTIMIZER)
     live = live_profiles(out)
     rows = []
     for g in json.loads((out / "plan.json").read_text()):

@@ -201,12 +201,13 @@ def decision_rows(loaded: dict) -> list[dict]:
     """Per subset and problem: does the reference optimizer choose the same transformation
     from the real run of the subset as from the subset's sections cut out of the full set's
     run (what the dataset replays) and from the runs of each section alone, merged?"""
-    from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
+    from autoprofiler_env.optimizers import reference_optimizer
     from autoprofiler_env.problems import load_problem
     from autoprofiler_env.profiler.merge import merge_profiles
     from autoprofiler_env.profiler.parse import cut
 
-    optimizer = reference_optimizer(DEFAULT_OPTIMIZER, device="cuda")  # the replay's
+    # the optimizer the study's decisions were recorded with (docs/data/profile_study_h200)
+    optimizer = reference_optimizer("reference-v1", device="cuda")
     rows = []
     for name, (run, profiles) in loaded.items():
         if not name.startswith("subset-") or "set-full" not in loaded:

@@ -346,18 +346,17 @@ def figures(out: Path, vs: list[dict], evidence: dict, decisive: dict[float, dic
 
 def report(dataset: str, out: Path, budgets: list[float], split: str | None = None,
            optimizer: str | None = None) -> dict:
-    """Every item of the report for ``optimizer`` (None: the environment's default) on
+    """Every item of the report for ``optimizer`` (None: the dataset's default) on
     ``split`` (None: every problem the optimizer's replay serves), as a dict;
     writes the figures under ``out``."""
     from autoprofiler_env.envs.backends import ReplayBackend
-    from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
     from experiments.benchmark import benchmark
 
     timings = {}
     start = time.perf_counter()
-    name = optimizer or DEFAULT_OPTIMIZER
     budgets = sorted(budgets)
-    backend = ReplayBackend(dataset, optimizer=name)
+    backend = ReplayBackend(dataset, optimizer=optimizer)
+    name = backend.optimizer_name
     uris = backend.problems(split)
     if not uris:
         raise ValueError(f"the optimizer {name!r} has no recorded problems in the split "

@@ -95,7 +95,8 @@ def study(budgets: list[float], seeds: int, rounds: int, optimizer: str | None) 
 
 def markdown(result: dict) -> str:
     lines = [f"# The learned tree against the baselines ({result['optimizer']})", "",
-             "Written by `python -m experiments.studies.tree` (the replay of the shipped "
+             f"Written by `python -m experiments.studies.tree --optimizer "
+             f"{result['optimizer']}` (the replay of the shipped "
              "dataset, on a CPU). The tree is learned with the search proposer "
              f"({result['rounds']} rounds, seeds 0-{result['seeds'] - 1}) on the train split "
              f"({result['problems']['train']} problems), the validation split "

@@ -37,8 +37,7 @@ class ReplayBackend:
 
     ``dataset``: a shipped dataset's name (``"suite"``, the default, or ``"kernelbench"``), a
     file, or a loaded :class:`Dataset`; ``optimizer``: None replays the dataset's own
-    (:meth:`Dataset.default_optimizer`: ``"reference-v1"`` on the suite's, ``"reference"`` on
-    KernelBench's).
+    (:meth:`Dataset.default_optimizer`: ``"reference"`` on the shipped ones).
 
     A candidate whose outcome was not recorded raises :class:`NotRecordedError` (the replay
     never invents an outcome). A reference optimizer serves the problems for which its
