@@ -475,3 +475,28 @@ def test_a_problem_the_optimizer_has_no_candidates_for_is_named_as_such(tmp_path
         with pytest.raises(NotRecordedError, match="the candidates of the optimizer "
                            "'reference' are not recorded for"):
             ProfilingEnv(dataset=str(path), problems=[unserved], optimizer="reference")
+
+
+def test_a_dataset_of_reference_v1_alone_replays_it_by_default(study_dataset):
+    """The package's default optimizer is the composed one; a dataset that records only the
+    first one (the study's) replays that one unless told, and its outcomes are read by
+    default as that optimizer's; the shipped dataset replays the package's default."""
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+    from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
+
+    assert DEFAULT_OPTIMIZER == "reference"
+    study = Dataset.load(study_dataset)
+    assert study.optimizers() == ("reference-v1",)
+    assert study.default_optimizer() == "reference-v1"
+    assert ProfilingEnv(dataset=str(study_dataset)).optimizer == "reference-v1"
+    uri = study.uris()[0]
+    name = next(iter(study.outcomes(uri, "reference-v1")))
+    assert study.outcome(uri, name) == study.outcome(uri, name, optimizer="reference-v1")
+    shipped = Dataset.load(DEFAULT_DATASET)
+    assert set(shipped.optimizers()) == {"reference", "reference-v1"}
+    assert shipped.default_optimizer() == "reference"
+    assert ProfilingEnv().optimizer == "reference"
+    with pytest.raises(NotRecordedError, match="no recorded outcomes of the optimizer "
+                       "'reference'"):
+        study.outcome(uri, name, optimizer="reference")
