@@ -50,7 +50,9 @@ def one_line(err: str) -> str:
 
 
 def replay_env(uri, **kwargs):
+    """The replay of ``uri``; these tests check reference-v1's recorded outcomes."""
     kwargs.setdefault("budget_unit", "passes")
+    kwargs.setdefault("optimizer", "reference-v1")
     return gym.make("AutoProfiler-v0", problems=[uri], **kwargs)
 
 
@@ -225,7 +227,8 @@ def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path
                         replay_env(problem, optimizer=optimizer, budget=budget,
                                    budget_unit=unit))
     tree = tree_file(tmp_path, collect("MemoryWorkloadAnalysis"))
-    code, out, err = run_main(capsys, MATMUL, "--tree", tree, "--json")
+    code, out, err = run_main(capsys, MATMUL, "--tree", tree, "--optimizer", "reference-v1",
+                              "--json")
     assert code == 1
     d = json.loads(out)
     assert d["problem"] == MATMUL and d["sections"] == ["MemoryWorkloadAnalysis"]
