@@ -168,8 +168,9 @@ class ProfilingEnv(gym.Env):
     the dataset's own, ``"reference"`` on the shipped ones and live without a dataset;
     ``"reference"``: composed decisions, served on the problems whose candidates are
     recorded; ``"reference-v1"``: the first reference optimizer, one transformation per
-    candidate, kept for comparison with its recorded outcomes (docs/optimizers.md); or ``"llm:<model>"``: on the replay one of the model's recorded replies for the
-    problem and the collected section set, drawn with the environment's seeded generator, and
+    candidate, kept for comparison with its recorded outcomes (docs/optimizers.md); or
+    ``"llm:<model>"``: on the replay one of the model's recorded replies for the problem and
+    the collected section set, drawn with the environment's seeded generator, and
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
     ``"largest_recorded_subset"``), ``budget`` and ``budget_unit`` (``seconds``, ``passes`` or
     ``sections``) and ``budget_is_fraction`` (a fraction of the full set's cost, default, or an
