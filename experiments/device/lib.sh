@@ -31,3 +31,44 @@ kernelbench_commit() {
     echo "KernelBench commit unknown (not a git checkout: set KERNELBENCH_COMMIT)"
   fi
 }
+
+# The compile caches (Inductor's and Triton's) that the candidates' processes share
+# (autoprofiler_env.harness.process.default_cache_dir). A fresh machine starts without them,
+# and a KernelBench chunk's first warm batch (level-3 models under max-autotune) outlasts one
+# command: they travel between commands as pieces of a tarball in an ignored folder here.
+compile_cache_dir() {
+  python3 -c 'from autoprofiler_env.harness.process import default_cache_dir; print(default_cache_dir())'
+}
+
+# restore_compile_cache DIR: unpack DIR/compile-cache.tgz.* into the cache folder (nothing
+# where DIR holds none).
+restore_compile_cache() {
+  local pieces cache
+  pieces=$(ls "$1"/compile-cache.tgz.* 2>/dev/null || true)
+  [ -n "$pieces" ] || return 0
+  cache=$(compile_cache_dir)
+  mkdir -p "$cache"
+  cat $pieces | tar xzf - -C "$cache" \
+    && echo "compile cache: restored $(du -sh "$cache" | cut -f1) from $(echo $pieces | wc -w) piece(s)"
+}
+
+# save_compile_cache DIR MAX_PIECES MAX_MB: pack the cache folder into DIR/compile-cache.tgz.N
+# (15 MB pieces); left out, with a warning, where it takes more than MAX_PIECES pieces or
+# MAX_MB (what a later command can carry back with the tree).
+save_compile_cache() {
+  local cache tmp bytes mb pieces
+  cache=$(compile_cache_dir)
+  [ -d "$cache" ] || return 0
+  tmp=$(mktemp -d)
+  tar czf "$tmp/cache.tgz" -C "$cache" .
+  bytes=$(stat -c %s "$tmp/cache.tgz")
+  mb=$(( (bytes + 1048575) / 1048576 ))
+  pieces=$(( (bytes + 15728639) / 15728640 ))
+  if [ "$pieces" -gt "$2" ] || [ "$mb" -gt "$3" ]; then
+    echo "compile cache: warning: $mb MB packed ($pieces pieces) is more than $3 MB or $2 pieces: not saved, the next command compiles again" >&2
+  else
+    split -b 15m -d -a 1 "$tmp/cache.tgz" "$1/compile-cache.tgz."
+    echo "compile cache: saved $mb MB in $pieces piece(s)"
+  fi
+  rm -rf "$tmp"
+}

@@ -14,9 +14,16 @@
 # BUDGET: seconds after which nothing new starts (ncu stopped, finished work kept); the
 # command is killed 40 s later so that the packing below always runs.
 # Needs the wheels of docs/dataset.md "Recording" in .whl/ (gymnasium; einops for level 3).
+# CACHE (optional, e.g. .compile-cache, git-ignored and carried by name): the compile caches
+# of the last command, unpacked before recording and packed again after it
+# (experiments/device/lib.sh), so that compiles a command's time budget stopped are not done
+# again by the next one; CACHE_MAX_MB (default 36) bounds what comes back, so that it can be
+# carried with the tree, the checkout and the wheels within a command's 64 MiB.
 # Out: $OUT/record.log, $OUT/machine.txt and the recording as $OUT/recording.tgz.0, .1, ...
-# (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most); here:
+# (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most), with CACHE
+# $OUT/compile-cache.tgz.0, ... in what is left of the 8; here:
 #   cat recording.tgz.* | tar xzf -
+#   rm -rf .compile-cache && mkdir .compile-cache && cp compile-cache.tgz.* .compile-cache/
 # Resumable: run it again (with the recording brought back and committed) to continue.
 set -u -o pipefail
 FINAL=${OUT:-results}
@@ -39,6 +46,7 @@ install_wheels
   kernelbench_commit "$KERNELBENCH"
 } > "$FINAL/machine.txt" 2>&1
 cat "$FINAL/machine.txt"
+[ -n "${CACHE:-}" ] && restore_compile_cache "$CACHE"
 timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
   ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
   --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-12}" \
@@ -48,5 +56,10 @@ tar czf - --exclude=_work "$RECORDING" | split -b 15m -d -a 1 - "$FINAL/recordin
 pieces=$(ls "$FINAL"/recording.tgz.* | wc -l)
 if [ "$pieces" -gt 6 ]; then
   echo "record_kernelbench_h200.sh: warning: the recording packs into $pieces pieces, more than the 6 that come back: pack only what changed" | tee -a "$FINAL/record.log" >&2
+fi
+if [ -n "${CACHE:-}" ]; then
+  # the files the device tool brings back: 8 in all
+  save_compile_cache "$FINAL" $(( 8 - $(ls "$FINAL" | wc -l) )) "${CACHE_MAX_MB:-36}" 2>&1 \
+    | tee -a "$FINAL/record.log"
 fi
 ls -la "$FINAL"
