@@ -2,6 +2,7 @@
 compile cache's trip between two fresh machines, packed in pieces and unpacked again."""
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,14 +17,18 @@ def _bash(script: str, tmp: Path) -> subprocess.CompletedProcess:
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_the_compile_cache_travels_in_pieces_and_comes_back_the_same(tmp_path):
+def _machine_cache(tmp_path: Path) -> Path:
     from autoprofiler_env.harness.process import default_cache_dir
 
-    (tmp_path / "machine").mkdir()
-    cache = tmp_path / "machine" / default_cache_dir().name  # TMPDIR is the machine's /tmp
-    inductor = cache / "inductor" / "fxgraph"
-    inductor.mkdir(parents=True)
-    (inductor / "graph.bin").write_bytes(os.urandom(20 * 1024 * 1024))  # two 15 MB pieces
+    (tmp_path / "machine").mkdir(exist_ok=True)
+    return tmp_path / "machine" / default_cache_dir().name  # TMPDIR is the machine's /tmp
+
+
+def test_the_compile_cache_travels_in_pieces_and_comes_back_the_same(tmp_path):
+    cache = _machine_cache(tmp_path)
+    graphs = cache / "inductor" / "fxgraph"
+    graphs.mkdir(parents=True)
+    (graphs / "graph.bin").write_bytes(os.urandom(20 * 1024 * 1024))  # two 15 MB pieces
     (cache / "triton").mkdir()
     (cache / "triton" / "kernel.cubin").write_bytes(b"cubin")
     out = tmp_path / "out"
@@ -32,12 +37,12 @@ def test_the_compile_cache_travels_in_pieces_and_comes_back_the_same(tmp_path):
     assert saved.returncode == 0, saved.stderr
     assert sorted(p.name for p in out.iterdir()) == ["compile-cache.tgz.0",
                                                      "compile-cache.tgz.1"]
-    assert "MB in 2 piece(s)" in saved.stdout and "compile cache: saved" in saved.stdout
+    assert "compile cache: saved all (" in saved.stdout and "in 2 piece(s)" in saved.stdout
     # a fresh machine: nothing in its cache folder until the pieces are restored
-    subprocess.run(["rm", "-rf", str(cache)], check=True)
+    shutil.rmtree(cache)
     restored = _bash(f"restore_compile_cache {out}", tmp_path)
     assert restored.returncode == 0, restored.stderr
-    assert (inductor / "graph.bin").stat().st_size == 20 * 1024 * 1024
+    assert (graphs / "graph.bin").stat().st_size == 20 * 1024 * 1024
     assert (cache / "triton" / "kernel.cubin").read_bytes() == b"cubin"
     # nothing to restore is no error; more than the pieces allowed is left out, saying so
     assert _bash(f"restore_compile_cache {tmp_path / 'nowhere'}", tmp_path).returncode == 0
@@ -46,6 +51,24 @@ def test_the_compile_cache_travels_in_pieces_and_comes_back_the_same(tmp_path):
     refused = _bash(f"save_compile_cache {again} 1 36", tmp_path)
     assert refused.returncode == 0 and not list(again.iterdir())
     assert "not saved, the next command compiles again" in refused.stderr
+
+
+def test_a_cache_too_large_to_carry_keeps_inductors_compiled_graphs(tmp_path):
+    cache = _machine_cache(tmp_path)
+    graphs = cache / "inductor" / "fxgraph"
+    graphs.mkdir(parents=True)
+    (graphs / "entry").write_bytes(b"graph" * 1000)
+    (cache / "triton").mkdir()
+    (cache / "triton" / "autotune.cubin").write_bytes(os.urandom(3 * 1024 * 1024))
+    out = tmp_path / "out"
+    out.mkdir()
+    saved = _bash(f"save_compile_cache {out} 5 2", tmp_path)  # 2 MB at most
+    assert saved.returncode == 0, saved.stderr
+    assert "all packs into" in saved.stderr and "saved graphs (1 MB)" in saved.stdout
+    shutil.rmtree(cache)
+    assert _bash(f"restore_compile_cache {out}", tmp_path).returncode == 0
+    assert (graphs / "entry").read_bytes() == b"graph" * 1000
+    assert not (cache / "triton").exists()
 
 
 @pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "lib.sh"])

@@ -53,22 +53,36 @@ restore_compile_cache() {
 }
 
 # save_compile_cache DIR MAX_PIECES MAX_MB: pack the cache folder into DIR/compile-cache.tgz.N
-# (15 MB pieces); left out, with a warning, where it takes more than MAX_PIECES pieces or
-# MAX_MB (what a later command can carry back with the tree).
+# (15 MB pieces), within MAX_PIECES pieces and MAX_MB (what a later command can carry back
+# with the tree). Where the whole folder does not fit, only Inductor's compiled graphs
+# (inductor/fxgraph, inductor/aotautograd: the output code of every finished compile, whose
+# Triton kernels are built again on load, without autotuning again); where those do not fit
+# either, nothing, with a warning. Prints what each part of the folder takes.
 save_compile_cache() {
-  local cache tmp bytes mb pieces
+  local cache tmp bytes mb pieces what parts
   cache=$(compile_cache_dir)
   [ -d "$cache" ] || return 0
+  echo "compile cache: $(cd "$cache" && du -sh -- * */* 2>/dev/null | sort -rh | head -8 | tr '\t\n' ' ;')"
   tmp=$(mktemp -d)
-  tar czf "$tmp/cache.tgz" -C "$cache" .
-  bytes=$(stat -c %s "$tmp/cache.tgz")
-  mb=$(( (bytes + 1048575) / 1048576 ))
-  pieces=$(( (bytes + 15728639) / 15728640 ))
-  if [ "$pieces" -gt "$2" ] || [ "$mb" -gt "$3" ]; then
-    echo "compile cache: warning: $mb MB packed ($pieces pieces) is more than $3 MB or $2 pieces: not saved, the next command compiles again" >&2
-  else
-    split -b 15m -d -a 1 "$tmp/cache.tgz" "$1/compile-cache.tgz."
-    echo "compile cache: saved $mb MB in $pieces piece(s)"
-  fi
+  for what in all graphs; do
+    if [ "$what" = all ]; then
+      parts=.
+    else
+      parts=$(cd "$cache" && ls -d inductor/fxgraph inductor/aotautograd 2>/dev/null || true)
+      [ -n "$parts" ] || break
+    fi
+    tar czf "$tmp/cache.tgz" -C "$cache" $parts
+    bytes=$(stat -c %s "$tmp/cache.tgz")
+    mb=$(( (bytes + 1048575) / 1048576 ))
+    pieces=$(( (bytes + 15728639) / 15728640 ))
+    if [ "$pieces" -le "$2" ] && [ "$mb" -le "$3" ]; then
+      split -b 15m -d -a 1 "$tmp/cache.tgz" "$1/compile-cache.tgz."
+      echo "compile cache: saved $what ($mb MB) in $pieces piece(s)"
+      rm -rf "$tmp"
+      return 0
+    fi
+    echo "compile cache: $what packs into $mb MB ($pieces pieces), more than $3 MB or $2 pieces" >&2
+  done
+  echo "compile cache: warning: not saved, the next command compiles again" >&2
   rm -rf "$tmp"
 }
