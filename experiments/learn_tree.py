@@ -13,7 +13,9 @@ so the ladder never starts a larger budget lower than the one below ended). ``--
 - ``tree.json`` (the tree, its metadata saying how it was learned and what it scored),
   ``tree.txt`` (its rendering) and ``tree.png`` (its picture);
 - ``log-<budget>.jsonl``: every round (proposals, scores, decisions); a run started again
-  with the same settings resumes from it;
+  with the same settings (more ``--rounds`` too) resumes from it; a larger budget's log
+  whose start the ladder has moved since (the budget below learned further) is kept as
+  ``log-<budget>.superseded-<k>.jsonl`` and that budget learned again;
 - ``curve.png``: train and validation score against round;
 - ``run.json``: the settings and the command line, to run it again.
 """
@@ -118,6 +120,8 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
             if scorer(below).objective > scorer(first).objective:
                 begin = below
         starts[budget] = "start" if begin is first else "budget below"
+        if below is not None:
+            _supersede_if_moved(out / f"log-{budget:g}.jsonl", begin)
         result = learn(train_env, val_env, proposer, config, start=begin,
                        log=out / f"log-{budget:g}.jsonl", progress=progress,
                        on_round=on_round)
@@ -146,6 +150,28 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
             wandb_run.summary[f"budget={b:g}/train"] = r.train
             wandb_run.summary[f"budget={b:g}/validation"] = r.validation
     return tree, results
+
+
+def _supersede_if_moved(log: Path, start) -> None:
+    """A budget above the first starts from the ladder's tree: where ``log`` began from
+    another one (the budget below was learned further since, with more ``--rounds``), its
+    rounds no longer follow from this start. The log is kept beside, renamed, and the
+    budget is learned again from ``start``, as a fresh run with these settings would."""
+    try:
+        with open(log, encoding="utf-8") as f:
+            header = json.loads(f.readline())
+    except (OSError, ValueError):  # none yet, or a damaged one: the learner says what is wrong
+        return
+    logged = (header.get("start") or {}).get("root") if isinstance(header, dict) else None
+    if logged is None or logged == start.root.to_dict():
+        return
+    k = 1
+    while (kept := log.with_name(f"{log.stem}.superseded-{k}.jsonl")).exists():
+        k += 1
+    log.rename(kept)
+    print(f"learn-tree: {log.name} began from another tree than the budget below now gives "
+          f"(it was learned further): kept as {kept.name}, this budget is learned again",
+          file=sys.stderr)
 
 
 def plot_curves(curves: dict, path: Path, title: str) -> Path:

@@ -500,3 +500,33 @@ def test_a_dataset_of_reference_v1_alone_replays_it_by_default(study_dataset):
     with pytest.raises(NotRecordedError, match="no recorded outcomes of the optimizer "
                        "'reference'"):
         study.outcome(uri, name, optimizer="reference")
+
+
+def test_the_default_optimizer_is_one_the_dataset_records_for_every_problem():
+    """A dataset's metadata names its optimizer; else the package's where every problem has
+    its outcomes, else a reference optimizer recorded for every problem (a re-recording in
+    progress does not take over), else the package's."""
+    import dataclasses
+
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
+
+    shipped = Dataset.load(DEFAULT_DATASET)
+
+    def variant(keep, metadata=None):
+        problems = {u: dataclasses.replace(r, outcomes={k: v for k, v in r.outcomes.items()
+                                                        if keep(u, k)})
+                    for u, r in shipped.content.problems.items()}
+        return Dataset(dataclasses.replace(
+            shipped.content, problems=problems,
+            metadata={**shipped.metadata, **(metadata or {})}))
+
+    half = set(shipped.uris()[::2])
+    partial = variant(lambda u, k: k == "reference-v1" or u in half)
+    assert partial.default_optimizer() == "reference-v1"
+    assert variant(lambda u, k: True, {"default_optimizer": "reference-v1"}
+                   ).default_optimizer() == "reference-v1"
+    assert variant(lambda u, k: k == "reference").default_optimizer() == "reference"
+    assert variant(lambda u, k: False).default_optimizer() == "reference"
+    only_partial = variant(lambda u, k: k == "reference" and u in half)
+    assert only_partial.default_optimizer() == "reference"  # recorded, if not everywhere

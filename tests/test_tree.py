@@ -393,7 +393,8 @@ def test_learn_tree_starts_each_budget_from_the_better_of_start_and_the_budget_b
     header = json.loads((out / "log-0.25.jsonl").read_text().splitlines()[0])
     low = json.loads((out / "log-0.1.jsonl").read_text().splitlines()[0])
     assert low["start"]["root"] == {"stop": True}  # the smallest budget starts from --start
-    below = tree.root.otherwise if isinstance(tree.root, Branch) else tree.root
+    by_budget_root = isinstance(tree.root, Branch) and tree.root.condition.kind == "budget"
+    below = tree.root.otherwise if by_budget_root else tree.root  # equal trees share one
     scorer = Scorer(train, 0.25)
     better = (Tree(below) if scorer(Tree(below)).objective > scorer(Tree(Stop())).objective
               else Tree(Stop()))
@@ -402,6 +403,34 @@ def test_learn_tree_starts_each_budget_from_the_better_of_start_and_the_budget_b
         "start" if isinstance(better.root, Stop) else "budget below")
     assert tree.meta["scores"]["0.1"]["started_from"] == "start"
     assert json.loads((out / "run.json").read_text())["settings"]["budgets"] == [0.1, 0.25]
+
+
+def test_learn_tree_with_more_rounds_resumes_the_ladder_as_a_fresh_run_would(tmp_path):
+    """More --rounds resume the smallest budget's log; a larger budget whose start moved with
+    it is learned again (its old log kept beside), so the result is a fresh run's."""
+    from experiments.cli import main
+
+    resumed, fresh = tmp_path / "resumed", tmp_path / "fresh"
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "2", "--out",
+                 str(resumed)]) == 0
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "6", "--out",
+                 str(resumed)]) == 0
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "6", "--out",
+                 str(fresh)]) == 0
+    assert load(resumed / "tree.json").root == load(fresh / "tree.json").root
+
+    def header(path):
+        h = json.loads(path.read_text().splitlines()[0])
+        h["config"].pop("rounds")  # a resumed log keeps its first run's
+        return h
+
+    for name in ("log-0.1.jsonl", "log-0.25.jsonl"):
+        assert header(resumed / name) == header(fresh / name)
+    # the 0.1 tree grew between 2 and 6 rounds (seed 0), so the 0.25 log of the first run
+    # began from another tree: kept beside, not resumed
+    superseded = resumed / "log-0.25.superseded-1.jsonl"
+    assert superseded.exists()
+    assert header(superseded)["start"] != header(fresh / "log-0.25.jsonl")["start"]
 
 
 def test_learn_tree_refuses_bad_settings(tmp_path, capsys):

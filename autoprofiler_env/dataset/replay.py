@@ -82,15 +82,24 @@ class Dataset:
     def default_optimizer(self) -> str:
         """The optimizer an environment on this dataset replays unless told: the dataset's
         own (``metadata["default_optimizer"]``: a KernelBench dataset holds the current
-        reference optimizer's candidates only), else the package's
-        (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`) where the dataset records
-        it, else the one optimizer it records (a study's dataset of ``reference-v1`` alone
-        replays ``reference-v1``)."""
+        reference optimizer's candidates only); else the package's
+        (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`) where the dataset records it
+        for every problem; else a reference optimizer it records for every problem (a
+        study's dataset of ``reference-v1`` alone, or one whose re-recording is partial,
+        replays ``reference-v1``); else the package's where recorded at all; else the first
+        optimizer it records."""
+        from autoprofiler_env.optimizers import REFERENCE_OPTIMIZERS
+
         named = self.metadata.get("default_optimizer")
         if named:
             return named
         recorded = self.optimizers()
-        if DEFAULT_OPTIMIZER in recorded or len(recorded) != 1:
+        problems = self.content.problems.values()
+        complete = [m for m in recorded if all(m in r.outcomes for r in problems)]
+        for name in (DEFAULT_OPTIMIZER, *REFERENCE_OPTIMIZERS):
+            if name in complete:
+                return name
+        if DEFAULT_OPTIMIZER in recorded or not recorded:
             return DEFAULT_OPTIMIZER
         return recorded[0]
 

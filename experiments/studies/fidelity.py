@@ -159,7 +159,7 @@ def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
     uris = list(dict.fromkeys(u for g in groups for u in g["uris"]))[:episodes]
     path = out / "episodes.jsonl"
     done = {r["problem"] for r in read_jsonl(path)}
-    env = gym.make(LIVE_ID, problems=uris, device=device, **EPISODE_BUDGET)
+    env = gym.make(LIVE_ID, problems=uris, device=device, optimizer=OPTIMIZER, **EPISODE_BUDGET)
     agent = RooflineTree(env)
     with JsonlAppender(path) as log:
         for uri in uris:
@@ -276,7 +276,7 @@ def episode_rows(out: Path, dataset) -> list[dict]:
     from baselines.agents import RooflineTree
 
     rows = []
-    env = ProfilingEnv(dataset=dataset, split=None, **EPISODE_BUDGET)
+    env = ProfilingEnv(dataset=dataset, split=None, optimizer=OPTIMIZER, **EPISODE_BUDGET)
     agent = RooflineTree(env)
     for r in read_jsonl(out / "episodes.jsonl"):
         r = dict(r)
