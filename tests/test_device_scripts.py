@@ -11,10 +11,13 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
-def _bash(script: str, tmp: Path) -> subprocess.CompletedProcess:
+def _bash(script: str, tmp: Path, options: str = "-eu") -> subprocess.CompletedProcess:
+    """``script`` after sourcing lib.sh, under ``set OPTIONS`` (the record scripts run
+    ``set -u -o pipefail``), with the machine's /tmp in ``tmp``."""
     env = {**os.environ, "TMPDIR": str(tmp / "machine"), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(["bash", "-c", f"set -eu; source experiments/device/lib.sh; {script}"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["bash", "-c", f"set {options}; source experiments/device/lib.sh; {script}; echo end"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def _machine_cache(tmp_path: Path) -> Path:
@@ -69,6 +72,25 @@ def test_a_cache_too_large_to_carry_keeps_inductors_compiled_graphs(tmp_path):
     assert _bash(f"restore_compile_cache {out}", tmp_path).returncode == 0
     assert (graphs / "entry").read_bytes() == b"graph" * 1000
     assert not (cache / "triton").exists()
+
+
+@pytest.mark.parametrize("options", ["-eu", "-u -o pipefail"])
+def test_a_cache_folder_that_cannot_be_known_is_a_warning_not_a_failure(tmp_path, options):
+    """Without the package importable the harness's cache folder is unknown: both functions
+    say so and return, the recording's command goes on (and nothing is unpacked into '')."""
+    pieces = tmp_path / "pieces"
+    pieces.mkdir()
+    (pieces / "compile-cache.tgz.0").write_bytes(b"not a tarball")
+    broken = "compile_cache_dir() { python3 -c 'import no_such_module'; }"
+    for call in (f"restore_compile_cache {pieces}", f"save_compile_cache {tmp_path} 5 36"):
+        done = _bash(f"{broken}; {call}", tmp_path, options)
+        assert done.returncode == 0 and done.stdout.endswith("end\n"), done.stderr
+        assert "cache folder is unknown" in done.stderr
+    # pieces that do not unpack: a warning, and the command goes on
+    cache = _machine_cache(tmp_path)
+    done = _bash(f"restore_compile_cache {pieces}", tmp_path, options)
+    assert done.returncode == 0 and "did not unpack" in done.stderr
+    assert cache.is_dir()
 
 
 @pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "lib.sh"])

@@ -41,26 +41,35 @@ compile_cache_dir() {
 }
 
 # restore_compile_cache DIR: unpack DIR/compile-cache.tgz.* into the cache folder (nothing
-# where DIR holds none).
+# where DIR holds none). Never fails the caller: a cache not restored is compiled again.
 restore_compile_cache() {
   local pieces cache
   pieces=$(ls "$1"/compile-cache.tgz.* 2>/dev/null || true)
   [ -n "$pieces" ] || return 0
-  cache=$(compile_cache_dir)
-  mkdir -p "$cache"
-  cat $pieces | tar xzf - -C "$cache" \
-    && echo "compile cache: restored $(du -sh "$cache" | cut -f1) from $(echo $pieces | wc -w) piece(s)"
+  cache=$(compile_cache_dir) && [ -n "$cache" ] || {
+    echo "compile cache: warning: the harness's cache folder is unknown (autoprofiler_env not importable): not restored" >&2
+    return 0
+  }
+  mkdir -p "$cache" && cat $pieces | tar xzf - -C "$cache" \
+    && echo "compile cache: restored $(du -sh "$cache" | cut -f1) from $(echo $pieces | wc -w) piece(s)" \
+    || echo "compile cache: warning: the pieces in $1 did not unpack: not restored" >&2
+  return 0
 }
 
 # save_compile_cache DIR MAX_PIECES MAX_MB: pack the cache folder into DIR/compile-cache.tgz.N
 # (15 MB pieces), within MAX_PIECES pieces and MAX_MB (what a later command can carry back
-# with the tree). Where the whole folder does not fit, only Inductor's compiled graphs
-# (inductor/fxgraph, inductor/aotautograd: the output code of every finished compile, whose
-# Triton kernels are built again on load, without autotuning again); where those do not fit
-# either, nothing, with a warning. Prints what each part of the folder takes.
+# with the tree), each packing bounded by CACHE_PACK_S seconds (default 60). Where the whole
+# folder does not fit, only Inductor's compiled graphs (inductor/fxgraph,
+# inductor/aotautograd: the output code of every finished compile, max-autotune's choices
+# included; its Triton kernels are built again on load, and a pointwise kernel's own
+# autotuned configuration may be benchmarked again); where those do not fit either, nothing,
+# with a warning. Prints what each part of the folder takes. Never fails the caller.
 save_compile_cache() {
   local cache tmp bytes mb pieces what parts
-  cache=$(compile_cache_dir)
+  cache=$(compile_cache_dir) && [ -n "$cache" ] || {
+    echo "compile cache: warning: the harness's cache folder is unknown (autoprofiler_env not importable): not saved" >&2
+    return 0
+  }
   [ -d "$cache" ] || return 0
   echo "compile cache: $(cd "$cache" && du -sh -- * */* 2>/dev/null | sort -rh | head -8 | tr '\t\n' ' ;')"
   tmp=$(mktemp -d)
@@ -71,18 +80,26 @@ save_compile_cache() {
       parts=$(cd "$cache" && ls -d inductor/fxgraph inductor/aotautograd 2>/dev/null || true)
       [ -n "$parts" ] || break
     fi
-    tar czf "$tmp/cache.tgz" -C "$cache" $parts
+    if ! timeout "${CACHE_PACK_S:-60}" tar czf "$tmp/cache.tgz" -C "$cache" $parts; then
+      echo "compile cache: $what did not pack within ${CACHE_PACK_S:-60} s" >&2
+      continue
+    fi
     bytes=$(stat -c %s "$tmp/cache.tgz")
     mb=$(( (bytes + 1048575) / 1048576 ))
     pieces=$(( (bytes + 15728639) / 15728640 ))
     if [ "$pieces" -le "$2" ] && [ "$mb" -le "$3" ]; then
-      split -b 15m -d -a 1 "$tmp/cache.tgz" "$1/compile-cache.tgz."
-      echo "compile cache: saved $what ($mb MB) in $pieces piece(s)"
-      rm -rf "$tmp"
-      return 0
+      if split -b 15m -d -a 1 "$tmp/cache.tgz" "$1/compile-cache.tgz."; then
+        echo "compile cache: saved $what ($mb MB) in $pieces piece(s)"
+        rm -rf "$tmp"
+        return 0
+      fi
+      rm -f "$1"/compile-cache.tgz.*
+      echo "compile cache: $what did not split into $1" >&2
+      continue
     fi
     echo "compile cache: $what packs into $mb MB ($pieces pieces), more than $3 MB or $2 pieces" >&2
   done
   echo "compile cache: warning: not saved, the next command compiles again" >&2
   rm -rf "$tmp"
+  return 0
 }

@@ -23,7 +23,8 @@
 # (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most), with CACHE
 # $OUT/compile-cache.tgz.0, ... in what is left of the 8; here:
 #   cat recording.tgz.* | tar xzf -
-#   rm -rf .compile-cache && mkdir .compile-cache && cp compile-cache.tgz.* .compile-cache/
+#   ls compile-cache.tgz.* >/dev/null 2>&1 && rm -rf .compile-cache && mkdir .compile-cache \
+#     && cp compile-cache.tgz.* .compile-cache/       (the last cache kept where none came back)
 # Resumable: run it again (with the recording brought back and committed) to continue.
 set -u -o pipefail
 FINAL=${OUT:-results}
