@@ -12,7 +12,7 @@
 docs/tree.md documents the file format and the learner's algorithm.
 
 >>> env = gym.make("AutoProfiler-v0", split="test")
->>> policy = TreePolicy(shipped_tree("reference-v1"), env)
+>>> policy = TreePolicy(shipped_tree("reference"), env)
 >>> rollout(env, policy, budget=0.25)
 """
 

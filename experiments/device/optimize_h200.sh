@@ -8,8 +8,8 @@
 #     bash experiments/device/optimize_h200.sh
 # KERNELBENCH: a KernelBench checkout (its root, or the KernelBench/ folder holding level1/),
 # carried to the device in an ignored folder; never copied into the repository.
-# TREE: a tree file (default: agents/tree/data/reference-v1.json, the shipped tree; it was
-# learned with reference-v1's outcomes, and serves the composed optimizer as a tree like any).
+# TREE: a tree file (default: the one shipped for OPTIMIZER, agents/tree/data/$OPTIMIZER.json;
+# docs/tree/optimize-h200/ was run with reference-v1.json, before reference.json existed).
 # DEADLINE: seconds until no new file starts; LIMIT: seconds one file may take (SIGTERM: ncu
 # and the harness's workers stop with it).
 # Needs the wheels of docs/dataset.md "Recording" in .whl/ (gymnasium).
@@ -20,7 +20,7 @@ FINAL=${OUT:-results}
 DEADLINE=${DEADLINE:-540}
 LIMIT=${LIMIT:-300}
 OPTIMIZER=${OPTIMIZER:-reference}
-TREE=${TREE:-agents/tree/data/reference-v1.json}
+TREE=${TREE:-agents/tree/data/$OPTIMIZER.json}
 # a pointwise chain (fusion), a reduction over 16384 x 16384 (memory-bound), a GEMM with an
 # epilogue (precision and fusion): three kinds of decision
 FILES=${FILES:-level1/88_MinGPTNewGelu.py level1/98_KLDivLoss.py level2/76_Gemm_Add_ReLU.py}

@@ -93,10 +93,10 @@ def study(budgets: list[float], seeds: int, rounds: int, optimizer: str | None) 
     return out
 
 
-def markdown(result: dict) -> str:
+def markdown(result: dict, out: str = "docs/tree") -> str:
     lines = [f"# The learned tree against the baselines ({result['optimizer']})", "",
              f"Written by `python -m experiments.studies.tree --optimizer "
-             f"{result['optimizer']}` (the replay of the shipped "
+             f"{result['optimizer']} --out {out}` (the replay of the shipped "
              "dataset, on a CPU). The tree is learned with the search proposer "
              f"({result['rounds']} rounds, seeds 0-{result['seeds'] - 1}) on the train split "
              f"({result['problems']['train']} problems), the validation split "
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
                    args.optimizer)
     out = Path(args.out)
     write_atomic(out / "results.json", (json.dumps(result, indent=1) + "\n").encode())
-    text = markdown(result)
+    text = markdown(result, args.out)
     write_atomic(out / "results.md", text.encode())
     print(text)
     return 0

@@ -28,7 +28,7 @@ def backend(study_dataset):
 
 def test_report_names_its_optimizer_and_problems(result):
     result, out = result
-    assert result["optimizer"] == "reference-v1"  # the environment's default
+    assert result["optimizer"] == "reference-v1"  # the study dataset's only optimizer
     assert result["problems"] == result["dataset_problems"] == 12
     assert result["split"] == "all" and result["budgets"] == BUDGETS
     for path in result["figures"]:
