@@ -273,6 +273,7 @@ def episode_rows(out: Path, dataset) -> list[dict]:
     sections the agent takes on the replay."""
     from autoprofiler_env.envs.profiling_env import EpisodeRecord, ProfilingEnv
     from autoprofiler_env.jsonlines import read_jsonl
+    from autoprofiler_env.scoring import log_score
     from baselines.agents import RooflineTree
 
     rows = []
@@ -295,7 +296,10 @@ def episode_rows(out: Path, dataset) -> list[dict]:
             "problem": record.problem.rsplit("/", 1)[1], "live_sections": "+".join(
                 record.sections), "replay_agent_sections": "+".join(replay_info["sections"]),
             "live_candidate": record.candidate, "replay_candidate": info["candidate"],
-            "live_reward": record.reward, "replay_reward": total,
+            # the live outcome's reward by today's rule (an incorrect candidate counts as
+            # eager, 0), as the replay's is: episodes logged before that rule carry another
+            "live_reward": log_score(record.correct, record.speedup),
+            "live_reward_logged": record.reward, "replay_reward": total,
             "live_speedup": record.speedup, "replay_speedup": info["speedup"],
             # the eager reference timed live against the recording's: drift between sessions
             "eager_ratio": live_eager / info["eager_ms"]
