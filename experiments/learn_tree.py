@@ -119,9 +119,8 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
             scorer = Scorer(train_env, budget)
             if scorer(below).objective > scorer(first).objective:
                 begin = below
-        starts[budget] = "start" if begin is first else "budget below"
-        if below is not None:
             _supersede_if_moved(out / f"log-{budget:g}.jsonl", begin)
+        starts[budget] = "start" if begin is first else "budget below"
         result = learn(train_env, val_env, proposer, config, start=begin,
                        log=out / f"log-{budget:g}.jsonl", progress=progress,
                        on_round=on_round)

@@ -43,6 +43,7 @@ class Dataset:
         self.content = content
         self._order = {s: i for i, s in enumerate(content.sections)}
         self._profile = lru_cache(maxsize=65536)(self._merge)
+        self._default_optimizer: str | None = None  # read-only content: chosen once
 
     def __getstate__(self) -> dict:  # the cache is rebuilt, not pickled
         return {"content": self.content}
@@ -88,6 +89,11 @@ class Dataset:
         study's dataset of ``reference-v1`` alone, or one whose re-recording is partial,
         replays ``reference-v1``); else the package's where recorded at all; else the first
         optimizer it records."""
+        if self._default_optimizer is None:
+            self._default_optimizer = self._choose_default_optimizer()
+        return self._default_optimizer
+
+    def _choose_default_optimizer(self) -> str:
         from autoprofiler_env.optimizers import REFERENCE_OPTIMIZERS
 
         named = self.metadata.get("default_optimizer")

@@ -413,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="fractions of the full set's cost in seconds, comma-separated")
     parser.add_argument("--split", default="test", help="train, val, test or all")
     parser.add_argument("--optimizer", default=None,
-                        help="a reference optimizer (default: the dataset's own, Dataset.default_optimizer)")
+                        help="a reference optimizer (default: the dataset's own, "
+                        "Dataset.default_optimizer)")
     args = parser.parse_args(argv)
     result = report(args.dataset, args.out, [float(b) for b in args.budgets.split(",")],
                     None if args.split == "all" else args.split, args.optimizer)
