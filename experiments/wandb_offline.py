@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,8 @@ _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 @dataclass
 class OfflineRun:
     """What an offline run logged: its history rows (each a dict with ``_step``), its config,
-    its summary, its group and job type, and the names of the artifacts it logged."""
+    its summary, its group and job type, the names of the artifacts it logged, and whether
+    its exit record is there (``finished``: wandb wrote the whole run)."""
 
     path: Path
     run_id: str = ""
@@ -43,24 +45,36 @@ class OfflineRun:
     summary: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
+    finished: bool = False
 
     def curve(self, key: str) -> list[tuple[int, float]]:
         """``(step, value)`` of every history row that holds ``key``."""
         return [(row["_step"], row[key]) for row in self.history if key in row]
 
 
-def read_offline_run(run_dir: str | Path) -> OfflineRun:
+def read_offline_run(run_dir: str | Path, wait_s: float = 0.0) -> OfflineRun:
     """The run in an offline run directory (``wandb/offline-run-...``) or its ``.wandb``
-    file."""
-    from wandb.proto import wandb_internal_pb2
-
+    file. ``wait_s``: how long to wait for the run's exit record, re-reading the file (wandb
+    writes it from its own service process, which can still be flushing the file after
+    ``run.finish()`` has returned); the run as far as written after that."""
     path = Path(run_dir)
     files = [path] if path.is_file() else sorted(path.glob("*.wandb"))
     if len(files) != 1:
         raise FileNotFoundError(f"{path}: expected one run-<id>.wandb file, found "
                                 f"{len(files)}")
-    run = OfflineRun(files[0])
-    for data in _records(files[0]):
+    deadline = time.monotonic() + wait_s
+    run = _read(files[0])
+    while not run.finished and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run = _read(files[0])
+    return run
+
+
+def _read(path: Path) -> OfflineRun:
+    from wandb.proto import wandb_internal_pb2
+
+    run = OfflineRun(path)
+    for data in _records(path):
         record = wandb_internal_pb2.Record()
         record.ParseFromString(data)
         kind = record.WhichOneof("record_type")
@@ -76,6 +90,8 @@ def read_offline_run(run_dir: str | Path) -> OfflineRun:
             run.summary.update(_items(record.summary.update))
         elif kind == "artifact":
             run.artifacts.append(record.artifact.name)
+        elif kind == "exit":
+            run.finished = True
     return run
 
 

@@ -219,7 +219,8 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
     # the run directory, as run.json names it
     identity = json.loads(Path("run/run.json").read_text())["wandb"]
     assert identity["mode"] == "offline" and identity["group"] == "test-group"
-    run = read_offline_run(Path(identity["dir"]).parent)
+    run = read_offline_run(Path(identity["dir"]).parent, wait_s=30)
+    assert run.finished  # wandb may still be flushing the file after finish() returns
     assert run.path.name == f"run-{identity['id']}.wandb"
     assert run.group == "test-group" and run.job_type == "train"
     assert run.config["algorithm"] == "maskable_ppo" and run.config["seed"] == 1
