@@ -194,6 +194,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     from autoprofiler_env.dataset.record import PARTS, record
     from autoprofiler_env.problems import load_problem, load_suite
 
+    if args.candidate_timeout is not None and not args.candidate_timeout > 0:
+        return _fail(f"--candidate-timeout must be a number of seconds > 0, got "
+                     f"{args.candidate_timeout:g}")
     if args.source is not None:
         if args.workers is not None or args.address is not None:
             return _fail("--workers records problems given by name, file or --split/--level; "
@@ -226,7 +229,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                      time_budget_s=args.time_budget, device=args.device,
                      warm_workers=args.warm_workers, llm=llm,
                      plan=Path(args.plan) if args.plan else None,
-                     reuse=tuple(Path(f) for f in args.reuse))
+                     reuse=tuple(Path(f) for f in args.reuse),
+                     **_candidate_timeout(args))
     return _recorded(summary)
 
 
@@ -255,7 +259,7 @@ def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
                             time_budget_s=args.time_budget, warm_workers=args.warm_workers,
                             plan=plan, reuse=[r for f in args.reuse for r in read_jsonl(Path(f))],
                             max_ops=args.max_ops, llm=llm,
-                            llm_concurrency=args.llm_concurrency)
+                            llm_concurrency=args.llm_concurrency, **_candidate_timeout(args))
     return _recorded(summary)
 
 
@@ -277,6 +281,13 @@ def _workers(workers: str, address: str | None, device: str):
         return LocalWorkers([None] * n) if device == "cpu" else LocalWorkers.visible(n)
     except ValueError as e:
         return str(e)
+
+
+def _candidate_timeout(args: argparse.Namespace) -> dict:
+    """``--candidate-timeout``, where given, as the recorders' keyword (each has its
+    default)."""
+    return ({} if args.candidate_timeout is None
+            else {"candidate_timeout_s": args.candidate_timeout})
 
 
 def _missing_reuse(args: argparse.Namespace) -> str | None:
@@ -353,7 +364,8 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
                                  time_budget_s=args.time_budget, device=args.device,
                                  warm_workers=args.warm_workers,
                                  max_ops=MAX_OPS if args.max_ops is None else args.max_ops,
-                                 reuse=tuple(Path(f) for f in args.reuse))
+                                 reuse=tuple(Path(f) for f in args.reuse),
+                                 **_candidate_timeout(args))
     return _recorded(summary)
 
 
@@ -773,6 +785,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "and no new unit of work starts (for limited commands)")
     p.add_argument("--warm-workers", type=int, default=6,
                    help="processes compiling candidates in parallel before timing")
+    p.add_argument("--candidate-timeout", type=float, metavar="S",
+                   help="the judge's limit for one candidate (compile, correctness, timing); "
+                   "one that outlasts it is recorded as failed, 'timeout' (default: 600, or "
+                   "KernelBench's 180 with --source)")
     p.add_argument("--split", choices=("train", "val", "test"))
     p.add_argument("--level", type=int, choices=(1, 2, 3))
     p.add_argument("--plan", metavar="FILE",

@@ -110,11 +110,13 @@ def test_dataset_info_describes_the_shipped_dataset():
 
 
 @pytest.mark.parametrize("flag, message", [("--plan", "make one with"),
-                                           ("--reuse", "no such file")])
-def test_record_with_a_missing_plan_or_reuse_file_exits_2_with_one_line(tmp_path, flag,
-                                                                        message):
+                                           ("--reuse", "no such file"),
+                                           ("--candidate-timeout", "> 0")])
+def test_record_with_a_bad_plan_reuse_or_timeout_exits_2_with_one_line(tmp_path, flag,
+                                                                      message):
+    value = "0" if flag == "--candidate-timeout" else str(tmp_path / "missing.json")
     out = run("record", "--out", str(tmp_path / "rec"), "--parts", "candidates", flag,
-              str(tmp_path / "missing.json"), "relu_16384x16384")
+              value, "relu_16384x16384")
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0] and message in lines[0]

@@ -385,7 +385,8 @@ def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefi
     stop = {"after": 1, "candidates": 0}
 
     def fake_candidates(problems, path, config, warm_workers=6, deadline=None, plan=None,
-                        reuse=()):
+                        reuse=(), timeout_s=None):
+        assert timeout_s == 180  # KernelBench's own limit for a candidate
         calls.append(("candidates", [p.uri for p in problems]))
         with path.open("a") as f:
             for p in problems:

@@ -207,9 +207,9 @@ def test_candidates_that_generate_no_code_are_timed_without_warming(tmp_path, mo
     events = []
     real_warm = record.CandidateWarmer.warm
 
-    def warm(self, items, deadline=None):
+    def warm(self, items, deadline=None, limit_s=None):
         events.append(len(items))
-        return real_warm(self, items, deadline)
+        return real_warm(self, items, deadline, limit_s)
 
     monkeypatch.setattr(record.CandidateWarmer, "warm", warm)
     problems = [load_problem(n) for n in ("conv2d_1x1_32x256x56x56", "conv2d_3x3_16x64x128x128",
@@ -377,10 +377,39 @@ def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path):
     config = HarnessConfig(device="cpu", size="smoke")
     with CandidateWarmer(config, workers=2, timeout_s=300) as warmer:
         started = time.monotonic()
-        warmer.warm([(small, hangs)] * 4, deadline=time.monotonic() + 20)
+        warmer.warm([(small, "compile", hangs)] * 4, deadline=time.monotonic() + 20)
         elapsed = time.monotonic() - started
         assert 19 < elapsed < 60  # not the 300 s of the sleeps
         assert not any(e.judging for e in warmer._all)
+        # a batch's warming stops at its limit too, the deadline far away
+        started = time.monotonic()
+        warmer.warm([(small, "compile", hangs)] * 4, deadline=time.monotonic() + 300, limit_s=5)
+        assert 4.5 < time.monotonic() - started < 40
+        assert not any(e.judging for e in warmer._all)
+
+
+def test_a_candidate_that_outlasts_the_judges_limit_is_recorded_as_a_timeout(tmp_path,
+                                                                             monkeypatch):
+    """A compile that never ends costs the judge's limit (warming, then alone), is recorded as
+    failed with the limit in its row, and the candidates after it are judged."""
+    from autoprofiler_env.optimizers import compose
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    data = ROOT / "tests" / "data" / "candidates"
+    sources = {"compile": (data / "hangs.py").read_text(),  # generates code: warmed first
+               "tf32": (data / "relu_correct.py").read_text()}
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    started = time.monotonic()
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=5, plan={small.uri: ["compile", "tf32"]})
+    assert time.monotonic() - started < 90
+    hung, honest = rows
+    assert hung["transformation"] == "compile" and not hung["correct"]
+    assert hung["error_kind"] == "timeout" and hung["timeout_s"] == 5
+    assert honest["transformation"] == "tf32" and honest["correct"], honest
+    assert honest["timeout_s"] == 5
 
 
 def test_a_plan_names_the_candidates_and_a_same_source_row_is_reused(tmp_path):

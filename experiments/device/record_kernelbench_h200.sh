@@ -3,7 +3,7 @@
 # checkout's levels 1-3 (chunk by chunk: each chunk's reference timings, ncu's full set, the
 # plan and the planned candidates before the next), then pack the recording for the trip back.
 #   OUT=results KERNELBENCH=.kernelbench/KernelBench KERNELBENCH_COMMIT=SHA \
-#     RECORDING=docs/data/recording_kernelbench_h200 BUDGET=520 [CHUNK=8] [WARM=12] \
+#     RECORDING=docs/data/recording_kernelbench_h200 BUDGET=520 [CHUNK=8] [WARM=6] \
 #     [MAX_OPS=64] bash experiments/device/record_kernelbench_h200.sh
 # KERNELBENCH: a KernelBench checkout (the folder holding level1/, or its parent), carried to
 # the device in an ignored folder (carry it by name); never copied into the repository.
@@ -50,9 +50,10 @@ cat "$FINAL/machine.txt"
 [ -n "${CACHE:-}" ] && restore_compile_cache "$CACHE"
 timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
   ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
-  --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-12}" \
+  --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-6}" \
   ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' \
-  | grep -v -E '^\s*$|it/s\]$|s/it\]$' | sed "s#$PWD#.#g" | tail -40 | tee "$FINAL/record.log"
+  | grep -v -E '^\s*$|it/s\]$|s/it\]$|^(SingleProcess )?AUTOTUNE |^\s+\S+ [0-9.]+ ms [0-9.]+%' \
+  | sed "s#$PWD#.#g" | tail -150 | tee "$FINAL/record.log"
 tar czf - --exclude=_work "$RECORDING" | split -b 15m -d -a 1 - "$FINAL/recording.tgz."
 pieces=$(ls "$FINAL"/recording.tgz.* | wc -l)
 if [ "$pieces" -gt 6 ]; then

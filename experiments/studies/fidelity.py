@@ -113,7 +113,7 @@ def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | N
     rows_path = out / "live.jsonl"
     done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(rows_path)}
     with CandidateWarmer(config, warm_workers) as warmer:
-        warmer.warm([(p, c.source) for key, p, c in todo
+        warmer.warm([(p, c.producer, c.source) for key, p, c in todo
                      if any((p.uri, key, r) not in done for r in range(REPEATS))], deadline)
     with Evaluator(config) as evaluator, JsonlAppender(rows_path) as log:
         for repeat in range(REPEATS):  # all pairs once, then again: repeats minutes apart

@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from autoprofiler_env.dataset.record.candidates import (
+    CANDIDATE_TIMEOUT_S,
     CandidateWarmer,
     outcome_row,
     record_candidates,
@@ -96,13 +97,15 @@ sample of problems will do."""
 def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int = 12,
            time_budget_s: float | None = None, device: str = "cuda",
            warm_workers: int = 6, llm: LLMPart | None = None,
-           plan: Path | None = None, reuse: tuple[Path, ...] = ()) -> dict:
+           plan: Path | None = None, reuse: tuple[Path, ...] = (),
+           candidate_timeout_s: float = CANDIDATE_TIMEOUT_S) -> dict:
     """Records the parts asked for, resuming what ``out`` already holds. Returns a summary:
     what each part holds now and whether the time budget cut it short.
 
     ``plan``: a recording plan (:mod:`.plan`): the candidates part records its candidates, in
-    its order, for the problems it names (the other parts are not affected); ``reuse``: candidate rows of other recordings that
-    it copies where judge and source are the same (:func:`record_candidates`)."""
+    its order, for the problems it names (the other parts are not affected); ``reuse``: candidate
+    rows of other recordings that it copies where judge and source are the same;
+    ``candidate_timeout_s``: the judge's limit for one candidate (:func:`record_candidates`)."""
     deadline = time.monotonic() + time_budget_s if time_budget_s else None
     out = Path(out)
     planned = None
@@ -118,7 +121,8 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     require_llm(parts, llm)
     with terminate_becomes_exit():
         summary = {part: _record_part(part, out, problems, chunk, deadline, device,
-                                      warm_workers, llm, planned, reused)
+                                      warm_workers, llm, planned, reused,
+                                      candidate_timeout_s=candidate_timeout_s)
                    for part in PARTS if part in parts}  # in this order, whatever was asked
     if "llm" in summary:
         llm.summarize(summary, problems)
@@ -129,10 +133,12 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
 def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                  deadline: float | None, device: str, warm_workers: int,
                  llm: LLMPart | None, plan: dict | None = None, reuse: list[dict] = (),
-                 max_ops: int | None = MAX_OPS):
+                 max_ops: int | None = MAX_OPS,
+                 candidate_timeout_s: float = CANDIDATE_TIMEOUT_S):
     """Records one part; logs its wall time to ``timings.jsonl`` even when it is stopped (an
     exception, SIGTERM), so that the device time it took is not lost to the recording cost.
-    ``max_ops``: the operators of a problem's forward that the ncu parts profile."""
+    ``max_ops``: the operators of a problem's forward that the ncu parts profile;
+    ``candidate_timeout_s``: the judge's limit for one candidate."""
     catalogue = load_catalogue()
     with _timed(out, part, device) as holds:
         if part == "reference":
@@ -142,7 +148,8 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
             holds.append(len(record_candidates(problems, out / "candidates.jsonl",
                                                HarnessConfig(device=device),
                                                warm_workers=warm_workers, deadline=deadline,
-                                               plan=plan, reuse=reuse)))
+                                               plan=plan, reuse=reuse,
+                                               timeout_s=candidate_timeout_s)))
         elif part == "llm":
             holds.append(len(record_llm(llm.shown(problems), llm.dataset, llm.optimizer,
                                         list(llm.section_sets), out / "llm.jsonl",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import queue
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -17,6 +18,11 @@ from autoprofiler_env.harness.records import JUDGE_VERSION
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 
+CANDIDATE_TIMEOUT_S = 600.0
+"""The judge's default limit for one candidate of a recording: its compile, correctness runs
+and timing (the suite's recordings were made with it). KernelBench's recording uses
+KernelBench's own (:data:`~autoprofiler_env.dataset.record.kernelbench.CANDIDATE_TIMEOUT_S`)."""
+
 
 class CandidateWarmer:
     """Compiles candidates in ``workers`` worker processes at once, filling Inductor's on-disk
@@ -24,7 +30,8 @@ class CandidateWarmer:
     GPU. Errors are left for that pass to judge and record. A context manager: the workers
     live until it closes, across calls of :meth:`warm`."""
 
-    def __init__(self, config: HarnessConfig, workers: int, timeout_s: float = 600.0) -> None:
+    def __init__(self, config: HarnessConfig, workers: int,
+                 timeout_s: float = CANDIDATE_TIMEOUT_S) -> None:
         from dataclasses import replace
 
         self.workers = workers
@@ -37,29 +44,44 @@ class CandidateWarmer:
         for evaluator in self._all:
             self._free.put(evaluator)
 
-    def warm(self, items: list[tuple[Problem, str]], deadline: float | None = None) -> None:
-        """Compiles ``(problem, source)`` items, each in whichever worker is free. At the
-        deadline (or on an exception, SIGTERM's SystemExit included) the compiles in flight
-        are killed and the rest dropped: warming saves nothing that a later call needs."""
+    def warm(self, items: list[tuple[Problem, str, str]], deadline: float | None = None,
+             limit_s: float | None = None) -> None:
+        """Compiles ``(problem, name, source)`` items, each in whichever worker is free, for
+        at most ``limit_s`` seconds in all. At the deadline or the limit (or on an exception,
+        SIGTERM's SystemExit included) the compiles in flight are killed and the rest
+        dropped: warming saves nothing that a later call needs, and a candidate it did not
+        compile is compiled alone by the timed pass, within the judge's limit. Each compile's
+        seconds, and the compiles stopped, are written to the log (stderr)."""
         if self.workers <= 1 or not items or _past(deadline):
             return
+        if limit_s is not None:
+            until = time.monotonic() + limit_s
+            deadline = until if deadline is None else min(deadline, until)
         self._stopping = False  # set when this call is stopped, until its threads are done
+        in_flight: dict[int, tuple[str, float]] = {}  # item's index: its label, its start
 
-        def one(item):
-            problem, source = item
+        def one(index, item):
+            problem, name, source = item
             if _past(deadline) or self._stopping:
                 return
             evaluator = self._free.get()  # one item at a time per worker process
+            label = f"{problem.name} {name}"
             try:
                 if not self._stopping:
+                    in_flight[index] = (label, time.monotonic())
                     evaluator.evaluate(problem, source)
+                    if not self._stopping:
+                        tqdm.write(f"compiled {label}: "
+                                   f"{time.monotonic() - in_flight[index][1]:.0f} s",
+                                   file=sys.stderr)
+                    in_flight.pop(index, None)
             except Exception:  # a broken candidate is judged, and recorded, in the timed pass
                 pass
             finally:
                 self._free.put(evaluator)
 
         with ThreadPoolExecutor(self.workers) as pool:
-            futures = [pool.submit(one, item) for item in items]
+            futures = [pool.submit(one, i, item) for i, item in enumerate(items)]
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             try:
                 for _ in tqdm(as_completed(futures, timeout=timeout), total=len(items),
@@ -67,6 +89,10 @@ class CandidateWarmer:
                     pass
             except BaseException as e:  # the deadline, or the process is being stopped
                 self._stopping = True
+                now = time.monotonic()
+                for label, since in list(in_flight.values()):
+                    tqdm.write(f"compile stopped after {now - since:.0f} s: {label}",
+                               file=sys.stderr)
                 for future in futures:
                     future.cancel()
                 for evaluator in self._all:
@@ -86,7 +112,7 @@ class CandidateWarmer:
 
 
 def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
-                      warm_workers: int = 6, timeout_s: float = 600.0,
+                      warm_workers: int = 6, timeout_s: float = CANDIDATE_TIMEOUT_S,
                       deadline: float | None = None,
                       plan: dict[str, list[str]] | None = None,
                       reuse: list[dict] = ()) -> list[dict]:
@@ -105,6 +131,12 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     per batch: the first timing starts a compile's length after the start, and a time budget
     that runs out wastes at most one batch's compiles (H200, 12 workers: batches of 48 took
     3-5 min to compile, and a 9-minute chunk judged 16-21 candidates of them).
+
+    ``timeout_s`` is the judge's limit for one candidate (its compile, correctness runs and
+    timing): one that outlasts it is recorded as failed, ``error_kind: "timeout"``, the limit
+    in its row. A batch's warming stops after the same limit, leaving what it did not
+    compile to the timed pass: a compile that never ends (KernelBench's EfficientNetB2 under
+    max-autotune outlasted five 5-9-minute commands) cannot hold the recording up.
     """
     from autoprofiler_env.features import static_features
     from autoprofiler_env.optimizers import applicable
@@ -145,13 +177,13 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log, \
             tqdm(total=len(todo), desc="judge and time") as bar:
         for members in warm_batches(todo, warm_workers):
-            warmer.warm([(problem, source) for problem, name, source in members
-                         if generates_code(name)], deadline)
+            warmer.warm([item for item in members if generates_code(item[1])], deadline,
+                        limit_s=timeout_s)
             for problem, name, source in members:
                 if _past(deadline):
                     return read_jsonl(out)
                 log.write(outcome_row(problem, name, evaluator.evaluate(problem, source),
-                                      info, source))
+                                      info, source, timeout_s))
                 bar.update()
     return read_jsonl(out)
 
@@ -189,10 +221,11 @@ def _sha256(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def outcome_row(problem: Problem, name: str, result, info: dict, source: str) -> dict:
+def outcome_row(problem: Problem, name: str, result, info: dict, source: str,
+                timeout_s: float | None = None) -> dict:
     """One line of ``candidates.jsonl``: a candidate's judgement and timing, with the judge's
-    version, the source's sha256 and the smallest tolerance it passes at (so that a stricter
-    regime replays from it)."""
+    version, the source's sha256, the smallest tolerance it passes at (so that a stricter
+    regime replays from it) and the judge's time limit (``timeout_s``, where given)."""
     return {"uri": problem.uri, "level": problem.level, "transformation": name,
             "correct": result.correct,
             "error_kind": result.error_name, "error_message": result.error_message[:300],
@@ -203,4 +236,5 @@ def outcome_row(problem: Problem, name: str, result, info: dict, source: str) ->
             "tolerance_needed": result.tolerance_needed,
             "timing_unexplained": result.timing_unexplained, "rechecked": result.rechecked,
             "judge": JUDGE_VERSION, "source_sha256": _sha256(source),
-            "wall_s": result.wall_s, "phases_s": result.phases_s, **info}
+            "wall_s": result.wall_s, "phases_s": result.phases_s,
+            **({} if timeout_s is None else {"timeout_s": timeout_s}), **info}

@@ -56,6 +56,7 @@ from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
+from autoprofiler_env.dataset.record.candidates import CANDIDATE_TIMEOUT_S
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
@@ -99,6 +100,7 @@ class Setup:
     max_ops: int | None = None
     reuse: list[dict] = field(default_factory=list)
     timeout_s: float = 3600.0  # a unit's process is killed after this
+    candidate_timeout_s: float = CANDIDATE_TIMEOUT_S  # the judge's limit for one candidate
     module: str = "autoprofiler_env.dataset.record.fanout"
     """The module run as a unit's process (``python -m MODULE SCRATCH --parent PID``): its
     ``main`` reads the spec from the scratch folder and leaves a result there
@@ -181,7 +183,8 @@ def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None,
     with tempfile.TemporaryDirectory(prefix="autoprofiler-unit-") as scratch:
         spec = {"unit": asdict(unit), "config": asdict(setup.config),
                 "deadline_epoch": setup.deadline_epoch, "warm_workers": setup.warm_workers,
-                "max_ops": setup.max_ops, "reuse": [r for r in setup.reuse
+                "max_ops": setup.max_ops, "candidate_timeout_s": setup.candidate_timeout_s,
+                "reuse": [r for r in setup.reuse
                                                     if r.get("uri") == unit.uri],
                 "seed": seed}
         Path(scratch, _SPEC).write_text(json.dumps(spec))
@@ -281,7 +284,8 @@ def _unit_main(scratch: Path) -> int:
                 log.write(row)
         rows = record_candidates([problem], path, config, warm_workers=spec["warm_workers"],
                                  deadline=deadline, plan={problem.uri: list(unit.candidates)},
-                                 reuse=spec["reuse"])[len(seed.get("rows", [])):]
+                                 reuse=spec["reuse"], timeout_s=spec["candidate_timeout_s"])
+        rows = rows[len(seed.get("rows", [])):]
     elif unit.part == "llm":
         from autoprofiler_env.dataset.record.llm import judge_all
 
@@ -562,7 +566,8 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                   config: HarnessConfig | None = None, time_budget_s: float | None = None,
                   warm_workers: int = 1, plan: dict[str, list[str]] | None = None,
                   reuse: list[dict] = (), max_ops: int | None = None,
-                  unit_timeout_s: float = 3600.0, llm=None, llm_concurrency: int = 8) -> dict:
+                  unit_timeout_s: float = 3600.0, llm=None, llm_concurrency: int = 8,
+                  candidate_timeout_s: float = CANDIDATE_TIMEOUT_S) -> dict:
     """Records ``parts`` of ``problems`` into ``out`` on ``workers`` (:class:`LocalWorkers`,
     :class:`RayWorkers`), resuming what ``out`` holds. Returns the summary
     :func:`~autoprofiler_env.dataset.record.record` gives, with ``failed``: the units given
@@ -583,7 +588,8 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     out.mkdir(parents=True, exist_ok=True)
     config = config or HarnessConfig(device="cuda")
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
-                  warm_workers, max_ops, list(reuse), unit_timeout_s)
+                  warm_workers, max_ops, list(reuse), unit_timeout_s,
+                  candidate_timeout_s=candidate_timeout_s)
     units = pending(out, problems, parts, config.device, plan)
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
         failed = drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)

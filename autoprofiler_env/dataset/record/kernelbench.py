@@ -59,6 +59,12 @@ MANIFEST_SCHEMA = "autoprofiler-kernelbench-recording/1"
 PLAN = "plan.json"
 KERNELBENCH_PARTS = ("reference", "full", "plan", "candidates")
 """What each chunk records, in this order (``plan`` runs on the device's CPU)."""
+CANDIDATE_TIMEOUT_S = 180.0
+"""The judge's limit for one KernelBench candidate (compile, correctness runs, timing):
+KernelBench's own evaluation gives a candidate 180 s (``scripts/eval_from_generations.py``).
+One that outlasts it is recorded as failed (``timeout``). Without a limit shorter than a
+device command, one compile that never ends stops the recording: EfficientNetB2's first
+warm batch of compiles ran through five 5-9-minute commands on the H200."""
 
 
 @dataclass(frozen=True)
@@ -338,13 +344,15 @@ def plan_chunk(out: Path, problems: list[Problem], cost_model=None) -> dict[str,
 def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                        time_budget_s: float | None = None, device: str = "cuda",
                        warm_workers: int = 6, max_ops: int | None = MAX_OPS,
-                       reuse: tuple[Path, ...] = ()) -> dict:
+                       reuse: tuple[Path, ...] = (),
+                       candidate_timeout_s: float = CANDIDATE_TIMEOUT_S) -> dict:
     """Records the manifest's problems (``out/kernelbench.json``) chunk by chunk, resuming
     what ``out`` holds: each chunk's reference timings, its ncu run of the full set (one
     invocation for the chunk), its plan and its planned candidates, before the next chunk.
     Each part's wall time goes to ``timings.jsonl`` (one line per part per chunk), a stopped
     one's too. Returns how far the recording is (:func:`recording_status`) and whether the
-    time budget stopped it.
+    time budget stopped it. A candidate not judged within ``candidate_timeout_s`` is
+    recorded as failed (``timeout``).
 
     Raises:
         DatasetError: no manifest (prepare it first).
@@ -369,7 +377,8 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
             if _past(deadline):
                 break
             common = dict(chunk=len(members), deadline=deadline, device=device,
-                          warm_workers=warm_workers, llm=None, max_ops=max_ops)
+                          warm_workers=warm_workers, llm=None, max_ops=max_ops,
+                          candidate_timeout_s=candidate_timeout_s)
             todo = [p for p in members if state.needs(p.uri) == "reference"]
             if todo:
                 _record_part("reference", out, todo, **common)
