@@ -554,6 +554,46 @@ def test_a_checkout_that_is_not_the_recorded_one_is_refused_at_build(prepared, t
         build_from_recording(DATA / "recording_h200", source=root)
 
 
+def test_a_candidate_recorded_as_a_timeout_completes_its_problem_and_replays_as_eager(
+        prepared, tmp_path):
+    """A candidate that outlasted the judge's limit (KernelBench's 180 s) is recorded, as
+    failed: its problem is complete, and an episode whose profile leads to it scores as the
+    eager program (0)."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+    from autoprofiler_env.dataset.build import build_from_recording
+    from autoprofiler_env.dataset.record.kernelbench import PLAN
+
+    root, recorded, _, plans = prepared
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    _with_candidates(out, plans)
+    planned = {(p["uri"], c["name"]): c["sections"]
+               for p in json.loads((out / PLAN).read_text())["problems"]
+               for c in p["candidates"]}
+    (uri, name), sections = next(iter(planned.items()))
+    rows = [{**r, "correct": False, "error_kind": "timeout", "candidate_ms": None,
+             "candidate_p20_ms": None, "candidate_p80_ms": None, "speedup": None,
+             "max_abs_error": None, "tolerance_needed": None, "timeout_s": 180.0}
+            if (r["uri"], r["transformation"]) == (uri, name) else r
+            for r in read_jsonl(out / "candidates.jsonl")]
+    (out / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    content = build_from_recording(out, source=root, complete=True)
+    assert uri in content.problems and not content.metadata["left_out"]
+    outcome = content.problems[uri].outcomes["reference"][name]
+    assert not outcome.correct and outcome.error_kind == "timeout"
+    path = tmp_path / "kb.json.gz"
+    content.save(path)
+    env = gym.make("AutoProfiler-v0", dataset=str(path), split=None, budget=1.0).unwrapped
+    env.reset(seed=0, options={"problem": uri})
+    for section in sections:
+        env.step(env.sections.index(section))
+    _, reward, terminated, _, info = env.step(env.STOP)
+    assert terminated and info["candidate"] == name and info["error_kind"] == "timeout"
+    assert reward == 0.0 and not info["correct"]
+
+
 def test_dataset_build_and_info_commands_for_a_kernelbench_recording(prepared, tmp_path):
     root, recorded, _, plans = prepared
     out = tmp_path / "rec"
