@@ -194,9 +194,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     from autoprofiler_env.dataset.record import PARTS, record
     from autoprofiler_env.problems import load_problem, load_suite
 
-    if args.candidate_timeout is not None and not args.candidate_timeout > 0:
-        return _fail(f"--candidate-timeout must be a number of seconds > 0, got "
-                     f"{args.candidate_timeout:g}")
+    if args.candidate_timeout is not None and not 0 < args.candidate_timeout <= 86400:
+        return _fail(f"--candidate-timeout must be a number of seconds > 0 and at most a day "
+                     f"(86400), got {args.candidate_timeout:g}")
     if args.source is not None:
         if args.workers is not None or args.address is not None:
             return _fail("--workers records problems given by name, file or --split/--level; "

@@ -43,8 +43,8 @@ def pytest_sessionstart(session):
             continue
         if spec is not None and spec.submodule_search_locations:
             folders += [Path(p) for p in spec.submodule_search_locations]
-    for folder in folders:  # where it cannot write (a read-only install), it goes on
-        if folder.is_dir():
+    for folder in folders:  # a read-only install is left alone: nothing could be kept
+        if folder.is_dir() and os.access(folder, os.W_OK):
             compileall.compile_dir(folder, quiet=2, workers=0)
 
 

@@ -109,12 +109,12 @@ def test_dataset_info_describes_the_shipped_dataset():
     assert info["problems"] >= 32 and len(info["metadata"]["sha256"]) == 64
 
 
-@pytest.mark.parametrize("flag, message", [("--plan", "make one with"),
-                                           ("--reuse", "no such file"),
-                                           ("--candidate-timeout", "> 0")])
-def test_record_with_a_bad_plan_reuse_or_timeout_exits_2_with_one_line(tmp_path, flag,
+@pytest.mark.parametrize("flag, value, message", [
+    ("--plan", None, "make one with"), ("--reuse", None, "no such file"),
+    ("--candidate-timeout", "0", "> 0"), ("--candidate-timeout", "inf", "at most a day")])
+def test_record_with_a_bad_plan_reuse_or_timeout_exits_2_with_one_line(tmp_path, flag, value,
                                                                       message):
-    value = "0" if flag == "--candidate-timeout" else str(tmp_path / "missing.json")
+    value = value or str(tmp_path / "missing.json")
     out = run("record", "--out", str(tmp_path / "rec"), "--parts", "candidates", flag,
               value, "relu_16384x16384")
     assert out.returncode == 2

@@ -412,6 +412,33 @@ def test_a_candidate_that_outlasts_the_judges_limit_is_recorded_as_a_timeout(tmp
     assert honest["timeout_s"] == 5
 
 
+def test_a_reused_timeout_under_a_shorter_limit_is_judged_again(tmp_path, monkeypatch):
+    import hashlib
+
+    from autoprofiler_env.dataset.record.machine import machine_info
+    from autoprofiler_env.harness.records import JUDGE_VERSION
+    from autoprofiler_env.optimizers import compose
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    source = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: source)
+    here = {k: machine_info("cpu").get(k) for k in ("gpu", "torch", "device")}
+    timed_out = {"uri": small.uri, "correct": False, "error_kind": "timeout",
+                 "judge": JUDGE_VERSION, "source_sha256": hashlib.sha256(source.encode())
+                 .hexdigest(), **here}
+    reuse = [{**timed_out, "transformation": "tf32", "timeout_s": 5.0},  # shorter: again
+             {**timed_out, "transformation": "channels_last", "timeout_s": 60.0}]
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=1,
+                             timeout_s=30, plan={small.uri: ["tf32", "channels_last"]},
+                             reuse=reuse)
+    by_name = {r["transformation"]: r for r in rows}
+    assert by_name["channels_last"] == {**reuse[1], "reused": True}
+    assert "reused" not in by_name["tf32"] and by_name["tf32"]["correct"]
+    assert by_name["tf32"]["timeout_s"] == 30
+
+
 def test_a_plan_names_the_candidates_and_a_same_source_row_is_reused(tmp_path):
     """With a plan the candidates part records its (composed) candidates, in its order; a row
     of the same judge and source is copied, one of another source is not."""

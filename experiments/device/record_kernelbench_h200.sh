@@ -13,6 +13,7 @@
 #   autoprofiler record --source "$KERNELBENCH" --commit SHA --out "$RECORDING" --prepare).
 # BUDGET: seconds after which nothing new starts (ncu stopped, finished work kept); the
 # command is killed 40 s later so that the packing below always runs.
+# CANDIDATE_TIMEOUT: the judge's limit for one candidate in seconds (default: KernelBench's 180).
 # Needs the wheels of docs/dataset.md "Recording" in .whl/ (gymnasium; einops for level 3).
 # CACHE (optional, e.g. .compile-cache, git-ignored and carried by name): the compile caches
 # of the last command, unpacked before recording and packed again after it
@@ -51,8 +52,9 @@ cat "$FINAL/machine.txt"
 timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
   ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
   --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-6}" \
-  ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' \
-  | grep -v -E '^\s*$|it/s\]$|s/it\]$|^(SingleProcess )?AUTOTUNE |^\s+\S+ [0-9.]+ ms [0-9.]+%' \
+  ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} \
+  ${CANDIDATE_TIMEOUT:+--candidate-timeout "$CANDIDATE_TIMEOUT"} 2>&1 | tr '\r' '\n' \
+  | grep -v -E '^\s*$|it/s\]$|s/it\]$|^(\S+ )?AUTOTUNE |^(strides|dtypes): |^\s+\S+ [0-9.]+ ms [0-9.]+%' \
   | sed "s#$PWD#.#g" | tail -150 | tee "$FINAL/record.log"
 tar czf - --exclude=_work "$RECORDING" | split -b 15m -d -a 1 - "$FINAL/recording.tgz."
 pieces=$(ls "$FINAL"/recording.tgz.* | wc -l)

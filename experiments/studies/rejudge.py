@@ -80,7 +80,8 @@ def run(out: Path, deadline_s: float | None = None) -> int:
             source = TRANSFORMATIONS[row["transformation"]].rewrite(problem,
                                                                    features[row["uri"]])
             result = evaluator.evaluate(problem, source)
-            log.write(outcome_row(problem, row["transformation"], result, info, source)
+            log.write(outcome_row(problem, row["transformation"], result, info, source,
+                                  evaluator.timeout_s)
                       | {"isolation": result.isolation, "findings": result.findings})
     left = len(plan(read_jsonl(RECORDING))) - len(read_jsonl(rows_path))
     print(f"{len(read_jsonl(rows_path))} pairs judged, {left} left")

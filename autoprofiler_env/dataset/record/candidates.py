@@ -65,19 +65,20 @@ class CandidateWarmer:
             if _past(deadline) or self._stopping:
                 return
             evaluator = self._free.get()  # one item at a time per worker process
-            label = f"{problem.name} {name}"
+            label = f"{problem.uri} {name}"
             try:
                 if not self._stopping:
                     in_flight[index] = (label, time.monotonic())
-                    evaluator.evaluate(problem, source)
+                    result = evaluator.evaluate(problem, source)
                     if not self._stopping:
+                        failed = "" if result.correct else f" ({result.error_name})"
                         tqdm.write(f"compiled {label}: "
-                                   f"{time.monotonic() - in_flight[index][1]:.0f} s",
+                                   f"{time.monotonic() - in_flight[index][1]:.0f} s{failed}",
                                    file=sys.stderr)
-                    in_flight.pop(index, None)
             except Exception:  # a broken candidate is judged, and recorded, in the timed pass
                 pass
             finally:
+                in_flight.pop(index, None)
                 self._free.put(evaluator)
 
         with ThreadPoolExecutor(self.workers) as pool:
@@ -135,8 +136,10 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     ``timeout_s`` is the judge's limit for one candidate (its compile, correctness runs and
     timing): one that outlasts it is recorded as failed, ``error_kind: "timeout"``, the limit
     in its row. A batch's warming stops after the same limit, leaving what it did not
-    compile to the timed pass: a compile that never ends (KernelBench's EfficientNetB2 under
-    max-autotune outlasted five 5-9-minute commands) cannot hold the recording up.
+    compile to the timed pass, which compiles it alone. So a compile that never ends costs
+    twice the limit, and a batch with k of them up to k + 1 limits, where before it held the
+    recording up for good (KernelBench's first warm batch outlasted five 5-9-minute commands).
+    A reused row that timed out under a shorter limit than ``timeout_s`` is judged again.
     """
     from autoprofiler_env.features import static_features
     from autoprofiler_env.optimizers import applicable
@@ -147,7 +150,9 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     machine = {k: info.get(k) for k in _SAME_MACHINE}
     reusable = {(r["uri"], r["transformation"], r.get("source_sha256")): r for r in reuse
                 if r.get("judge") == JUDGE_VERSION
-                and all(r.get(k) == v for k, v in machine.items())}
+                and all(r.get(k) == v for k, v in machine.items())
+                and not (r.get("error_kind") == "timeout"
+                         and r.get("timeout_s", CANDIDATE_TIMEOUT_S) < timeout_s)}
     todo, copied = [], []
     if plan is not None:  # in the plan's order
         rank = {uri: i for i, uri in enumerate(plan)}

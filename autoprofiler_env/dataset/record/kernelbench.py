@@ -24,7 +24,7 @@ Two steps (docs/kernelbench.md):
    checkout file is checked against the manifest's sha256 first.
 
        autoprofiler record --source KERNELBENCH_DIR --out REC [--commit SHA] [--chunk 8]
-                           [--time-budget 520] [--warm-workers 12]
+                           [--time-budget 520] [--warm-workers 6] [--candidate-timeout 180]
 
 ``autoprofiler dataset build --recording REC --source KERNELBENCH_DIR --complete`` ships the
 complete problems (:func:`~autoprofiler_env.dataset.build.build_kernelbench`).
