@@ -594,6 +594,44 @@ def test_a_candidate_recorded_as_a_timeout_completes_its_problem_and_replays_as_
     assert reward == 0.0 and not info["correct"]
 
 
+def test_the_fidelity_study_plans_kernelbench_pairs_and_reads_them_from_the_checkout(
+        prepared, tmp_path):
+    """Issue 18's fidelity sample: 24 pairs of the KernelBench dataset, its ``reference``
+    optimizer, its problems read from the checkout (sha256 checked); the settings are the
+    study folder's."""
+    from autoprofiler_env.dataset.build import build_from_recording
+    from autoprofiler_env.errors import ProblemNotFoundError
+    from experiments.studies import fidelity
+
+    root, recorded, _, plans = prepared
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    _with_candidates(out, plans)
+    path = tmp_path / "kb.json.gz"
+    build_from_recording(out, source=root, complete=True).save(path)
+    study_dir = tmp_path / "fidelity"
+    study = fidelity.settings(study_dir, str(path), "reference", 24)
+    groups = fidelity._load_plan(study_dir, study)
+    assert [len(g["sections"]) for g in groups] == list(fidelity.PAIRS[24])
+    assert sum(len(g["uris"]) for g in groups) == 24
+    assert {u for g in groups for u in g["uris"]} <= set(plans)
+    assert json.loads((study_dir / fidelity.STUDY).read_text()) == study
+    assert fidelity._judge_limit(study) == 180  # the recording's: KernelBench's own
+    # the folder keeps its settings: another optimizer or size is refused, the rest follow
+    assert fidelity.settings(study_dir) == study
+    with pytest.raises(ValueError, match="optimizer 'reference', not 'reference-v1'"):
+        fidelity.settings(study_dir, optimizer="reference-v1")
+    assert fidelity.main(["analyze", "--out", str(study_dir), "--pairs", "36"]) == 2
+    uris = [u for g in groups for u in g["uris"]]
+    problems = fidelity._problems(study, uris, root)
+    assert set(problems) == set(uris)
+    relu = KB_URI["level1/3_ReLU.py"]
+    if relu in problems:
+        assert problems[relu].path.name == "3_ReLU.py"
+    with pytest.raises(ProblemNotFoundError, match="KernelBench checkout"):
+        fidelity._problems(study, uris, None)
+
+
 def test_dataset_build_and_info_commands_for_a_kernelbench_recording(prepared, tmp_path):
     root, recorded, _, plans = prepared
     out = tmp_path / "rec"

@@ -126,6 +126,57 @@ class Dataset:
         except KeyError:
             raise NotRecordedError(f"the dataset holds no problem {uri!r}") from None
 
+    def load_problems(self, refs=None, source: str | Path | None = None) -> list:
+        """The problems ``refs`` names (default: all of the dataset's), as the dataset
+        recorded them: URI, level, split and tags. A KernelBench problem's file is read from
+        the checkout ``source`` and checked against its recorded sha256; a suite URI or name,
+        or a file's path, is loaded as :func:`~autoprofiler_env.problems.load_problem` does,
+        and a user's copy of a recorded KernelBench file takes that record (its sha256
+        checked).
+
+        Raises:
+            ProblemNotFoundError: a KernelBench problem without ``source``, or one the
+                checkout lacks.
+            SourceMismatchError: a file that is not the recorded one.
+        """
+        from dataclasses import replace
+
+        from autoprofiler_env.errors import ProblemNotFoundError
+        from autoprofiler_env.problems import load_problem
+        from autoprofiler_env.problems.kernelbench import (
+            KernelBenchCheckout,
+            check_file,
+            identify,
+        )
+
+        records = self.content.problems
+        by_file = {r.provenance.key: r for r in records.values() if r.provenance is not None}
+        checkout = KernelBenchCheckout(source) if source is not None else None
+        loaded = []
+        for ref in map(str, self.uris() if refs is None else refs):
+            record = records.get(ref)
+            if record is not None and record.provenance is not None:
+                if checkout is None:
+                    raise ProblemNotFoundError(
+                        ref, "is a KernelBench problem of the dataset: its file is read from "
+                        "a KernelBench checkout",
+                        f"give source='path/to/KernelBench' (commit "
+                        f"{record.provenance.commit or 'unknown'}), or the file's path")
+                problem = checkout.problem(record.provenance)  # its sha256 checked
+            else:
+                problem = load_problem(ref)
+                key = identify(problem.path)
+                if record is None and key in by_file:  # the user's copy of a recorded file
+                    record = by_file[key]
+                    check_file(problem.path, record.provenance)
+                elif record is None:
+                    record = records.get(problem.uri)
+            if record is not None:
+                problem = replace(problem, uri=record.uri, level=record.level,
+                                  split=record.split, tags=record.tags)
+            loaded.append(problem)
+        return loaded
+
     def canonical(self, sections) -> tuple[str, ...]:
         """The sections in the dataset's order, without repeats.
 

@@ -1,8 +1,11 @@
 """Does the replay answer as the GPU does? Live runs on the H200 compared with the dataset.
 
-    python3 -m experiments.studies.fidelity pairs    [--out DIR] [--deadline S] [--warm-workers N]  # GPU
-    python3 -m experiments.studies.fidelity episodes [--out DIR] [--episodes 5] [--deadline S]      # GPU
-    python -m experiments.studies.fidelity analyze   [--out DIR] [--dataset FILE]                  # CPU
+    python3 -m experiments.studies.fidelity pairs    [--out DIR] [--deadline S] [--warm-workers N]
+    python3 -m experiments.studies.fidelity episodes [--out DIR] [--episodes 5] [--deadline S]
+    python -m experiments.studies.fidelity analyze   [--out DIR]
+    (any of them: [--dataset NAME|FILE] [--optimizer NAME] [--pairs 36|24] [--source DIR])
+
+(pairs and episodes need a GPU; analyze runs anywhere.)
 
 ``pairs`` (issue 5's fidelity): for (problem, section set) pairs drawn from the dataset --
 section sets of 1, 2, 3, 5 and 8 sections, three problems each -- it runs ncu with exactly
@@ -15,7 +18,14 @@ saved live ncu profiles (on any machine: choosing needs no GPU), so the choices 
 compared as soon as ncu has run (``choices.csv``; the differing ones are printed).
 
 Everything is resumable: ncu runs are saved per section set, live outcomes and episodes are
-appended one JSON line at a time and skipped when found.
+appended one JSON line at a time and skipped when found. A study's settings (the dataset, the
+optimizer, the number of pairs) are saved with its plan (``study.json``); a later call that
+gives another optimizer or number of pairs over the same folder is refused. The suite's study
+(docs/data/fidelity_h200) replays reference-v1 on 36 pairs; KernelBench's (issue 18) replays
+the dataset's ``reference`` on 24, its problems read from a checkout (``--source``):
+
+    python3 -m experiments.studies.fidelity pairs --out docs/data/fidelity_kernelbench_h200 \
+        --dataset kernelbench --optimizer reference --pairs 24 --source .kernelbench/KernelBench
 """
 
 from __future__ import annotations
@@ -36,6 +46,10 @@ replays and reruns that one, whatever the environment's default."""
 SIZES = (1, 1, 1, 2, 2, 2, 3, 3, 3, 5, 5, 8)
 """Sections per set: twelve sets, three problems each, 36 pairs."""
 PER_SET = 3
+PAIRS = {36: SIZES, 24: (1, 1, 2, 2, 3, 3, 5, 8)}
+"""Sections per set, by the number of pairs (three problems a set)."""
+STUDY = "study.json"
+"""A study folder's settings, written with its plan."""
 REPEATS = 3
 MAX_FULL_SET_S = 60.0
 """Problems whose full set took longer to replay are not drawn (they would take a command's
@@ -43,18 +57,20 @@ time under a large set); the suite has a handful."""
 EPISODE_BUDGET = {"budget": 0.25, "budget_unit": "sections"}
 
 
-def plan(dataset, seed: int = 0) -> list[dict]:
+def plan(dataset, seed: int = 0, optimizer: str = OPTIMIZER,
+         sizes: tuple[int, ...] = SIZES) -> list[dict]:
     """The pairs, grouped by section set: ``[{"key", "sections", "uris"}]``; deterministic for
-    a dataset and a seed. Problems are drawn without replacement while they last."""
+    a dataset and a seed. Problems (those with ``optimizer``'s outcomes) are drawn without
+    replacement while they last."""
     from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
 
     rng = random.Random(seed)
     uris = [u for u in dataset.uris()
             if (full := dataset.record(u).set_costs.get("full")) is not None
-            and full.replay_s <= MAX_FULL_SET_S and dataset.outcomes(u, "reference-v1")]
+            and full.replay_s <= MAX_FULL_SET_S and dataset.outcomes(u, optimizer)]
     pool: list[str] = []
     groups = []
-    for size in SIZES:
+    for size in sizes:
         sections = dataset.canonical(rng.sample(ACTION_SECTIONS, size))
         members = []
         while len(members) < PER_SET:
@@ -72,50 +88,101 @@ def _deadline(seconds: float | None) -> float | None:
     return time.monotonic() + seconds if seconds else None
 
 
-def _load_plan(out: Path, dataset_path: str | None) -> list[dict]:
+def settings(out: Path, dataset: str | None = None, optimizer: str | None = None,
+             pairs: int | None = None) -> dict:
+    """The study's settings: ``dataset`` (a shipped name or a file; None: the default one),
+    ``optimizer`` and ``pairs``. Those saved in ``out/study.json`` hold; a given optimizer or
+    number of pairs that differs from the saved one is refused (a dataset given wins over the
+    saved one: a rebuilt file of the same recording is the same study). Unsaved ones are the
+    given ones, else the suite study's (reference-v1, 36 pairs).
+
+    Raises:
+        ValueError: ``optimizer`` or ``pairs`` differs from the folder's, or ``pairs`` is
+            neither 36 nor 24.
+    """
+    path = out / STUDY
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    for name, given in (("optimizer", optimizer), ("pairs", pairs)):
+        if given is not None and name in saved and saved[name] != given:
+            raise ValueError(f"{out} holds a study with {name} {saved[name]!r}, not "
+                             f"{given!r}: give another --out")
+    chosen = {"dataset": dataset if dataset is not None else saved.get("dataset"),
+              "optimizer": saved.get("optimizer", optimizer or OPTIMIZER),
+              "pairs": saved.get("pairs", pairs or 36)}
+    if chosen["pairs"] not in PAIRS:
+        raise ValueError(f"pairs must be one of {sorted(PAIRS)}, got {chosen['pairs']!r}")
+    return chosen
+
+
+def _load_plan(out: Path, study: dict) -> list[dict]:
+    """The study's plan, made and saved with its settings on the first call."""
     path = out / "plan.json"
     if path.exists():
         return json.loads(path.read_text())
     from autoprofiler_env.dataset import Dataset
-    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
 
-    groups = plan(Dataset.load(dataset_path or DEFAULT_DATASET))
+    groups = plan(Dataset.load(study["dataset"]), optimizer=study["optimizer"],
+                  sizes=PAIRS[study["pairs"]])
     out.mkdir(parents=True, exist_ok=True)
+    (out / STUDY).write_text(json.dumps(study, indent=1) + "\n")
     path.write_text(json.dumps(groups, indent=1) + "\n")
     return groups
 
 
-def live_pairs(out: Path, dataset_path: str | None = None, deadline_s: float | None = None,
-               warm_workers: int = 8, config=None) -> int:
-    """ncu, the reference optimizer and the harness (``config``: the default on CUDA) on every
-    planned pair (GPU)."""
+def _problems(study: dict, uris, source: str | Path | None) -> dict:
+    """URI -> the problem, as the study's dataset recorded it (a KernelBench problem read from
+    the checkout ``source``, its sha256 checked)."""
+    from autoprofiler_env.dataset import Dataset
+
+    uris = list(dict.fromkeys(uris))
+    return {p.uri: p for p in Dataset.load(study["dataset"]).load_problems(uris, source)}
+
+
+def _judge_limit(study: dict) -> float:
+    """The judge's limit for one candidate, the recording's: KernelBench's 180 s for a
+    KernelBench dataset; the harness's 300 s, which the suite's study ran with, else."""
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.record.kernelbench import CANDIDATE_TIMEOUT_S
+
+    records = Dataset.load(study["dataset"]).content.problems.values()
+    return CANDIDATE_TIMEOUT_S if any(r.provenance is not None for r in records) else 300.0
+
+
+def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = None,
+               warm_workers: int = 8, config=None, source: str | Path | None = None) -> int:
+    """ncu, the study's optimizer and the harness (``config``: the default on CUDA) on every
+    planned pair (GPU); ``source``: the KernelBench checkout of a KernelBench dataset."""
     from autoprofiler_env.dataset.record import CandidateWarmer, record_ncu
     from autoprofiler_env.harness import Evaluator, HarnessConfig
     from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
     from autoprofiler_env.optimizers import reference_optimizer
-    from autoprofiler_env.problems import load_problem
 
     deadline = _deadline(deadline_s)
-    groups = _load_plan(out, dataset_path)
+    study = study or settings(out)
+    groups = _load_plan(out, study)
+    problems = _problems(study, [u for g in groups for u in g["uris"]], source)
     for g in groups:  # one invocation per section set
-        record_ncu([load_problem(u) for u in g["uris"]], {g["key"]: g["sections"]},
+        record_ncu([problems[u] for u in g["uris"]], {g["key"]: g["sections"]},
                    out / "ncu", chunk=PER_SET, deadline=deadline, problem_timeout_s=240.0)
     live = live_profiles(out)
     config = config or HarnessConfig(device="cuda")
-    optimizer = reference_optimizer(OPTIMIZER, device=config.device)  # the replay's
+    timeout_s = _judge_limit(study)
+    optimizer = reference_optimizer(study["optimizer"], device=config.device)  # the replay's
     todo = []
     for g in groups:
         for uri in g["uris"]:
             profile = live.get((uri, g["key"]))
             if profile is not None:
-                problem = load_problem(uri)
+                problem = problems[uri]
                 todo.append((g["key"], problem, optimizer.optimize(problem, profile)))
     rows_path = out / "live.jsonl"
     done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(rows_path)}
-    with CandidateWarmer(config, warm_workers) as warmer:
+    with CandidateWarmer(config, warm_workers, timeout_s) as warmer:
         warmer.warm([(p, c.producer, c.source) for key, p, c in todo
-                     if any((p.uri, key, r) not in done for r in range(REPEATS))], deadline)
-    with Evaluator(config) as evaluator, JsonlAppender(rows_path) as log:
+                     if any((p.uri, key, r) not in done for r in range(REPEATS))], deadline,
+                    limit_s=timeout_s)
+    with Evaluator(config, timeout_s=timeout_s) as evaluator, \
+            JsonlAppender(rows_path) as log:
         for repeat in range(REPEATS):  # all pairs once, then again: repeats minutes apart
             for key, problem, candidate in todo:
                 if (problem.uri, key, repeat) in done:
@@ -144,9 +211,11 @@ def live_profiles(out: Path) -> dict:
     return found
 
 
-def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
-                  deadline_s: float | None = None, device: str = "cuda") -> int:
-    """Full episodes of the live environment with the roofline rule tree (GPU)."""
+def live_episodes(out: Path, study: dict | None = None, episodes: int = 5,
+                  deadline_s: float | None = None, device: str = "cuda",
+                  source: str | Path | None = None) -> int:
+    """Full episodes of the live environment with the roofline rule tree (GPU); ``source``:
+    the KernelBench checkout of a KernelBench dataset."""
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
@@ -155,11 +224,14 @@ def live_episodes(out: Path, dataset_path: str | None = None, episodes: int = 5,
     from baselines.agents import RooflineTree
 
     deadline = _deadline(deadline_s)
-    groups = _load_plan(out, dataset_path)
+    study = study or settings(out)
+    groups = _load_plan(out, study)
     uris = list(dict.fromkeys(u for g in groups for u in g["uris"]))[:episodes]
     path = out / "episodes.jsonl"
     done = {r["problem"] for r in read_jsonl(path)}
-    env = gym.make(LIVE_ID, problems=uris, device=device, optimizer=OPTIMIZER, **EPISODE_BUDGET)
+    recorded = {} if source is None else {"dataset": study["dataset"], "source": source}
+    env = gym.make(LIVE_ID, problems=uris, device=device, optimizer=study["optimizer"],
+                   **recorded, **EPISODE_BUDGET)
     agent = RooflineTree(env)
     with JsonlAppender(path) as log:
         for uri in uris:
@@ -198,7 +270,7 @@ def recorded_interval(record, outcome) -> tuple[float, float] | None:
     return outcome.speedup * low, outcome.speedup * high
 
 
-def pair_rows(out: Path, dataset) -> list[dict]:
+def pair_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     """One row per live pair: the replay's choice and speedup against the live ones. The
     speedups agree within the noise when the live repeats' range meets the recording's own
     p20-p80 interval (:func:`recorded_interval`): both sides are measurements, each with its
@@ -206,7 +278,7 @@ def pair_rows(out: Path, dataset) -> list[dict]:
     from autoprofiler_env.envs.backends import ReplayBackend
     from autoprofiler_env.jsonlines import read_jsonl
 
-    replay = ReplayBackend(dataset, optimizer=OPTIMIZER)
+    replay = ReplayBackend(dataset, optimizer=optimizer)
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for r in read_jsonl(out / "live.jsonl"):
         by_pair.setdefault((r["uri"], r["sections"]), []).append(r)
@@ -215,7 +287,7 @@ def pair_rows(out: Path, dataset) -> list[dict]:
         sections = tuple(key.split("+"))
         expected = replay.finish(uri, sections)
         record = dataset.record(uri)
-        interval = recorded_interval(record, dataset.outcomes(uri, "reference-v1").get(
+        interval = recorded_interval(record, dataset.outcomes(uri, optimizer).get(
             expected.transformation))
         speedups = [r["speedup"] for r in repeats if r["correct"] and r["speedup"]]
         live_median = statistics.median(speedups) if speedups else None
@@ -241,7 +313,7 @@ def pair_rows(out: Path, dataset) -> list[dict]:
     return rows
 
 
-def choice_rows(out: Path, dataset) -> list[dict]:
+def choice_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     """One row per planned pair whose live ncu run is saved: the reference optimizer's choice
     on that live profile against the replay's. The optimizer is deterministic and needs no
     GPU to choose, so this half of the comparison runs anywhere once ncu has run."""
@@ -249,7 +321,7 @@ def choice_rows(out: Path, dataset) -> list[dict]:
 
     if not (out / "plan.json").exists():
         return []
-    replay = ReplayBackend(dataset, optimizer=OPTIMIZER)
+    replay = ReplayBackend(dataset, optimizer=optimizer)
     live = live_profiles(out)
     rows = []
     for g in json.loads((out / "plan.json").read_text()):
@@ -260,7 +332,7 @@ def choice_rows(out: Path, dataset) -> list[dict]:
             record = dataset.record(uri)
             choice, _, _ = replay.optimizer.choose(None, profile, record.features,
                                                    applicable=frozenset(
-                                                       dataset.outcomes(uri, "reference-v1")))
+                                                       dataset.outcomes(uri, optimizer)))
             expected = replay.finish(uri, tuple(g["sections"])).transformation
             rows.append({"problem": uri.rsplit("/", 1)[1], "sections": g["key"],
                          "live_profile_choice": choice, "replay_choice": expected,
@@ -268,7 +340,7 @@ def choice_rows(out: Path, dataset) -> list[dict]:
     return rows
 
 
-def episode_rows(out: Path, dataset) -> list[dict]:
+def episode_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     """One row per live episode: its reward against the replay of the same sections, and the
     sections the agent takes on the replay."""
     from autoprofiler_env.envs.profiling_env import EpisodeRecord, ProfilingEnv
@@ -277,7 +349,7 @@ def episode_rows(out: Path, dataset) -> list[dict]:
     from baselines.agents import RooflineTree
 
     rows = []
-    env = ProfilingEnv(dataset=dataset, split=None, optimizer=OPTIMIZER, **EPISODE_BUDGET)
+    env = ProfilingEnv(dataset=dataset, split=None, optimizer=optimizer, **EPISODE_BUDGET)
     agent = RooflineTree(env)
     for r in read_jsonl(out / "episodes.jsonl"):
         r = dict(r)
@@ -364,16 +436,17 @@ def _table(rows: list[dict]) -> str:
                       *("| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows)])
 
 
-def analyze(out: Path, dataset_path: str | None = None) -> int:
+def analyze(out: Path, study: dict | None = None) -> int:
     import csv
 
     from autoprofiler_env.dataset import Dataset
-    from autoprofiler_env.dataset.replay import DEFAULT_DATASET
 
-    dataset = Dataset.load(dataset_path or DEFAULT_DATASET)
-    pairs = pair_rows(out, dataset) if (out / "live.jsonl").exists() else []
-    episodes = episode_rows(out, dataset) if (out / "episodes.jsonl").exists() else []
-    choices = choice_rows(out, dataset) if (out / "ncu").exists() else []
+    study = study or settings(out)
+    dataset, optimizer = Dataset.load(study["dataset"]), study["optimizer"]
+    pairs = pair_rows(out, dataset, optimizer) if (out / "live.jsonl").exists() else []
+    episodes = (episode_rows(out, dataset, optimizer) if (out / "episodes.jsonl").exists()
+                else [])
+    choices = choice_rows(out, dataset, optimizer) if (out / "ncu").exists() else []
     for rows, name in ((pairs, "pairs.csv"), (episodes, "episodes.csv"),
                        (choices, "choices.csv")):
         if rows:
@@ -391,20 +464,37 @@ def analyze(out: Path, dataset_path: str | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.studies.fidelity", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.fidelity",
+                                     description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("pairs", "episodes", "analyze"))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--dataset", help="a dataset file (default: the shipped one)")
+    parser.add_argument("--dataset", help="a shipped dataset's name or a file (default: the "
+                        "study's, else the default one)")
+    parser.add_argument("--optimizer", help=f"the optimizer replayed and run live (default: "
+                        f"the study's, else {OPTIMIZER})")
+    parser.add_argument("--pairs", type=int, choices=sorted(PAIRS),
+                        help="(problem, section set) pairs, three problems a set (default: "
+                        "the study's, else 36)")
+    parser.add_argument("--source", metavar="DIR",
+                        help="the KernelBench checkout a KernelBench dataset's problems are "
+                        "read from (pairs, episodes)")
     parser.add_argument("--deadline", type=float, metavar="SECONDS")
     parser.add_argument("--warm-workers", type=int, default=8)
     parser.add_argument("--episodes", type=int, default=5)
     args = parser.parse_args(argv)
+    try:
+        study = settings(args.out, args.dataset, args.optimizer, args.pairs)
+    except ValueError as e:
+        print(f"fidelity: error: {e}", file=sys.stderr)
+        return 2
     if args.what == "pairs":
-        return live_pairs(args.out, args.dataset, args.deadline, args.warm_workers)
+        return live_pairs(args.out, study, args.deadline, args.warm_workers,
+                          source=args.source)
     if args.what == "episodes":
-        return live_episodes(args.out, args.dataset, args.episodes, args.deadline)
-    return analyze(args.out, args.dataset)
+        return live_episodes(args.out, study, args.episodes, args.deadline,
+                             source=args.source)
+    return analyze(args.out, study)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def test_analysis_counts_same_choices_noise_and_episode_rewards(study_dataset, t
         episodes.append({**json.loads(env.last_record.to_json()), "wall_s": 1.0})
     (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
 
-    assert fidelity.analyze(tmp_path, str(study_dataset)) == 0
+    assert fidelity.analyze(tmp_path, fidelity.settings(tmp_path, str(study_dataset))) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     n_pairs = sum(len(g["uris"]) for g in groups)
     assert summary["pairs"] == n_pairs

@@ -90,7 +90,7 @@ class LiveBackend:
         if self.dataset is None:
             loaded = [load_problem(u) for u in problems] if problems else load_suite()
         else:
-            loaded = self._recorded(problems or self.dataset.uris(), source)
+            loaded = self.dataset.load_problems(problems or None, source)
         if optimizer is None:
             optimizer = (self.dataset.default_optimizer() if self.dataset is not None
                          else DEFAULT_OPTIMIZER)
@@ -125,44 +125,6 @@ class LiveBackend:
         """(problem, section) of each ncu run this backend made, in order."""
         self.judged: list[tuple[str, str]] = []
         """(problem, candidate) of each judgement this backend made, in order."""
-
-    def _recorded(self, refs: list[str], source: str | Path | None) -> list:
-        """The problems ``refs`` names, as the dataset recorded them (see the class)."""
-        from autoprofiler_env.errors import ProblemNotFoundError
-        from autoprofiler_env.problems import load_problem
-        from autoprofiler_env.problems.kernelbench import (
-            KernelBenchCheckout,
-            check_file,
-            identify,
-        )
-
-        records = self.dataset.content.problems
-        by_file = {r.provenance.key: r for r in records.values() if r.provenance is not None}
-        checkout = KernelBenchCheckout(source) if source is not None else None
-        loaded = []
-        for ref in map(str, refs):
-            record = records.get(ref)
-            if record is not None and record.provenance is not None:
-                if checkout is None:
-                    raise ProblemNotFoundError(
-                        ref, "is a KernelBench problem of the dataset: the live backend reads "
-                        "its file from a KernelBench checkout",
-                        f"give source='path/to/KernelBench' (commit "
-                        f"{record.provenance.commit or 'unknown'}), or the file's path")
-                problem = checkout.problem(record.provenance)  # its sha256 checked
-            else:
-                problem = load_problem(ref)
-                key = identify(problem.path)
-                if record is None and key in by_file:  # the user's copy of a recorded file
-                    record = by_file[key]
-                    check_file(problem.path, record.provenance)
-                elif record is None:
-                    record = records.get(problem.uri)
-            if record is not None:
-                problem = replace(problem, uri=record.uri, level=record.level,
-                                  split=record.split, tags=record.tags)
-            loaded.append(problem)
-        return loaded
 
     def problems(self, split: str | None) -> list[str]:
         return [u for u, p in self._problems.items() if split is None or p.split == split]
