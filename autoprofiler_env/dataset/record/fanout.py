@@ -184,8 +184,7 @@ def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None,
         spec = {"unit": asdict(unit), "config": asdict(setup.config),
                 "deadline_epoch": setup.deadline_epoch, "warm_workers": setup.warm_workers,
                 "max_ops": setup.max_ops, "candidate_timeout_s": setup.candidate_timeout_s,
-                "reuse": [r for r in setup.reuse
-                                                    if r.get("uri") == unit.uri],
+                "reuse": [r for r in setup.reuse if r.get("uri") == unit.uri],
                 "seed": seed}
         Path(scratch, _SPEC).write_text(json.dumps(spec))
         env = dict(os.environ)
