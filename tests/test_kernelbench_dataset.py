@@ -625,9 +625,10 @@ def test_the_fidelity_study_plans_kernelbench_pairs_and_reads_them_from_the_chec
     uris = [u for g in groups for u in g["uris"]]
     problems = fidelity._problems(study, uris, root)
     assert set(problems) == set(uris)
-    relu = KB_URI["level1/3_ReLU.py"]
-    if relu in problems:
-        assert problems[relu].path.name == "3_ReLU.py"
+    recorded = Dataset.load(path)
+    for uri, problem in problems.items():  # each the checkout's file the dataset recorded
+        assert problem.path.parent.parent == root / "KernelBench"
+        assert problem.path.name == recorded.record(uri).provenance.file
     with pytest.raises(ProblemNotFoundError, match="KernelBench checkout"):
         fidelity._problems(study, uris, None)
 
