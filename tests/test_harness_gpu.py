@@ -51,3 +51,22 @@ def test_patched_cuda_events_disagree_with_the_judges_clock():
         cheat = ev.evaluate(problem, (CHEATS / "cuda_event_patch.py").read_text())
     assert honest.correct and honest.timing_unexplained < 0.2, honest.timing_unexplained
     assert cheat.error_kind is ErrorKind.TIMING_MISMATCH, (cheat.error_message, cheat.speedup)
+
+
+def test_the_judge_compares_on_the_device_as_it_would_on_the_host():
+    import torch
+
+    from autoprofiler_env.harness.correctness import compare
+    from autoprofiler_env.harness.evaluator import _on_device
+
+    torch.manual_seed(0)
+    reference = [torch.randn(1 << 20), torch.randn(3, dtype=torch.float64), 7]
+    candidate = [reference[0] * (1 + 1e-3 * torch.randn(1 << 20)), reference[1] + 1e-9, 7]
+    candidate[0][5] = reference[0][5] + 1.0  # one value out of tolerance
+    tolerance = lambda dtype: (1e-2, 1e-2)  # noqa: E731
+    on_host = compare(reference, candidate, tolerance)
+    moved = _on_device(candidate, "cuda")
+    assert moved[0].is_cuda and moved[2] == 7
+    on_device = compare(_on_device(reference, "cuda"), moved, tolerance)
+    assert on_device == on_host and on_host.mismatch is not None
+    assert _on_device(candidate, "cpu") is candidate

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import struct
 
 import torch
 
@@ -44,6 +46,34 @@ def _recv(conn, limit: int) -> bytes:
         raise
 
 
+def _read_exact(fd: int, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = os.readv(fd, [view[got:]])
+        if n == 0:
+            raise EOFError("the other side closed the connection inside a frame")
+        got += n
+
+
+def _recv_into(conn, out: torch.Tensor, size: int) -> None:
+    """Reads one frame of ``size`` bytes straight into ``out``'s memory: a frame in
+    :class:`multiprocessing.connection.Connection`'s format (a 4-byte big-endian length, or -1
+    and an 8-byte one), read from its file descriptor without the three copies that
+    ``recv_bytes`` and a ``bytearray`` make (a 512 MB output took 1.5 s that way)."""
+    fd = conn.fileno()
+    head = bytearray(4)
+    _read_exact(fd, memoryview(head))
+    n, = struct.unpack("!i", head)
+    if n == -1:
+        head = bytearray(8)
+        _read_exact(fd, memoryview(head))
+        n, = struct.unpack("!Q", head)
+    if n != size:
+        raise WireError(f"a tensor needs {size} bytes, its frame has {n}")
+    if size:
+        _read_exact(fd, memoryview(out.numpy()).cast("B"))
+
+
 def recv(conn, max_bytes: int = 1 << 36) -> tuple[dict, list[torch.Tensor]]:
     """Reads one message. ``max_bytes`` bounds what its tensors may take.
 
@@ -73,13 +103,12 @@ def recv(conn, max_bytes: int = 1 << 36) -> tuple[dict, list[torch.Tensor]]:
         if size > budget:
             raise WireError(f"tensors larger than the {max_bytes} bytes allowed")
         budget -= size
-        data = _recv(conn, max(size, 1))
-        if len(data) != size:
-            raise WireError(f"a {spec['dtype']} tensor of shape {spec['shape']} needs {size} "
-                            f"bytes, the frame has {len(data)}")
-        flat = (torch.frombuffer(bytearray(data), dtype=dtype) if size
-                else torch.empty(0, dtype=dtype))
-        tensors.append(flat.reshape(spec["shape"]))
+        flat = torch.empty(size, dtype=torch.uint8)
+        try:
+            _recv_into(conn, flat, size)
+        except WireError as e:
+            raise WireError(f"a {spec['dtype']} tensor of shape {spec['shape']}: {e}") from None
+        tensors.append(flat.view(dtype).reshape(spec["shape"]))
     return header, tensors
 
 

@@ -1,0 +1,63 @@
+"""The judge's wire: tensors read straight into their memory, every frame checked."""
+
+import multiprocessing as mp
+import struct
+
+import pytest
+import torch
+
+from autoprofiler_env.harness import wire
+
+
+@pytest.mark.parametrize("duplex", [True, False])  # a socket pair, and a pipe
+def test_tensors_round_trip_bit_for_bit(duplex):
+    a, b = mp.Pipe(duplex=duplex)
+    tensors = [torch.randn(3, 5), torch.zeros(0), torch.randn(2, 3, dtype=torch.complex128),
+               torch.tensor([True, False, True]), torch.randn(7, dtype=torch.bfloat16),
+               torch.arange(6, dtype=torch.int64).reshape(2, 3)[:, 1:]]  # not contiguous
+    wire.send(b, {"ok": True, "n": 1}, tensors)
+    header, got = wire.recv(a)
+    assert header == {"ok": True, "n": 1}
+    for sent, back in zip(tensors, got, strict=True):
+        assert back.dtype == sent.dtype and back.shape == sent.shape
+        assert torch.equal(back, sent)
+
+
+def test_a_large_tensor_arrives_whole():
+    a, b = mp.Pipe()
+    sent = torch.randn(1 << 22)  # 16 MB: many reads
+    import threading
+
+    thread = threading.Thread(target=wire.send, args=(b, {}, [sent]))
+    thread.start()
+    _, (back,) = wire.recv(a)
+    thread.join()
+    assert torch.equal(back, sent)
+
+
+def _frames(conn, header: dict, payload: bytes) -> None:
+    conn.send_bytes(wire.json.dumps(header).encode())
+    conn.send_bytes(payload)
+
+
+def test_a_frame_of_the_wrong_length_is_a_wire_error():
+    a, b = mp.Pipe()
+    _frames(b, {"tensors": [{"dtype": "float32", "shape": [4]}]}, b"\0" * 12)
+    with pytest.raises(wire.WireError, match="needs 16 bytes, its frame has 12"):
+        wire.recv(a)
+
+
+def test_tensors_over_the_budget_are_refused_before_they_are_read():
+    a, b = mp.Pipe()
+    _frames(b, {"tensors": [{"dtype": "float32", "shape": [1 << 20]}]}, b"")
+    with pytest.raises(wire.WireError, match="larger than the 1024 bytes allowed"):
+        wire.recv(a, max_bytes=1024)
+
+
+def test_a_connection_closed_inside_a_frame_is_end_of_file():
+    a, b = mp.Pipe()
+    b.send_bytes(wire.json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
+    b._send(struct.pack("!i", 16) + b"\0" * 8)  # half the bytes, then the other side is gone
+    b.close()
+    with pytest.raises(EOFError):
+        wire.recv(a)
