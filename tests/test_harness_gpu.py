@@ -53,20 +53,30 @@ def test_patched_cuda_events_disagree_with_the_judges_clock():
     assert cheat.error_kind is ErrorKind.TIMING_MISMATCH, (cheat.error_message, cheat.speedup)
 
 
-def test_the_judge_compares_on_the_device_as_it_would_on_the_host():
+def test_outputs_cross_to_the_device_in_pieces_and_compare_as_on_the_host(monkeypatch):
+    import multiprocessing as mp
+    import threading
+
     import torch
 
+    from autoprofiler_env.harness import wire
     from autoprofiler_env.harness.correctness import compare
-    from autoprofiler_env.harness.evaluator import _on_device
 
+    monkeypatch.setattr(wire, "STAGE_BYTES", 1 << 16)  # many pieces, both buffers reused
     torch.manual_seed(0)
     reference = [torch.randn(1 << 20), torch.randn(3, dtype=torch.float64), 7]
     candidate = [reference[0] * (1 + 1e-3 * torch.randn(1 << 20)), reference[1] + 1e-9, 7]
     candidate[0][5] = reference[0][5] + 1.0  # one value out of tolerance
+    on_gpu = [t.cuda() if isinstance(t, torch.Tensor) else t for t in candidate]
+    a, b = mp.Pipe()
+    thread = threading.Thread(target=wire.send, args=(b, {}, on_gpu[:2]))  # device -> socket
+    thread.start()
+    _, landed = wire.recv(a, device="cuda")  # socket -> device
+    thread.join()
+    assert all(t.is_cuda for t in landed)
+    assert all(torch.equal(x.cpu(), y) for x, y in zip(landed, candidate[:2], strict=True))
     tolerance = lambda dtype: (1e-2, 1e-2)  # noqa: E731
     on_host = compare(reference, candidate, tolerance)
-    moved = _on_device(candidate, "cuda")
-    assert moved[0].is_cuda and moved[2] == 7
-    on_device = compare(_on_device(reference, "cuda"), moved, tolerance)
+    on_device = compare([t.cuda() if isinstance(t, torch.Tensor) else t for t in reference],
+                        [*landed, 7], tolerance)
     assert on_device == on_host and on_host.mismatch is not None
-    assert _on_device(candidate, "cpu") is candidate

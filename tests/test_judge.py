@@ -286,3 +286,43 @@ def test_a_judgement_says_where_its_time_went(judge):
     assert all(v >= 0 for v in phases.values())
     assert sum(phases.values()) <= honest.wall_s + 1e-3
     assert ("recheck" in phases) == honest.rechecked
+
+
+def test_a_timed_call_is_checked_at_positions_drawn_after_it(runtime_judge, monkeypatch):
+    """Outputs larger than SAMPLE_VALUES are compared at that many positions, which the judge
+    draws after the batch: the stateful cache is caught there too."""
+    from autoprofiler_env.harness import evaluator
+
+    monkeypatch.setattr(evaluator, "SAMPLE_VALUES", 64)
+    honest = runtime_judge.evaluate(problem("matmul_cpu"), cheat("honest_linear"))
+    assert honest.correct, honest.error_message  # both workers draw the same positions
+    result = runtime_judge.evaluate(problem("matmul_cpu"), cheat("stateful_cache"))
+    assert result.error_kind is ErrorKind.MISMATCH, result.error_message
+    assert "timed call" in result.error_message
+
+
+FLATTENS_WHEN_TIMED = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        y = torch.relu(x)
+        return y if self.calls <= 3 else y.reshape(-1)
+'''
+
+
+@pytest.mark.parametrize("values", [64, 1 << 20])  # positions drawn, and every value
+def test_a_timed_calls_shape_is_checked(runtime_judge, monkeypatch, values):
+    from autoprofiler_env.harness import evaluator
+
+    monkeypatch.setattr(evaluator, "SAMPLE_VALUES", values)
+    result = runtime_judge.evaluate(problem("relu_small"), FLATTENS_WHEN_TIMED)
+    assert result.error_kind is ErrorKind.SHAPE, result.error_message
+    assert "timed call" in result.error_message

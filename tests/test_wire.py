@@ -61,3 +61,11 @@ def test_a_connection_closed_inside_a_frame_is_end_of_file():
     b.close()
     with pytest.raises(EOFError):
         wire.recv(a)
+
+
+def test_the_long_frame_header_is_read_as_connection_writes_it():
+    a, b = mp.Pipe()
+    b.send_bytes(wire.json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
+    b._send(struct.pack("!iQ", -1, 16) + struct.pack("<4f", 1, 2, 3, 4))  # over 2 GiB: this form
+    _, (back,) = wire.recv(a)
+    assert back.tolist() == [1, 2, 3, 4]

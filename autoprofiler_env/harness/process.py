@@ -111,8 +111,9 @@ class WorkerProcess:
         except (BrokenPipeError, ConnectionError, OSError) as e:
             raise self._died() from e
 
-    def receive(self, timeout_s: float, max_bytes: int) -> tuple[dict, list]:
-        """One reply within ``timeout_s``.
+    def receive(self, timeout_s: float, max_bytes: int, device: str | None = None
+                ) -> tuple[dict, list]:
+        """One reply within ``timeout_s``, its tensors on ``device`` (default: the host).
 
         Raises:
             WorkerTimeout: none came (the worker is killed).
@@ -127,14 +128,14 @@ class WorkerProcess:
             self.kill()
             raise WorkerTimeout(f"no answer within {timeout_s:g} s: the worker was killed")
         try:
-            return wire.recv(self.conn, max_bytes)
+            return wire.recv(self.conn, max_bytes, device)
         except (EOFError, ConnectionError, OSError) as e:
             raise self._died() from e
 
-    def request(self, message: dict, timeout_s: float, max_bytes: int = 1 << 20
-                ) -> tuple[dict, list]:
+    def request(self, message: dict, timeout_s: float, max_bytes: int = 1 << 20,
+                device: str | None = None) -> tuple[dict, list]:
         self.send(message)
-        return self.receive(timeout_s, max_bytes)
+        return self.receive(timeout_s, max_bytes, device)
 
     def _died(self) -> WorkerDied:
         try:

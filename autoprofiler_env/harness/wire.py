@@ -27,14 +27,65 @@ class WireError(Exception):
     """A frame that is not what the protocol allows."""
 
 
+STAGE_BYTES = 1 << 26  # a CUDA tensor crosses the host in pinned 64 MB pieces, two in flight
+_stages: dict = {}
+
+
+def _stage(device, k: int) -> torch.Tensor:
+    """The ``k``-th pinned host buffer (0 or 1) for copies to or from ``device``; pageable
+    memory where pinning fails."""
+    key = (str(device), k)
+    if key not in _stages:
+        try:
+            _stages[key] = torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
+        except RuntimeError:
+            _stages[key] = torch.empty(STAGE_BYTES, dtype=torch.uint8)
+    return _stages[key]
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while len(view):
+        view = view[os.write(fd, view):]
+
+
+def _frame_head(size: int) -> bytes:
+    """:class:`multiprocessing.connection.Connection`'s frame header for ``size`` bytes."""
+    return struct.pack("!i", size) if size <= 0x7fffffff else struct.pack("!iQ", -1, size)
+
+
+def _send_tensor(fd: int, t: torch.Tensor) -> None:
+    raw = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    _write_all(fd, memoryview(_frame_head(raw.numel())))
+    if raw.device.type != "cuda":
+        if raw.numel():
+            _write_all(fd, memoryview(raw.numpy()).cast("B"))
+        return
+    # device -> pinned buffer k (asynchronous) while buffer 1-k goes out through the socket
+    pending = None
+    for k, start in enumerate(range(0, raw.numel(), STAGE_BYTES)):
+        piece = raw[start:start + STAGE_BYTES]
+        stage = _stage(raw.device, k % 2)[:piece.numel()]
+        stage.copy_(piece, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        if pending is not None:
+            pending[0].synchronize()
+            _write_all(fd, memoryview(pending[1].numpy()).cast("B"))
+        pending = (event, stage)
+    if pending is not None:
+        pending[0].synchronize()
+        _write_all(fd, memoryview(pending[1].numpy()).cast("B"))
+
+
 def send(conn, header: dict, tensors: list | tuple = ()) -> None:
-    """Sends a header and the tensors it lists (contiguous CPU copies, raw bytes)."""
-    cpu = [t.detach().contiguous().cpu() for t in tensors]
+    """Sends a header and the tensors it lists (their raw bytes, a frame each; a CUDA tensor
+    streams through two pinned buffers, never copied whole to the host)."""
+    flat = [t.detach().contiguous() for t in tensors]
     header = dict(header, tensors=[{"dtype": str(t.dtype).removeprefix("torch."),
-                                    "shape": list(t.shape)} for t in cpu])
+                                    "shape": list(t.shape)} for t in flat])
     conn.send_bytes(json.dumps(header, allow_nan=True).encode())
-    for t in cpu:
-        conn.send_bytes(t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
+    for t in flat:
+        _send_tensor(conn.fileno(), t)
 
 
 def _recv(conn, limit: int) -> bytes:
@@ -56,10 +107,10 @@ def _read_exact(fd: int, view: memoryview) -> None:
 
 
 def _recv_into(conn, out: torch.Tensor, size: int) -> None:
-    """Reads one frame of ``size`` bytes straight into ``out``'s memory: a frame in
-    :class:`multiprocessing.connection.Connection`'s format (a 4-byte big-endian length, or -1
-    and an 8-byte one), read from its file descriptor without the three copies that
-    ``recv_bytes`` and a ``bytearray`` make (a 512 MB output took 1.5 s that way)."""
+    """Reads one frame of ``size`` bytes into ``out`` (flat ``uint8``, on the host or a CUDA
+    device): a frame in :class:`multiprocessing.connection.Connection`'s format, read from
+    its file descriptor without the three host copies that ``recv_bytes`` and a
+    ``bytearray`` make; to a CUDA device through two pinned buffers."""
     fd = conn.fileno()
     head = bytearray(4)
     _read_exact(fd, memoryview(head))
@@ -70,12 +121,28 @@ def _recv_into(conn, out: torch.Tensor, size: int) -> None:
         n, = struct.unpack("!Q", head)
     if n != size:
         raise WireError(f"a tensor needs {size} bytes, its frame has {n}")
-    if size:
-        _read_exact(fd, memoryview(out.numpy()).cast("B"))
+    if out.device.type != "cuda":
+        if size:
+            _read_exact(fd, memoryview(out.numpy()).cast("B"))
+        return
+    events = [None, None]
+    for k, start in enumerate(range(0, size, STAGE_BYTES)):
+        stage = _stage(out.device, k % 2)[:min(STAGE_BYTES, size - start)]
+        if events[k % 2] is not None:
+            events[k % 2].synchronize()  # its last piece has reached the device
+        _read_exact(fd, memoryview(stage.numpy()).cast("B"))
+        out[start:start + stage.numel()].copy_(stage, non_blocking=True)
+        events[k % 2] = torch.cuda.Event()
+        events[k % 2].record()
+    for event in events:
+        if event is not None:
+            event.synchronize()
 
 
-def recv(conn, max_bytes: int = 1 << 36) -> tuple[dict, list[torch.Tensor]]:
-    """Reads one message. ``max_bytes`` bounds what its tensors may take.
+def recv(conn, max_bytes: int = 1 << 36, device: str | None = None
+         ) -> tuple[dict, list[torch.Tensor]]:
+    """Reads one message. ``max_bytes`` bounds what its tensors may take; they land on
+    ``device`` (default: the host).
 
     Raises:
         WireError: a frame that does not parse or does not match its header.
@@ -103,7 +170,7 @@ def recv(conn, max_bytes: int = 1 << 36) -> tuple[dict, list[torch.Tensor]]:
         if size > budget:
             raise WireError(f"tensors larger than the {max_bytes} bytes allowed")
         budget -= size
-        flat = torch.empty(size, dtype=torch.uint8)
+        flat = torch.empty(size, dtype=torch.uint8, device=device)
         try:
             _recv_into(conn, flat, size)
         except WireError as e:

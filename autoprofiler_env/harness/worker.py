@@ -13,7 +13,9 @@ candidate are run and timed by one procedure:
 - ``time``: a batch of timed calls, each on a fresh input set made from its own seed (the
   sets made before the calls), with an L2 flush before each call on a GPU; the outputs of
   the calls the judge named are snapshotted when ``forward`` returns and checked for
-  changes after a device-wide synchronize; ``samples`` then hands those snapshots over.
+  changes after a device-wide synchronize; ``samples`` then hands those snapshots over
+  (of a tensor larger than the judge's ``count``, the values at ``count`` positions drawn
+  from the judge's ``seed``, chosen after the calls, and its shape).
 
 Nothing the candidate's worker says about correctness is believed: it hands over raw outputs
 and times, which the judge (:mod:`.evaluator`) compares and checks against its own clock.
@@ -340,15 +342,33 @@ class Runner:
         self.samples = kept
         return {"times_ms": times, "changed": changed}
 
-    def take_samples(self) -> tuple[dict, list]:
+    def take_samples(self, seed: int | None = None, count: int | None = None
+                     ) -> tuple[dict, list]:
         header, tensors = [], []
-        for seed, specs, snaps in self.samples:
+        for sample_seed, specs, snaps in self.samples:
             offset = len(tensors)
-            header.append({"seed": seed, "leaves": [
-                {"tensor": s["tensor"] + offset} if "tensor" in s else s for s in specs]})
-            tensors.extend(snaps)
+            header.append({"seed": sample_seed, "shapes": [list(t.shape) for t in snaps],
+                           "leaves": [{"tensor": s["tensor"] + offset} if "tensor" in s else s
+                                      for s in specs]})
+            tensors.extend(snaps if count is None else
+                           [sample_positions(t, seed, count) for t in snaps])
         self.samples = []
         return {"samples": header}, tensors
+
+
+def sample_positions(t, seed: int, count: int):
+    """A tensor's values at ``count`` positions drawn (with replacement) from ``seed``; the
+    whole tensor, flattened, where it has no more than ``count`` values. The positions depend
+    on the seed and the number of values only, so the reference's worker and a candidate's
+    draw the same ones."""
+    import torch
+
+    flat = t.reshape(-1)
+    if flat.numel() <= count:
+        return flat
+    positions = torch.randint(flat.numel(), (count,),
+                              generator=torch.Generator().manual_seed(seed))
+    return flat[positions.to(flat.device)]
 
 
 def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
@@ -389,7 +409,7 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
                 reply({"ok": True, **runner.time(request["seeds"], request["flush"],
                                                  request["sample"])})
             elif op == "samples":
-                header, tensors = runner.take_samples()
+                header, tensors = runner.take_samples(request.get("seed"), request.get("count"))
                 reply({"ok": True, **header}, tensors)
             else:
                 reply({"ok": False, "internal_error": f"unknown request {op!r}"})
