@@ -80,3 +80,34 @@ def test_outputs_cross_to_the_device_in_pieces_and_compare_as_on_the_host(monkey
     on_device = compare([t.cuda() if isinstance(t, torch.Tensor) else t for t in reference],
                         [*landed, 7], tolerance)
     assert on_device == on_host and on_host.mismatch is not None
+
+
+def test_threads_receiving_at_once_keep_their_own_outputs(monkeypatch):
+    """The recorder's warm workers are threads of one process: each one's pieces cross the
+    host in its own buffers."""
+    import multiprocessing as mp
+    import threading
+
+    import torch
+
+    from autoprofiler_env.harness import wire
+
+    monkeypatch.setattr(wire, "STAGE_BYTES", 1 << 16)
+    sent = [torch.full((1 << 18,), float(k), device="cuda") + torch.randn(1 << 18,
+                                                                            device="cuda")
+            for k in range(4)]
+    landed: dict = {}
+
+    def pair(k):
+        a, b = mp.Pipe()
+        sender = threading.Thread(target=wire.send, args=(b, {}, [sent[k]]))
+        sender.start()
+        landed[k] = wire.recv(a, device="cuda")[1][0]
+        sender.join()
+
+    threads = [threading.Thread(target=pair, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(torch.equal(landed[k], sent[k]) for k in range(4))

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import struct
+import threading
 
 import torch
 
@@ -28,19 +29,24 @@ class WireError(Exception):
 
 
 STAGE_BYTES = 1 << 26  # a CUDA tensor crosses the host in pinned 64 MB pieces, two in flight
-_stages: dict = {}
+_local = threading.local()
 
 
 def _stage(device, k: int) -> torch.Tensor:
-    """The ``k``-th pinned host buffer (0 or 1) for copies to or from ``device``; pageable
-    memory where pinning fails."""
+    """This thread's ``k``-th pinned host buffer (0 or 1) for copies to or from ``device``
+    (pageable memory where pinning fails). A thread's own: the recorder's warm workers are
+    threads of one process receiving at once, and buffers shared between them mixed their
+    outputs (an H200 run's warm trials reported mismatches that were not there)."""
+    stages = getattr(_local, "stages", None)
+    if stages is None:
+        stages = _local.stages = {}
     key = (str(device), k)
-    if key not in _stages:
+    if key not in stages:
         try:
-            _stages[key] = torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
+            stages[key] = torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
         except RuntimeError:
-            _stages[key] = torch.empty(STAGE_BYTES, dtype=torch.uint8)
-    return _stages[key]
+            stages[key] = torch.empty(STAGE_BYTES, dtype=torch.uint8)
+    return stages[key]
 
 
 def _write_all(fd: int, view: memoryview) -> None:
