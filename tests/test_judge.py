@@ -326,3 +326,40 @@ def test_a_timed_calls_shape_is_checked(runtime_judge, monkeypatch, values):
     result = runtime_judge.evaluate(problem("relu_small"), FLATTENS_WHEN_TIMED)
     assert result.error_kind is ErrorKind.SHAPE, result.error_message
     assert "timed call" in result.error_message
+
+
+PARTIAL_REPLY = '''
+import time
+
+import torch.nn as nn
+
+import autoprofiler_env.harness.wire as wire
+
+_send = wire.send
+
+
+def _stalls(conn, header, tensors=()):
+    if tensors:  # its outputs: a header, half a frame, then nothing
+        conn.send_bytes(wire.json.dumps(
+            dict(header, tensors=[{"dtype": "float32", "shape": [4]}])).encode())
+        conn._send(b"\\0\\0\\0\\x10" + b"\\0" * 8)
+        time.sleep(3600)
+    _send(conn, header, tensors)
+
+
+wire.send = _stalls
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.relu()
+'''
+
+
+def test_a_reply_that_stops_halfway_is_a_timeout_not_a_hung_judge():
+    started = time.monotonic()
+    with Evaluator(RUNTIME_ONLY, timeout_s=10) as ev:
+        result = ev.evaluate(problem("relu_small"), PARTIAL_REPLY)
+    assert result.error_kind is ErrorKind.TIMEOUT, result.error_message
+    assert "no whole answer" in result.error_message
+    assert time.monotonic() - started < 60

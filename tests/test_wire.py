@@ -69,3 +69,22 @@ def test_the_long_frame_header_is_read_as_connection_writes_it():
     b._send(struct.pack("!iQ", -1, 16) + struct.pack("<4f", 1, 2, 3, 4))  # over 2 GiB: this form
     _, (back,) = wire.recv(a)
     assert back.tolist() == [1, 2, 3, 4]
+
+
+def test_a_frame_that_stops_halfway_times_out_instead_of_holding_the_judge():
+    import time
+
+    a, b = mp.Pipe()
+    b.send_bytes(wire.json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
+    b._send(struct.pack("!i", 16) + b"\0" * 8)  # half the bytes, and the sender stays
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="stopped after 8 of 16 bytes"):
+        wire.recv(a, deadline=started + 0.5)
+    assert time.monotonic() - started < 5
+
+
+def test_a_header_over_the_limit_is_refused_before_it_is_read():
+    a, b = mp.Pipe()
+    b._send(struct.pack("!i", wire.MAX_HEADER_BYTES + 1))
+    with pytest.raises(wire.WireError, match="header frame of"):
+        wire.recv(a)

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -120,6 +121,7 @@ class WorkerProcess:
             WorkerDied: the worker is gone.
             wire.WireError: the reply is malformed.
         """
+        deadline = time.monotonic() + max(timeout_s, 0.0)
         try:
             ready = self.conn.poll(max(timeout_s, 0.0))
         except (OSError, EOFError):
@@ -128,7 +130,11 @@ class WorkerProcess:
             self.kill()
             raise WorkerTimeout(f"no answer within {timeout_s:g} s: the worker was killed")
         try:
-            return wire.recv(self.conn, max_bytes, device)
+            return wire.recv(self.conn, max_bytes, device, deadline)
+        except TimeoutError as e:  # part of a reply, then nothing (an OSError: caught first)
+            self.kill()
+            raise WorkerTimeout(f"no whole answer within {timeout_s:g} s ({e}): the worker "
+                                "was killed") from e
         except (EOFError, ConnectionError, OSError) as e:
             raise self._died() from e
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
 import struct
 import threading
+import time
 
 import torch
 
@@ -94,49 +96,61 @@ def send(conn, header: dict, tensors: list | tuple = ()) -> None:
         _send_tensor(conn.fileno(), t)
 
 
-def _recv(conn, limit: int) -> bytes:
-    try:
-        return conn.recv_bytes(limit)
-    except OSError as e:  # multiprocessing raises OSError("bad message length") over limit
-        if "message length" in str(e):
-            raise WireError(f"a frame larger than {limit} bytes") from e
-        raise
-
-
-def _read_exact(fd: int, view: memoryview) -> None:
+def _read_exact(fd: int, view: memoryview, deadline: float | None = None) -> None:
+    """Fills ``view`` from ``fd``; by ``deadline`` (``time.monotonic()``) or
+    :class:`TimeoutError`: a worker that sends part of a frame and stops cannot hold the
+    judge."""
     got = 0
     while got < len(view):
+        if deadline is not None and not select.select(
+                [fd], [], [], max(deadline - time.monotonic(), 0.0))[0]:
+            raise TimeoutError(f"a frame stopped after {got} of {len(view)} bytes")
         n = os.readv(fd, [view[got:]])
         if n == 0:
             raise EOFError("the other side closed the connection inside a frame")
         got += n
 
 
-def _recv_into(conn, out: torch.Tensor, size: int) -> None:
+def _frame_size(fd: int, deadline: float | None) -> int:
+    head = bytearray(4)
+    _read_exact(fd, memoryview(head), deadline)
+    n, = struct.unpack("!i", head)
+    if n == -1:
+        head = bytearray(8)
+        _read_exact(fd, memoryview(head), deadline)
+        n, = struct.unpack("!Q", head)
+    return n
+
+
+def _recv_header(conn, deadline: float | None) -> bytes:
+    fd = conn.fileno()
+    n = _frame_size(fd, deadline)
+    if not 0 <= n <= MAX_HEADER_BYTES:
+        raise WireError(f"a header frame of {n} bytes (at most {MAX_HEADER_BYTES})")
+    raw = bytearray(n)
+    _read_exact(fd, memoryview(raw), deadline)
+    return bytes(raw)
+
+
+def _recv_into(conn, out: torch.Tensor, size: int, deadline: float | None = None) -> None:
     """Reads one frame of ``size`` bytes into ``out`` (flat ``uint8``, on the host or a CUDA
     device): a frame in :class:`multiprocessing.connection.Connection`'s format, read from
     its file descriptor without the three host copies that ``recv_bytes`` and a
     ``bytearray`` make; to a CUDA device through two pinned buffers."""
     fd = conn.fileno()
-    head = bytearray(4)
-    _read_exact(fd, memoryview(head))
-    n, = struct.unpack("!i", head)
-    if n == -1:
-        head = bytearray(8)
-        _read_exact(fd, memoryview(head))
-        n, = struct.unpack("!Q", head)
+    n = _frame_size(fd, deadline)
     if n != size:
         raise WireError(f"a tensor needs {size} bytes, its frame has {n}")
     if out.device.type != "cuda":
         if size:
-            _read_exact(fd, memoryview(out.numpy()).cast("B"))
+            _read_exact(fd, memoryview(out.numpy()).cast("B"), deadline)
         return
     events = [None, None]
     for k, start in enumerate(range(0, size, STAGE_BYTES)):
         stage = _stage(out.device, k % 2)[:min(STAGE_BYTES, size - start)]
         if events[k % 2] is not None:
             events[k % 2].synchronize()  # its last piece has reached the device
-        _read_exact(fd, memoryview(stage.numpy()).cast("B"))
+        _read_exact(fd, memoryview(stage.numpy()).cast("B"), deadline)
         out[start:start + stage.numel()].copy_(stage, non_blocking=True)
         events[k % 2] = torch.cuda.Event()
         events[k % 2].record()
@@ -145,16 +159,18 @@ def _recv_into(conn, out: torch.Tensor, size: int) -> None:
             event.synchronize()
 
 
-def recv(conn, max_bytes: int = 1 << 36, device: str | None = None
-         ) -> tuple[dict, list[torch.Tensor]]:
+def recv(conn, max_bytes: int = 1 << 36, device: str | None = None,
+         deadline: float | None = None) -> tuple[dict, list[torch.Tensor]]:
     """Reads one message. ``max_bytes`` bounds what its tensors may take; they land on
-    ``device`` (default: the host).
+    ``device`` (default: the host); their frames must arrive by ``deadline``
+    (``time.monotonic()``; default: no limit).
 
     Raises:
         WireError: a frame that does not parse or does not match its header.
+        TimeoutError: a tensor's frame was not complete by the deadline.
         EOFError, OSError: the other side is gone.
     """
-    raw = _recv(conn, MAX_HEADER_BYTES)
+    raw = _recv_header(conn, deadline)
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
@@ -178,7 +194,7 @@ def recv(conn, max_bytes: int = 1 << 36, device: str | None = None
         budget -= size
         flat = torch.empty(size, dtype=torch.uint8, device=device)
         try:
-            _recv_into(conn, flat, size)
+            _recv_into(conn, flat, size, deadline)
         except WireError as e:
             raise WireError(f"a {spec['dtype']} tensor of shape {spec['shape']}: {e}") from None
         tensors.append(flat.view(dtype).reshape(spec["shape"]))
