@@ -15,8 +15,8 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import tempfile
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
