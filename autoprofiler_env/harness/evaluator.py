@@ -58,6 +58,9 @@ from autoprofiler_env.harness.static_check import check_source
 from autoprofiler_env.harness.wire import WireError
 from autoprofiler_env.problems.problem import Problem
 
+TIMEOUT_S = 300.0
+"""The judge's default limit for one candidate, in seconds (a KernelBench recording uses
+KernelBench's 180: ``dataset.record.kernelbench.CANDIDATE_TIMEOUT_S``)."""
 RECHECK_SPEEDUP = 2.0
 """A speedup above this is measured again on fresh inputs before it counts (KernelBench's
 EVAL.md: speedups over 2x are rare and worth a second look; KernelGYM re-checks them)."""
@@ -153,7 +156,7 @@ class Evaluator:
             process takes to import torch; off where processes are many, as when warming).
     """
 
-    def __init__(self, config: HarnessConfig | None = None, timeout_s: float = 300.0,
+    def __init__(self, config: HarnessConfig | None = None, timeout_s: float = TIMEOUT_S,
                  prepare_timeout_s: float = 600.0, cache_dir: str | Path | None = None,
                  spare: bool = True) -> None:
         self.config = config or HarnessConfig()
@@ -692,7 +695,7 @@ class _State:
 
 
 def evaluate(problem: Problem, source: str, config: HarnessConfig | None = None,
-             timeout_s: float = 300.0) -> EvalResult:
+             timeout_s: float = TIMEOUT_S) -> EvalResult:
     """One-off evaluation (use :class:`Evaluator` for many)."""
     with Evaluator(config, timeout_s=timeout_s) as evaluator:
         return evaluator.evaluate(problem, source)

@@ -143,9 +143,10 @@ def _judge_limit(study: dict) -> float:
     KernelBench dataset; the harness's 300 s, which the suite's study ran with, else."""
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.record.kernelbench import CANDIDATE_TIMEOUT_S
+    from autoprofiler_env.harness.evaluator import TIMEOUT_S
 
     records = Dataset.load(study["dataset"]).content.problems.values()
-    return CANDIDATE_TIMEOUT_S if any(r.provenance is not None for r in records) else 300.0
+    return CANDIDATE_TIMEOUT_S if any(r.provenance is not None for r in records) else TIMEOUT_S
 
 
 def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = None,
