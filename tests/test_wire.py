@@ -88,3 +88,11 @@ def test_a_header_over_the_limit_is_refused_before_it_is_read():
     b._send(struct.pack("!i", wire.MAX_HEADER_BYTES + 1))
     with pytest.raises(wire.WireError, match="header frame of"):
         wire.recv(a)
+
+
+def test_the_judge_benchmark_judges_its_candidate(capsys):
+    from experiments import bench_judge
+
+    assert bench_judge.main(["--mb", "1", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "output 1 MB" in out and "verdict 0: correct" in out and "timing" in out
