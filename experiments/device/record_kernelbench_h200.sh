@@ -14,13 +14,15 @@
 # BUDGET: seconds after which nothing new starts (ncu stopped, finished work kept); the
 # command is killed 40 s later so that the packing below always runs.
 # CANDIDATE_TIMEOUT: the judge's limit for one candidate in seconds (default: KernelBench's 180).
+# SELF_CHECK=0 skips the judge's self-check (experiments/bench_judge.py on the GPU, about 30 s:
+# an honest candidate with a 1 GB output must be judged correct before anything is recorded).
 # Needs the wheels of docs/dataset.md "Recording" in .whl/ (gymnasium; einops for level 3).
 # CACHE (optional, e.g. .compile-cache, git-ignored and carried by name): the compile caches
 # of the last command, unpacked before recording and packed again after it
 # (experiments/device/lib.sh), so that compiles a command's time budget stopped are not done
 # again by the next one; CACHE_MAX_MB (default 36) bounds what comes back, so that it can be
 # carried with the tree, the checkout and the wheels within a command's 64 MiB.
-# Out: $OUT/record.log, $OUT/machine.txt and the recording as $OUT/recording.tgz.0, .1, ...
+# Out: $OUT/record.log, $OUT/machine.txt, $OUT/self_check.txt and the recording as $OUT/recording.tgz.0, .1, ...
 # (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most), with CACHE
 # $OUT/compile-cache.tgz.0, ... in what is left of the 8; here:
 #   cat recording.tgz.* | tar xzf -
@@ -49,6 +51,13 @@ install_wheels
 } > "$FINAL/machine.txt" 2>&1
 cat "$FINAL/machine.txt"
 [ -n "${CACHE:-}" ] && restore_compile_cache "$CACHE"
+if [ "${SELF_CHECK:-1}" != 0 ]; then  # a judge that fails an honest candidate records nothing
+  if ! timeout 120 python3 -m experiments.bench_judge --device cuda --mb 1024 --repeats 2 \
+      2>&1 | tee "$FINAL/self_check.txt"; then
+    echo "record_kernelbench_h200.sh: error: the judge failed its self-check (an honest ReLU, 1 GB output; $FINAL/self_check.txt): nothing recorded" >&2
+    exit 1
+  fi
+fi
 timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
   ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
   --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-6}" \
