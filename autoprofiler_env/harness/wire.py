@@ -68,21 +68,23 @@ def _send_tensor(fd: int, t: torch.Tensor) -> None:
         if raw.numel():
             _write_all(fd, memoryview(raw.numpy()).cast("B"))
         return
-    # device -> pinned buffer k (asynchronous) while buffer 1-k goes out through the socket
+    # device -> pinned buffer k (asynchronous) while buffer 1-k goes out through the socket;
+    # the events on the tensor's device's stream, whichever device is current
     pending = None
-    for k, start in enumerate(range(0, raw.numel(), STAGE_BYTES)):
-        piece = raw[start:start + STAGE_BYTES]
-        stage = _stage(raw.device, k % 2)[:piece.numel()]
-        stage.copy_(piece, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record()
+    with torch.cuda.device(raw.device):
+        for k, start in enumerate(range(0, raw.numel(), STAGE_BYTES)):
+            piece = raw[start:start + STAGE_BYTES]
+            stage = _stage(raw.device, k % 2)[:piece.numel()]
+            stage.copy_(piece, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            if pending is not None:
+                pending[0].synchronize()
+                _write_all(fd, memoryview(pending[1].numpy()).cast("B"))
+            pending = (event, stage)
         if pending is not None:
             pending[0].synchronize()
             _write_all(fd, memoryview(pending[1].numpy()).cast("B"))
-        pending = (event, stage)
-    if pending is not None:
-        pending[0].synchronize()
-        _write_all(fd, memoryview(pending[1].numpy()).cast("B"))
 
 
 def send(conn, header: dict, tensors: list | tuple = ()) -> None:
@@ -146,17 +148,18 @@ def _recv_into(conn, out: torch.Tensor, size: int, deadline: float | None = None
             _read_exact(fd, memoryview(out.numpy()).cast("B"), deadline)
         return
     events = [None, None]
-    for k, start in enumerate(range(0, size, STAGE_BYTES)):
-        stage = _stage(out.device, k % 2)[:min(STAGE_BYTES, size - start)]
-        if events[k % 2] is not None:
-            events[k % 2].synchronize()  # its last piece has reached the device
-        _read_exact(fd, memoryview(stage.numpy()).cast("B"), deadline)
-        out[start:start + stage.numel()].copy_(stage, non_blocking=True)
-        events[k % 2] = torch.cuda.Event()
-        events[k % 2].record()
-    for event in events:
-        if event is not None:
-            event.synchronize()
+    with torch.cuda.device(out.device):  # the events on the stream the copies go to
+        for k, start in enumerate(range(0, size, STAGE_BYTES)):
+            stage = _stage(out.device, k % 2)[:min(STAGE_BYTES, size - start)]
+            if events[k % 2] is not None:
+                events[k % 2].synchronize()  # its last piece has reached the device
+            _read_exact(fd, memoryview(stage.numpy()).cast("B"), deadline)
+            out[start:start + stage.numel()].copy_(stage, non_blocking=True)
+            events[k % 2] = torch.cuda.Event()
+            events[k % 2].record()
+        for event in events:
+            if event is not None:
+                event.synchronize()
 
 
 def recv(conn, max_bytes: int = 1 << 36, device: str | None = None,
