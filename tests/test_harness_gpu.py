@@ -1,5 +1,7 @@
 """The harness on a GPU: CUDA-event timing, and faults that only a GPU can have."""
 
+import time
+
 import pytest
 
 from autoprofiler_env.harness import ErrorKind, Evaluator, HarnessConfig
@@ -71,7 +73,7 @@ def test_outputs_cross_to_the_device_in_pieces_and_compare_as_on_the_host(monkey
     a, b = mp.Pipe()
     thread = threading.Thread(target=wire.send, args=(b, {}, on_gpu[:2]))  # device -> socket
     thread.start()
-    _, landed = wire.recv(a, device="cuda")  # socket -> device
+    _, landed = wire.recv(a, device="cuda", deadline=time.monotonic() + 60)  # -> device
     thread.join()
     assert all(t.is_cuda for t in landed)
     assert all(torch.equal(x.cpu(), y) for x, y in zip(landed, candidate[:2], strict=True))
@@ -102,7 +104,7 @@ def test_threads_receiving_at_once_keep_their_own_outputs(monkeypatch):
         a, b = mp.Pipe()
         sender = threading.Thread(target=wire.send, args=(b, {}, [sent[k]]))
         sender.start()
-        landed[k] = wire.recv(a, device="cuda")[1][0]
+        landed[k] = wire.recv(a, device="cuda", deadline=time.monotonic() + 60)[1][0]
         sender.join()
 
     threads = [threading.Thread(target=pair, args=(k,)) for k in range(4)]

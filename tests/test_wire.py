@@ -96,3 +96,18 @@ def test_the_judge_benchmark_judges_its_candidate(capsys):
     assert bench_judge.main(["--mb", "1", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "output 1 MB" in out and "verdict 0: correct" in out and "timing" in out
+
+
+def test_a_threads_staging_buffers_follow_the_piece_size(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(wire, "STAGE_BYTES", 1 << 10)
+    small = wire._stage("cuda:0", 0)
+    assert small.numel() == 1 << 10 and wire._stage("cuda:0", 0) is small  # kept
+    monkeypatch.setattr(wire, "STAGE_BYTES", 1 << 12)
+    assert wire._stage("cuda:0", 0).numel() == 1 << 12  # not a smaller buffer of before
+    other = []
+    thread = threading.Thread(target=lambda: other.append(wire._stage("cuda:0", 0)))
+    thread.start()
+    thread.join()
+    assert other[0] is not wire._stage("cuda:0", 0)  # each thread its own

@@ -43,7 +43,7 @@ def _stage(device, k: int) -> torch.Tensor:
     if stages is None:
         stages = _local.stages = {}
     key = (str(device), k)
-    if key not in stages:
+    if key not in stages or stages[key].numel() != STAGE_BYTES:
         try:
             stages[key] = torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
         except RuntimeError:
