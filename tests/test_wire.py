@@ -1,5 +1,6 @@
 """The judge's wire: tensors read straight into their memory, every frame checked."""
 
+import json
 import multiprocessing as mp
 import struct
 
@@ -36,7 +37,7 @@ def test_a_large_tensor_arrives_whole():
 
 
 def _frames(conn, header: dict, payload: bytes) -> None:
-    conn.send_bytes(wire.json.dumps(header).encode())
+    conn.send_bytes(json.dumps(header).encode())
     conn.send_bytes(payload)
 
 
@@ -56,7 +57,7 @@ def test_tensors_over_the_budget_are_refused_before_they_are_read():
 
 def test_a_connection_closed_inside_a_frame_is_end_of_file():
     a, b = mp.Pipe()
-    b.send_bytes(wire.json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
+    b.send_bytes(json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
     b._send(struct.pack("!i", 16) + b"\0" * 8)  # half the bytes, then the other side is gone
     b.close()
     with pytest.raises(EOFError):
@@ -65,7 +66,7 @@ def test_a_connection_closed_inside_a_frame_is_end_of_file():
 
 def test_the_long_frame_header_is_read_as_connection_writes_it():
     a, b = mp.Pipe()
-    b.send_bytes(wire.json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
+    b.send_bytes(json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
     b._send(struct.pack("!iQ", -1, 16) + struct.pack("<4f", 1, 2, 3, 4))  # over 2 GiB: this form
     _, (back,) = wire.recv(a)
     assert back.tolist() == [1, 2, 3, 4]
@@ -75,7 +76,7 @@ def test_a_frame_that_stops_halfway_times_out_instead_of_holding_the_judge():
     import time
 
     a, b = mp.Pipe()
-    b.send_bytes(wire.json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
+    b.send_bytes(json.dumps({"tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
     b._send(struct.pack("!i", 16) + b"\0" * 8)  # half the bytes, and the sender stays
     started = time.monotonic()
     with pytest.raises(TimeoutError, match="stopped after 8 of 16 bytes"):

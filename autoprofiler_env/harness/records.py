@@ -15,8 +15,8 @@ JUDGE_VERSION = 4
 process; 2 is the separated, sandboxed judge of docs/harness.md; 3 makes a timed batch's
 fresh inputs before its calls (2 made them between calls, which a short program's time
 paid for); 4 compares a timed call's output at ``SAMPLE_VALUES`` positions drawn after the
-batch where it has more values (3 moved and compared all of them: 60% of a KernelBench
-candidate's judging), and compares on the CUDA device. An outcome is reused only where the
+batch where it has more values (3 moved and compared all of them: its timing phase was
+24-57% of a KernelBench candidate's judging on the H200), and compares on the CUDA device. An outcome is reused only where the
 candidate's source and the judge's version are the same."""
 
 

@@ -342,16 +342,14 @@ class Runner:
         self.samples = kept
         return {"times_ms": times, "changed": changed}
 
-    def take_samples(self, seed: int | None = None, count: int | None = None
-                     ) -> tuple[dict, list]:
+    def take_samples(self, seed: int, count: int) -> tuple[dict, list]:
         header, tensors = [], []
         for sample_seed, specs, snaps in self.samples:
             offset = len(tensors)
             header.append({"seed": sample_seed, "shapes": [list(t.shape) for t in snaps],
                            "leaves": [{"tensor": s["tensor"] + offset} if "tensor" in s else s
                                       for s in specs]})
-            tensors.extend(snaps if count is None else
-                           [sample_positions(t, seed, count) for t in snaps])
+            tensors.extend(sample_positions(t, seed, count) for t in snaps)
         self.samples = []
         return {"samples": header}, tensors
 
@@ -409,7 +407,7 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
                 reply({"ok": True, **runner.time(request["seeds"], request["flush"],
                                                  request["sample"])})
             elif op == "samples":
-                header, tensors = runner.take_samples(request.get("seed"), request.get("count"))
+                header, tensors = runner.take_samples(request["seed"], request["count"])
                 reply({"ok": True, **header}, tensors)
             else:
                 reply({"ok": False, "internal_error": f"unknown request {op!r}"})
