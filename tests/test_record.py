@@ -11,9 +11,10 @@ from pathlib import Path
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.build import build_from_recording
 from autoprofiler_env.dataset.record import chunks, covered, record_candidates, record_ncu
+from autoprofiler_env.dataset.record.reference import record_reference
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
-from autoprofiler_env.problems import load_problem, load_suite
+from autoprofiler_env.problems import load_file, load_problem, load_suite
 from autoprofiler_env.profiler import NcuRun
 
 ROOT = Path(__file__).parents[1]
@@ -236,6 +237,19 @@ def test_candidates_are_recorded_once(tmp_path):
     assert rows[0]["correct"] in (True, False) and rows[0]["reference_ms"] > 0
     assert record_candidates([problem], out, config, warm_workers=1) == rows
     assert len(read_jsonl(out)) == 1
+
+
+def test_a_broken_reference_is_logged_by_its_uri_without_the_machines_path(tmp_path):
+    broken = load_file(ROOT / "tests" / "data" / "problems" / "degenerate_mean.py")
+    relu = load_file(ROOT / "tests" / "data" / "problems" / "relu_small.py")
+    config = HarnessConfig(device="cpu", timing_budget_ms=2, min_trials=1, max_trials=2,
+                           warmup_ms=0)  # the files' own (small) sizes
+    rows = {r["uri"]: r for r in record_reference([broken, relu], config,
+                                                  tmp_path / "reference.jsonl")}
+    error = rows[broken.uri]["error"]
+    assert error.startswith(f"{broken.uri}: the reference output 0 is matched by zeros"), error
+    assert str(ROOT) not in error and "degenerate_mean.py" not in error
+    assert rows[relu.uri]["error"] is None and rows[relu.uri]["median_ms"] > 0
 
 
 def _recording(tmp_path: Path) -> Path:

@@ -36,8 +36,8 @@ def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
                            peak_memory_mb=(run.peak_memory_bytes / 2**20
                                            if run.peak_memory_bytes is not None else None),
                            error=None)
-            except ProblemError as e:
-                row.update(error=str(e))
+            except ProblemError as e:  # named by its URI: no path of the recording machine
+                row.update(error=f"{problem.uri}: {e.cause}" + (f" ({e.hint})" if e.hint else ""))
             row["wall_s"] = time.monotonic() - started  # the problem's device time
             log.write(row)
     return read_jsonl(out)
