@@ -379,6 +379,7 @@ def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefi
     def fake_ncu(problems, configs, root_, chunk, deadline=None, **kwargs):
         calls.append(("full", [p.uri for p in problems]))
         assert kwargs["max_ops"] == 24 and len(problems) <= chunk <= 4
+        assert kwargs["alone"] == stepped  # the manifest's problems of a stepped op kind
         _recorded_full(out, f"{len(calls):03d}", only={p.uri for p in problems})
         return 1
 
@@ -408,6 +409,9 @@ def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefi
     monkeypatch.setattr(record, "record_candidates", fake_candidates)
     monkeypatch.setattr(kb, "plan_chunk", spy_plan)
     monkeypatch.setattr(kb, "_past", lambda deadline: stop["candidates"] >= stop["after"])
+    monkeypatch.setattr(kb, "STEPPED_OPS", frozenset({"matmul"}))  # no RNN in this checkout
+    stepped = {m.uri for m in manifest.problems if m.op == "matmul"}
+    assert stepped and len(stepped) < len(manifest.problems)
     checkout = KernelBenchCheckout(root, commit=COMMIT)
     order = [m.uri for m in manifest.problems]
     summary = record_kernelbench(out, checkout, chunk=4, time_budget_s=60, device="cpu",

@@ -239,6 +239,37 @@ def test_candidates_are_recorded_once(tmp_path):
     assert len(read_jsonl(out)) == 1
 
 
+def test_a_problem_of_a_stepped_op_is_profiled_alone_and_capped_from_the_start(
+        tmp_path, monkeypatch):
+    import autoprofiler_env.dataset.record.ncu as ncu  # where record_ncu looks run_ncu up
+
+    calls = []
+
+    def fake_run_ncu(problems, sections, **kwargs):
+        calls.append(([p.name for p in problems], kwargs["max_kernels"]))
+        status = [{"event": "primer", "s": 1.0}]
+        for i, p in enumerate(problems):
+            status += [{"event": "begin", "index": i, "uri": p.uri},
+                       {"event": "problem", "index": i, "uri": p.uri, "ok": True}]
+        command = ["--launch-count", "64"] if kwargs["max_kernels"] else []
+        return replace(NcuRun.load(STUDY / "section-LaunchStats"), command=command,
+                       problems=[{"uri": p.uri} for p in problems],
+                       status=status + [{"event": "finished"}])
+
+    monkeypatch.setattr(ncu, "run_ncu", fake_run_ncu)
+    names = ["relu_16384x16384", "lstm_sequence_64x128x512", "softmax_16384x4096"]
+    problems = [load_problem(n) for n in names]
+    lstm = problems[1]
+    assert "rnn" in lstm.tags and ncu.STEPPED_OPS & set(lstm.tags)
+    assert record_ncu(problems, {"full": ["SpeedOfLight"]}, tmp_path, chunk=3,
+                      alone={lstm.uri}) == 2
+    assert calls == [(["relu_16384x16384", "softmax_16384x4096"], None),
+                     (["lstm_sequence_64x128x512"], ncu.MAX_KERNELS)]
+    assert covered(tmp_path / "full") == {p.uri for p in problems}
+    assert record_ncu(problems, {"full": ["SpeedOfLight"]}, tmp_path, chunk=3,
+                      alone={lstm.uri}) == 0  # done, capped: not run again
+
+
 def test_a_broken_reference_is_logged_by_its_uri_without_the_machines_path(tmp_path):
     broken = load_file(ROOT / "tests" / "data" / "problems" / "degenerate_mean.py")
     relu = load_file(ROOT / "tests" / "data" / "problems" / "relu_small.py")

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -54,7 +55,13 @@ from autoprofiler_env.dataset.record.candidates import (
 from autoprofiler_env.dataset.record.llm import LLMPart, parse_section_sets, record_llm
 from autoprofiler_env.dataset.record.llm import require as require_llm
 from autoprofiler_env.dataset.record.machine import _past, machine_info
-from autoprofiler_env.dataset.record.ncu import MIN_RUN_S, chunks, covered, record_ncu
+from autoprofiler_env.dataset.record.ncu import (
+    MIN_RUN_S,
+    STEPPED_OPS,
+    chunks,
+    covered,
+    record_ncu,
+)
 from autoprofiler_env.dataset.record.reference import record_reference
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
@@ -134,11 +141,13 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                  deadline: float | None, device: str, warm_workers: int,
                  llm: LLMPart | None, plan: dict | None = None, reuse: list[dict] = (),
                  max_ops: int | None = MAX_OPS,
-                 candidate_timeout_s: float = CANDIDATE_TIMEOUT_S):
+                 candidate_timeout_s: float = CANDIDATE_TIMEOUT_S, alone: Collection[str] = ()):
     """Records one part; logs its wall time to ``timings.jsonl`` even when it is stopped (an
     exception, SIGTERM), so that the device time it took is not lost to the recording cost.
     ``max_ops``: the operators of a problem's forward that the ncu parts profile;
-    ``candidate_timeout_s``: the judge's limit for one candidate."""
+    ``candidate_timeout_s``: the judge's limit for one candidate; ``alone``: the problems the
+    ncu parts profile alone with the kernel cap from the start (:func:`record_ncu`; those
+    tagged with a :data:`~.ncu.STEPPED_OPS` kind are added)."""
     catalogue = load_catalogue()
     with _timed(out, part, device) as holds:
         if part == "reference":
@@ -159,7 +168,8 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                        {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
                        if part == "sets" else {s: [s] for s in ACTION_SECTIONS})
             root = out / ("sets" if part in ("full", "sets") else "profiles")
-            record_ncu(problems, configs, root, chunk, deadline, max_ops=max_ops)
+            alone = set(alone) | {p.uri for p in problems if STEPPED_OPS & set(p.tags)}
+            record_ncu(problems, configs, root, chunk, deadline, max_ops=max_ops, alone=alone)
             holds.append({name: len(covered(root / name)) for name in configs})
     return holds[0]
 

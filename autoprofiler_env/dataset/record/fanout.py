@@ -258,7 +258,7 @@ def write_result(scratch: Path, rows: list[dict], files: dict[str, str], started
 def _unit_main(scratch: Path) -> int:
     """In a unit's process: the part's own function on the one problem, in ``scratch``."""
     from autoprofiler_env.dataset.record.candidates import record_candidates
-    from autoprofiler_env.dataset.record.ncu import record_ncu
+    from autoprofiler_env.dataset.record.ncu import STEPPED_OPS, record_ncu
     from autoprofiler_env.dataset.record.reference import record_reference
     from autoprofiler_env.profiler.catalogue import load_catalogue
 
@@ -292,7 +292,8 @@ def _unit_main(scratch: Path) -> int:
     elif unit.part == "full":
         kwargs = {} if spec["max_ops"] is None else {"max_ops": spec["max_ops"]}
         record_ncu([problem], {"full": list(load_catalogue().sets["full"])}, scratch / "sets",
-                   chunk=1, deadline=deadline, **kwargs)
+                   chunk=1, deadline=deadline,
+                   alone={problem.uri} if STEPPED_OPS & set(problem.tags) else (), **kwargs)
     else:
         raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}, not {unit.part!r}")
     files = {str(p.relative_to(scratch)): _b64(p.read_bytes())

@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.dataset.record.machine import _past
+from autoprofiler_env.dataset.record.ncu import STEPPED_OPS
 from autoprofiler_env.dataset.splits import PATTERN, balanced_order, stratified_splits
 from autoprofiler_env.errors import DatasetError, ProblemError, SourceMismatchError
 from autoprofiler_env.jsonlines import read_jsonl
@@ -366,6 +367,7 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
     problems = manifest.problems_from(checkout)
     deadline = time.monotonic() + time_budget_s if time_budget_s else None
     reused = [row for path in reuse for row in read_jsonl(Path(path))]
+    stepped = {m.uri for m in manifest.problems if m.op in STEPPED_OPS}  # ncu: alone, capped
     cost_model = None
     with terminate_becomes_exit():
         for start in tqdm(range(0, len(problems), chunk), desc="kernelbench chunks",
@@ -378,7 +380,7 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                 break
             common = dict(chunk=len(members), deadline=deadline, device=device,
                           warm_workers=warm_workers, llm=None, max_ops=max_ops,
-                          candidate_timeout_s=candidate_timeout_s)
+                          candidate_timeout_s=candidate_timeout_s, alone=stepped)
             todo = [p for p in members if state.needs(p.uri) == "reference"]
             if todo:
                 _record_part("reference", out, todo, **common)

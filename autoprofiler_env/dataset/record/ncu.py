@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from tqdm import tqdm
@@ -61,6 +62,13 @@ def covered(root: Path) -> set[str]:
     return done
 
 
+STEPPED_OPS = frozenset({"rnn"})
+"""Op kinds whose one operator launches kernels per time step (cuDNN's LSTM and GRU: two per
+step and layer). A problem dominated by one is profiled alone, with the kernel cap, from the
+start: in a batched run it outlasts the 300 s problem timeout first (KernelBench's
+``36_LSTMHn`` on the H200: 270 s until a deadline, then 306 s to the timeout, then 111 s alone
+and capped, docs/data/recording_kernelbench_h200)."""
+
 MIN_RUN_S = 30.0
 """An ncu run is not started with less time left: ncu's start-up and the primer take about
 4 s on the H200, and a problem under the full set takes 10-40 s."""
@@ -68,18 +76,19 @@ MIN_RUN_S = 30.0
 
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
                deadline: float | None = None, problem_timeout_s: float = 300.0,
-               max_ops: int | None = MAX_OPS) -> int:
+               max_ops: int | None = MAX_OPS, alone: Collection[str] = ()) -> int:
     """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
     under ``root/<config>/`` is done with. A run the deadline stops keeps the problems it
     finished; the next call profiles the rest. A problem that timed out in a batched run is
-    profiled alone, on its first ``MAX_KERNELS`` kernels. ``max_ops``: the operators of each
+    profiled alone, on its first ``MAX_KERNELS`` kernels; so are the problems whose URIs are
+    in ``alone`` from the start (:data:`STEPPED_OPS`). ``max_ops``: the operators of each
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
     for name, sections in configs.items():
         done = covered(root / name)
-        capped = {uri for meta in _runs(root / name)
-                  if (uri := _timed_out_batched(meta)) is not None} - done
+        capped = ({uri for meta in _runs(root / name)
+                   if (uri := _timed_out_batched(meta)) is not None} | set(alone)) - done
         todo = [p for p in problems if p.uri not in done and p.uri not in capped]
         work = [(chunk_id, members, None) for chunk_id, members in chunks(todo, chunk)]
         work += [(f"capped-{chunks([p], 1)[0][0]}", [p], MAX_KERNELS)
