@@ -17,6 +17,7 @@
     autoprofiler experiment [--config compare|FILE] [--out DIR] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler record --source KERNELBENCH_DIR --out DIR [--prepare] [--commit SHA]
+                        [--parts reference]
     autoprofiler dataset build --recording DIR [--source KERNELBENCH_DIR]
                                [--candidates NAME=FILE ...] --out FILE
     autoprofiler dataset info [FILE | --dataset NAME] [--problems]
@@ -321,9 +322,11 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
     if args.problems or args.split or args.level:
         return _fail("--source records the checkout's levels (--levels): give no problems, "
                      "--split or --level")
-    if [p.strip() for p in args.parts.split(",") if p.strip()] != list(DEFAULT_PARTS):
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if parts not in (list(DEFAULT_PARTS), ["reference"]):
         return _fail("--source records every part of each chunk together (reference, full, "
-                     "the plan, candidates): give no --parts")
+                     "the plan, candidates): give no --parts, or --parts reference for the "
+                     "reference timings of every problem first")
     try:
         levels = tuple(sorted({int(v) for v in args.levels.split(",") if v.strip()}))
     except ValueError:
@@ -365,6 +368,7 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
                                  warm_workers=args.warm_workers,
                                  max_ops=MAX_OPS if args.max_ops is None else args.max_ops,
                                  reuse=tuple(Path(f) for f in args.reuse),
+                                 reference_only=parts == ["reference"],
                                  **_candidate_timeout(args))
     return _recorded(summary)
 

@@ -445,6 +445,44 @@ def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefi
                     root / "KernelBench" / "level3" / "1_TinyMLP.py")
 
 
+def test_the_reference_timings_of_every_chunk_can_come_first(prepared, tmp_path,
+                                                              monkeypatch):
+    """``--parts reference``: every problem's reference timing, chunk by chunk, and nothing
+    else (the problems the judge refuses are known before the costly parts); the next full
+    call goes on from the ncu runs."""
+    import autoprofiler_env.dataset.record as record
+    from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
+
+    root, _, manifest, _ = prepared
+    out = tmp_path / "rec"
+    out.mkdir()
+    shutil.copy(prepared[1] / "kernelbench.json", out)
+    calls = []
+
+    def fake_reference(problems, config, path, deadline=None):
+        calls.append(("reference", [p.uri for p in problems]))
+        _recorded_reference(out, {p.uri for p in problems})
+        return read_jsonl(path)
+
+    def fake_ncu(problems, configs, root_, chunk, deadline=None, **kwargs):
+        calls.append(("full", [p.uri for p in problems]))
+        return 0
+
+    monkeypatch.setattr(record, "record_reference", fake_reference)
+    monkeypatch.setattr(record, "record_ncu", fake_ncu)
+    checkout = KernelBenchCheckout(root, commit=COMMIT)
+    order = [m.uri for m in manifest.problems]
+    summary = record_kernelbench(out, checkout, chunk=4, device="cpu", reference_only=True)
+    assert calls == [("reference", order[:4]), ("reference", order[4:])]
+    assert summary["needs"]["reference"] == 0 and summary["needs"]["full"] == len(order)
+    calls.clear()
+    assert record_kernelbench(out, checkout, chunk=4, device="cpu",
+                              reference_only=True)["needs"]["full"] == len(order)
+    assert calls == []  # every reference timed: nothing runs
+    record_kernelbench(out, checkout, chunk=4, device="cpu", time_budget_s=60)
+    assert calls[0] == ("full", order[:4])  # the chunks go on from their ncu runs
+
+
 def test_the_cli_prepares_a_manifest_once_and_refuses_parts(tmp_path):
     root = _checkout(tmp_path / "ck")
     out = tmp_path / "rec"

@@ -346,14 +346,18 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                        time_budget_s: float | None = None, device: str = "cuda",
                        warm_workers: int = 6, max_ops: int | None = MAX_OPS,
                        reuse: tuple[Path, ...] = (),
-                       candidate_timeout_s: float = CANDIDATE_TIMEOUT_S) -> dict:
+                       candidate_timeout_s: float = CANDIDATE_TIMEOUT_S,
+                       reference_only: bool = False) -> dict:
     """Records the manifest's problems (``out/kernelbench.json``) chunk by chunk, resuming
     what ``out`` holds: each chunk's reference timings, its ncu run of the full set (one
     invocation for the chunk), its plan and its planned candidates, before the next chunk.
     Each part's wall time goes to ``timings.jsonl`` (one line per part per chunk), a stopped
     one's too. Returns how far the recording is (:func:`recording_status`) and whether the
     time budget stopped it. A candidate not judged within ``candidate_timeout_s`` is
-    recorded as failed (``timeout``).
+    recorded as failed (``timeout``). ``reference_only``: only the reference timings, of
+    every chunk (under a second a problem on the H200), so that the problems the judge
+    refuses (broken, or matched by a constant) are known before the costly parts; the chunks
+    then go on from their ncu runs.
 
     Raises:
         DatasetError: no manifest (prepare it first).
@@ -374,7 +378,8 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                           unit="chunk"):
             members = problems[start:start + chunk]
             state = _state(out)
-            if all(state.needs(p.uri) is None for p in members):
+            if all(state.needs(p.uri) in (None, *(("full", "plan", "candidates")
+                                                  if reference_only else ())) for p in members):
                 continue
             if _past(deadline):
                 break
@@ -384,6 +389,8 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
             todo = [p for p in members if state.needs(p.uri) == "reference"]
             if todo:
                 _record_part("reference", out, todo, **common)
+            if reference_only:
+                continue
             state = _state(out)
             todo = [p for p in members if state.needs(p.uri) == "full"]
             if todo and not _past(deadline):
