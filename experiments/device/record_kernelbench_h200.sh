@@ -14,6 +14,8 @@
 # BUDGET: seconds after which nothing new starts (ncu stopped, finished work kept); the
 # command is killed 40 s later so that the packing below always runs.
 # CANDIDATE_TIMEOUT: the judge's limit for one candidate in seconds (default: KernelBench's 180).
+# PARTS=reference: only the reference timings, of every problem (under a second each), so
+# that the problems the judge refuses are counted before the costly parts.
 # SELF_CHECK=0 skips the judge's self-check (experiments/bench_judge.py on the GPU, about 30 s:
 # an honest candidate with a 1 GB output must be judged correct before anything is recorded).
 # Needs the wheels of docs/dataset.md "Recording" in .whl/ (gymnasium; einops for level 3).
@@ -61,7 +63,7 @@ fi
 timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
   ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
   --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-6}" \
-  ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} \
+  ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} ${PARTS:+--parts "$PARTS"} \
   ${CANDIDATE_TIMEOUT:+--candidate-timeout "$CANDIDATE_TIMEOUT"} 2>&1 | tr '\r' '\n' \
   | grep -v -E '^\s*$|it/s\]$|s/it\]$|^(\S+ )?AUTOTUNE |^(strides|dtypes): |^\s+\S+ [0-9.]+ ms [0-9.]+%' \
   | sed "s#$PWD#.#g" | tail -150 | tee "$FINAL/record.log"
