@@ -1,6 +1,7 @@
 """Tolerance regimes: KernelBench's presets and judging a record under a stricter one."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,75 @@ def test_the_composed_optimizers_outcomes_replay_at_kernelbenchs_regime_everywhe
             _, _, _, _, info = strict.step(strict.unwrapped.STOP)  # never NotRecordedError
             worse += (uri, info["candidate"]) in loose_set
     assert worse > 0  # some episodes end on a candidate that passes only the looser regime
+
+
+def test_the_tolerance_at_which_a_constant_passes_decides_where_a_problem_is_ill_posed():
+    import torch
+
+    from autoprofiler_env.harness.correctness import constant_needed, trivial_match
+    from autoprofiler_env.harness.tolerance import PRESETS, STRICTEST, admits_constant
+
+    near = 1 + 1e-3 * torch.tanh(torch.randn(4096, generator=torch.Generator().manual_seed(0)))
+    needed = constant_needed(near)  # the mean's: max |r - mean| / (1 + |r|), about 5e-4
+    assert 4e-4 < needed < 6e-4
+    assert trivial_match(near, needed * 1.01, needed * 1.01)
+    assert not trivial_match(near, needed * 0.99, needed * 0.99)
+    small = torch.full((8,), 1e-3)
+    small[0] = -1e-3
+    assert math.isclose(constant_needed(small), 1e-3 / (1 + 1e-3), rel_tol=1e-6)  # zeros' wins
+    assert constant_needed(torch.ones(1)) == 0.5  # one value: only zeros counts
+    assert constant_needed(torch.empty(0)) == math.inf
+    assert admits_constant({"float32": needed}, "kernelbench-v0.1")
+    assert not admits_constant({"float32": needed}, "kernelbench")
+    assert admits_constant({"float32": needed}, "1e-4,1e-3")  # the larger of the two decides
+    assert not admits_constant(None, "kernelbench-v0.1")  # recorded before: posed as judged
+    for regime in PRESETS.values():
+        for dtype in ("float32", "float64", "float16", "bfloat16"):
+            assert max(PRESETS[STRICTEST].for_dtype(dtype)) <= min(regime.for_dtype(dtype))
+
+
+def test_the_recording_checks_well_posedness_at_the_strictest_regime_and_keeps_the_rest(
+        tmp_path):
+    from dataclasses import replace
+
+    from autoprofiler_env.dataset.record import recording_config
+    from autoprofiler_env.dataset.record.reference import record_reference
+    from autoprofiler_env.problems import load_file
+
+    near = load_file(Path(__file__).parent / "data" / "problems" / "near_constant.py")
+    small = dict(device="cpu", timing_budget_ms=2, min_trials=1, max_trials=2, warmup_ms=0)
+    [judged] = record_reference([near], HarnessConfig(**small), tmp_path / "judged.jsonl")
+    assert "matched by the constant 1" in judged["error"]  # posed at the judged 1e-2: refused
+    config = replace(recording_config("cpu"), **small)
+    assert config.posed_at == "kernelbench" and config.tolerance_for("float32") == (1e-2, 1e-2)
+    [row] = record_reference([near], config, tmp_path / "reference.jsonl")
+    assert row["error"] is None and 1e-4 < row["constant_needed"]["float32"] < 1e-2
+
+
+def test_the_replay_leaves_a_problem_out_of_a_regime_where_a_constant_passes(study_dataset,
+                                                                            tmp_path):
+    from dataclasses import replace
+
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401  (registers the environment)
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.format import DatasetFile
+    from autoprofiler_env.envs.backends.replay import ReplayBackend
+    from autoprofiler_env.errors import NotRecordedError
+
+    content = Dataset.load(study_dataset).content
+    uri = sorted(content.problems)[0]
+    record = content.problems[uri]
+    ill = replace(record, eager={**record.eager, "constant_needed": {"float32": 5e-4}})
+    path = tmp_path / "ill.json.gz"
+    DatasetFile(content.metadata, content.sections, {**content.problems, uri: ill}).save(path)
+    with pytest.warns(UserWarning, match=f"1 of the dataset's problems are left out.*{uri}"):
+        recorded = ReplayBackend(path, optimizer="reference-v1")
+    assert uri not in recorded.problems(None) and len(recorded.problems(None)) == len(
+        content.problems) - 1
+    with pytest.warns(UserWarning, match="left out"), pytest.raises(
+            NotRecordedError, match="ill-posed at this tolerance.*float32 0.0005"):
+        gym.make("AutoProfiler-v0", dataset=path, optimizer="reference-v1", problems=[uri])
+    strict = ReplayBackend(path, optimizer="reference-v1", tolerance="kernelbench")
+    assert uri in strict.problems(None) and not strict.ill_posed

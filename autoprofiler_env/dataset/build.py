@@ -206,7 +206,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             uri=uri, level=problem.level, split=(splits or {}).get(uri, problem.split),
             tags=problem.tags or features.tags, features=features,
             eager={k: row.get(k) for k in ("median_ms", "p20_ms", "p80_ms", "n_trials",
-                                           "peak_memory_mb")},
+                                           "peak_memory_mb", "constant_needed")
+                   if k != "constant_needed" or row.get(k) is not None},
             profiles=dict(sorted(profiles[uri].items(),
                                  key=lambda kv: ACTION_SECTIONS.index(kv[0])
                                  if kv[0] in ACTION_SECTIONS else 99)),

@@ -10,7 +10,10 @@ serialising anything again). The document holds:
   schema-2 file has ``optimizer`` instead) (on load, the header's ``sha256`` is added to it);
 - ``sections``: the action sections recorded for every problem;
 - ``problems``: per problem its URI, level, split, tags, static features, the eager time and
-  spread, its ``provenance`` (a KernelBench problem's level, file name, the sha256 of the
+  spread (``eager``; with ``constant_needed`` where recorded: per output dtype, the smallest
+  tolerance at which a constant output would pass, so that the replay leaves the problem out
+  of a regime that loose; absent: checked well-posed at the recording's tolerance), its
+  ``provenance`` (a KernelBench problem's level, file name, the sha256 of the
   file's bytes and the KernelBench commit: :class:`KernelBenchProvenance`; null for the
   project's suite, whose URIs name its files), and
   - ``profiles``: per section, the profile that collecting that section alone gives (kernels
@@ -270,6 +273,15 @@ class ProblemRecord:
             value = eager.get(name)
             if value is not None and not rule[1](value):
                 return _bad(f"eager.{name}", value, rule)
+        constant = eager.get("constant_needed")
+        if constant is not None:
+            if type(constant) is not dict:
+                return _bad("eager.constant_needed", constant,
+                            ("null or a mapping of dtype to tolerance",))
+            for dtype, value in constant.items():
+                if not _NON_NEGATIVE_OR_INF[1](value):
+                    return _bad(f"eager.constant_needed[{dtype!r}]", value,
+                                _NON_NEGATIVE_OR_INF)
         for i, name in enumerate(self.transformations):
             if type(name) is not str:
                 return _bad(f"transformations[{i}]", name, ("a string",))

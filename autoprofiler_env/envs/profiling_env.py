@@ -262,6 +262,11 @@ class ProfilingEnv(gym.Env):
                 more = (f" ({len(missing)} of the {len(problems)} given are unknown)"
                         if len(missing) > 1 else "")
                 if backend == "replay":
+                    if missing[0] in self.backend.ill_posed:
+                        raise NotRecordedError(
+                            f"problems: {missing[0]!r} is ill-posed at this tolerance "
+                            f"({self.backend.ill_posed[missing[0]]}){more}: a stricter "
+                            "tolerance serves it (tolerance='kernelbench')")
                     if missing[0] in self.backend.dataset.uris():
                         raise NotRecordedError(
                             f"problems: the candidates of the optimizer "

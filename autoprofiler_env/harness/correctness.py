@@ -61,6 +61,24 @@ def trivial_match(reference: torch.Tensor, atol: float, rtol: float) -> str | No
     return None
 
 
+def constant_needed(reference: torch.Tensor) -> float:
+    """The smallest ``t`` at which a constant (zeros, or the output's mean) matches the
+    reference output with ``atol = rtol = t``: ``max |r - c| / (1 + |r|)``, the lesser over
+    the two constants (``inf`` for an empty output). A regime of that tolerance or looser
+    admits a constant candidate (:func:`~autoprofiler_env.harness.tolerance.admits_constant`);
+    :func:`trivial_match` asks the same at one (atol, rtol).
+    """
+    if reference.numel() == 0 or not torch.is_floating_point(reference):
+        return math.inf
+    constants = [0.0] + ([reference.double().mean().item()] if reference.numel() > 1 else [])
+    worst = [0.0] * len(constants)
+    for (r,) in _flat_chunks(reference):
+        scale = 1 + r.abs()
+        for i, c in enumerate(constants):
+            worst[i] = max(worst[i], float(((r - c).abs() / scale).max()))
+    return min(worst)
+
+
 @dataclass(frozen=True)
 class Opaque:
     """An output leaf that is neither a tensor nor a plain value (only its type is known)."""

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autoprofiler_env.errors import EvaluationError, ProblemError
-from autoprofiler_env.harness.correctness import Comparison, Opaque, compare, fingerprint, \
-    trivial_match
+from autoprofiler_env.harness.correctness import Comparison, Opaque, compare, \
+    constant_needed, fingerprint, trivial_match
 from autoprofiler_env.harness.process import (
     STARTUP_TIMEOUT_S,
     WorkerDied,
@@ -99,6 +99,20 @@ class _Prepared:
     outputs: dict = field(default_factory=dict)  # seed -> (leaves, fingerprint)
     output_bytes: int = 0
     standalone: Timing | None = None
+    constant_needed: dict[str, float] | None = None
+
+
+def _constant_needed(leaves: list) -> dict[str, float]:
+    """Per floating dtype, the least ``constant_needed`` over the reference's output leaves
+    (a constant that matches any one output makes the problem ill-posed)."""
+    import torch
+
+    needed: dict[str, float] = {}
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor) and torch.is_floating_point(leaf):
+            dtype = str(leaf.dtype).removeprefix("torch.")
+            needed[dtype] = min(needed.get(dtype, math.inf), constant_needed(leaf))
+    return needed
 
 
 def _leaves(header: dict, tensors: list, key: str = "leaves") -> list:
@@ -312,6 +326,7 @@ class Evaluator:
         prepared = _Prepared(key, problem, config, peak, float(header["per_call_ms"]))
         leaves, _ = self._ref_outputs(prepared, config.seed + 1, check=True)
         prepared.output_bytes = _nbytes(leaves)
+        prepared.constant_needed = _constant_needed(leaves)
         self._prepared = prepared
         return prepared
 
@@ -340,7 +355,7 @@ class Evaluator:
                 raise ProblemError(problem.path, f"the reference output {i} has NaN or Inf "
                                    "values")
             if torch.is_floating_point(leaf):
-                atol, rtol = config.tolerance_for(str(leaf.dtype).removeprefix("torch."))
+                atol, rtol = config.posed_for(str(leaf.dtype).removeprefix("torch."))
                 constant = trivial_match(leaf, atol, rtol)
                 if constant:
                     raise ProblemError(
@@ -370,7 +385,7 @@ class Evaluator:
                 trials += _times(header, per_batch)
             prepared.standalone = Timing.from_trials(trials, self._method(config))
         return ReferenceRun(problem.uri, config.device, prepared.standalone,
-                            prepared.peak_memory_bytes)
+                            prepared.peak_memory_bytes, prepared.constant_needed)
 
     @staticmethod
     def _method(config: HarnessConfig) -> str:

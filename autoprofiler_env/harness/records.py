@@ -68,6 +68,12 @@ class HarnessConfig:
             are listed only: tests of the runtime defences use it) or ``"off"``.
         sandbox: isolate the candidate's process (namespaces, limits, a scrubbed
             environment: docs/harness.md); False only for debugging.
+        posed_at: the regime at which a problem must be well-posed (no constant output
+            matches its reference's): a problem that is not is refused. None: the judged
+            tolerance. A recording that is replayed under several regimes checks the strictest
+            (:data:`~autoprofiler_env.harness.tolerance.STRICTEST`) and keeps
+            :attr:`ReferenceRun.constant_needed`, so that the replay leaves the problem out of
+            a looser regime where a constant would pass.
     """
 
     device: str = "cpu"
@@ -85,12 +91,14 @@ class HarnessConfig:
     rounds: int = 5
     static_check: str = "enforce"
     sandbox: bool = True
+    posed_at: str | None = None
 
     def __post_init__(self) -> None:
         from autoprofiler_env.harness.tolerance import resolve
 
-        if self.tolerance is not None:
-            resolve(self.tolerance)  # an unknown name fails here, with the names it knows
+        for regime in (self.tolerance, self.posed_at):
+            if regime is not None:
+                resolve(regime)  # an unknown name fails here, with the names it knows
         if self.static_check not in ("enforce", "warn", "off"):
             raise ValueError(f"static_check must be 'enforce', 'warn' or 'off', got "
                              f"{self.static_check!r}")
@@ -104,6 +112,14 @@ class HarnessConfig:
         from autoprofiler_env.harness.tolerance import resolve
 
         return resolve(self.tolerance).for_dtype(dtype)
+
+    def posed_for(self, dtype: str) -> tuple[float, float]:
+        """(atol, rtol) at which no constant may match a reference output of this dtype."""
+        if self.posed_at is None:
+            return self.tolerance_for(dtype)
+        from autoprofiler_env.harness.tolerance import resolve
+
+        return resolve(self.posed_at).for_dtype(dtype)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -151,12 +167,19 @@ class Timing:
 
 @dataclass(frozen=True)
 class ReferenceRun:
-    """The reference (eager PyTorch) of one problem on one device."""
+    """The reference (eager PyTorch) of one problem on one device.
+
+    ``constant_needed``: per floating output dtype, the smallest ``t`` at which a constant
+    matches one of the reference's outputs with ``atol = rtol = t``
+    (:func:`~autoprofiler_env.harness.correctness.constant_needed`): any regime that loose is
+    ill-posed for the problem (:func:`~autoprofiler_env.harness.tolerance.admits_constant`).
+    """
 
     problem_uri: str
     device: str
     timing: Timing
     peak_memory_bytes: int | None  # the CUDA caching allocator's peak; None on a CPU
+    constant_needed: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -58,6 +58,9 @@ PRESETS: dict[str, Tolerance] = {t.name: t for t in (
               source="KernelBench eval.py get_tolerance_for_precision (commit 423217d): "
                      "fp32 1e-4, fp16/bf16 1e-2"),
 )}
+STRICTEST = "kernelbench"
+"""The strictest preset (no looser than any other for any dtype): a recording that replays
+every preset checks that its problems are well-posed there (``HarnessConfig.posed_at``)."""
 DEFAULT = "kernelbench-v0.1"
 """The harness's default regime, and the one every shipped recording was judged under
 (atol = rtol = 1e-2)."""
@@ -103,3 +106,23 @@ def passes(tolerance_needed: dict | None, regime: str | float | Tolerance) -> bo
         raise EvaluationError("this result has no tolerance_needed (recorded before the judge "
                               "stored it): judge it again")
     return all(needed <= regime.for_dtype(dtype)[0] for dtype, needed in tolerance_needed.items())
+
+
+def admits_constant(constant_needed: dict | None, regime: str | float | Tolerance) -> bool:
+    """Whether ``regime`` may pass a constant candidate on a problem whose reference outputs
+    have this ``constant_needed`` (per dtype, the smallest ``t`` at which a constant matches
+    one of its outputs with ``atol = rtol = t``:
+    :func:`~autoprofiler_env.harness.correctness.constant_needed`). Such a problem is ill-posed
+    under the regime. Exact where ``atol = rtol``; otherwise the larger of the two decides
+    (a regime that might admit a constant does). None (recorded before the harness measured
+    it, and checked well-posed at the recording's tolerance): False.
+
+    >>> admits_constant({"float32": 3e-3}, "kernelbench-v0.1"), admits_constant(
+    ...     {"float32": 3e-3}, "kernelbench")
+    (True, False)
+    """
+    if not constant_needed:
+        return False
+    regime = resolve(regime)
+    return any(needed <= max(regime.for_dtype(dtype)) for dtype, needed in
+               constant_needed.items())

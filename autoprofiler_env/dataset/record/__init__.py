@@ -64,6 +64,7 @@ from autoprofiler_env.dataset.record.ncu import (
 )
 from autoprofiler_env.dataset.record.reference import record_reference
 from autoprofiler_env.harness import HarnessConfig
+from autoprofiler_env.harness.tolerance import STRICTEST
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
@@ -137,6 +138,14 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     return summary
 
 
+def recording_config(device: str) -> HarnessConfig:
+    """The judge of every recorded part: the harness's defaults (judged at KernelBench v0.1's
+    tolerance, ``tolerance_needed`` stored for the stricter ones), each problem checked
+    well-posed at the strictest regime the replay offers, with the tolerance at which a
+    constant would pass kept (:attr:`~autoprofiler_env.harness.HarnessConfig.posed_at`)."""
+    return HarnessConfig(device=device, posed_at=STRICTEST)
+
+
 def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                  deadline: float | None, device: str, warm_workers: int,
                  llm: LLMPart | None, plan: dict | None = None, reuse: list[dict] = (),
@@ -151,18 +160,18 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
     catalogue = load_catalogue()
     with _timed(out, part, device) as holds:
         if part == "reference":
-            holds.append(len(record_reference(problems, HarnessConfig(device=device),
+            holds.append(len(record_reference(problems, recording_config(device),
                                               out / "reference.jsonl", deadline)))
         elif part == "candidates":
             holds.append(len(record_candidates(problems, out / "candidates.jsonl",
-                                               HarnessConfig(device=device),
+                                               recording_config(device),
                                                warm_workers=warm_workers, deadline=deadline,
                                                plan=plan, reuse=reuse,
                                                timeout_s=candidate_timeout_s)))
         elif part == "llm":
             holds.append(len(record_llm(llm.shown(problems), llm.dataset, llm.optimizer,
                                         list(llm.section_sets), out / "llm.jsonl",
-                                        HarnessConfig(device=device), llm.repeats, deadline)))
+                                        recording_config(device), llm.repeats, deadline)))
         else:
             configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
                        {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}

@@ -586,7 +586,10 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
         raise ValueError(f"llm_concurrency must be at least 1, not {llm_concurrency}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    config = config or HarnessConfig(device="cuda")
+    if config is None:
+        from autoprofiler_env.dataset.record import recording_config
+
+        config = recording_config("cuda")
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s,
                   candidate_timeout_s=candidate_timeout_s)

@@ -35,7 +35,7 @@ def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
                            p80_ms=run.timing.p80_ms, n_trials=run.timing.n_trials,
                            peak_memory_mb=(run.peak_memory_bytes / 2**20
                                            if run.peak_memory_bytes is not None else None),
-                           error=None)
+                           constant_needed=run.constant_needed, error=None)
             except ProblemError as e:  # named by its URI: no path of the recording machine
                 row.update(error=f"{problem.uri}: {e.cause}" + (f" ({e.hint})" if e.hint else ""))
             row["wall_s"] = time.monotonic() - started  # the problem's device time
