@@ -45,20 +45,24 @@ class CandidateWarmer:
             self._free.put(evaluator)
 
     def warm(self, items: list[tuple[Problem, str, str]], deadline: float | None = None,
-             limit_s: float | None = None) -> None:
+             limit_s: float | None = None) -> set[int]:
         """Compiles ``(problem, name, source)`` items, each in whichever worker is free, for
-        at most ``limit_s`` seconds in all. At the deadline or the limit (or on an exception,
-        SIGTERM's SystemExit included) the compiles in flight are killed and the rest
-        dropped: warming saves nothing that a later call needs, and a candidate it did not
-        compile is compiled alone by the timed pass, within the judge's limit. Each compile's
-        seconds, and the compiles stopped, are written to the log (stderr)."""
-        if self.workers <= 1 or not items or _past(deadline):
-            return
+        at most ``limit_s`` seconds in all; returns the indices of the items it did not
+        compile to the end (none without workers). At the deadline or the limit (or on an
+        exception, SIGTERM's SystemExit included) the compiles in flight are killed and the
+        rest dropped: warming saves nothing that a later call needs, and a candidate it did
+        not compile is compiled alone by the timed pass, within the judge's limit. Each
+        compile's seconds, and the compiles stopped, are written to the log (stderr)."""
+        if self.workers <= 1 or not items:
+            return set()
+        if _past(deadline):
+            return set(range(len(items)))
         if limit_s is not None:
             until = time.monotonic() + limit_s
             deadline = until if deadline is None else min(deadline, until)
         self._stopping = False  # set when this call is stopped, until its threads are done
         in_flight: dict[int, tuple[str, float]] = {}  # item's index: its label, its start
+        compiled: set[int] = set()
 
         def one(index, item):
             problem, name, source = item
@@ -71,12 +75,14 @@ class CandidateWarmer:
                     in_flight[index] = (label, time.monotonic())
                     result = evaluator.evaluate(problem, source)
                     if not self._stopping:
+                        compiled.add(index)
                         failed = "" if result.correct else f" ({result.error_name})"
                         tqdm.write(f"compiled {label}: "
                                    f"{time.monotonic() - in_flight[index][1]:.0f} s{failed}",
                                    file=sys.stderr)
             except Exception:  # a broken candidate is judged, and recorded, in the timed pass
-                pass
+                if not self._stopping:
+                    compiled.add(index)
             finally:
                 in_flight.pop(index, None)
                 self._free.put(evaluator)
@@ -100,6 +106,7 @@ class CandidateWarmer:
                     evaluator.interrupt()
                 if not isinstance(e, TimeoutError):
                     raise
+        return set(range(len(items))) - compiled
 
     def close(self) -> None:
         for evaluator in self._all:
@@ -136,9 +143,13 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     ``timeout_s`` is the judge's limit for one candidate (its compile, correctness runs and
     timing): one that outlasts it is recorded as failed, ``error_kind: "timeout"``, the limit
     in its row. A batch's warming stops after the same limit, leaving what it did not
-    compile to the timed pass, which compiles it alone. So a compile that never ends costs
-    twice the limit, and a batch with k of them up to k + 1 limits, where before it held the
-    recording up for good (KernelBench's first warm batch outlasted five 5-9-minute commands).
+    compile to the timed pass, which compiles it alone, after every other candidate of the
+    call: a time budget then runs out on the slow compiles, not on the quick candidates
+    queued behind them (KernelBench's DenseNet201: four compiles stopped at 180 s, then 2 of
+    a chunk's 28 candidates judged in the 5 minutes left). So a compile that never ends
+    costs twice the limit, and a batch with k of them up to k + 1 limits, where before it
+    held the recording up for good (KernelBench's first warm batch outlasted five
+    5-9-minute commands).
     A reused row that timed out under a shorter limit than ``timeout_s`` is judged again.
     """
     from autoprofiler_env.features import static_features
@@ -181,15 +192,22 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     with CandidateWarmer(config, warm_workers, timeout_s) as warmer, \
             Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log, \
             tqdm(total=len(todo), desc="judge and time") as bar:
-        for members in warm_batches(todo, warm_workers):
-            warmer.warm([item for item in members if generates_code(item[1])], deadline,
-                        limit_s=timeout_s)
-            for problem, name, source in members:
-                if _past(deadline):
-                    return read_jsonl(out)
-                log.write(outcome_row(problem, name, evaluator.evaluate(problem, source),
-                                      info, source, timeout_s))
-                bar.update()
+        def in_order():  # batch by batch, warmed first; what warming did not finish, last
+            slow = []
+            for members in warm_batches(todo, warm_workers):
+                compiling = [item for item in members if generates_code(item[1])]
+                stopped = {id(compiling[i]) for i in warmer.warm(compiling, deadline,
+                                                                  limit_s=timeout_s)}
+                slow += [item for item in members if id(item) in stopped]
+                yield from (item for item in members if id(item) not in stopped)
+            yield from slow
+
+        for problem, name, source in in_order():
+            if _past(deadline):
+                break
+            log.write(outcome_row(problem, name, evaluator.evaluate(problem, source), info,
+                                  source, timeout_s))
+            bar.update()
     return read_jsonl(out)
 
 
