@@ -186,7 +186,8 @@ def test_the_recording_checks_well_posedness_at_the_strictest_regime_and_keeps_t
     from autoprofiler_env.problems import load_file
 
     near = load_file(Path(__file__).parent / "data" / "problems" / "near_constant.py")
-    small = dict(device="cpu", timing_budget_ms=2, min_trials=1, max_trials=2, warmup_ms=0)
+    small = {"device": "cpu", "timing_budget_ms": 2, "min_trials": 1, "max_trials": 2,
+             "warmup_ms": 0}
     [judged] = record_reference([near], HarnessConfig(**small), tmp_path / "judged.jsonl")
     assert "matched by the constant 1" in judged["error"]  # posed at the judged 1e-2: refused
     config = replace(recording_config("cpu"), **small)
@@ -208,11 +209,13 @@ def test_the_replay_leaves_a_problem_out_of_a_regime_where_a_constant_passes(stu
     from autoprofiler_env.errors import NotRecordedError
 
     content = Dataset.load(study_dataset).content
-    uri = sorted(content.problems)[0]
+    uri = min(content.problems)
     record = content.problems[uri]
     ill = replace(record, eager={**record.eager, "constant_needed": {"float32": 5e-4}})
     path = tmp_path / "ill.json.gz"
     DatasetFile(content.metadata, content.sections, {**content.problems, uri: ill}).save(path)
+    assert Dataset.load(path).info()["ill_posed"] == {"kernelbench-v0": 1,
+                                                      "kernelbench-v0.1": 1, "kernelbench": 0}
     with pytest.warns(UserWarning, match=f"1 of the dataset's problems are left out.*{uri}"):
         recorded = ReplayBackend(path, optimizer="reference-v1")
     assert uri not in recorded.problems(None) and len(recorded.problems(None)) == len(

@@ -18,6 +18,7 @@ from pathlib import Path
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord
 from autoprofiler_env.dataset.names import DEFAULT_NAME, SHIPPED, resolve_dataset
 from autoprofiler_env.errors import NotRecordedError
+from autoprofiler_env.harness.tolerance import PRESETS, admits_constant
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile, ProfileCost
@@ -297,7 +298,9 @@ class Dataset:
 
     def info(self, problems: bool = False) -> dict:
         """Metadata, counts and checksum, as ``autoprofiler dataset info`` prints them
-        (``outcomes``: the (problem, candidate) pairs recorded per optimizer). A dataset
+        (``outcomes``: the (problem, candidate) pairs recorded per optimizer; ``ill_posed``:
+        per tolerance preset, the problems a constant output passes there, which the replay
+        leaves out under it: docs/harness.md). A dataset
         with KernelBench problems adds ``kernelbench``: how many per level and split, the
         commits, and the device seconds per problem its recording log shows (all its
         ``timings.jsonl``, over the problems recorded). With ``problems``, ``records`` lists
@@ -344,4 +347,6 @@ class Dataset:
             "llm_outcomes": sum(len(reps) for r in problems for keyed in r.llm_outcomes.values()
                                 for reps in keyed.values()),
             "complete": all(set(r.profiles) == set(self.sections) for r in problems),
+            "ill_posed": {name: sum(admits_constant(r.eager.get("constant_needed"), name)
+                                    for r in problems) for name in PRESETS},
         }

@@ -7,7 +7,7 @@ import hashlib
 import queue
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 
 from tqdm import tqdm
@@ -102,8 +102,11 @@ class CandidateWarmer:
                                file=sys.stderr)
                 for future in futures:
                     future.cancel()
-                for evaluator in self._all:
-                    evaluator.interrupt()
+                running = [f for f in futures if not f.done()]
+                while running:  # again until done: one that began after a round is stopped
+                    for evaluator in self._all:  # by the next (its process had not started)
+                        evaluator.interrupt()
+                    running = list(wait(running, timeout=0.5).not_done)
                 if not isinstance(e, TimeoutError):
                     raise
         return set(range(len(items))) - compiled

@@ -1,7 +1,7 @@
 """Values within 1e-3 of 1: the constant 1 passes at KernelBench v0.1's 1e-2, not at its
 current fp32 1e-4 (ill-posed under the one regime, well-posed under the other)."""
 import torch
-import torch.nn as nn
+from torch import nn
 
 
 class Model(nn.Module):
