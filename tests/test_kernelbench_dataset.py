@@ -746,6 +746,21 @@ def test_the_live_backend_checks_a_users_file_against_the_recorded_one(prepared,
     assert set(live.problems(None)) == set(content.problems)
     assert set(live.problems("test")) == {u for u, r in content.problems.items()
                                           if r.split == "test"}
+    # a problem a constant passes at the recorded tolerance is left out, as the replay does
+    from dataclasses import replace
+
+    from autoprofiler_env.dataset.format import DatasetFile
+
+    ill = replace(content.problems[relu], eager={**content.problems[relu].eager,
+                                                 "constant_needed": {"float32": 1e-3}})
+    DatasetFile(content.metadata, content.sections, {**content.problems, relu: ill}).save(
+        tmp_path / "ill.json.gz")
+    with pytest.warns(UserWarning, match=f"1 of the dataset's problems are left out.*{relu}"):
+        live = LiveBackend(None, device="cpu", dataset=str(tmp_path / "ill.json.gz"),
+                           source=str(root))
+    assert set(live.problems(None)) == set(content.problems) - {relu}
+    assert relu in LiveBackend(None, device="cpu", dataset=str(tmp_path / "ill.json.gz"),
+                               source=str(root), tolerance="kernelbench").problems(None)
     with pytest.raises(ProblemNotFoundError, match="give source="):
         LiveBackend([relu], device="cpu", dataset=str(path))
     with pytest.raises(ValueError, match="give dataset= too"):

@@ -121,6 +121,21 @@ class Dataset:
     def uris(self, split: str | None = None) -> list[str]:
         return [u for u, r in self.content.problems.items() if split is None or r.split == split]
 
+    def ill_posed(self, tolerance: str | float | None = None) -> dict[str, str]:
+        """The problems on which a constant output passes ``tolerance`` (None: the
+        recording's), each with the tolerance at which one does (its recorded
+        ``constant_needed``): the backends leave them out under that tolerance."""
+        if tolerance is None:
+            recorded = self.metadata.get("tolerance") or {}
+            tolerance = f"{recorded.get('atol', 1e-2)},{recorded.get('rtol', 1e-2)}"
+        ill = {}
+        for uri, record in self.content.problems.items():
+            needed = record.eager.get("constant_needed")
+            if admits_constant(needed, tolerance):
+                ill[uri] = "a constant matches at " + ", ".join(
+                    f"{dtype} {t:.2g}" for dtype, t in sorted(needed.items()))
+        return ill
+
     def record(self, uri: str) -> ProblemRecord:
         try:
             return self.content.problems[uri]

@@ -86,3 +86,15 @@ def llm_model(optimizer: str) -> str | None:
     if optimizer.startswith("llm:") and len(optimizer) > 4:
         return optimizer[4:]
     raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+
+
+def warn_ill_posed(ill_posed: dict[str, str]) -> None:
+    """Says which of a dataset's problems a backend leaves out as ill-posed at its tolerance
+    (:meth:`~autoprofiler_env.dataset.Dataset.ill_posed`)."""
+    import warnings
+
+    first = next(iter(ill_posed))
+    warnings.warn(f"{len(ill_posed)} of the dataset's problems are left out: a constant output "
+                  f"passes at this tolerance, so they are ill-posed here (e.g. {first}: "
+                  f"{ill_posed[first]}); a stricter tolerance serves them (docs/harness.md)",
+                  stacklevel=4)

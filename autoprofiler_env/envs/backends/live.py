@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model
+from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model, warn_ill_posed
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
 from autoprofiler_env.errors import ProfilingError
 from autoprofiler_env.features import static_features
@@ -47,8 +47,10 @@ class LiveBackend:
     ``device`` and ``tolerance`` come from their own arguments).
 
     With a ``dataset`` (a shipped one's name or a file), its records name the problems: a URI
-    of the dataset, or all of its problems when ``problems`` is None, each with the record's
-    URI, level and split, so that live episodes compare with the replay's. A KernelBench
+    of the dataset, or all of its problems when ``problems`` is None (less those ill-posed at
+    ``tolerance``, which the replay leaves out too:
+    :meth:`~autoprofiler_env.dataset.Dataset.ill_posed`), each with the record's URI, level
+    and split, so that live episodes compare with the replay's. A KernelBench
     problem of the dataset is read from the checkout ``source``; a file given by its path
     whose KernelBench level and name the dataset recorded keeps the record's URI too. Either
     way the file is checked against the recorded sha256 (a
@@ -91,6 +93,10 @@ class LiveBackend:
             loaded = [load_problem(u) for u in problems] if problems else load_suite()
         else:
             loaded = self.dataset.load_problems(problems or None, source)
+            ill_posed = {} if problems else self.dataset.ill_posed(tolerance)
+            if ill_posed:  # as the replay does; one named in problems is refused by the judge
+                warn_ill_posed(ill_posed)
+                loaded = [p for p in loaded if p.uri not in ill_posed]
         if optimizer is None:
             optimizer = (self.dataset.default_optimizer() if self.dataset is not None
                          else DEFAULT_OPTIMIZER)

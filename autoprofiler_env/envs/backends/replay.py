@@ -10,7 +10,7 @@ import numpy as np
 
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.replay import LLM_MISSING
-from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model
+from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model, warn_ill_posed
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.optimizers import reference_optimizer
@@ -89,13 +89,10 @@ class ReplayBackend:
                     f"{optimizer} (e.g. {bare[0]}): the replay cannot reward them; record them "
                     "with `autoprofiler record --parts llm` and rebuild the dataset")
             self._served = frozenset(uris)
-        self.ill_posed = self._ill_posed(tolerance)
+        self.ill_posed = {u: why for u, why in self.dataset.ill_posed(tolerance).items()
+                          if u in self._served}
         if self.ill_posed:
-            first = next(iter(self.ill_posed))
-            warnings.warn(f"{len(self.ill_posed)} of the dataset's problems are left out: a "
-                          f"constant output passes at this tolerance, so they are ill-posed "
-                          f"here (e.g. {first}: {self.ill_posed[first]}); a stricter "
-                          "tolerance serves them (docs/harness.md)", stacklevel=3)
+            warn_ill_posed(self.ill_posed)
             self._served -= frozenset(self.ill_posed)
         self.sections = self.dataset.sections
         self.metrics = key_metrics(self.sections)
@@ -112,22 +109,6 @@ class ReplayBackend:
                 _SHARED_CACHES[key] = shared
         (self._view, self._finish, self._features, self._finish_signed,
          self._bearing) = shared
-
-    def _ill_posed(self, tolerance: str | float | None) -> dict[str, str]:
-        """The served problems on which a constant output passes ``tolerance`` (None: the
-        recording's), each with the tolerance at which one does."""
-        from autoprofiler_env.harness.tolerance import admits_constant
-
-        if tolerance is None:
-            recorded = self.dataset.metadata.get("tolerance") or {}
-            tolerance = f"{recorded.get('atol', 1e-2)},{recorded.get('rtol', 1e-2)}"
-        ill = {}
-        for uri in sorted(self._served):
-            needed = self.dataset.record(uri).eager.get("constant_needed")
-            if admits_constant(needed, tolerance):
-                ill[uri] = "a constant matches at " + ", ".join(
-                    f"{dtype} {t:.2g}" for dtype, t in sorted(needed.items()))
-        return ill
 
     def __getstate__(self) -> dict:  # caches are rebuilt, not pickled
         return {"dataset": self.dataset, "device": self.device,
