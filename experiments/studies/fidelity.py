@@ -60,13 +60,16 @@ EPISODE_BUDGET = {"budget": 0.25, "budget_unit": "sections"}
 def plan(dataset, seed: int = 0, optimizer: str = OPTIMIZER,
          sizes: tuple[int, ...] = SIZES) -> list[dict]:
     """The pairs, grouped by section set: ``[{"key", "sections", "uris"}]``; deterministic for
-    a dataset and a seed. Problems (those with ``optimizer``'s outcomes) are drawn without
+    a dataset and a seed. Problems (those with ``optimizer``'s outcomes, and well-posed at the
+    recorded tolerance, at which the live judge refuses the others) are drawn without
     replacement while they last."""
     from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
 
     rng = random.Random(seed)
+    ill_posed = dataset.ill_posed()
     uris = [u for u in dataset.uris()
-            if (full := dataset.record(u).set_costs.get("full")) is not None
+            if u not in ill_posed
+            and (full := dataset.record(u).set_costs.get("full")) is not None
             and full.replay_s <= MAX_FULL_SET_S and dataset.outcomes(u, optimizer)]
     pool: list[str] = []
     groups = []

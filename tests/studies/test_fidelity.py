@@ -31,6 +31,22 @@ def test_the_plan_draws_36_pairs_of_sets_of_1_to_8_sections(study_dataset):
     assert fidelity.plan(dataset, seed=1) != groups
 
 
+def test_the_plan_draws_no_problem_ill_posed_at_the_recorded_tolerance(study_dataset,
+                                                                       tmp_path):
+    from autoprofiler_env.dataset.format import DatasetFile
+
+    content = Dataset.load(study_dataset).content
+    drawn = {u for g in fidelity.plan(Dataset(content), seed=0) for u in g["uris"]}
+    ill = next(iter(drawn))
+    record = content.problems[ill]
+    record = replace(record, eager={**record.eager, "constant_needed": {"float32": 1e-3}})
+    DatasetFile(content.metadata, content.sections, {**content.problems, ill: record}).save(
+        tmp_path / "ill.json.gz")
+    groups = fidelity.plan(Dataset.load(tmp_path / "ill.json.gz"), seed=0)
+    assert sum(len(g["uris"]) for g in groups) == 36
+    assert ill not in {u for g in groups for u in g["uris"]}
+
+
 def test_the_live_loop_profiles_optimizes_and_times_each_pair_and_resumes(tmp_path,
                                                                         monkeypatch):
     import autoprofiler_env.dataset.record.ncu as record
