@@ -198,11 +198,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.candidate_timeout is not None and not 0 < args.candidate_timeout <= 86400:
         return _fail(f"--candidate-timeout must be a number of seconds > 0 and at most a day "
                      f"(86400), got {args.candidate_timeout:g}")
+    if args.address is not None and args.workers != "ray":
+        return _fail("--address is the Ray cluster of --workers ray")
     if args.source is not None:
-        if args.workers is not None or args.address is not None:
-            return _fail("--workers records problems given by name, file or --split/--level; "
-                         "a KernelBench checkout (--source) is recorded on one GPU, chunk by "
-                         "chunk")
         return _record_kernelbench(args)
     if args.prepare or args.commit:
         return _fail("--prepare and --commit are for a KernelBench checkout: give --source DIR")
@@ -222,8 +220,6 @@ def cmd_record(args: argparse.Namespace) -> int:
                      "autoprofiler_env.dataset.record.plan --out FILE`)")
     if (missing := _missing_reuse(args)) is not None:
         return _fail(f"--reuse {missing}: no such file")
-    if args.address is not None and args.workers != "ray":
-        return _fail("--address is the Ray cluster of --workers ray")
     if args.workers is not None:
         return _record_fanout(args, problems, parts, llm)
     summary = record(Path(args.out), problems, parts, chunk=args.chunk,
@@ -363,12 +359,17 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
         return _fail(f"--max-ops must be a whole number >= 1, got {args.max_ops}")
     from autoprofiler_env.profiler.runner import MAX_OPS
 
+    workers = None  # each part of a chunk spread over GPUs, a unit per problem
+    if args.workers is not None and not args.prepare:
+        workers = _workers(args.workers, args.address, args.device)
+        if isinstance(workers, str):
+            return _fail(workers)
     summary = record_kernelbench(out, checkout, chunk=args.chunk,
                                  time_budget_s=args.time_budget, device=args.device,
                                  warm_workers=args.warm_workers,
                                  max_ops=MAX_OPS if args.max_ops is None else args.max_ops,
                                  reuse=tuple(Path(f) for f in args.reuse),
-                                 reference_only=parts == ["reference"],
+                                 reference_only=parts == ["reference"], workers=workers,
                                  **_candidate_timeout(args))
     return _recorded(summary)
 
@@ -805,7 +806,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--workers", metavar="N|ray",
                    help="record reference, full, candidates and llm one unit (problem, part) "
                    "at a time per GPU: N local GPUs, or 'ray' (one GPU a task; pip install -e "
-                   "'.[ray]'); without it, one GPU in this process")
+                   "'.[ray]'); with --source, each part of a chunk so; without it, one GPU in "
+                   "this process")
     w.add_argument("--address", metavar="ADDR",
                    help="the Ray cluster to join (ray.init's address; default: a local one)")
     k = p.add_argument_group("a KernelBench checkout (docs/kernelbench.md)")

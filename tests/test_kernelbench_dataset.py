@@ -483,6 +483,52 @@ def test_the_reference_timings_of_every_chunk_can_come_first(prepared, tmp_path,
     assert calls[0] == ("full", order[:4])  # the chunks go on from their ncu runs
 
 
+def test_each_part_of_a_chunk_can_be_spread_over_gpus(prepared, tmp_path, monkeypatch):
+    """With workers, each part of a chunk is one fan-out (a unit per problem, the single-GPU
+    path's rows: tests/test_record_fanout.py), the recording's judge and the stepped problems
+    handed to it; the plan is made here, between the ncu runs and the candidates."""
+    import autoprofiler_env.dataset.record.fanout as fanout
+    import autoprofiler_env.dataset.record.kernelbench as kb
+    from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
+
+    root, _, manifest, _ = prepared
+    out = tmp_path / "rec"
+    out.mkdir()
+    shutil.copy(prepared[1] / "kernelbench.json", out)
+    workers = object()  # the fake fan-out below is all that sees them
+    calls = []
+
+    def fake_fanout(out_, problems, workers_, parts, config=None, time_budget_s=None,
+                    plan=None, reuse=(), alone=(), **kwargs):
+        assert out_ == out and workers_ is workers and config.posed_at == "kernelbench"
+        assert set(alone) == stepped and 0 < time_budget_s <= 600
+        [part] = parts
+        uris = [p.uri for p in problems]
+        calls.append((part, uris))
+        if part == "reference":
+            _recorded_reference(out, set(uris))
+        elif part == "full":
+            _recorded_full(out, f"{len(calls):03d}", only=set(uris))
+        else:
+            assert list(plan) == uris and all(plan.values())
+            with (out / "candidates.jsonl").open("a") as f:
+                for uri in uris:
+                    for name in plan[uri]:
+                        f.write(json.dumps(_outcome(uri, name)) + "\n")
+        return {}
+
+    monkeypatch.setattr(fanout, "record_fanout", fake_fanout)
+    monkeypatch.setattr(kb, "STEPPED_OPS", frozenset({"matmul"}))
+    stepped = {m.uri for m in manifest.problems if m.op == "matmul"}
+    order = [m.uri for m in manifest.problems]
+    summary = record_kernelbench(out, KernelBenchCheckout(root, commit=COMMIT), chunk=4,
+                                 time_budget_s=600, device="cpu", workers=workers)
+    assert calls == [(part, chunk) for chunk in (order[:4], order[4:])
+                     for part in ("reference", "full", "candidates")]
+    assert summary["complete"] == len(order) and not summary["stopped_by_time_budget"]
+    assert Counter(r["part"] for r in read_jsonl(out / "timings.jsonl")) == {"plan": 2}
+
+
 def test_the_cli_prepares_a_manifest_once_and_refuses_parts(tmp_path):
     root = _checkout(tmp_path / "ck")
     out = tmp_path / "rec"
@@ -499,6 +545,9 @@ def test_the_cli_prepares_a_manifest_once_and_refuses_parts(tmp_path):
     parts = subprocess.run(cli + ["--parts", "full"], capture_output=True, text=True,
                            cwd=ROOT, timeout=300)
     assert parts.returncode == 2 and "give no --parts" in parts.stderr
+    ray = subprocess.run(cli + ["--workers", "2", "--address", "host:6379"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert ray.returncode == 2 and "--address is the Ray cluster of --workers ray" in ray.stderr
 
 
 # -- building -------------------------------------------------------------------------------

@@ -298,3 +298,22 @@ def test_the_llm_part_keeps_requests_in_flight_while_units_judge_and_asks_nothin
     assert record_fanout(out, problems, LocalWorkers(["0"]), ("llm",), config=SMOKE,
                          llm=part)["llm"] == 8
     assert endpoint.asked == 8 and (out / "llm.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_full_unit_caps_ncu_from_the_start_for_a_problem_the_driver_names(tmp_path,
+                                                                            monkeypatch, alone):
+    """A KernelBench problem carries no op tags: the driver names the stepped ones
+    (``record_fanout(alone=...)``), and their unit profiles them capped, as one GPU would."""
+    import autoprofiler_env.dataset.record.ncu as ncu
+    from autoprofiler_env.dataset.record import fanout
+
+    seen = []
+    monkeypatch.setattr(ncu, "record_ncu", lambda problems, configs, root, chunk, deadline=None,
+                        alone=(), **kw: seen.append(set(alone)) or 0)
+    problem = load_problem(str(RELU))
+    unit = fanout.Unit("full", problem.to_dict())
+    setup = fanout.Setup(SMOKE, alone=frozenset({problem.uri} if alone else ()))
+    fanout.write_spec(tmp_path, unit, setup, {})  # as run_unit hands it to the unit's process
+    assert fanout._unit_main(tmp_path) == 0
+    assert seen == [{problem.uri} if alone else set()]

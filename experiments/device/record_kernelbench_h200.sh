@@ -14,6 +14,8 @@
 # BUDGET: seconds after which nothing new starts (ncu stopped, finished work kept); the
 # command is killed 40 s later so that the packing below always runs.
 # CANDIDATE_TIMEOUT: the judge's limit for one candidate in seconds (default: KernelBench's 180).
+# WORKERS=N (a machine of N GPUs): each part of a chunk spread over them, a unit per problem
+# (give CHUNK a multiple of N); WARM then counts warm workers per unit.
 # PARTS=reference: only the reference timings, of every problem (under a second each), so
 # that the problems the judge refuses are counted before the costly parts.
 # SELF_CHECK=0 skips the judge's self-check (experiments/bench_judge.py on the GPU, about 30 s:
@@ -64,7 +66,8 @@ timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$
   ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
   --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-6}" \
   ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} ${PARTS:+--parts "$PARTS"} \
-  ${CANDIDATE_TIMEOUT:+--candidate-timeout "$CANDIDATE_TIMEOUT"} 2>&1 | tr '\r' '\n' \
+  ${CANDIDATE_TIMEOUT:+--candidate-timeout "$CANDIDATE_TIMEOUT"} \
+  ${WORKERS:+--workers "$WORKERS"} 2>&1 | tr '\r' '\n' \
   | grep -v -E '^\s*$|it/s\]$|s/it\]$|^(\S+ )?AUTOTUNE |^(strides|dtypes): |^\s+\S+ [0-9.]+ ms [0-9.]+%' \
   | sed "s#$PWD#.#g" | tail -150 | tee "$FINAL/record.log"
 tar czf - --exclude=_work "$RECORDING" | split -b 15m -d -a 1 - "$FINAL/recording.tgz."

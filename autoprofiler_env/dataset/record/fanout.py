@@ -101,6 +101,7 @@ class Setup:
     reuse: list[dict] = field(default_factory=list)
     timeout_s: float = 3600.0  # a unit's process is killed after this
     candidate_timeout_s: float = CANDIDATE_TIMEOUT_S  # the judge's limit for one candidate
+    alone: frozenset[str] = frozenset()  # ncu: capped from the start (.ncu.record_ncu)
     module: str = "autoprofiler_env.dataset.record.fanout"
     """The module run as a unit's process (``python -m MODULE SCRATCH --parent PID``): its
     ``main`` reads the spec from the scratch folder and leaves a result there
@@ -181,12 +182,7 @@ def run_unit(unit: Unit, setup: Setup, seed: dict, gpu: str | None,
     from autoprofiler_env.processes import kill_group
 
     with tempfile.TemporaryDirectory(prefix="autoprofiler-unit-") as scratch:
-        spec = {"unit": asdict(unit), "config": asdict(setup.config),
-                "deadline_epoch": setup.deadline_epoch, "warm_workers": setup.warm_workers,
-                "max_ops": setup.max_ops, "candidate_timeout_s": setup.candidate_timeout_s,
-                "reuse": [r for r in setup.reuse if r.get("uri") == unit.uri],
-                "seed": seed}
-        Path(scratch, _SPEC).write_text(json.dumps(spec))
+        write_spec(Path(scratch), unit, setup, seed)
         env = dict(os.environ)
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -230,6 +226,17 @@ def verify(result: dict, where: str) -> None:
     if actual != digests:
         bad = sorted(k for k in set(actual) | set(digests) if actual.get(k) != digests.get(k))
         raise UnitFailed(f"the {where}'s result does not match its checksums: {', '.join(bad)}")
+
+
+def write_spec(scratch: Path, unit: Unit, setup: Setup, seed: dict) -> None:
+    """What a unit's process reads (:func:`read_spec`): its unit, what the run shares, the
+    rows of ``setup.reuse`` of its problem, and ``seed``."""
+    spec = {"unit": asdict(unit), "config": asdict(setup.config),
+            "deadline_epoch": setup.deadline_epoch, "warm_workers": setup.warm_workers,
+            "max_ops": setup.max_ops, "candidate_timeout_s": setup.candidate_timeout_s,
+            "alone": unit.uri in setup.alone,
+            "reuse": [r for r in setup.reuse if r.get("uri") == unit.uri], "seed": seed}
+    (scratch / _SPEC).write_text(json.dumps(spec))
 
 
 def read_spec(scratch: Path) -> tuple[dict, Unit]:
@@ -293,7 +300,8 @@ def _unit_main(scratch: Path) -> int:
         kwargs = {} if spec["max_ops"] is None else {"max_ops": spec["max_ops"]}
         record_ncu([problem], {"full": list(load_catalogue().sets["full"])}, scratch / "sets",
                    chunk=1, deadline=deadline,
-                   alone={problem.uri} if STEPPED_OPS & set(problem.tags) else (), **kwargs)
+                   alone={problem.uri} if spec.get("alone") or STEPPED_OPS & set(problem.tags)
+                   else (), **kwargs)
     else:
         raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}, not {unit.part!r}")
     files = {str(p.relative_to(scratch)): _b64(p.read_bytes())
@@ -567,14 +575,17 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                   warm_workers: int = 1, plan: dict[str, list[str]] | None = None,
                   reuse: list[dict] = (), max_ops: int | None = None,
                   unit_timeout_s: float = 3600.0, llm=None, llm_concurrency: int = 8,
-                  candidate_timeout_s: float = CANDIDATE_TIMEOUT_S) -> dict:
+                  candidate_timeout_s: float = CANDIDATE_TIMEOUT_S,
+                  alone: Iterable[str] = ()) -> dict:
     """Records ``parts`` of ``problems`` into ``out`` on ``workers`` (:class:`LocalWorkers`,
     :class:`RayWorkers`), resuming what ``out`` holds. Returns the summary
     :func:`~autoprofiler_env.dataset.record.record` gives, with ``failed``: the units given
     up on in this run (logged in ``failures.jsonl``; the next run tries them again).
 
     ``llm``: the llm part's :class:`~autoprofiler_env.dataset.record.LLMPart`, its requests
-    ``llm_concurrency`` at a time (the module's docstring says how)."""
+    ``llm_concurrency`` at a time (the module's docstring says how). ``alone``: the problems
+    whose ncu run is capped from the start, as :func:`~.ncu.record_ncu` does (those tagged
+    with a :data:`~.ncu.STEPPED_OPS` kind are added)."""
     unknown = set(parts) - set(FANOUT_PARTS)
     if unknown:
         raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}; record "
@@ -592,7 +603,7 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
         config = recording_config("cuda")
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s,
-                  candidate_timeout_s=candidate_timeout_s)
+                  candidate_timeout_s=candidate_timeout_s, alone=frozenset(alone))
     units = pending(out, problems, parts, config.device, plan)
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
         failed = drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)

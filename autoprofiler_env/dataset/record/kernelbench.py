@@ -347,7 +347,7 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                        warm_workers: int = 6, max_ops: int | None = MAX_OPS,
                        reuse: tuple[Path, ...] = (),
                        candidate_timeout_s: float = CANDIDATE_TIMEOUT_S,
-                       reference_only: bool = False) -> dict:
+                       reference_only: bool = False, workers=None) -> dict:
     """Records the manifest's problems (``out/kernelbench.json``) chunk by chunk, resuming
     what ``out`` holds: each chunk's reference timings, its ncu run of the full set (one
     invocation for the chunk), its plan and its planned candidates, before the next chunk.
@@ -357,7 +357,11 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
     recorded as failed (``timeout``). ``reference_only``: only the reference timings, of
     every chunk (under a second a problem on the H200), so that the problems the judge
     refuses (broken, or matched by a constant) are known before the costly parts; the chunks
-    then go on from their ncu runs.
+    then go on from their ncu runs. ``workers`` (:class:`~.fanout.LocalWorkers`,
+    :class:`~.fanout.RayWorkers`): each part of a chunk is spread over their GPUs, one unit
+    per problem (:func:`~.fanout.record_fanout`; its rows are the single-GPU path's), so a
+    chunk of at least as many problems as GPUs keeps them all busy; the plan is made on the
+    driver, between the ncu runs and the candidates, as without.
 
     Raises:
         DatasetError: no manifest (prepare it first).
@@ -386,15 +390,28 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
             common = dict(chunk=len(members), deadline=deadline, device=device,
                           warm_workers=warm_workers, llm=None, max_ops=max_ops,
                           candidate_timeout_s=candidate_timeout_s, alone=stepped)
+
+            def record_part(part: str, todo: list[Problem], **extra) -> None:
+                if workers is None:
+                    _record_part(part, out, todo, **common, **extra)
+                    return
+                from autoprofiler_env.dataset.record import fanout, recording_config
+
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                fanout.record_fanout(out, todo, workers, (part,), recording_config(device),
+                                     time_budget_s=left, warm_workers=warm_workers,
+                                     max_ops=max_ops, candidate_timeout_s=candidate_timeout_s,
+                                     alone=stepped, **extra)
+
             todo = [p for p in members if state.needs(p.uri) == "reference"]
             if todo:
-                _record_part("reference", out, todo, **common)
+                record_part("reference", todo)
             if reference_only:
                 continue
             state = _state(out)
             todo = [p for p in members if state.needs(p.uri) == "full"]
             if todo and not _past(deadline):
-                _record_part("full", out, todo, **common)
+                record_part("full", todo)
             state = _state(out)
             todo = [p for p in members if state.needs(p.uri) == "plan"]
             if todo and not _past(deadline):
@@ -405,6 +422,6 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
             state = _state(out)
             todo = [p for p in members if state.needs(p.uri) == "candidates"]
             if todo and not _past(deadline):
-                _record_part("candidates", out, todo, **common,
-                             plan={p.uri: state.planned[p.uri] for p in todo}, reuse=reused)
+                record_part("candidates", todo,
+                            plan={p.uri: state.planned[p.uri] for p in todo}, reuse=reused)
     return {**recording_status(out, manifest), "stopped_by_time_budget": _past(deadline)}
