@@ -360,7 +360,7 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
     from autoprofiler_env.profiler.runner import MAX_OPS
 
     workers = None  # each part of a chunk spread over GPUs, a unit per problem
-    if args.workers is not None and not args.prepare:
+    if args.workers is not None:
         workers = _workers(args.workers, args.address, args.device)
         if isinstance(workers, str):
             return _fail(workers)

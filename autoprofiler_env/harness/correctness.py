@@ -61,22 +61,27 @@ def trivial_match(reference: torch.Tensor, atol: float, rtol: float) -> str | No
     return None
 
 
-def constant_needed(reference: torch.Tensor) -> float:
-    """The smallest ``t`` at which a constant (zeros, or the output's mean) matches the
-    reference output with ``atol = rtol = t``: ``max |r - c| / (1 + |r|)``, the lesser over
-    the two constants (``inf`` for an empty output). A regime of that tolerance or looser
-    admits a constant candidate (:func:`~autoprofiler_env.harness.tolerance.admits_constant`);
-    :func:`trivial_match` asks the same at one (atol, rtol).
+def constant_fits(reference: torch.Tensor) -> list[tuple[str, float]]:
+    """The constants a degenerate candidate would return (zeros, then the output's mean where
+    it has more than one value), each with the smallest ``t`` at which it matches the
+    reference output with ``atol = rtol = t``: ``max |r - c| / (1 + |r|)``, in one pass over
+    the output. None for an empty or non-floating output. The least ``t`` is the output's
+    ``constant_needed``: a regime that loose admits a constant candidate
+    (:func:`~autoprofiler_env.harness.tolerance.admits_constant`); :func:`trivial_match`
+    asks the same at one (atol, rtol).
     """
     if reference.numel() == 0 or not torch.is_floating_point(reference):
-        return math.inf
-    constants = [0.0] + ([reference.double().mean().item()] if reference.numel() > 1 else [])
+        return []
+    constants = [("zeros", 0.0)]
+    if reference.numel() > 1:
+        mean = reference.double().mean().item()
+        constants.append((f"the constant {mean:.4g}", mean))
     worst = [0.0] * len(constants)
     for (r,) in _flat_chunks(reference):
         scale = 1 + r.abs()
-        for i, c in enumerate(constants):
+        for i, (_, c) in enumerate(constants):
             worst[i] = max(worst[i], float(((r - c).abs() / scale).max()))
-    return min(worst)
+    return [(name, t) for (name, _), t in zip(constants, worst)]
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from autoprofiler_env.errors import EvaluationError, ProblemError
 from autoprofiler_env.harness.correctness import Comparison, Opaque, compare, \
-    constant_needed, fingerprint, trivial_match
+    constant_fits, fingerprint, trivial_match
 from autoprofiler_env.harness.process import (
     STARTUP_TIMEOUT_S,
     WorkerDied,
@@ -100,19 +100,6 @@ class _Prepared:
     output_bytes: int = 0
     standalone: Timing | None = None
     constant_needed: dict[str, float] | None = None
-
-
-def _constant_needed(leaves: list) -> dict[str, float]:
-    """Per floating dtype, the least ``constant_needed`` over the reference's output leaves
-    (a constant that matches any one output makes the problem ill-posed)."""
-    import torch
-
-    needed: dict[str, float] = {}
-    for leaf in leaves:
-        if isinstance(leaf, torch.Tensor) and torch.is_floating_point(leaf):
-            dtype = str(leaf.dtype).removeprefix("torch.")
-            needed[dtype] = min(needed.get(dtype, math.inf), constant_needed(leaf))
-    return needed
 
 
 def _leaves(header: dict, tensors: list, key: str = "leaves") -> list:
@@ -326,7 +313,6 @@ class Evaluator:
         prepared = _Prepared(key, problem, config, peak, float(header["per_call_ms"]))
         leaves, _ = self._ref_outputs(prepared, config.seed + 1, check=True)
         prepared.output_bytes = _nbytes(leaves)
-        prepared.constant_needed = _constant_needed(leaves)
         self._prepared = prepared
         return prepared
 
@@ -340,28 +326,40 @@ class Evaluator:
                                             max_bytes=1 << 40)
         leaves = _leaves(header, tensors)
         if check:
-            self._check_well_posed(prepared.problem, prepared.config, leaves)
+            prepared.constant_needed = self._check_well_posed(prepared.problem,
+                                                              prepared.config, leaves)
         result = (leaves, fingerprint(leaves))
         if keep:
             prepared.outputs[seed] = result
         return result
 
     @staticmethod
-    def _check_well_posed(problem: Problem, config: HarnessConfig, leaves: list) -> None:
+    def _check_well_posed(problem: Problem, config: HarnessConfig, leaves: list
+                          ) -> dict[str, float]:
+        """Refuses a reference output with NaN or Inf, or one that a constant matches at
+        ``config.posed_for``; returns per floating dtype the least ``t`` at which a constant
+        matches one of the outputs (:func:`~.correctness.constant_fits`)."""
         import torch
 
+        needed: dict[str, float] = {}
         for i, leaf in enumerate(t for t in leaves if isinstance(t, torch.Tensor)):
-            if torch.is_floating_point(leaf) and not bool(torch.isfinite(leaf).all()):
+            if not torch.is_floating_point(leaf):
+                continue
+            if not bool(torch.isfinite(leaf).all()):
                 raise ProblemError(problem.path, f"the reference output {i} has NaN or Inf "
                                    "values")
-            if torch.is_floating_point(leaf):
-                atol, rtol = config.posed_for(str(leaf.dtype).removeprefix("torch."))
-                constant = trivial_match(leaf, atol, rtol)
-                if constant:
-                    raise ProblemError(
-                        problem.path, f"the reference output {i} is matched by {constant} at "
-                        f"atol={atol}, rtol={rtol}, so a constant candidate would pass",
-                        "change the problem's inputs or sizes (docs/problems.md)")
+            dtype = str(leaf.dtype).removeprefix("torch.")
+            fits = constant_fits(leaf)
+            needed[dtype] = min([needed.get(dtype, math.inf)] + [t for _, t in fits])
+            atol, rtol = config.posed_for(dtype)
+            constant = (next((name for name, t in fits if t <= atol), None) if atol == rtol
+                        else trivial_match(leaf, atol, rtol))
+            if constant:
+                raise ProblemError(
+                    problem.path, f"the reference output {i} is matched by {constant} at "
+                    f"atol={atol}, rtol={rtol}, so a constant candidate would pass",
+                    "change the problem's inputs or sizes (docs/problems.md)")
+        return needed
 
     def reference(self, problem: Problem, size: str | None = None) -> ReferenceRun:
         """The reference's timing (eager PyTorch, alone, ``rounds`` batches on fresh inputs)

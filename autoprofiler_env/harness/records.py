@@ -171,7 +171,7 @@ class ReferenceRun:
 
     ``constant_needed``: per floating output dtype, the smallest ``t`` at which a constant
     matches one of the reference's outputs with ``atol = rtol = t``
-    (:func:`~autoprofiler_env.harness.correctness.constant_needed`): any regime that loose is
+    (:func:`~autoprofiler_env.harness.correctness.constant_fits`): any regime that loose is
     ill-posed for the problem (:func:`~autoprofiler_env.harness.tolerance.admits_constant`).
     """
 

@@ -112,7 +112,7 @@ def admits_constant(constant_needed: dict | None, regime: str | float | Toleranc
     """Whether ``regime`` may pass a constant candidate on a problem whose reference outputs
     have this ``constant_needed`` (per dtype, the smallest ``t`` at which a constant matches
     one of its outputs with ``atol = rtol = t``:
-    :func:`~autoprofiler_env.harness.correctness.constant_needed`). Such a problem is ill-posed
+    :func:`~autoprofiler_env.harness.correctness.constant_fits`). Such a problem is ill-posed
     under the regime. Exact where ``atol = rtol``; otherwise the larger of the two decides
     (a regime that might admit a constant does). None (recorded before the harness measured
     it, and checked well-posed at the recording's tolerance): False.
