@@ -113,3 +113,23 @@ def test_threads_receiving_at_once_keep_their_own_outputs(monkeypatch):
     for thread in threads:
         thread.join()
     assert all(torch.equal(landed[k], sent[k]) for k in range(4))
+
+
+def test_a_recorders_batch_is_compiled_at_once_and_timed_one_at_a_time(tmp_path):
+    """The recorder's held batch on a GPU: compiled candidates judged in the processes that
+    compiled them (phase ``queue``), with the verdicts and speedups that judging each alone
+    gives (within the timing noise of a second measurement)."""
+    from autoprofiler_env.dataset.record import record_candidates
+
+    problem = load_problem("linear_gelu_layernorm_4096x4096")
+    config = HarnessConfig(device="cuda")
+    plan = {problem.uri: ["compile", "tf32", "max_autotune", "compile+tf32"]}
+    held = record_candidates([problem], tmp_path / "held.jsonl", config, warm_workers=3,
+                             timeout_s=300, plan=plan)
+    alone = record_candidates([problem], tmp_path / "alone.jsonl", config, warm_workers=1,
+                              timeout_s=300, plan=plan)
+    assert [r["transformation"] for r in held] == plan[problem.uri]
+    for h, a in zip(held, alone):
+        assert h["correct"] and a["correct"], (h["error_message"], a["error_message"])
+        assert ("queue" in h["phases_s"]) == (h["transformation"] != "tf32")
+        assert 0.8 < h["speedup"] / a["speedup"] < 1.25, (h, a)

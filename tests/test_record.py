@@ -11,6 +11,7 @@ from pathlib import Path
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.build import build_from_recording
 from autoprofiler_env.dataset.record import chunks, covered, record_candidates, record_ncu
+from autoprofiler_env.dataset.record.candidates import WARM_STOPPED, CandidateWarmer
 from autoprofiler_env.dataset.record.reference import record_reference
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
@@ -206,13 +207,13 @@ def test_candidates_that_generate_no_code_are_timed_without_warming(tmp_path, mo
     import autoprofiler_env.dataset.record as record
 
     events = []
-    real_warm = record.CandidateWarmer.warm
+    real_batch = record.CandidateWarmer.batch
 
-    def warm(self, items, deadline=None, limit_s=None):
+    def batch(self, items, *args, **kwargs):
         events.append(len(items))
-        return real_warm(self, items, deadline, limit_s)
+        return real_batch(self, items, *args, **kwargs)
 
-    monkeypatch.setattr(record.CandidateWarmer, "warm", warm)
+    monkeypatch.setattr(record.CandidateWarmer, "batch", batch)
     problems = [load_problem(n) for n in ("conv2d_1x1_32x256x56x56", "conv2d_3x3_16x64x128x128",
                                           "conv2d_7x7_stride2_32x3x224x224",
                                           "conv2d_depthwise_3x3_16x128x256x256",
@@ -422,13 +423,16 @@ def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path):
     config = HarnessConfig(device="cpu", size="smoke")
     with CandidateWarmer(config, workers=2, timeout_s=300) as warmer:
         honest = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
-        assert warmer.warm([(small, "compile", honest)]) == set()  # compiled to the end
+        assert warmer.warm([(small, "compile", honest)]) == {}  # compiled to the end
         started = time.monotonic()
-        assert warmer.warm([(small, "compile", hangs)] * 4,
-                           deadline=time.monotonic() + 20) == {0, 1, 2, 3}  # none finished
+        stopped = warmer.warm([(small, "compile", hangs)] * 4, deadline=time.monotonic() + 20)
         elapsed = time.monotonic() - started
+        assert set(stopped) == {0, 1, 2, 3}  # none finished
         assert 19 < elapsed < 60  # not the 300 s of the sleeps
         assert not any(e.judging for e in warmer._all)
+        # two ran until stopped, two never began (two workers)
+        assert sorted(stopped.values())[:2] == [0.0, 0.0]
+        assert all(5 < s <= elapsed for s in sorted(stopped.values())[2:])
         # a batch's warming stops at its limit too, the deadline far away
         started = time.monotonic()
         warmer.warm([(small, "compile", hangs)] * 4, deadline=time.monotonic() + 300, limit_s=5)
@@ -458,6 +462,85 @@ def test_a_candidate_that_outlasts_the_judges_limit_is_recorded_as_a_timeout(tmp
     assert hung["error_kind"] == "timeout" and hung["timeout_s"] == 5
     assert honest["transformation"] == "tf32" and honest["correct"], honest
     assert honest["timeout_s"] == 5
+    # the compile the limit stopped is logged, and a later call does not warm it again
+    (stop,) = read_jsonl(tmp_path / WARM_STOPPED)
+    assert stop["transformation"] == "compile" and stop["limit_s"] == 5
+    assert 4.7 <= stop["ran_s"] < 30
+    warmed = []
+    real_batch = CandidateWarmer.batch
+    monkeypatch.setattr(CandidateWarmer, "batch", lambda self, items, *a, **k: (
+        warmed.extend(name for _, name, _ in items), real_batch(self, items, *a, **k))[1])
+    (tmp_path / "candidates.jsonl").unlink()
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=5, plan={small.uri: ["compile", "tf32"]})
+    assert warmed == [] and [r["transformation"] for r in rows] == ["tf32", "compile"]
+    assert rows[1]["error_kind"] == "timeout"
+    # under a longer limit it is warmed again: it may compile within that one
+    (tmp_path / "candidates.jsonl").unlink()
+    record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                      timeout_s=7, plan={small.uri: ["compile", "tf32"]})
+    assert warmed == ["compile"]
+
+
+def test_a_batch_is_timed_in_the_processes_that_compiled_it_one_at_a_time(tmp_path,
+                                                                          monkeypatch):
+    """Compiled candidates are held after their correctness runs and timed one at a time in
+    their own processes (phase ``queue``, not in ``wall_s``); one that failed before its
+    timing is judged again alone; the rows come in the plan's order."""
+    from autoprofiler_env.harness import Evaluator
+    from autoprofiler_env.optimizers import compose
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    data = ROOT / "tests" / "data" / "candidates"
+    honest = (data / "relu_correct.py").read_text()
+    sources = {"compile": honest, "max_autotune": honest + "\n# another\n",
+               "compile+tf32": (data / "relu_zeros.py").read_text(), "tf32": honest}
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
+    timings = []  # which evaluator timed what, and when
+    real_timing = Evaluator._timing
+
+    def timing(self, prepared, *args, **kwargs):
+        started = time.monotonic()
+        try:
+            return real_timing(self, prepared, *args, **kwargs)
+        finally:
+            timings.append((id(self), started, time.monotonic()))
+
+    monkeypatch.setattr(Evaluator, "_timing", timing)
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    plan = {small.uri: ["compile", "tf32", "compile+tf32", "max_autotune"]}
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=3,
+                             timeout_s=120, plan=plan)
+    assert [r["transformation"] for r in rows] == plan[small.uri]
+    by_name = {r["transformation"]: r for r in rows}
+    assert by_name["compile"]["correct"] and by_name["max_autotune"]["correct"]
+    assert not by_name["compile+tf32"]["correct"]  # zeros: failed before its timing
+    for name in ("compile", "max_autotune"):  # held, then timed where they were compiled
+        phases = by_name[name]["phases_s"]
+        assert "queue" in phases and "load" in phases, phases
+        assert by_name[name]["wall_s"] < sum(phases.values()) - phases["queue"] + 0.5
+    assert by_name["max_autotune"]["phases_s"]["queue"] > 0  # waited for the others' timing
+    for name in ("tf32", "compile+tf32"):  # judged alone (the second again, after the batch)
+        assert "queue" not in by_name[name]["phases_s"]
+    assert len({who for who, _, _ in timings}) == 3  # two held evaluators, and the judge's
+    spans = sorted((start, end) for _, start, end in timings)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+    assert not (tmp_path / WARM_STOPPED).exists()  # nothing was stopped
+    # where the GPU would not hold them all, each is judged alone
+    monkeypatch.setattr(CandidateWarmer, "_fits", lambda self, peak, held: False)
+    alone = record_candidates([small], tmp_path / "alone.jsonl", config, warm_workers=3,
+                              timeout_s=120, plan=plan)
+    assert [r["correct"] for r in alone] == [r["correct"] for r in rows]
+    assert not any("queue" in r["phases_s"] for r in alone)
+
+
+def test_a_batch_is_held_only_where_the_gpu_holds_it():
+    warmer = CandidateWarmer(HarnessConfig(device="cuda"), workers=4)
+    warmer._gpu_bytes = 100  # no GPU asked
+    assert warmer._fits(12, 4) and not warmer._fits(13, 4)  # HOLD_SHARE: half of it
+    assert warmer._fits(None, 4)  # not measured: held
+    assert CandidateWarmer(HarnessConfig(device="cpu"), workers=4)._fits(1 << 60, 4)
 
 
 def test_a_reused_timeout_under_a_shorter_limit_is_judged_again(tmp_path, monkeypatch):

@@ -39,6 +39,7 @@ import secrets
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -155,16 +156,20 @@ class Evaluator:
             (default: :func:`~autoprofiler_env.harness.process.default_cache_dir`).
         spare: start the next candidate's process while one is judged (saves the seconds a
             process takes to import torch; off where processes are many, as when warming).
+        keep_outputs: keep the reference's outputs of a problem's input sets for its next
+            candidates (off where evaluators are many, as when warming: six problems'
+            kept outputs would not fit on one GPU; each set is then computed again).
     """
 
     def __init__(self, config: HarnessConfig | None = None, timeout_s: float = TIMEOUT_S,
                  prepare_timeout_s: float = 600.0, cache_dir: str | Path | None = None,
-                 spare: bool = True) -> None:
+                 spare: bool = True, keep_outputs: bool = True) -> None:
         self.config = config or HarnessConfig()
         self.timeout_s = timeout_s
         self.prepare_timeout_s = prepare_timeout_s
         self.cache_dir = cache_dir
         self.spare = spare
+        self.keep_outputs = keep_outputs
         self._reference: WorkerProcess | None = None
         self._candidate: WorkerProcess | None = None  # the one judged now
         self._spare: WorkerProcess | None = None
@@ -249,6 +254,13 @@ class Evaluator:
             pass
 
     @property
+    def peak_memory_bytes(self) -> int | None:
+        """The reference's peak memory on the device (its load and one forward) for the
+        problem prepared last; None before one is, or off a GPU."""
+        prepared = self._prepared
+        return None if prepared is None else prepared.peak_memory_bytes
+
+    @property
     def judging(self) -> bool:
         """Whether a candidate's process is running now (an evaluation is in flight)."""
         worker = self._candidate
@@ -329,7 +341,7 @@ class Evaluator:
             prepared.constant_needed = self._check_well_posed(prepared.problem,
                                                               prepared.config, leaves)
         result = (leaves, fingerprint(leaves))
-        if keep:
+        if keep and self.keep_outputs:
             prepared.outputs[seed] = result
         return result
 
@@ -391,11 +403,19 @@ class Evaluator:
 
     # -- a candidate ------------------------------------------------------------------------
 
-    def evaluate(self, problem: Problem, source: str, size: str | None = None) -> EvalResult:
+    def evaluate(self, problem: Problem, source: str, size: str | None = None,
+                 pause: Callable[[], None] | None = None) -> EvalResult:
         """Judges one candidate (``ModelNew`` source) against a problem.
 
         A faulty candidate is not an exception: the result says ``correct=False`` with its
-        ``error_kind``. Raises only when the problem or the harness is at fault.
+        ``error_kind``. Raises only when the problem or the harness is at fault, or when
+        ``pause`` raises.
+
+        ``pause`` is called once the candidate has loaded (compiled) and passed its
+        correctness runs, before its warm-up and timing, and may block: the time it takes is
+        not the candidate's (phase ``queue``). A recorder holds each candidate of a batch
+        compiled at once there, then times them one at a time
+        (:class:`~autoprofiler_env.dataset.record.CandidateWarmer`).
 
         Raises:
             ProblemError: the problem file or its reference is at fault.
@@ -424,7 +444,7 @@ class Evaluator:
                 if not isinstance(state.isolation, dict):
                     raise WireError("the worker's isolation report is not an object")
                 deadline = time.monotonic() + self.timeout_s
-                self._judge(prepared, worker, source, state, deadline)
+                self._judge(prepared, worker, source, state, deadline, pause)
             except _Rejected as e:
                 failure = (e.kind, str(e))
             except WorkerTimeout as e:
@@ -484,7 +504,7 @@ class Evaluator:
             raise _Rejected(comparison.mismatch.kind, f"{what}: {comparison.mismatch.message}")
 
     def _judge(self, prepared: _Prepared, worker: WorkerProcess, source: str, state: _State,
-               deadline: float) -> None:
+               deadline: float, pause: Callable[[], None] | None = None) -> None:
         config = state.config
         problem = prepared.problem
         out_bytes = int(prepared.output_bytes * 1.5) + _SAMPLE_BYTES_SLACK
@@ -497,9 +517,12 @@ class Evaluator:
                                                  for k in range(config.n_correctness)],
                               state, deadline, out_bytes)
         waited = time.monotonic()
+        if pause is not None:
+            with state.phase("queue"):  # its turn to have the GPU alone
+                pause()
         with state.phase("spare"):
             self._spare_ready()  # no process starts while the two are warmed up and timed
-        deadline += time.monotonic() - waited  # the next process's start is not the candidate's
+        deadline += time.monotonic() - waited  # neither is the candidate's time
         with state.phase("warmup"):
             header, _ = self._ask(worker, {"op": "warmup", "seed": config.seed + 1,
                                            "ms": config.warmup_ms}, deadline, state)
@@ -692,7 +715,8 @@ class _State:
         return dict(problem_uri=problem.uri, device=self.config.device,
                     max_abs_error=self.max_abs_error,
                     n_correctness_passed=min(self.passed, self.config.n_correctness),
-                    wall_s=time.perf_counter() - self.started, config=self.config.to_dict(),
+                    wall_s=time.perf_counter() - self.started - self.phases.get("queue", 0.0),
+                    config=self.config.to_dict(),
                     tolerance_needed=self.needed, timing_unexplained=self.unexplained,
                     rechecked=self.rechecked, findings=self.findings, isolation=self.isolation,
                     phases_s={k: round(v, 3) for k, v in self.phases.items()})

@@ -205,7 +205,8 @@ class EvalResult:
     (docs/harness.md); ``rechecked`` says a suspicious speedup was measured again on fresh
     inputs. ``findings`` are the static check's warnings; ``isolation`` says what the sandbox
     of the candidate's process achieved; ``phases_s`` where the judgement's wall time went
-    (prepare, start, load, correctness, spare, warmup, timing, recheck: a diagnostic).
+    (prepare, start, load, correctness, queue, spare, warmup, timing, recheck: a diagnostic);
+    ``wall_s`` is their sum but for ``queue``, the wait for its turn to be timed.
     """
 
     problem_uri: str

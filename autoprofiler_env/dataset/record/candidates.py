@@ -6,15 +6,16 @@ from __future__ import annotations
 import hashlib
 import queue
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from tqdm import tqdm
 
 from autoprofiler_env.dataset.record.machine import _past, machine_info
 from autoprofiler_env.harness import Evaluator, HarnessConfig
-from autoprofiler_env.harness.records import JUDGE_VERSION
+from autoprofiler_env.harness.records import JUDGE_VERSION, ErrorKind, EvalResult
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 
@@ -24,94 +25,208 @@ and timing (the suite's recordings were made with it). KernelBench's recording u
 KernelBench's own (:data:`~autoprofiler_env.dataset.record.kernelbench.CANDIDATE_TIMEOUT_S`)."""
 
 
+HOLD_SHARE = 0.5
+"""The share of the GPU's memory that a batch's held candidates may take, each counted as its
+problem's reference peak: beyond it they are judged alone (KernelBench's largest outputs
+are 8.6 GB)."""
+
+
+class _Cancelled(Exception):
+    """A held evaluation let go without its timing."""
+
+
+class _Turn:
+    """One candidate of a batch: whether it reached its timing (``paused`` there until
+    ``go``), its result and the evaluator that judges it."""
+
+    def __init__(self, label: str, hold: bool) -> None:
+        self.label, self.hold = label, hold
+        self.reached = threading.Event()  # paused before its timing, or done
+        self.go = threading.Event()
+        self.paused = self.cancelled = False
+        self.result: EvalResult | None = None
+        self.evaluator: Evaluator | None = None
+        self.since: float | None = None
+        self.fits = lambda: True  # whether the GPU holds it beside the batch's others
+
+    def __call__(self) -> None:  # Evaluator.evaluate's pause
+        self.paused = True
+        self.hold = self.hold and self.fits()
+        tqdm.write(f"compiled {self.label}: {time.monotonic() - self.since:.0f} s"
+                   f"{'' if self.hold else ' (not held)'}", file=sys.stderr)
+        self.reached.set()
+        if self.hold:
+            self.go.wait()
+        if self.cancelled or not self.hold:
+            raise _Cancelled
+
+
+class WarmBatch:
+    """What :meth:`CandidateWarmer.batch` compiled: ``stopped`` (the items whose compile a
+    limit or the deadline stopped, by index, with the seconds each ran, 0 for one that never
+    began), and each held item's timing, taken by :meth:`finish` one at a time. A context
+    manager: closing lets go of the items not finished."""
+
+    def __init__(self, turns: list[_Turn], futures: list) -> None:
+        self.turns, self.futures = turns, futures
+        self.stopped: dict[int, float] = {}
+
+    def finish(self, index: int) -> EvalResult | None:
+        """Item ``index`` warmed up and timed now, the GPU its alone (the batch's other
+        candidates wait, compiled, in their processes): its result, or None where the item
+        must be judged alone: it was stopped, it failed before its timing (a verdict reached
+        beside five other compiles is not kept: memory or time they took may be the cause),
+        it was not held (its problem's reference peaks at more than :data:`HOLD_SHARE` of
+        the GPU's memory over the batch's size), or it timed out."""
+        if not self.turns:
+            return None
+        turn = self.turns[index]
+        if index in self.stopped or not turn.paused or turn.go.is_set():
+            return None
+        turn.go.set()
+        wait([self.futures[index]])
+        result = turn.result
+        if result is None or result.error_kind is ErrorKind.TIMEOUT:
+            return None
+        return result
+
+    def close(self, interrupt: bool = False) -> None:
+        """Lets go of the items still held; ``interrupt``: stops the one being timed too."""
+        for turn in self.turns:
+            if not turn.go.is_set():
+                turn.cancelled = True
+                turn.go.set()
+            elif interrupt and turn.evaluator is not None:
+                turn.evaluator.interrupt()
+        wait(self.futures)
+
+    def __enter__(self) -> WarmBatch:
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        self.close(interrupt=kind is not None)
+
+
 class CandidateWarmer:
-    """Compiles candidates in ``workers`` worker processes at once, filling Inductor's on-disk
-    cache, so that judging and timing them one at a time afterwards spends its time on the
-    GPU. Errors are left for that pass to judge and record. A context manager: the workers
-    live until it closes, across calls of :meth:`warm`."""
+    """Compiles candidates in ``workers`` worker processes at once, so that the GPU is not
+    idle while one compiles: :meth:`batch` compiles and checks a batch of them at once, each
+    held in its process before its timing, then times them one at a time, so that no timing
+    shares the machine with a compile (nor a load from Inductor's cache: 6-10 s a candidate
+    on the H200); :meth:`warm` only fills Inductor's on-disk cache. A context manager: the
+    workers live until it closes, across calls."""
 
     def __init__(self, config: HarnessConfig, workers: int,
                  timeout_s: float = CANDIDATE_TIMEOUT_S) -> None:
-        from dataclasses import replace
-
         self.workers = workers
-        warm_config = replace(config, n_correctness=1, timing_budget_ms=1, min_trials=1,
-                              max_trials=1, warmup_ms=0, flush_l2=False)
-        self._all = [Evaluator(warm_config, timeout_s=timeout_s, spare=False)
+        self._device, self._gpu_bytes = config.device, None
+        self._all = [Evaluator(config, timeout_s=timeout_s, spare=False, keep_outputs=False)
                      for _ in range(workers if workers > 1 else 0)]
         self._stopping = False
         self._free: queue.Queue = queue.Queue()
         for evaluator in self._all:
             self._free.put(evaluator)
+        self._pool = ThreadPoolExecutor(len(self._all)) if self._all else None
 
     def warm(self, items: list[tuple[Problem, str, str]], deadline: float | None = None,
-             limit_s: float | None = None) -> set[int]:
+             limit_s: float | None = None) -> dict[int, float]:
         """Compiles ``(problem, name, source)`` items, each in whichever worker is free, for
-        at most ``limit_s`` seconds in all; returns the indices of the items it did not
-        compile to the end (none without workers). At the deadline or the limit (or on an
-        exception, SIGTERM's SystemExit included) the compiles in flight are killed and the
-        rest dropped: warming saves nothing that a later call needs, and a candidate it did
-        not compile is compiled alone by the timed pass, within the judge's limit. Each
-        compile's seconds, and the compiles stopped, are written to the log (stderr)."""
-        if self.workers <= 1 or not items:
-            return set()
+        at most ``limit_s`` seconds in all, filling Inductor's on-disk cache; returns the
+        items it did not compile to the end (:attr:`WarmBatch.stopped`)."""
+        with self.batch(items, deadline, limit_s, hold=False) as batch:
+            return batch.stopped
+
+    def batch(self, items: list[tuple[Problem, str, str]], deadline: float | None = None,
+              limit_s: float | None = None, hold: bool = True) -> WarmBatch:
+        """Loads (compiles) ``(problem, name, source)`` items and runs their correctness
+        checks, each in whichever worker is free, for at most ``limit_s`` seconds in all;
+        with ``hold``, at most one item per worker, each then held before its timing
+        (:meth:`WarmBatch.finish`). At the deadline or the limit (or on an exception,
+        SIGTERM's SystemExit included) the compiles in flight are killed and the rest
+        dropped (``stopped``): an item not compiled is judged alone by the caller, within
+        the judge's limit. Each compile's seconds, and the compiles stopped, are written to
+        the log (stderr). Without workers nothing is compiled, and nothing stopped."""
+        if self._pool is None or not items:
+            return WarmBatch([], [])
+        if hold and len(items) > len(self._all):
+            raise ValueError(f"{len(items)} candidates held in {len(self._all)} workers")
         if _past(deadline):
-            return set(range(len(items)))
+            batch = WarmBatch([], [])
+            batch.stopped = dict.fromkeys(range(len(items)), 0.0)
+            return batch
         if limit_s is not None:
             until = time.monotonic() + limit_s
             deadline = until if deadline is None else min(deadline, until)
         self._stopping = False  # set when this call is stopped, until its threads are done
-        in_flight: dict[int, tuple[str, float]] = {}  # item's index: its label, its start
-        compiled: set[int] = set()
+        turns = [_Turn(f"{problem.uri} {name}", hold) for problem, name, _ in items]
 
-        def one(index, item):
-            problem, name, source = item
+        def one(turn: _Turn, problem: Problem, source: str) -> None:
             if _past(deadline) or self._stopping:
                 return
             evaluator = self._free.get()  # one item at a time per worker process
-            label = f"{problem.uri} {name}"
             try:
                 if not self._stopping:
-                    in_flight[index] = (label, time.monotonic())
-                    result = evaluator.evaluate(problem, source)
-                    if not self._stopping:
-                        compiled.add(index)
-                        failed = "" if result.correct else f" ({result.error_name})"
-                        tqdm.write(f"compiled {label}: "
-                                   f"{time.monotonic() - in_flight[index][1]:.0f} s{failed}",
-                                   file=sys.stderr)
-            except Exception:  # a broken candidate is judged, and recorded, in the timed pass
-                if not self._stopping:
-                    compiled.add(index)
+                    turn.evaluator, turn.since = evaluator, time.monotonic()
+                    turn.fits = lambda: self._fits(evaluator.peak_memory_bytes, len(items))
+                    turn.result = evaluator.evaluate(problem, source, pause=turn)
+            except Exception:  # let go, or broken: a broken candidate is judged alone
+                pass
             finally:
-                in_flight.pop(index, None)
+                turn.evaluator = None
+                if not turn.reached.is_set() and not self._stopping and turn.since is not None:
+                    failed = f" ({turn.result.error_name})" if turn.result else ""
+                    tqdm.write(f"compiled {turn.label}: "
+                               f"{time.monotonic() - turn.since:.0f} s{failed}", file=sys.stderr)
+                turn.reached.set()
                 self._free.put(evaluator)
 
-        with ThreadPoolExecutor(self.workers) as pool:
-            futures = [pool.submit(one, i, item) for i, item in enumerate(items)]
-            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            try:
-                for _ in tqdm(as_completed(futures, timeout=timeout), total=len(items),
-                              desc="compile", leave=False):
-                    pass
-            except BaseException as e:  # the deadline, or the process is being stopped
-                self._stopping = True
-                now = time.monotonic()
-                for label, since in list(in_flight.values()):
-                    tqdm.write(f"compile stopped after {now - since:.0f} s: {label}",
+        batch = WarmBatch(turns, [self._pool.submit(one, turn, problem, source)
+                                  for turn, (problem, _, source) in zip(turns, items)])
+        try:
+            with tqdm(total=len(items), desc="compile", leave=False) as bar:
+                for turn in turns:
+                    left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                    if not turn.reached.wait(left):
+                        raise TimeoutError
+                    bar.update()
+        except BaseException as e:  # the deadline, or the process is being stopped
+            self._stopping = True
+            now = time.monotonic()
+            late = [i for i, turn in enumerate(turns) if not turn.reached.is_set()]
+            for i in late:
+                since = turns[i].since
+                batch.stopped[i] = 0.0 if since is None else now - since
+                if since is not None:
+                    tqdm.write(f"compile stopped after {now - since:.0f} s: {turns[i].label}",
                                file=sys.stderr)
-                for future in futures:
-                    future.cancel()
-                running = [f for f in futures if not f.done()]
-                while running:  # again until done: one that began after a round is stopped
-                    for evaluator in self._all:  # by the next (its process had not started)
+            for i in late:  # one that reaches its pause now is let go there
+                turns[i].cancelled = True
+                turns[i].go.set()
+            running = [batch.futures[i] for i in late]
+            while running:  # again until done: one that began after a round is stopped by
+                for i in late:  # the next (its process had not started)
+                    evaluator = turns[i].evaluator
+                    if evaluator is not None and not turns[i].reached.is_set():
                         evaluator.interrupt()
-                    running = list(wait(running, timeout=0.5).not_done)
-                if not isinstance(e, TimeoutError):
-                    raise
-        return set(range(len(items))) - compiled
+                running = list(wait(running, timeout=0.5).not_done)
+            if not isinstance(e, TimeoutError):
+                batch.close()
+                raise
+        return batch
+
+    def _fits(self, peak_bytes: int | None, held: int) -> bool:
+        """Whether ``held`` candidates of a problem whose reference peaks at ``peak_bytes``
+        can wait on the GPU together (each is assumed to need as much as the reference)."""
+        if not self._device.startswith("cuda") or not peak_bytes:
+            return True
+        if self._gpu_bytes is None:
+            import torch
+
+            self._gpu_bytes = torch.cuda.get_device_properties(self._device).total_memory
+        return peak_bytes * held <= HOLD_SHARE * self._gpu_bytes
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         for evaluator in self._all:
             evaluator.close()
 
@@ -135,10 +250,15 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     device: ``_SAME_MACHINE``); it is marked ``reused: true``.
 
     In batches that hold ``warm_workers`` candidates which generate code (``compile``,
-    ``max_autotune``, a Triton kernel): those are first compiled in ``warm_workers``
-    processes at once (filling Inductor's on-disk cache), then the batch is judged and timed
-    one candidate at a time, so that no two timings share the GPU. A candidate that generates
-    no code is not warmed (loading it takes a fraction of a second). One compile per worker
+    ``max_autotune``, a Triton kernel): those are first compiled, and checked on the
+    correctness sets, in ``warm_workers`` processes at once, each then held in its process
+    (:meth:`CandidateWarmer.batch`); then the batch is timed one candidate at a time, in
+    order, so that no two timings share the GPU and none shares the machine with a compile.
+    A held candidate is timed in the process that compiled it: its load from Inductor's
+    cache (6-10 s on the H200) and its correctness runs are not done twice. One that failed
+    before its timing, or timed out, is judged again alone: a verdict reached beside other
+    compiles is not kept. A candidate that generates no code is judged alone, in its place
+    (loading it takes a fraction of a second). One compile per worker
     per batch: the first timing starts a compile's length after the start, and a time budget
     that runs out wastes at most one batch's compiles (H200, 12 workers: batches of 48 took
     3-5 min to compile, and a 9-minute chunk judged 16-21 candidates of them).
@@ -152,7 +272,8 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     a chunk's 28 candidates judged in the 5 minutes left). So a compile that never ends
     costs twice the limit, and a batch with k of them up to k + 1 limits, where before it
     held the recording up for good (KernelBench's first warm batch outlasted five
-    5-9-minute commands).
+    5-9-minute commands). A compile the limit stopped is logged (:data:`WARM_STOPPED`) and
+    not warmed again by a later call.
     A reused row that timed out under a shorter limit than ``timeout_s`` is judged again.
     """
     from autoprofiler_env.features import static_features
@@ -195,22 +316,47 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     with CandidateWarmer(config, warm_workers, timeout_s) as warmer, \
             Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(out) as log, \
             tqdm(total=len(todo), desc="judge and time") as bar:
-        def in_order():  # batch by batch, warmed first; what warming did not finish, last
-            slow = []
-            for members in warm_batches(todo, warm_workers):
-                compiling = [item for item in members if generates_code(item[1])]
-                stopped = {id(compiling[i]) for i in warmer.warm(compiling, deadline,
-                                                                  limit_s=timeout_s)}
-                slow += [item for item in members if id(item) in stopped]
-                yield from (item for item in members if id(item) not in stopped)
-            yield from slow
+        stopped_log = out.with_name(WARM_STOPPED)
+        too_slow = {(r["uri"], r["transformation"], r["source_sha256"])
+                    for r in read_jsonl(stopped_log) if r["ran_s"] >= _LIMIT_RAN * timeout_s}
 
-        for problem, name, source in in_order():
+        def key(item):
+            return item[0].uri, item[1], _sha256(item[2])
+
+        def judge(item, result=None) -> None:  # alone unless the batch timed it
+            problem, name, source = item
+            if result is None:
+                result = evaluator.evaluate(problem, source)
+            log.write(outcome_row(problem, name, result, info, source, timeout_s))
+            bar.update()
+
+        slow = [item for item in todo if key(item) in too_slow]  # stopped by an earlier call
+        for members in warm_batches([i for i in todo if key(i) not in too_slow], warm_workers):
             if _past(deadline):
                 break
-            log.write(outcome_row(problem, name, evaluator.evaluate(problem, source), info,
-                                  source, timeout_s))
-            bar.update()
+            compiling = [item for item in members if generates_code(item[1])]
+            with warmer.batch(compiling, deadline, limit_s=timeout_s) as batch:
+                stops = [(key(compiling[i]), seconds) for i, seconds in batch.stopped.items()
+                         if seconds >= _LIMIT_RAN * timeout_s]  # the limit, not the deadline
+                if stops:
+                    with JsonlAppender(stopped_log) as log_stops:
+                        for (uri, name, sha), seconds in stops:
+                            log_stops.write({"uri": uri, "transformation": name,
+                                             "source_sha256": sha, "ran_s": round(seconds, 1),
+                                             "limit_s": timeout_s})
+                index = {id(item): i for i, item in enumerate(compiling)}
+                for item in members:  # one at a time, in order; what was not compiled, last
+                    if _past(deadline):
+                        break
+                    i = index.get(id(item))
+                    if i in batch.stopped:
+                        slow.append(item)
+                    else:
+                        judge(item, None if i is None else batch.finish(i))
+        for item in slow:
+            if _past(deadline):
+                break
+            judge(item)
     return read_jsonl(out)
 
 
@@ -238,6 +384,16 @@ def warm_batches(todo: list[tuple], warm_workers: int) -> list[list[tuple]]:
         batches.append(current)
     return batches
 
+
+WARM_STOPPED = "warm_stopped.jsonl"
+"""Beside ``candidates.jsonl``: the candidates whose warm compile a batch stopped at the
+judge's limit. A later call does not warm them again (a resumed KernelBench recording warmed
+``level3/19_MobileNetV1``'s ``max_autotune+cuda_graph`` for 180 s in two commands before
+judging it): they are judged alone, after the call's other candidates."""
+
+_LIMIT_RAN = 0.95
+"""A stopped compile that ran this share of the limit was stopped by the limit (a deadline
+stops one sooner)."""
 
 _SAME_MACHINE = ("gpu", "torch", "device")
 """What a reused row's machine must share with this one."""
