@@ -535,6 +535,20 @@ def test_a_batch_is_timed_in_the_processes_that_compiled_it_one_at_a_time(tmp_pa
     assert not any("queue" in r["phases_s"] for r in alone)
 
 
+def test_the_batch_benchmark_judges_both_ways(capsys, monkeypatch):
+    from autoprofiler_env.optimizers import compose
+    from experiments import bench_batch
+
+    honest = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: honest)
+    small = ROOT / "tests" / "data" / "problems" / "relu_small.py"
+    assert bench_batch.main(["--problem", str(small), "--candidates", "compile,max_autotune",
+                             "--timeout", "120"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("compile  ") == 2 and "failed" not in out
+    assert " held: " in out and "again: " in out and "held saves" in out
+
+
 def test_a_batch_is_held_only_where_the_gpu_holds_it():
     warmer = CandidateWarmer(HarnessConfig(device="cuda"), workers=4)
     warmer._gpu_bytes = 100  # no GPU asked

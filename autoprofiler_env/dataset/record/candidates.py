@@ -112,14 +112,17 @@ class CandidateWarmer:
     idle while one compiles: :meth:`batch` compiles and checks a batch of them at once, each
     held in its process before its timing, then times them one at a time, so that no timing
     shares the machine with a compile (nor a load from Inductor's cache: 6-10 s a candidate
-    on the H200); :meth:`warm` only fills Inductor's on-disk cache. A context manager: the
-    workers live until it closes, across calls."""
+    on the H200); :meth:`warm` only fills Inductor's on-disk cache. ``cache_dir``: the
+    compile caches (default: the harness's). A context manager: the workers live until it
+    closes, across calls."""
 
     def __init__(self, config: HarnessConfig, workers: int,
-                 timeout_s: float = CANDIDATE_TIMEOUT_S) -> None:
+                 timeout_s: float = CANDIDATE_TIMEOUT_S,
+                 cache_dir: str | Path | None = None) -> None:
         self.workers = workers
         self._device, self._gpu_bytes = config.device, None
-        self._all = [Evaluator(config, timeout_s=timeout_s, spare=False, keep_outputs=False)
+        self._all = [Evaluator(config, timeout_s=timeout_s, spare=False, keep_outputs=False,
+                               cache_dir=cache_dir)
                      for _ in range(workers if workers > 1 else 0)]
         self._stopping = False
         self._free: queue.Queue = queue.Queue()
