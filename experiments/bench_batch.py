@@ -13,6 +13,12 @@ every candidate's verdict and speedup.
 
 Defaults: the suite's ``linear_gelu_layernorm_4096x4096``; on a CPU at the smoke size with
 ``compile,max_autotune``, on a GPU at full size with ``compile,max_autotune,compile+tf32``.
+
+Measured on the 2-core development machine (defaults, four runs): held 41.9-49.3 s, again
+77.3-90.6 s; the judging after the compiles took 0.4-0.7 s held and 36.4-42.7 s again, where
+each fresh process's first call, a hit in the compile cache, still took 11-15 s (phase
+``correctness``). The speedups at the smoke size (0.1 ms calls) are noise on this machine
+(0.67x-1.84x either way); ``tests/test_harness_gpu.py`` compares them on a GPU.
 """
 
 from __future__ import annotations
@@ -79,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{way:>5}: {compiling + judging:6.1f} s (compiling {compiling:.1f} s, then "
               f"judging {judging:.1f} s)")
         for name, r in zip(names, results):
-            verdict = f"{r.speedup:.2f}x" if r.correct else f"failed ({r.error_name})"
+            verdict = (f"{r.speedup:.2f}x ({r.reference_ms:.3g}/{r.candidate_ms:.3g} ms)"
+                       if r.correct else f"failed ({r.error_name})")
             phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases_s.items() if v >= 0.05)
-            print(f"       {name:<24} {verdict:<22} {r.wall_s:5.1f} s: {phases}")
+            print(f"       {name:<24} {verdict:<30} {r.wall_s:5.1f} s: {phases}")
     print(f"held saves {totals['again'] - totals['held']:.1f} s of {totals['again']:.1f} s")
     return 0
 
