@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from autoprofiler_env.dataset.record.machine import _past, machine_info
 from autoprofiler_env.harness import Evaluator, HarnessConfig
-from autoprofiler_env.harness.records import JUDGE_VERSION, ErrorKind, EvalResult
+from autoprofiler_env.harness.records import JUDGE_VERSION, EvalResult
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 
@@ -73,11 +73,12 @@ class WarmBatch:
 
     def finish(self, index: int) -> EvalResult | None:
         """Item ``index`` warmed up and timed now, the GPU its alone (the batch's other
-        candidates wait, compiled, in their processes): its result, or None where the item
-        must be judged alone: it was stopped, it failed before its timing (a verdict reached
-        beside five other compiles is not kept: memory or time they took may be the cause),
-        it was not held (its problem's reference peaks at more than :data:`HOLD_SHARE` of
-        the GPU's memory over the batch's size), or it timed out."""
+        candidates wait, compiled, in their processes): its result where it is correct, else
+        None, and the item must be judged alone: it was stopped, it was not held (its
+        problem's reference peaks at more than :data:`HOLD_SHARE` of the GPU's memory over
+        the batch's size), or it failed, before its timing or in it (a failure reached
+        beside other compiles, or beside their held processes, is not kept: the memory or
+        time they took may be its cause; judged alone, the verdict is the judge's own)."""
         if not self.turns:
             return None
         turn = self.turns[index]
@@ -86,9 +87,7 @@ class WarmBatch:
         turn.go.set()
         wait([self.futures[index]])
         result = turn.result
-        if result is None or result.error_kind is ErrorKind.TIMEOUT:
-            return None
-        return result
+        return result if result is not None and result.correct else None
 
     def close(self, interrupt: bool = False) -> None:
         """Lets go of the items still held; ``interrupt``: stops the one being timed too."""
@@ -259,7 +258,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     order, so that no two timings share the GPU and none shares the machine with a compile.
     A held candidate is timed in the process that compiled it: its load from Inductor's
     cache (6-10 s on the H200) and its correctness runs are not done twice. One that failed
-    before its timing, or timed out, is judged again alone: a verdict reached beside other
+    (before its timing or in it) is judged again alone: a failure reached beside other
     compiles is not kept. A candidate that generates no code is judged alone, in its place
     (loading it takes a fraction of a second). One compile per worker
     per batch: the first timing starts a compile's length after the start, and a time budget
