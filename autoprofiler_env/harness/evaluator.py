@@ -157,8 +157,9 @@ class Evaluator:
         spare: start the next candidate's process while one is judged (saves the seconds a
             process takes to import torch; off where processes are many, as when warming).
         keep_outputs: keep the reference's outputs of a problem's input sets for its next
-            candidates (off where evaluators are many, as when warming: six problems'
-            kept outputs would not fit on one GPU; each set is then computed again).
+            candidates (off where evaluators are many, as in a recorder's batch: six
+            evaluators keeping three of KernelBench's largest outputs, 8.6 GB, would not fit
+            on one GPU; each set is then computed again).
     """
 
     def __init__(self, config: HarnessConfig | None = None, timeout_s: float = TIMEOUT_S,
