@@ -535,6 +535,38 @@ def test_a_batch_is_timed_in_the_processes_that_compiled_it_one_at_a_time(tmp_pa
     assert not any("queue" in r["phases_s"] for r in alone)
 
 
+def test_a_held_candidate_that_fails_in_its_timing_is_judged_again_alone(tmp_path,
+                                                                        monkeypatch):
+    """Only a correct verdict is kept from a held candidate: one that passes its correctness
+    runs and then fails on the timed calls is judged again alone, and that verdict is
+    recorded."""
+    from autoprofiler_env.harness import Evaluator
+    from autoprofiler_env.optimizers import compose
+
+    matmul = load_file(ROOT / "tests" / "data" / "problems" / "matmul_cpu.py")
+    cheats = ROOT / "tests" / "data" / "candidates" / "cheats"
+    sources = {"compile": (cheats / "stateful_cache.py").read_text(),  # honest 3 calls
+               "max_autotune": (cheats / "honest_linear.py").read_text()}
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
+    judged = []
+    real_evaluate = Evaluator.evaluate
+
+    def evaluate(self, problem, source, size=None, pause=None):
+        judged.append((source == sources["compile"], pause is not None))
+        return real_evaluate(self, problem, source, size, pause)
+
+    monkeypatch.setattr(Evaluator, "evaluate", evaluate)
+    config = HarnessConfig(device="cpu", timing_budget_ms=60, min_trials=3, max_trials=30,
+                           static_check="off")
+    rows = record_candidates([matmul], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=120, plan={matmul.uri: ["compile", "max_autotune"]})
+    cached, honest = rows
+    assert not cached["correct"] and cached["error_kind"] == "mismatch", cached
+    assert "queue" not in cached["phases_s"]  # the alone verdict is the one recorded
+    assert honest["correct"] and "queue" in honest["phases_s"]
+    assert sorted(judged) == [(False, True), (True, False), (True, True)]
+
+
 def test_the_batch_benchmark_judges_both_ways(capsys, monkeypatch):
     from autoprofiler_env.optimizers import compose
     from experiments import bench_batch
