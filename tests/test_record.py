@@ -582,11 +582,12 @@ def test_the_batch_benchmark_judges_both_ways(capsys, monkeypatch):
 
 
 def test_a_batch_is_held_only_where_the_gpu_holds_it():
-    warmer = CandidateWarmer(HarnessConfig(device="cuda"), workers=4)
-    warmer._gpu_bytes = 100  # no GPU asked
-    assert warmer._fits(12, 4) and not warmer._fits(13, 4)  # HOLD_SHARE: half of it
-    assert warmer._fits(None, 4)  # not measured: held
-    assert CandidateWarmer(HarnessConfig(device="cpu"), workers=4)._fits(1 << 60, 4)
+    with CandidateWarmer(HarnessConfig(device="cuda"), workers=4) as warmer:
+        warmer._gpu_bytes = 100  # no GPU asked
+        assert warmer._fits(12, 4) and not warmer._fits(13, 4)  # HOLD_SHARE: half of it
+        assert warmer._fits(None, 4)  # not measured: held
+    with CandidateWarmer(HarnessConfig(device="cpu"), workers=4) as warmer:
+        assert warmer._fits(1 << 60, 4)
 
 
 def test_a_reused_timeout_under_a_shorter_limit_is_judged_again(tmp_path, monkeypatch):

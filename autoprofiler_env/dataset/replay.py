@@ -362,6 +362,5 @@ class Dataset:
             "llm_outcomes": sum(len(reps) for r in problems for keyed in r.llm_outcomes.values()
                                 for reps in keyed.values()),
             "complete": all(set(r.profiles) == set(self.sections) for r in problems),
-            "ill_posed": {name: sum(admits_constant(r.eager.get("constant_needed"), name)
-                                    for r in problems) for name in PRESETS},
+            "ill_posed": {name: len(self.ill_posed(name)) for name in PRESETS},
         }

@@ -118,7 +118,6 @@ class CandidateWarmer:
     def __init__(self, config: HarnessConfig, workers: int,
                  timeout_s: float = CANDIDATE_TIMEOUT_S,
                  cache_dir: str | Path | None = None) -> None:
-        self.workers = workers
         self._device, self._gpu_bytes = config.device, None
         self._all = [Evaluator(config, timeout_s=timeout_s, spare=False, keep_outputs=False,
                                cache_dir=cache_dir)
