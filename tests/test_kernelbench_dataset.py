@@ -145,6 +145,30 @@ def test_a_shipped_name_a_path_and_none_resolve_to_files():
         "sha256"]
 
 
+def test_the_shipped_kernelbench_dataset_is_the_committed_recordings_complete_prefix():
+    """Every problem of the shipped file is one of the committed manifest's, by level, file,
+    sha256 and commit, in the manifest's split; every other problem of the manifest is named
+    in the build's ``left_out`` (refused, or not finished yet): a recording stop's complete
+    subset is what is shipped, and nothing else."""
+    dataset = Dataset.load("kernelbench")
+    manifest = json.loads((DATA / "recording_kernelbench_h200" / "kernelbench.json").read_text())
+    by_uri = {f"problem://kernelbench/level{p['level']}/{Path(p['file']).stem}": p
+              for p in manifest["problems"]}
+    shipped = dataset.content.problems
+    assert shipped and set(shipped) <= set(by_uri)
+    for uri, record in shipped.items():
+        entry = by_uri[uri]
+        assert (record.provenance.level, record.provenance.file, record.provenance.sha256,
+                record.provenance.commit, record.split) == (
+            entry["level"], entry["file"], entry["sha256"], manifest["commit"], entry["split"])
+    left_out = dataset.metadata["left_out"]
+    assert set(shipped) | set(left_out) == set(by_uri) and not set(shipped) & set(left_out)
+    info = dataset.info()
+    assert info["kernelbench"]["problems"] == len(shipped)
+    assert info["kernelbench"]["commits"] == [manifest["commit"]]
+    assert dataset.metadata["gpu"] == "NVIDIA H200"
+
+
 def test_an_unknown_name_is_a_typed_error_listing_the_shipped_ones():
     with pytest.raises(UnknownDatasetError, match="no dataset named 'suit': the shipped ones "
                        "are suite, kernelbench"):
