@@ -11,6 +11,7 @@ from pathlib import Path
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.build import build_from_recording
 from autoprofiler_env.dataset.record import chunks, covered, record_candidates, record_ncu
+from autoprofiler_env.dataset.record.ncu import BATCH_TIMEOUT_S
 from autoprofiler_env.dataset.record.candidates import WARM_STOPPED, CandidateWarmer
 from autoprofiler_env.dataset.record.reference import record_reference
 from autoprofiler_env.harness import HarnessConfig
@@ -104,10 +105,11 @@ def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_
         tmp_path, monkeypatch):
     import autoprofiler_env.dataset.record.ncu as ncu  # where record_ncu looks run_ncu up
 
-    calls = []
+    calls, timeouts = [], []
 
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append(([p.name for p in problems], kwargs["max_kernels"]))
+        timeouts.append(kwargs["problem_timeout_s"])
         status = [{"event": "primer", "s": 1.0}]
         for i, p in enumerate(problems):
             status.append({"event": "begin", "index": i, "uri": p.uri})
@@ -130,6 +132,7 @@ def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_
     assert record_ncu(problems, configs, tmp_path, chunk=3) == 2
     assert calls == [(names, None), (["softmax_16384x4096"], None),
                      (["lstm_sequence_64x128x512"], 64)]
+    assert timeouts == [BATCH_TIMEOUT_S, BATCH_TIMEOUT_S, 300.0]  # batched runs stop sooner
     assert covered(tmp_path / "full") == {p.uri for p in problems}  # capped, it is not retried
     assert record_ncu(problems, configs, tmp_path, chunk=3) == 0
 

@@ -69,6 +69,16 @@ start: in a batched run it outlasts the 300 s problem timeout first (KernelBench
 ``36_LSTMHn`` on the H200: 270 s until a deadline, then 306 s to the timeout, then 111 s alone
 and capped, docs/data/recording_kernelbench_h200)."""
 
+BATCH_TIMEOUT_S = 150.0
+"""How long a problem of a batched (uncapped) run may go without finishing before ncu is
+stopped; the problem is then profiled again alone with the kernel cap, which keeps
+``problem_timeout_s`` (300 s). The longest problems recorded under the full set took 105 s
+(the suite's ``mlp_deep_narrow_16layer_65536x128``, 64 operators) and 51 s on KernelBench
+(``level3/19_MobileNetV1``, 24 operators); the two that ran into the 300 s timeout did so on
+hundreds of kernels from one operator (``level3/36_LSTMHn``'s cuDNN time steps, and
+``level1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__``'s cuDNN FFT
+kernels, about 150 of them in 300 s), and each wasted its 300 s before the capped run."""
+
 MIN_RUN_S = 30.0
 """An ncu run is not started with less time left: ncu's start-up and the primer take about
 4 s on the H200, and a problem under the full set takes 10-40 s."""
@@ -76,12 +86,15 @@ MIN_RUN_S = 30.0
 
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
                deadline: float | None = None, problem_timeout_s: float = 300.0,
-               max_ops: int | None = MAX_OPS, alone: Collection[str] = ()) -> int:
+               max_ops: int | None = MAX_OPS, alone: Collection[str] = (),
+               batch_timeout_s: float = BATCH_TIMEOUT_S) -> int:
     """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
     under ``root/<config>/`` is done with. A run the deadline stops keeps the problems it
     finished; the next call profiles the rest. A problem that timed out in a batched run is
     profiled alone, on its first ``MAX_KERNELS`` kernels; so are the problems whose URIs are
-    in ``alone`` from the start (:data:`STEPPED_OPS`). ``max_ops``: the operators of each
+    in ``alone`` from the start (:data:`STEPPED_OPS`). A problem of a batched run times out
+    after ``batch_timeout_s`` (at most ``problem_timeout_s``), a capped one after
+    ``problem_timeout_s``. ``max_ops``: the operators of each
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
@@ -98,7 +111,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
             if left is not None and left < MIN_RUN_S:
                 return made
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
-                          problem_timeout_s=problem_timeout_s, deadline_s=left,
+                          problem_timeout_s=(problem_timeout_s if max_kernels is not None
+                                             else min(problem_timeout_s, batch_timeout_s)),
+                          deadline_s=left,
                           max_ops=max_ops)
             run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
             made += 1
