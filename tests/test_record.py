@@ -538,6 +538,43 @@ def test_a_batch_is_timed_in_the_processes_that_compiled_it_one_at_a_time(tmp_pa
     assert not any("queue" in r["phases_s"] for r in alone)
 
 
+def test_held_candidates_are_still_timed_when_the_deadline_passes(tmp_path, monkeypatch):
+    """A deadline that passes after a batch compiled drops neither held candidate (their
+    timings take seconds, their compiles took long); the eager one queued between them is
+    left to the next call, which judges only it."""
+    import autoprofiler_env.dataset.record.candidates as candidates
+    from autoprofiler_env.optimizers import compose
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    honest = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+    sources = {"compile": honest, "tf32": honest, "max_autotune": honest + "\n# another\n"}
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
+    deadline = time.monotonic() + 3600
+    compiled = []  # set once the batch is compiled: the deadline passes then
+    real_batch, real_past = CandidateWarmer.batch, candidates._past
+    monkeypatch.setattr(CandidateWarmer, "batch", lambda self, *a, **k: (
+        real_batch(self, *a, **k), compiled.append(True))[0])
+    monkeypatch.setattr(candidates, "_past", lambda instant: (
+        instant == deadline and bool(compiled)) or real_past(instant))
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    plan = {small.uri: ["compile", "tf32", "max_autotune"]}
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=120, deadline=deadline, plan=plan)
+    assert [r["transformation"] for r in rows] == ["compile", "max_autotune"]
+    assert all(r["correct"] and "queue" in r["phases_s"] for r in rows)
+    monkeypatch.setattr(candidates, "_past", real_past)
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=120, plan=plan)
+    assert [r["transformation"] for r in rows] == ["compile", "max_autotune", "tf32"]
+    # a held timing not done by ``until`` is interrupted; one asked for after it never starts
+    with CandidateWarmer(config, workers=2, timeout_s=120) as warmer:
+        with warmer.batch([(small, "compile", honest)] * 2) as batch:
+            assert batch.finish(0, until=time.monotonic() - 1) is None
+            assert not batch.turns[0].go.is_set()
+            assert batch.finish(1, until=time.monotonic() + 60).correct
+
+
 def test_a_held_candidate_that_fails_in_its_timing_is_judged_again_alone(tmp_path,
                                                                         monkeypatch):
     """Only a correct verdict is kept from a held candidate: one that passes its correctness

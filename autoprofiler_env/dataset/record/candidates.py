@@ -71,21 +71,29 @@ class WarmBatch:
         self.turns, self.futures = turns, futures
         self.stopped: dict[int, float] = {}
 
-    def finish(self, index: int) -> EvalResult | None:
+    def finish(self, index: int, until: float | None = None) -> EvalResult | None:
         """Item ``index`` warmed up and timed now, the GPU its alone (the batch's other
         candidates wait, compiled, in their processes): its result where it is correct, else
         None, and the item must be judged alone: it was stopped, it was not held (its
         problem's reference peaks at more than :data:`HOLD_SHARE` of the GPU's memory over
         the batch's size), or it failed, before its timing or in it (a failure reached
         beside other compiles, or beside their held processes, is not kept: the memory or
-        time they took may be its cause; judged alone, the verdict is the judge's own)."""
+        time they took may be its cause; judged alone, the verdict is the judge's own).
+        ``until`` (a ``time.monotonic()`` instant): a timing not done by then is interrupted,
+        and None returned."""
         if not self.turns:
             return None
         turn = self.turns[index]
-        if index in self.stopped or not turn.paused or turn.go.is_set():
+        if index in self.stopped or not turn.paused or turn.go.is_set() or _past(until):
             return None
         turn.go.set()
-        wait([self.futures[index]])
+        left = None if until is None else max(until - time.monotonic(), 0.0)
+        if wait([self.futures[index]], timeout=left).not_done:
+            evaluator = turn.evaluator
+            if evaluator is not None:
+                evaluator.interrupt()
+            wait([self.futures[index]])
+            return None
         result = turn.result
         return result if result is not None and result.correct else None
 
@@ -261,8 +269,9 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     compiles is not kept. A candidate that generates no code is judged alone, in its place
     (loading it takes a fraction of a second). One compile per worker
     per batch: the first timing starts a compile's length after the start, and a time budget
-    that runs out wastes at most one batch's compiles (H200, 12 workers: batches of 48 took
-    3-5 min to compile, and a 9-minute chunk judged 16-21 candidates of them).
+    that runs out wastes at most the compiles in flight (H200, 12 workers: batches of 48 took
+    3-5 min to compile, and a 9-minute chunk judged 16-21 candidates of them); the batch's
+    candidates already held are still timed, for up to :data:`HELD_GRACE_S` past it.
 
     ``timeout_s`` is the judge's limit for one candidate (its compile, correctness runs and
     timing): one that outlasts it is recorded as failed, ``error_kind: "timeout"``, the limit
@@ -347,9 +356,12 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                                              "limit_s": timeout_s})
                 index = {id(item): i for i, item in enumerate(compiling)}
                 for item in members:  # one at a time, in order; what was not compiled, last
-                    if _past(deadline):
-                        break
                     i = index.get(id(item))
+                    if _past(deadline):  # only the held ones: their compiles are done
+                        if i is not None and i not in batch.stopped and (
+                                result := batch.finish(i, until=deadline + HELD_GRACE_S)):
+                            judge(item, result)
+                        continue
                     if i in batch.stopped:
                         slow.append(item)
                     else:
@@ -385,6 +397,14 @@ def warm_batches(todo: list[tuple], warm_workers: int) -> list[list[tuple]]:
         batches.append(current)
     return batches
 
+
+HELD_GRACE_S = 20.0
+"""How long past the deadline a batch's held candidates (compiled and checked before it) are
+still timed: a timing takes a second or two (0.4-1.3 s on the H200), and one dropped at the
+deadline throws its compile away (2026-12-03: four held candidates of three problems, about
+70 s of compiles, dropped by a command's budget). The device script kills the recorder 40 s
+after its budget. A held candidate that fails, or is not timed by then, is left for the next
+call."""
 
 WARM_STOPPED = "warm_stopped.jsonl"
 """Beside ``candidates.jsonl``: the candidates whose warm compile a batch stopped at the
