@@ -145,7 +145,7 @@ def test_a_shipped_name_a_path_and_none_resolve_to_files():
         "sha256"]
 
 
-def test_the_shipped_kernelbench_dataset_is_the_committed_recordings_complete_prefix():
+def test_the_shipped_kernelbench_dataset_is_the_committed_recordings_complete_subset():
     """Every problem of the shipped file is one of the committed manifest's, by level, file,
     sha256 and commit, in the manifest's split; every other problem of the manifest is named
     in the build's ``left_out`` (refused, or not finished yet): a recording stop's complete

@@ -11,8 +11,8 @@ from pathlib import Path
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.build import build_from_recording
 from autoprofiler_env.dataset.record import chunks, covered, record_candidates, record_ncu
-from autoprofiler_env.dataset.record.ncu import BATCH_TIMEOUT_S
 from autoprofiler_env.dataset.record.candidates import WARM_STOPPED, CandidateWarmer
+from autoprofiler_env.dataset.record.ncu import BATCH_TIMEOUT_S
 from autoprofiler_env.dataset.record.reference import record_reference
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
@@ -568,11 +568,11 @@ def test_held_candidates_are_still_timed_when_the_deadline_passes(tmp_path, monk
                              timeout_s=120, plan=plan)
     assert [r["transformation"] for r in rows] == ["compile", "max_autotune", "tf32"]
     # a held timing not done by ``until`` is interrupted; one asked for after it never starts
-    with CandidateWarmer(config, workers=2, timeout_s=120) as warmer:
-        with warmer.batch([(small, "compile", honest)] * 2) as batch:
-            assert batch.finish(0, until=time.monotonic() - 1) is None
-            assert not batch.turns[0].go.is_set()
-            assert batch.finish(1, until=time.monotonic() + 60).correct
+    with CandidateWarmer(config, workers=2, timeout_s=120) as warmer, \
+            warmer.batch([(small, "compile", honest)] * 2) as batch:
+        assert batch.finish(0, until=time.monotonic() - 1) is None
+        assert not batch.turns[0].go.is_set()
+        assert batch.finish(1, until=time.monotonic() + 60).correct
 
 
 def test_a_held_candidate_that_fails_in_its_timing_is_judged_again_alone(tmp_path,

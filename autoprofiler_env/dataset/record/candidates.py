@@ -400,9 +400,9 @@ def warm_batches(todo: list[tuple], warm_workers: int) -> list[list[tuple]]:
 
 HELD_GRACE_S = 20.0
 """How long past the deadline a batch's held candidates (compiled and checked before it) are
-still timed: a timing takes a second or two (0.4-1.3 s on the H200), and one dropped at the
-deadline throws its compile away (2026-12-03: four held candidates of three problems, about
-70 s of compiles, dropped by a command's budget). The device script kills the recorder 40 s
+still timed: a timing takes a second or two (0.4-1.9 s on the H200 with its warm-up and
+re-check), and one dropped at the deadline throws its compile away (2026-12-03: four held
+candidates of three problems, about 70 s of compiles, dropped by a command's budget). The device script kills the recorder 40 s
 after its budget. A held candidate that fails, or is not timed by then, is left for the next
 call."""
 
