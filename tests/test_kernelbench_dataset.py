@@ -165,6 +165,7 @@ def test_the_shipped_kernelbench_dataset_is_the_committed_recordings_complete_su
     assert set(shipped) | set(left_out) == set(by_uri) and not set(shipped) & set(left_out)
     info = dataset.info()
     assert info["kernelbench"]["problems"] == len(shipped)
+    assert sum(info["kernelbench"]["left_out"].values()) == len(by_uri) - len(shipped)
     assert info["kernelbench"]["commits"] == [manifest["commit"]]
     assert dataset.metadata["gpu"] == "NVIDIA H200"
 

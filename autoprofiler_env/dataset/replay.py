@@ -12,6 +12,7 @@ collecting it alone; ncu shares some passes between sections, so this is an uppe
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -317,8 +318,9 @@ class Dataset:
         per tolerance preset, the problems a constant output passes there, which the replay
         leaves out under it: docs/harness.md). A dataset
         with KernelBench problems adds ``kernelbench``: how many per level and split, the
-        commits, and the device seconds per problem its recording log shows (all its
-        ``timings.jsonl``, over the problems recorded). With ``problems``, ``records`` lists
+        commits, the device seconds per problem its recording log shows (all its
+        ``timings.jsonl``, over the problems recorded), and the problems of its recording
+        that the build left out, counted by why (not recorded yet, refused). With ``problems``, ``records`` lists
         each problem: URI, level, split, primary op tag, KernelBench file, sha256 and its
         direct recording seconds (``metadata["recording_cost"]["problems"]``)."""
         records = self.content.problems.values()
@@ -334,6 +336,7 @@ class Dataset:
                 "commits": sorted({r.provenance.commit or "unknown" for r in recorded}),
                 "recording_device_s": round(logged, 1),
                 "recording_device_s_per_problem": round(logged / len(recorded), 1),
+                "left_out": dict(Counter(self.metadata.get("left_out", {}).values())),
             }
         if problems:
             costs = self.metadata.get("recording_cost", {}).get("problems", {})
