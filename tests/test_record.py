@@ -624,10 +624,40 @@ def test_the_batch_benchmark_judges_both_ways(capsys, monkeypatch):
 def test_a_batch_is_held_only_where_the_gpu_holds_it():
     with CandidateWarmer(HarnessConfig(device="cuda"), workers=4) as warmer:
         warmer._gpu_bytes = 100  # no GPU asked
-        assert warmer._fits(12, 4) and not warmer._fits(13, 4)  # HOLD_SHARE: half of it
-        assert warmer._fits(None, 4)  # not measured: held
+        assert warmer._fits(12, 38) and not warmer._fits(13, 38)  # HOLD_SHARE: half of it
+        assert warmer._fits(None, 50)  # not measured: held
     with CandidateWarmer(HarnessConfig(device="cpu"), workers=4) as warmer:
-        assert warmer._fits(1 << 60, 4)
+        assert warmer._fits(1 << 60, 1 << 60)
+
+
+def test_a_batch_holds_its_candidates_while_their_peaks_sum_within_the_share(tmp_path,
+                                                                             monkeypatch):
+    """Each held candidate counts its own problem's reference peak: of three compiled
+    candidates whose references peak at 30 of a GPU of 100 (a share of 50), the first to
+    reach its timing is held, the other two are judged alone; had each counted the peak
+    times the batch's size (90), none would have been."""
+    from autoprofiler_env.harness import Evaluator
+    from autoprofiler_env.optimizers import compose
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    honest = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+    sources = {"compile": honest, "max_autotune": honest + "\n# another\n",
+               "compile+tf32": honest + "\n# a third\n"}
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
+    monkeypatch.setattr(Evaluator, "peak_memory_bytes", property(lambda self: 30))
+    real_init = CandidateWarmer.__init__
+
+    def on_a_gpu_of_100(self, *args, **kwargs):  # judged on the CPU, counted as on a GPU
+        real_init(self, *args, **kwargs)
+        self._device, self._gpu_bytes = "cuda", 100
+
+    monkeypatch.setattr(CandidateWarmer, "__init__", on_a_gpu_of_100)
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=3,
+                             timeout_s=120, plan={small.uri: list(sources)})
+    assert all(r["correct"] for r in rows)
+    assert sum("queue" in r["phases_s"] for r in rows) == 1
 
 
 def test_a_reused_timeout_under_a_shorter_limit_is_judged_again(tmp_path, monkeypatch):

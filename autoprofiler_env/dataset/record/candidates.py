@@ -26,9 +26,11 @@ KernelBench's own (:data:`~autoprofiler_env.dataset.record.kernelbench.CANDIDATE
 
 
 HOLD_SHARE = 0.5
-"""The share of the GPU's memory that a batch's held candidates may take, each counted as its
-problem's reference peak: beyond it they are judged alone (KernelBench's largest outputs
-are 8.6 GB)."""
+"""The share of the GPU's memory that a batch's held candidates may take together, each
+counted as its problem's reference peak: a candidate that would take them beyond it is not
+held, and is judged alone (KernelBench's largest outputs are 8.6 GB). Until 2026-12-03 every
+candidate of a batch was counted at the peak of the one deciding, so one large problem
+batched with small ones was judged alone (``level3/31_VisionAttention``: 12.4 GB times 6)."""
 
 
 class _Cancelled(Exception):
@@ -47,11 +49,12 @@ class _Turn:
         self.result: EvalResult | None = None
         self.evaluator: Evaluator | None = None
         self.since: float | None = None
-        self.fits = lambda: True  # whether the GPU holds it beside the batch's others
+        self.peak: int | None = None  # its problem's reference peak, where measured
+        self.admit = lambda: True  # whether the GPU holds it beside the batch's held ones
 
     def __call__(self) -> None:  # Evaluator.evaluate's pause
         self.paused = True
-        self.hold = self.hold and self.fits()
+        self.hold = self.hold and self.admit()
         tqdm.write(f"compiled {self.label}: {time.monotonic() - self.since:.0f} s"
                    f"{'' if self.hold else ' (not held)'}", file=sys.stderr)
         self.reached.set()
@@ -75,8 +78,8 @@ class WarmBatch:
         """Item ``index`` warmed up and timed now, the GPU its alone (the batch's other
         candidates wait, compiled, in their processes): its result where it is correct, else
         None, and the item must be judged alone: it was stopped, it was not held (its
-        problem's reference peaks at more than :data:`HOLD_SHARE` of the GPU's memory over
-        the batch's size), or it failed, before its timing or in it (a failure reached
+        problem's reference peak, with those of the batch's candidates held before it, was
+        over :data:`HOLD_SHARE` of the GPU's memory), or it failed, before its timing or in it (a failure reached
         beside other compiles, or beside their held processes, is not kept: the memory or
         time they took may be its cause; judged alone, the verdict is the judge's own).
         ``until`` (a ``time.monotonic()`` instant): a timing not done by then is interrupted,
@@ -167,6 +170,13 @@ class CandidateWarmer:
             deadline = until if deadline is None else min(deadline, until)
         self._stopping = False  # set when this call is stopped, until its threads are done
         turns = [_Turn(f"{problem.uri} {name}", hold) for problem, name, _ in items]
+        admitting = threading.Lock()
+
+        def admit(turn: _Turn, evaluator: Evaluator) -> bool:  # one at a time: a running sum
+            with admitting:
+                turn.peak = evaluator.peak_memory_bytes
+                held = sum(t.peak or 0 for t in turns if t is not turn and t.paused and t.hold)
+                return self._fits(turn.peak, held)
 
         def one(turn: _Turn, problem: Problem, source: str) -> None:
             if _past(deadline) or self._stopping:
@@ -175,7 +185,7 @@ class CandidateWarmer:
             try:
                 if not self._stopping:
                     turn.evaluator, turn.since = evaluator, time.monotonic()
-                    turn.fits = lambda: self._fits(evaluator.peak_memory_bytes, len(items))
+                    turn.admit = lambda: admit(turn, evaluator)
                     turn.result = evaluator.evaluate(problem, source, pause=turn)
             except Exception:  # let go, or broken: a broken candidate is judged alone
                 pass
@@ -222,16 +232,17 @@ class CandidateWarmer:
                 raise
         return batch
 
-    def _fits(self, peak_bytes: int | None, held: int) -> bool:
-        """Whether ``held`` candidates of a problem whose reference peaks at ``peak_bytes``
-        can wait on the GPU together (each is assumed to need as much as the reference)."""
+    def _fits(self, peak_bytes: int | None, held_bytes: int) -> bool:
+        """Whether a candidate of a problem whose reference peaks at ``peak_bytes`` can wait
+        on the GPU beside held candidates counted at ``held_bytes`` (each is assumed to need
+        as much as its reference): within :data:`HOLD_SHARE` of the GPU's memory."""
         if not self._device.startswith("cuda") or not peak_bytes:
             return True
         if self._gpu_bytes is None:
             import torch
 
             self._gpu_bytes = torch.cuda.get_device_properties(self._device).total_memory
-        return peak_bytes * held <= HOLD_SHARE * self._gpu_bytes
+        return peak_bytes + held_bytes <= HOLD_SHARE * self._gpu_bytes
 
     def close(self) -> None:
         if self._pool is not None:
