@@ -95,7 +95,9 @@ def test_a_constant_scalar_is_degenerate(judge):
 def honest(runtime_judge):
     result = runtime_judge.evaluate(problem("matmul_cpu"), cheat("honest_linear"))
     assert result.correct, result.error_message
-    assert 0.5 < result.speedup < 2.0
+    # the reference's own matmul: about 1x, but a loaded 2-core machine (the full suite on
+    # two workers) measured 0.62x and 0.49x; a band, not a timing goal
+    assert 0.25 < result.speedup < 4.0
     assert result.timing_unexplained < 0.5
     return result
 
