@@ -320,9 +320,10 @@ class Dataset:
         with KernelBench problems adds ``kernelbench``: how many per level and split, the
         commits, the device seconds per problem its recording log shows (all its
         ``timings.jsonl``, over the problems recorded), and the problems of its recording
-        that the build left out, counted by why (not recorded yet, refused). With ``problems``, ``records`` lists
-        each problem: URI, level, split, primary op tag, KernelBench file, sha256 and its
-        direct recording seconds (``metadata["recording_cost"]["problems"]``)."""
+        that the build left out, counted by why (not recorded yet, refused). With
+        ``problems``, ``records`` lists each problem: URI, level, split, primary op tag,
+        KernelBench file, sha256 and its direct recording seconds
+        (``metadata["recording_cost"]["problems"]``)."""
         records = self.content.problems.values()
         info = self._counts(records)
         recorded = [r for r in records if r.provenance is not None]

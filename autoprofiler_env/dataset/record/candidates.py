@@ -41,8 +41,8 @@ class _Turn:
     """One candidate of a batch: whether it reached its timing (``paused`` there until
     ``go``), its result and the evaluator that judges it."""
 
-    def __init__(self, label: str, hold: bool) -> None:
-        self.label, self.hold = label, hold
+    def __init__(self, label: str, hold: bool, admit) -> None:
+        self.label, self.hold, self.admit = label, hold, admit  # admit(turn): the GPU holds it
         self.reached = threading.Event()  # paused before its timing, or done
         self.go = threading.Event()
         self.paused = self.cancelled = False
@@ -50,11 +50,10 @@ class _Turn:
         self.evaluator: Evaluator | None = None
         self.since: float | None = None
         self.peak: int | None = None  # its problem's reference peak, where measured
-        self.admit = lambda: True  # whether the GPU holds it beside the batch's held ones
 
     def __call__(self) -> None:  # Evaluator.evaluate's pause
         self.paused = True
-        self.hold = self.hold and self.admit()
+        self.hold = self.hold and self.admit(self)
         tqdm.write(f"compiled {self.label}: {time.monotonic() - self.since:.0f} s"
                    f"{'' if self.hold else ' (not held)'}", file=sys.stderr)
         self.reached.set()
@@ -79,9 +78,10 @@ class WarmBatch:
         candidates wait, compiled, in their processes): its result where it is correct, else
         None, and the item must be judged alone: it was stopped, it was not held (its
         problem's reference peak, with those of the batch's candidates held before it, was
-        over :data:`HOLD_SHARE` of the GPU's memory), or it failed, before its timing or in it (a failure reached
-        beside other compiles, or beside their held processes, is not kept: the memory or
-        time they took may be its cause; judged alone, the verdict is the judge's own).
+        over :data:`HOLD_SHARE` of the GPU's memory), or it failed, before its timing or in
+        it (a failure reached beside other compiles, or beside their held processes, is not
+        kept: the memory or time they took may be its cause; judged alone, the verdict is
+        the judge's own).
         ``until`` (a ``time.monotonic()`` instant): a timing not done by then is interrupted,
         and None returned."""
         if not self.turns:
@@ -169,14 +169,15 @@ class CandidateWarmer:
             until = time.monotonic() + limit_s
             deadline = until if deadline is None else min(deadline, until)
         self._stopping = False  # set when this call is stopped, until its threads are done
-        turns = [_Turn(f"{problem.uri} {name}", hold) for problem, name, _ in items]
         admitting = threading.Lock()
 
-        def admit(turn: _Turn, evaluator: Evaluator) -> bool:  # one at a time: a running sum
+        def admit(turn: _Turn) -> bool:  # one at a time: beside the batch's held ones
             with admitting:
-                turn.peak = evaluator.peak_memory_bytes
+                turn.peak = turn.evaluator.peak_memory_bytes
                 held = sum(t.peak or 0 for t in turns if t is not turn and t.paused and t.hold)
                 return self._fits(turn.peak, held)
+
+        turns = [_Turn(f"{problem.uri} {name}", hold, admit) for problem, name, _ in items]
 
         def one(turn: _Turn, problem: Problem, source: str) -> None:
             if _past(deadline) or self._stopping:
@@ -185,7 +186,6 @@ class CandidateWarmer:
             try:
                 if not self._stopping:
                     turn.evaluator, turn.since = evaluator, time.monotonic()
-                    turn.admit = lambda: admit(turn, evaluator)
                     turn.result = evaluator.evaluate(problem, source, pause=turn)
             except Exception:  # let go, or broken: a broken candidate is judged alone
                 pass
@@ -369,7 +369,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                 for item in members:  # one at a time, in order; what was not compiled, last
                     i = index.get(id(item))
                     if _past(deadline):  # only the held ones: their compiles are done
-                        if i is not None and i not in batch.stopped and (
+                        if i is not None and (
                                 result := batch.finish(i, until=deadline + HELD_GRACE_S)):
                             judge(item, result)
                         continue
@@ -413,9 +413,9 @@ HELD_GRACE_S = 20.0
 """How long past the deadline a batch's held candidates (compiled and checked before it) are
 still timed: a timing takes a second or two (0.4-1.9 s on the H200 with its warm-up and
 re-check), and one dropped at the deadline throws its compile away (2026-12-03: four held
-candidates of three problems, about 70 s of compiles, dropped by a command's budget). The device script kills the recorder 40 s
-after its budget. A held candidate that fails, or is not timed by then, is left for the next
-call."""
+candidates of three problems, about 70 s of compiles, dropped by a command's budget). The
+device script kills the recorder 40 s after its budget. A held candidate that fails, or is
+not timed by then, is left for the next call."""
 
 WARM_STOPPED = "warm_stopped.jsonl"
 """Beside ``candidates.jsonl``: the candidates whose warm compile a batch stopped at the
