@@ -3,6 +3,7 @@
 import time
 
 import pytest
+import torch
 
 from autoprofiler_env.errors import ProblemError
 from autoprofiler_env.harness import ErrorKind, EvalResult, Evaluator, HarnessConfig
@@ -124,3 +125,29 @@ def test_candidate_prints_do_not_reach_stdout(capfd, relu):
         assert ev.evaluate(relu, noisy).correct
     out, err = capfd.readouterr()
     assert "noise" not in out and "noise" in err
+
+
+def test_an_outputs_fingerprint_sums_it_a_chunk_at_a_time(monkeypatch):
+    """The fingerprint's float64 sum never copies a whole output (KernelBench's 7 GB
+    level1/35_GroupNorm_ asked 14 GB on the H200): a chunk at a time, the same identity."""
+    from autoprofiler_env.harness import correctness
+
+    torch.manual_seed(0)
+    leaves = [torch.randn(1000), torch.arange(999, dtype=torch.int32),
+              torch.tensor([True, False, True]), torch.empty(0),
+              torch.full((10,), float("nan")), torch.randn(7, dtype=torch.complex64), 3]
+    whole = correctness.fingerprint(leaves)
+    monkeypatch.setattr(correctness, "FINGERPRINT_CHUNK", 64)
+    copies = []
+    real_to = torch.Tensor.to
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *a, **k: copies.append(self.numel())
+                        or real_to(self, *a, **k))
+    chunked = correctness.fingerprint(leaves)
+    assert copies and max(copies) <= 64
+    for w, c in zip(whole, chunked):
+        if isinstance(w, tuple):
+            assert w[0] == c[0] and w[2] == c[2]
+            assert c[1] == pytest.approx(w[1], rel=1e-12, abs=1e-9)
+        else:
+            assert w == c
+    assert whole[1][1] == sum(range(999)) and whole[4][1] == 0.0
