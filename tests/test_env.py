@@ -530,3 +530,30 @@ def test_the_default_optimizer_is_one_the_dataset_records_for_every_problem():
     assert variant(lambda u, k: False).default_optimizer() == "reference"
     only_partial = variant(lambda u, k: k == "reference" and u in half)
     assert only_partial.default_optimizer() == "reference"  # recorded, if not everywhere
+
+
+def test_the_live_backend_profiles_under_its_datasets_operator_cap(monkeypatch):
+    """Live ncu cuts each forward where the dataset's recording did (KernelBench's 24
+    operators: ``Dataset.max_ops``), so that the live profile is the replayed one's kind;
+    without a dataset, or with one that cut nothing, the profiler's default."""
+    import autoprofiler_env.envs.backends.live as live
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.envs.backends import LiveBackend
+    from autoprofiler_env.profiler import MAX_OPS
+
+    caps = []
+
+    def fake(problems, sections, ncu=None, max_ops=None, **kwargs):
+        caps.append(max_ops)
+        raise AssertionError("stop here")
+
+    monkeypatch.setattr(live, "profile_problems", fake)
+    uri = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
+    for dataset, cap in ((None, MAX_OPS), ("suite", MAX_OPS), ("cut at 24", 24)):
+        if dataset == "cut at 24":
+            monkeypatch.setattr(Dataset, "max_ops", property(lambda self: 24))
+            dataset = "suite"
+        backend = LiveBackend([uri], device="cpu", dataset=dataset)
+        with pytest.raises(AssertionError, match="stop here"):
+            backend.view(uri, "SpeedOfLight")
+        assert caps[-1] == cap

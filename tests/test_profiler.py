@@ -132,6 +132,39 @@ def test_findings_are_ranked_by_time_weighted_speedup():
     assert weight == pytest.approx(top.speedup_pct)  # one kernel: all the time
 
 
+def _recorded_profile(uri: str) -> Profile:
+    """``uri``'s profile in KernelBench's recorded runs of the full set."""
+    runs = Path(__file__).parents[1] / "docs" / "data" / "recording_kernelbench_h200" / "sets"
+    for path in sorted((runs / "full").rglob("run.json")):
+        if uri in path.read_text():
+            found = {p.problem_uri: p for p in profiles_from_run(NcuRun.load(path.parent))[0]}
+            if uri in found:
+                return found[uri]
+    raise AssertionError(f"{uri} is in no recorded run")
+
+
+def test_a_profile_says_how_much_of_the_forward_it_holds():
+    """The driver's operator counts and ncu's launch cap reach the profile (and its dict, its
+    rendering): KernelBench's level3/31_VisionAttention was profiled on its first 24 of 39
+    operators, the suite's LSTM alone under ncu's cap of 64 kernels, GELU whole."""
+    cut = _recorded_profile("problem://kernelbench/level3/31_VisionAttention")
+    assert (cut.ops, cut.ops_profiled, cut.kernels_capped) == (39, 24, False)
+    assert cut.profiled_share == pytest.approx(24 / 39)
+    whole = _recorded_profile("problem://kernelbench/level1/26_GELU_")
+    assert (whole.ops, whole.ops_profiled, whole.profiled_share) == (1, 1, 1.0)
+    capped = next((Path(__file__).parents[1] / "docs" / "data" / "recording_h200" / "sets"
+                   / "full").glob("*-capped-*"))
+    [lstm], _ = profiles_from_run(NcuRun.load(capped))
+    assert lstm.kernels_capped and lstm.profiled_share is None
+    assert Profile.from_dict(cut.to_dict()) == cut
+    older = {k: v for k, v in cut.to_dict().items()
+             if k not in ("ops", "ops_profiled", "kernels_capped")}
+    assert Profile.from_dict(older).profiled_share == 1.0  # a file built before the counts
+    assert "forward's first 24 of 39 operators were profiled" in render_markdown(cut)
+    assert "first 64 kernels were profiled (ncu's launch cap)" in render_markdown(lstm)
+    assert "were profiled" not in render_markdown(whole)
+
+
 def test_profile_round_trips_through_a_dict():
     profiles, _ = profiles_from_run(_run("subset-SpeedOfLight+WarpStateStats"))
     for p in profiles:

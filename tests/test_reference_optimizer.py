@@ -132,6 +132,19 @@ def test_l1_launch_bound_from_the_eager_time_against_the_gpu_time(gemm):
     assert "L1" not in fired(one, gemm, eager_ms=10.0)
 
 
+def test_l1_reads_only_a_whole_forwards_profile(gemm):
+    """A profile of the forward's first operators, or one that ncu's launch cap cut, holds an
+    unknown part of its GPU time: the launch rule stays silent (KernelBench's
+    level3/31_VisionAttention profiled 0.2 ms in its first 24 of 39 operators, 19 ms whole)."""
+    p = profile(*[k(GEMM, 87.5) for _ in range(8)])
+    whole = dataclasses.replace(p, ops=39, ops_profiled=39)
+    assert "L1" in fired(whole, gemm, eager_ms=2.0)
+    assert "L1" not in fired(dataclasses.replace(p, ops=39, ops_profiled=24), gemm,
+                             eager_ms=2.0)
+    assert "L1" not in fired(dataclasses.replace(whole, kernels_capped=True), gemm,
+                             eager_ms=2.0)
+
+
 # -- P1-P6: precision ----------------------------------------------------------------------------
 
 def test_p1_fma_busy_and_tensor_pipes_idle(gemm):

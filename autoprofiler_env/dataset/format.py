@@ -19,7 +19,9 @@ serialising anything again). The document holds:
   - ``profiles``: per section, the profile that collecting that section alone gives (kernels
     with the metrics kept as evidence, the section header as ncu printed it, ncu's findings;
     cut out of a run of the full set, see :mod:`.build`) and what collecting it alone costs
-    (replay seconds, passes, GPU replay time);
+    (replay seconds, passes, GPU replay time), and how much of the forward it covers
+    (``ops``, ``ops_profiled``, ``kernels_capped``: absent in files built before they were
+    kept, read as a whole forward);
   - ``set_costs``: the cost of ncu's basic, detailed and full sets;
   - ``modelled_costs``: the sections and sets (``"set:basic"``) whose cost was not measured
     on this problem but predicted from its full set's cost (``metadata["cost_model"]``);
@@ -304,6 +306,14 @@ class ProblemRecord:
             why = _invalid_cost(f"profiles[{section!r}].cost", profile.cost)
             if why:
                 return why
+            ops, profiled = profile.ops, profile.ops_profiled
+            for name, value in (("ops", ops), ("ops_profiled", profiled)):
+                if value is not None and (type(value) is not int or value < 0):
+                    return _bad(f"profiles[{section!r}].{name}", value,
+                                ("null or a non-negative integer",))
+            if ops is not None and profiled is not None and profiled > ops:
+                return _bad(f"profiles[{section!r}].ops_profiled", profiled,
+                            (f"at most ops ({ops})",))
             for i, kernel in enumerate(profile.kernels):
                 duration = kernel.duration_ns
                 if duration is not None and not _NON_NEGATIVE[1](duration):

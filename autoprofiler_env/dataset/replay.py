@@ -18,7 +18,7 @@ from pathlib import Path
 
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord
 from autoprofiler_env.dataset.names import DEFAULT_NAME, SHIPPED, resolve_dataset
-from autoprofiler_env.errors import NotRecordedError
+from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.harness.tolerance import PRESETS, admits_constant
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 from autoprofiler_env.profiler.merge import merge_profiles
@@ -118,6 +118,31 @@ class Dataset:
     @property
     def sections(self) -> tuple[str, ...]:
         return self.content.sections
+
+    @property
+    def max_ops(self) -> int | None:
+        """The operator cap to profile its problems under as they were recorded (the
+        recorder's ``--max-ops``), as the profiles show it: the ``ops_profiled`` of the
+        forwards it cut; where it cut none, the longest forward's count if the profiler's
+        default (``MAX_OPS``) would cut it; else None (the default profiles them as recorded;
+        so for files built before the counts were kept). A live profile meant to match the
+        replay's is taken under it.
+
+        Raises:
+            DatasetError: the profiles were cut under different caps.
+        """
+        from autoprofiler_env.profiler.runner import MAX_OPS
+
+        counted = [p for r in self.content.problems.values() for p in r.profiles.values()
+                   if p.ops is not None and p.ops_profiled is not None]
+        caps = {p.ops_profiled for p in counted if p.ops_profiled < p.ops}
+        if len(caps) > 1:
+            raise DatasetError(f"the dataset's profiles were cut under different operator caps "
+                               f"({sorted(caps)}): record them again under one --max-ops")
+        if caps:
+            return caps.pop()
+        longest = max((p.ops for p in counted), default=0)
+        return longest if longest > MAX_OPS else None
 
     def uris(self, split: str | None = None) -> list[str]:
         return [u for u, r in self.content.problems.items() if split is None or r.split == split]

@@ -24,6 +24,7 @@ from autoprofiler_env.profiler.records import (
 from autoprofiler_env.profiler.render import render_markdown
 from autoprofiler_env.profiler.runner import (
     MAX_KERNELS,
+    MAX_OPS,
     NcuRun,
     failed_problem,
     raise_for_run,
@@ -34,13 +35,16 @@ from autoprofiler_env.profiler.runner import (
 
 def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
                      problem_timeout_s: float = 300.0, workdir: Path | None = None,
+                     max_ops: int | None = MAX_OPS,
                      ) -> tuple[list[Profile], list[ProfileFailure]]:
     """Profiles ``problems`` with exactly ``sections``, in as few ncu invocations as it can.
 
     A problem that crashes or hangs the profiled program is reported in the failures and the
     remaining problems are profiled in a new invocation; the others' results are kept. A run
     of one problem profiles at most its first ``MAX_KERNELS`` kernels, and a problem that
-    outlasts the timeout in a batched run is profiled again alone so.
+    outlasts the timeout in a batched run is profiled again alone so. ``max_ops``: the
+    forward's first operators profiled (a dataset's :attr:`~autoprofiler_env.dataset.Dataset.max_ops`
+    to profile as it was recorded).
 
     Raises:
         UnknownSectionError: a section this ncu version does not have.
@@ -53,7 +57,7 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     todo = list(problems)
     while todo:
         run = run_ncu(todo, sections, ncu=ncu, problem_timeout_s=problem_timeout_s,
-                      workdir=workdir, max_kernels=MAX_KERNELS if len(todo) == 1 else None)
+                      workdir=workdir, max_ops=max_ops, max_kernels=MAX_KERNELS if len(todo) == 1 else None)
         raise_for_run(run)
         got, failed = profiles_from_run(run)
         profiles.update((p.problem_uri, p) for p in got)
@@ -78,7 +82,7 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
 
 
 __all__ = [
-    "ACTION_SECTIONS", "DisplayedMetric", "Finding", "KernelProfile", "NcuRun", "Profile",
+    "ACTION_SECTIONS", "MAX_OPS", "DisplayedMetric", "Finding", "KernelProfile", "NcuRun", "Profile",
     "ProfileCost", "ProfileFailure", "load_catalogue", "profile_problems", "profiles_from_run",
     "render_markdown", "run_ncu",
 ]

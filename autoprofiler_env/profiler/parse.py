@@ -128,6 +128,14 @@ def parse_passes(log: str) -> dict[int, int]:
     return {int(k): int(n) for k, n in _PASSES.findall(log)}
 
 
+def launch_cap(command: list[str]) -> int | None:
+    """The kernels a run profiled at most (its ``--launch-count``, less the primer's launch),
+    or None for a run without the cap."""
+    if "--launch-count" not in command:
+        return None
+    return int(command[command.index("--launch-count") + 1]) - 1
+
+
 def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
                       ) -> tuple[list[Profile], list[ProfileFailure]]:
     """The run's profiles, and the problems it failed on (crashed, hung, or no kernels)."""
@@ -138,6 +146,7 @@ def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
     done = {r["index"]: r for r in run.status if r.get("event") == "problem"}
     hung = failed_problem(run.status)
     stopped = any(r.get("event") == "deadline" for r in run.status)
+    cap = launch_cap(run.command)
     profiles, failures = [], []
     for index, problem in enumerate(run.problems):
         uri = problem["uri"]
@@ -174,7 +183,9 @@ def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
             gpu_replay_s=sum((k.passes or 0) * (k.duration_ns or 0.0) for k in kernels) / 1e9,
             n_kernels=len(kernels))
         profiles.append(Profile(uri, tuple(run.sections), tuple(kernels), cost,
-                                run.ncu_version))
+                                run.ncu_version, ops=status.get("ops"),
+                                ops_profiled=status.get("ops_profiled"),
+                                kernels_capped=cap is not None and len(kernels) >= cap))
     return profiles, failures
 
 

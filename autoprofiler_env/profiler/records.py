@@ -97,17 +97,43 @@ class ProfileCost:
 
 @dataclass(frozen=True)
 class Profile:
-    """The profile of one problem with one set of sections."""
+    """The profile of one problem with one set of sections.
+
+    Attributes:
+        ops: the operators the profiled forward call ran (the driver's count); None where it
+            was not recorded (profiles of the suite's first recordings).
+        ops_profiled: of them, the first ones whose kernels were profiled (``MAX_OPS``, or a
+            recording's ``--max-ops``: KernelBench's level-3 models run up to 517).
+        kernels_capped: ncu stopped profiling at its launch cap (``MAX_KERNELS``, a problem
+            profiled alone after a timeout): kernels past it are missing, however many.
+    """
 
     problem_uri: str
     sections: tuple[str, ...]
     kernels: tuple[KernelProfile, ...]
     cost: ProfileCost
     ncu_version: str = ""
+    ops: int | None = None
+    ops_profiled: int | None = None
+    kernels_capped: bool = False
 
     @property
     def duration_ns(self) -> float:
+        """The profiled kernels' GPU time: the forward's only where :attr:`profiled_share`
+        is 1."""
         return sum(k.duration_ns or 0.0 for k in self.kernels)
+
+    @property
+    def profiled_share(self) -> float | None:
+        """The share of the forward's operators whose kernels the profile holds: 1.0 for a
+        whole forward (and for a profile recorded without the counts), ``ops_profiled / ops``
+        for a forward cut by the operator cap, None when ncu's launch cap cut it (what is
+        missing is unknown)."""
+        if self.kernels_capped:
+            return None
+        if not self.ops or self.ops_profiled is None:
+            return 1.0
+        return min(self.ops_profiled, self.ops) / self.ops
 
     def shares(self) -> list[float]:
         """Each kernel's share of the problem's GPU time (equal shares without durations)."""
@@ -164,4 +190,6 @@ class Profile:
                              "findings": tuple(Finding(**f) for f in k["findings"])})
             for k in d["kernels"])
         return cls(problem_uri=d["problem_uri"], sections=tuple(d["sections"]), kernels=kernels,
-                   cost=ProfileCost(**d["cost"]), ncu_version=d.get("ncu_version", ""))
+                   cost=ProfileCost(**d["cost"]), ncu_version=d.get("ncu_version", ""),
+                   ops=d.get("ops"), ops_profiled=d.get("ops_profiled"),
+                   kernels_capped=d.get("kernels_capped", False))

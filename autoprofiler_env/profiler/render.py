@@ -23,6 +23,15 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
     lines = [f"# Nsight Compute profile ({', '.join(profile.sections)})", ""]
     lines.append(f"{len(profile.kernels)} kernels, {profile.duration_ns / 1e3:.1f} us of GPU "
                  f"time in total. The {len(top)} longest:")
+    part = None  # a part of the forward: said, so that no total is misread
+    if profile.kernels_capped:
+        part = (f"Only the forward's first {len(profile.kernels)} kernels were profiled "
+                "(ncu's launch cap).")
+    elif (profile.profiled_share or 1.0) < 1.0:
+        part = (f"Only the kernels of the forward's first {profile.ops_profiled} of "
+                f"{profile.ops} operators were profiled.")
+    if part:
+        lines[-1:-1] = [part, ""]
     lines.append("")
     lines.append("| # | kernel | grid | block | time (us) | share |")
     lines.append("|---|---|---|---|---|---|")

@@ -13,7 +13,7 @@ from autoprofiler_env.envs.observation import SectionView, key_metrics, section_
 from autoprofiler_env.errors import ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
-from autoprofiler_env.profiler import profile_problems
+from autoprofiler_env.profiler import MAX_OPS, profile_problems
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile
@@ -173,8 +173,9 @@ class LiveBackend:
             if self.evidence == "recorded":
                 self._profiles[key] = self.dataset.profile(uri, [section])
             else:
-                profiles, failures = profile_problems([self._problems[uri]], [section],
-                                                      ncu=self.ncu)
+                profiles, failures = profile_problems(  # the recording's operator cap
+                    [self._problems[uri]], [section], ncu=self.ncu,
+                    max_ops=(self.dataset and self.dataset.max_ops) or MAX_OPS)
                 if failures:
                     raise ProfilingError(f"{uri}: {failures[0].error}")
                 self._profiles[key] = profiles[0]
