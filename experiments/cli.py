@@ -16,7 +16,7 @@
                        [--steps N] [--wandb] [--wandb-group NAME]
     autoprofiler experiment [--config compare|FILE] [--out DIR] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
-    autoprofiler record --source KERNELBENCH_DIR --out DIR [--prepare] [--commit SHA]
+    autoprofiler record --source KERNELBENCH_DIR --out DIR [--prepare | --replan] [--commit SHA]
                         [--parts reference]
     autoprofiler dataset build --recording DIR [--source KERNELBENCH_DIR]
                                [--candidates NAME=FILE ...] --out FILE
@@ -352,6 +352,14 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
         if manifest.commit is None:
             print("autoprofiler: the checkout is not a git checkout: its commit is not "
                   "recorded (give --commit SHA)", file=sys.stderr)
+        return EXIT_OK
+    if args.replan:
+        from autoprofiler_env.dataset.record.kernelbench import replan
+
+        added = replan(out, checkout)
+        for uri, names in added.items():
+            print(f"{uri}: {', '.join(names)}")
+        print(f"{len(added)} problems' plans reach new candidates: {out / 'plan.json'}")
         return EXIT_OK
     if (missing := _missing_reuse(args)) is not None:
         return _fail(f"--reuse {missing}: no such file")
@@ -818,6 +826,10 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--prepare", action="store_true",
                    help="write the recording's manifest (strata, seeded splits, order) on a "
                         "CPU and stop; needed once before recording")
+    k.add_argument("--replan", action="store_true",
+                   help="plan the recorded problems again from their evidence on a CPU (after "
+                        "the reference optimizer changed): the candidates their plans now "
+                        "reach are judged by the next recording call; then stop")
     k.add_argument("--commit", metavar="SHA",
                    help="the checkout's KernelBench commit, where it is not a git checkout "
                         "(a copy on the device machine)")

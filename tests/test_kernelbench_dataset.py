@@ -657,6 +657,35 @@ def test_a_problem_whose_plan_made_here_reaches_more_is_left_out(prepared, tmp_p
     assert uri in build_from_recording(out, source=root).problems
 
 
+def test_replan_gives_a_problem_the_candidates_its_plan_now_reaches(prepared, tmp_path):
+    """After the optimizer changed (the launch rule stopped reading cut forwards), ``record
+    --replan`` plans the recorded problems again on a CPU: a problem whose saved plan lacks a
+    candidate gets the new plan and needs its candidates again, the judged ones kept; the
+    others are left as they are, and a second call (the command's) adds nothing."""
+    from autoprofiler_env.dataset.record.kernelbench import _state, replan
+
+    root, recorded, _, plans = prepared
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    uri = next(u for u, names in plans.items() if len(names) >= 2)
+    dropped = plans[uri][-1]
+    doc = json.loads((out / "plan.json").read_text())
+    entry = next(p for p in doc["problems"] if p["uri"] == uri)
+    entry["candidates"] = [c for c in entry["candidates"] if c["name"] != dropped]
+    (out / "plan.json").write_text(json.dumps(doc))
+    _with_candidates(out, {**plans, uri: [n for n in plans[uri] if n != dropped]})
+    assert _state(out).needs(uri) is None  # complete by its saved plan
+    checkout = KernelBenchCheckout(root, commit=COMMIT)
+    assert replan(out, checkout) == {uri: [dropped]}
+    state = _state(out)
+    assert state.planned[uri] == plans[uri] and state.needs(uri) == "candidates"
+    assert all(state.needs(u) is None for u in plans if u != uri)
+    main = [sys.executable, "-m", "experiments.cli", "record", "--source", str(root),
+            "--commit", COMMIT, "--out", str(out), "--replan"]
+    again = subprocess.run(main, capture_output=True, text=True, check=False)
+    assert again.returncode == 0 and "0 problems' plans reach new candidates" in again.stdout
+
+
 def test_a_checkout_that_is_not_the_recorded_one_is_refused_at_build(prepared, tmp_path):
     from autoprofiler_env.dataset.build import build_from_recording
 
@@ -842,3 +871,31 @@ def test_the_live_backend_checks_a_users_file_against_the_recorded_one(prepared,
     # without a dataset, a user's file is a local problem, as before
     assert LiveBackend([str(mine)], device="cpu").problems(None)[0].startswith(
         "problem://local/")
+
+
+def test_a_dataset_knows_the_operator_cap_it_was_recorded_under():
+    """The recorder's ``--max-ops`` is read off the profiles (KernelBench's recording cut its
+    long forwards at 24 operators), so that a live profile is taken as the replay's was: a
+    file that cut forwards says its cap, one whose forwards are all whole says none while the
+    profiler's default keeps them whole, and the longest otherwise; caps that differ are
+    refused, and an ``ops_profiled`` above ``ops`` does not load."""
+    dataset = Dataset.load("kernelbench")
+    assert Dataset.load("suite").max_ops is None  # built before the counts were kept
+    uris = dataset.uris()
+
+    def with_ops(counts: dict) -> Dataset:
+        problems = dict(dataset.content.problems)
+        for uri, (ops, profiled) in counts.items():
+            record = problems[uri]
+            problems[uri] = replace(record, profiles={
+                s: replace(p, ops=ops, ops_profiled=profiled)
+                for s, p in record.profiles.items()})
+        return Dataset(replace(dataset.content, problems=problems))
+
+    assert with_ops({uris[0]: (39, 24), uris[1]: (60, 24), uris[2]: (5, 5)}).max_ops == 24
+    assert with_ops({uris[0]: (5, 5), uris[1]: (90, 90)}).max_ops == 90
+    assert with_ops({uris[0]: (5, 5)}).max_ops is None
+    with pytest.raises(DatasetError, match=r"different operator caps \(\[16, 24\]\)"):
+        with_ops({uris[0]: (39, 24), uris[1]: (60, 16)}).max_ops  # noqa: B018
+    broken = with_ops({uris[0]: (5, 6)}).record(uris[0])
+    assert "ops_profiled is 6, not at most ops (5)" in broken.invalid()

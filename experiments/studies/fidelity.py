@@ -155,30 +155,40 @@ def _judge_limit(study: dict) -> float:
 def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = None,
                warm_workers: int = 8, config=None, source: str | Path | None = None) -> int:
     """ncu, the study's optimizer and the harness (``config``: the default on CUDA) on every
-    planned pair (GPU); ``source``: the KernelBench checkout of a KernelBench dataset."""
+    planned pair (GPU); ``source``: the KernelBench checkout of a KernelBench dataset.
+
+    The live side reads what the replay reads: ncu under the recording's operator cap
+    (:attr:`Dataset.max_ops`), and the eager time, timed live once per problem
+    (``eager.jsonl``), for the launch rule. Saved work that another setting made (a live run
+    cut under another cap, a row judging another candidate than the one chosen now) is moved
+    to ``stale/`` and done again (:func:`set_aside_stale`)."""
+    from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.record import CandidateWarmer, record_ncu
     from autoprofiler_env.harness import Evaluator, HarnessConfig
     from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
     from autoprofiler_env.optimizers import reference_optimizer
+    from autoprofiler_env.profiler import MAX_OPS
 
     deadline = _deadline(deadline_s)
     study = study or settings(out)
     groups = _load_plan(out, study)
     problems = _problems(study, [u for g in groups for u in g["uris"]], source)
+    max_ops = Dataset.load(study["dataset"]).max_ops or MAX_OPS
+    set_aside_stale(out, max_ops)
     for g in groups:  # one invocation per section set
         record_ncu([problems[u] for u in g["uris"]], {g["key"]: g["sections"]},
-                   out / "ncu", chunk=PER_SET, deadline=deadline, problem_timeout_s=240.0)
+                   out / "ncu", chunk=PER_SET, deadline=deadline, problem_timeout_s=240.0,
+                   max_ops=max_ops)
     live = live_profiles(out)
     config = config or HarnessConfig(device="cuda")
     timeout_s = _judge_limit(study)
+    profiled = [(g["key"], problems[u], live[(u, g["key"])]) for g in groups for u in g["uris"]
+                if (u, g["key"]) in live]
+    eager = eager_times(out, [p for _, p, _ in profiled], config, timeout_s, deadline)
     optimizer = reference_optimizer(study["optimizer"], device=config.device)  # the replay's
-    todo = []
-    for g in groups:
-        for uri in g["uris"]:
-            profile = live.get((uri, g["key"]))
-            if profile is not None:
-                problem = problems[uri]
-                todo.append((g["key"], problem, optimizer.optimize(problem, profile)))
+    todo = [(key, problem, optimizer.optimize(problem, profile, eager_ms=eager[problem.uri]))
+            for key, problem, profile in profiled if problem.uri in eager]
+    set_aside_stale(out, max_ops, {(p.uri, key): c.producer for key, p, c in todo})
     rows_path = out / "live.jsonl"
     done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(rows_path)}
     with CandidateWarmer(config, warm_workers, timeout_s) as warmer:
@@ -199,8 +209,72 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
                            "correct": result.correct,
                            "error_kind": result.error_name,
                            "reference_ms": result.reference_ms,
-                           "candidate_ms": result.candidate_ms, "speedup": result.speedup})
+                           "candidate_ms": result.candidate_ms, "speedup": result.speedup,
+                           "chosen_with_eager_ms": eager[problem.uri]})
     return 0
+
+
+def eager_times(out: Path, problems, config, timeout_s: float,
+                deadline: float | None = None) -> dict[str, float]:
+    """URI -> the eager program's median time, as the harness times the reference: timed
+    once per problem and kept in ``out/eager.jsonl`` (a resumed call chooses with the same
+    time, so a choice near the launch rule's threshold does not flip between calls). A problem
+    whose reference fails is left out (its pairs are not judged); the deadline stops timing."""
+    from autoprofiler_env.errors import ProblemError
+    from autoprofiler_env.harness import Evaluator
+    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+
+    path = out / "eager.jsonl"
+    times = {r["uri"]: r["eager_ms"] for r in read_jsonl(path)}
+    todo = list({p.uri: p for p in problems if p.uri not in times}.values())
+    if todo:
+        with Evaluator(config, timeout_s=timeout_s) as evaluator, JsonlAppender(path) as log:
+            for problem in todo:
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                try:
+                    ms = evaluator.reference(problem).timing.median_ms
+                except ProblemError as e:
+                    print(f"{problem.uri}: the reference failed, its pairs are left out: {e}",
+                          file=sys.stderr)
+                    continue
+                log.write({"uri": problem.uri, "eager_ms": ms})
+                times[problem.uri] = ms
+    return times
+
+
+def set_aside_stale(out: Path, max_ops: int, chosen: dict | None = None) -> list[str]:
+    """Moves to ``out/stale/`` what another setting of the study made, so that it is done
+    again: each live ncu run that cut a forward otherwise than ``max_ops`` does (an earlier
+    call profiled under another cap), and, given ``chosen`` ((uri, section-set key) -> the
+    candidate chosen now), each row of ``live.jsonl`` that judged another candidate (chosen
+    without the eager time, or from such a run). Kept, not deleted: they are what the first
+    runs measured. Returns what was moved."""
+    from autoprofiler_env.atomic import write_atomic
+    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+    from autoprofiler_env.profiler import NcuRun, profiles_from_run
+
+    moved = []
+    for path in sorted((out / "ncu").rglob("run.json")):
+        profiles, _ = profiles_from_run(NcuRun.load(path.parent))
+        if any(p.ops is not None and p.ops_profiled != min(p.ops, max_ops) for p in profiles):
+            target = out / "stale" / path.parent.relative_to(out)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.rename(target)
+            moved.append(str(target.relative_to(out)))
+    rows_path = out / "live.jsonl"
+    if chosen is not None and rows_path.exists():
+        rows = read_jsonl(rows_path)
+        stale = [r for r in rows if chosen.get((r["uri"], r["sections"]),
+                                               r["transformation"]) != r["transformation"]]
+        if stale:
+            with JsonlAppender(out / "stale" / "live.jsonl") as log:
+                for r in stale:
+                    log.write(r)
+            kept = [r for r in rows if r not in stale]
+            write_atomic(rows_path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+            moved.append(f"live.jsonl: {len(stale)} rows")
+    return moved
 
 
 def live_profiles(out: Path) -> dict:
@@ -283,9 +357,11 @@ def pair_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     from autoprofiler_env.jsonlines import read_jsonl
 
     replay = ReplayBackend(dataset, optimizer=optimizer)
+    held = set(dataset.uris())
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for r in read_jsonl(out / "live.jsonl"):
-        by_pair.setdefault((r["uri"], r["sections"]), []).append(r)
+        if r["uri"] in held:  # one the dataset lacks (yet: its candidates unrecorded) waits
+            by_pair.setdefault((r["uri"], r["sections"]), []).append(r)
     rows = []
     for (uri, key), repeats in sorted(by_pair.items()):
         sections = tuple(key.split("+"))
@@ -319,14 +395,17 @@ def pair_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
 
 def choice_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     """One row per planned pair whose live ncu run is saved: the reference optimizer's choice
-    on that live profile against the replay's. The optimizer is deterministic and needs no
+    on that live profile (with the eager time the pairs step chose with) against the replay's. The optimizer is deterministic and needs no
     GPU to choose, so this half of the comparison runs anywhere once ncu has run."""
     from autoprofiler_env.envs.backends import ReplayBackend
 
     if not (out / "plan.json").exists():
         return []
+    from autoprofiler_env.jsonlines import read_jsonl
+
     replay = ReplayBackend(dataset, optimizer=optimizer)
     live = live_profiles(out)
+    eager = {r["uri"]: r["eager_ms"] for r in read_jsonl(out / "eager.jsonl")}
     rows = []
     for g in json.loads((out / "plan.json").read_text()):
         for uri in g["uris"]:
@@ -334,9 +413,11 @@ def choice_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
             if profile is None or uri not in dataset.uris():
                 continue
             record = dataset.record(uri)
-            choice, _, _ = replay.optimizer.choose(None, profile, record.features,
-                                                   applicable=frozenset(
-                                                       dataset.outcomes(uri, optimizer)))
+            choice, _, _ = replay.optimizer.choose(
+                None, profile, record.features,
+                applicable=frozenset(dataset.outcomes(uri, optimizer)),
+                # the live eager time where the pairs step timed it, else the recorded one
+                eager_ms=eager.get(uri, record.eager.get("median_ms")))
             expected = replay.finish(uri, tuple(g["sections"])).transformation
             rows.append({"problem": uri.rsplit("/", 1)[1], "sections": g["key"],
                          "live_profile_choice": choice, "replay_choice": expected,
@@ -462,6 +543,9 @@ def analyze(out: Path, study: dict | None = None) -> int:
     print(_table(episodes), end="\n\n")
     print(_table([r for r in choices if not r["same_choice"]]), end="\n\n")
     summary = summarize(pairs, episodes, choices)
+    planned = {(u, g["key"]) for g in _load_plan(out, study) for u in g["uris"]}
+    held = set(dataset.uris())
+    summary["pairs_not_in_dataset"] = sum(u not in held for u, _ in planned)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     return 0

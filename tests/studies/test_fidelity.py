@@ -78,6 +78,55 @@ def test_the_live_loop_profiles_optimizes_and_times_each_pair_and_resumes(tmp_pa
     assert calls == [[uri]] and len(read_jsonl(tmp_path / "live.jsonl")) == fidelity.REPEATS
 
 
+def test_the_live_loop_sets_aside_what_another_setting_made_and_does_it_again(tmp_path,
+                                                                            monkeypatch):
+    """KernelBench's first live runs cut forwards at 64 operators where the recording cut at
+    24, and chose without the eager time: a live run cut under another cap than the
+    dataset's, and a row judging another candidate than the one chosen now, go to ``stale/``
+    and are done again. ncu runs under the dataset's cap; the eager time is timed once, kept
+    in ``eager.jsonl`` and written beside each row."""
+    import autoprofiler_env.dataset.record.ncu as record
+    from autoprofiler_env.profiler import MAX_OPS
+
+    uri = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
+    (tmp_path / "plan.json").write_text(json.dumps([
+        {"key": "SpeedOfLight", "sections": ["SpeedOfLight"], "uris": [uri]}]))
+    caps = []
+
+    def fake_run_ncu(problems, sections, max_ops=None, **kwargs):
+        caps.append(max_ops)
+        study = NcuRun.load(STUDY / "section-SpeedOfLight")
+        index = [p["uri"] for p in study.problems].index(uri)
+        cut = {"ops": 100, "ops_profiled": 24 if len(caps) == 1 else 64}
+        status = [{"event": "primer", "s": 1.0}] + [
+            {**r, **cut} if r.get("index") == index else r
+            for r in study.status if r.get("index") in (None, index)]
+        return replace(study, problems=[{"uri": uri} if i == index else {"uri": f"other{i}"}
+                                        for i in range(len(study.problems))], status=status)
+
+    monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)
+    [eager] = read_jsonl(tmp_path / "eager.jsonl")
+    rows = read_jsonl(tmp_path / "live.jsonl")
+    assert eager["uri"] == uri and eager["eager_ms"] > 0
+    assert all(r["chosen_with_eager_ms"] == eager["eager_ms"] for r in rows)
+    chosen = rows[0]["transformation"]
+    rows[1] = {**rows[1], "transformation": "bogus"}
+    (tmp_path / "live.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)
+    assert caps == [MAX_OPS, MAX_OPS]  # the suite's file: the profiler's default cap
+    [stale_run] = (tmp_path / "stale" / "ncu" / "SpeedOfLight").iterdir()
+    assert (stale_run / "run.json").exists()
+    assert [r["transformation"] for r in read_jsonl(tmp_path / "stale" / "live.jsonl")] == [
+        "bogus"]
+    rows = read_jsonl(tmp_path / "live.jsonl")
+    assert sorted(r["repeat"] for r in rows) == list(range(fidelity.REPEATS))
+    assert {r["transformation"] for r in rows} == {chosen}
+    assert read_jsonl(tmp_path / "eager.jsonl") == [eager]  # timed once
+
+
 def test_choices_on_saved_live_profiles_are_compared_without_a_gpu(study_dataset, tmp_path):
     """The study's SpeedOfLight run stands in as the live ncu run of a one-set plan."""
     import shutil

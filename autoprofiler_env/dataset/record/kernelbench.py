@@ -314,13 +314,60 @@ def plan_chunk(out: Path, problems: list[Problem], cost_model=None) -> dict[str,
     optimizer reaches from any section set is listed, cheapest first (:mod:`.plan`). The
     plans are appended to ``out/plan.json`` in the order given; a problem without usable
     evidence goes to its ``left_out``. Returns the new plans (URI -> candidate names)."""
-    from autoprofiler_env.dataset.build import build
-    from autoprofiler_env.dataset.record.plan import candidate_names, make_plan, planning_optimizers
-    from autoprofiler_env.dataset.replay import Dataset
+    from autoprofiler_env.dataset.record.plan import candidate_names
 
     out = Path(out)
     if not problems:
         return {}
+    made, left_out = _make_plans(out, problems, cost_model)
+    doc = _read_plan(out / PLAN)
+    doc["problems"] += [_plan_entry(p) for p in made]
+    doc["left_out"].update(left_out)
+    write_atomic(out / PLAN, (json.dumps(doc, indent=1) + "\n").encode())
+    return candidate_names(made)
+
+
+def replan(out: Path, checkout: KernelBenchCheckout, cost_model=None) -> dict[str, list[str]]:
+    """Plans again, from their recorded evidence, the problems the recording has planned
+    (CPU), after a change of the reference optimizer: each problem whose plan made now reaches
+    candidates its saved plan lacks gets the new plan in ``out/plan.json``, and the recorder
+    then judges those candidates (the ones judged already are kept). Returns URI -> the
+    candidates added.
+
+    Raises:
+        DatasetError: no manifest, or a plan that is not one.
+        SourceMismatchError: a checkout file is not the one the manifest recorded.
+    """
+    from autoprofiler_env.dataset.record.plan import candidate_names
+
+    out = Path(out)
+    manifest = RecordingManifest.load(out / MANIFEST)
+    planned = _state(out).planned
+    problems = [p for p in manifest.problems_from(checkout) if p.uri in planned]
+    if not problems:
+        return {}
+    made = {p.uri: p for p in _make_plans(out, problems, cost_model)[0]}
+    names = candidate_names(list(made.values()))
+    doc = _read_plan(out / PLAN)
+    added = {}
+    for i, entry in enumerate(doc["problems"]):
+        uri = entry["uri"]
+        extra = [n for n in names.get(uri, []) if n not in planned[uri]]
+        if extra:
+            doc["problems"][i] = _plan_entry(made[uri])
+            added[uri] = extra
+    if added:
+        write_atomic(out / PLAN, (json.dumps(doc, indent=1) + "\n").encode())
+    return added
+
+
+def _make_plans(out: Path, problems: list[Problem], cost_model=None) -> tuple[list, dict]:
+    """The plans of ``problems`` made from the recording's evidence (:mod:`.plan`), and the
+    problems without usable evidence (URI -> why)."""
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.dataset.record.plan import make_plan, planning_optimizers
+    from autoprofiler_env.dataset.replay import Dataset
+
     uris = {p.uri for p in problems}
     runs = [path.parent for path in sorted((out / "sets" / "full").rglob("run.json"))
             if uris & {p["uri"] for p in json.loads(path.read_text())["problems"]}]
@@ -331,15 +378,13 @@ def plan_chunk(out: Path, problems: list[Problem], cost_model=None) -> dict[str,
                     cost_model=cost_model)
     made = make_plan(Dataset(content), planning_optimizers(),
                      order=[p.uri for p in problems if p.uri in content.problems])
-    doc = _read_plan(out / PLAN)
-    doc["problems"] += [{"uri": p.uri, "split": p.split,
-                         "candidates": [{"name": c.name, "sections": list(c.sections),
-                                         "cost_share": c.cost_share} for c in p.candidates]}
-                        for p in made]
-    for uri, why in content.metadata["left_out"].items():
-        doc["left_out"][uri] = why
-    write_atomic(out / PLAN, (json.dumps(doc, indent=1) + "\n").encode())
-    return candidate_names(made)
+    return made, dict(content.metadata["left_out"])
+
+
+def _plan_entry(plan) -> dict:
+    return {"uri": plan.uri, "split": plan.split,
+            "candidates": [{"name": c.name, "sections": list(c.sections),
+                            "cost_share": c.cost_share} for c in plan.candidates]}
 
 
 def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
