@@ -545,7 +545,8 @@ def analyze(out: Path, study: dict | None = None) -> int:
     summary = summarize(pairs, episodes, choices)
     planned = {(u, g["key"]) for g in _load_plan(out, study) for u in g["uris"]}
     held = set(dataset.uris())
-    summary["pairs_not_in_dataset"] = sum(u not in held for u, _ in planned)
+    if waiting := sum(u not in held for u, _ in planned):  # the dataset lacks them (yet)
+        summary["pairs_not_in_dataset"] = waiting
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     return 0
