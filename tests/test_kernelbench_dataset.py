@@ -634,12 +634,10 @@ def test_a_kernelbench_recording_builds_its_complete_problems_with_provenance(pr
     assert terminated and step_info["problem"] == relu
 
 
-def test_a_problem_whose_plan_made_here_reaches_more_is_left_out(prepared, tmp_path):
-    """A plan made on the device that missed a candidate (another torch, other features):
-    the build's own plan finds it, and the problem is not shipped."""
-    from autoprofiler_env.dataset.build import build_from_recording
-
-    root, recorded, _, plans = prepared
+def _plan_missing_one(prepared, tmp_path) -> tuple[Path, str, str]:
+    """A copy of the prepared recording whose plan of one problem lacks its last candidate,
+    every other planned candidate recorded: (the copy, that problem, the candidate)."""
+    _, recorded, _, plans = prepared
     out = tmp_path / "rec"
     shutil.copytree(recorded, out)
     uri = next(u for u, names in plans.items() if len(names) >= 2)
@@ -649,6 +647,16 @@ def test_a_problem_whose_plan_made_here_reaches_more_is_left_out(prepared, tmp_p
     entry["candidates"] = [c for c in entry["candidates"] if c["name"] != dropped]
     (out / "plan.json").write_text(json.dumps(doc))
     _with_candidates(out, {**plans, uri: [n for n in plans[uri] if n != dropped]})
+    return out, uri, dropped
+
+
+def test_a_problem_whose_plan_made_here_reaches_more_is_left_out(prepared, tmp_path):
+    """A plan made on the device that missed a candidate (another torch, other features):
+    the build's own plan finds it, and the problem is not shipped."""
+    from autoprofiler_env.dataset.build import build_from_recording
+
+    root, _, _, plans = prepared
+    out, uri, dropped = _plan_missing_one(prepared, tmp_path)
     content = build_from_recording(out, source=root, complete=True)
     assert uri not in content.problems and len(content.problems) == len(plans) - 1
     assert dropped in content.metadata["left_out"][uri]
@@ -664,16 +672,8 @@ def test_replan_gives_a_problem_the_candidates_its_plan_now_reaches(prepared, tm
     others are left as they are, and a second call (the command's) adds nothing."""
     from autoprofiler_env.dataset.record.kernelbench import _state, replan
 
-    root, recorded, _, plans = prepared
-    out = tmp_path / "rec"
-    shutil.copytree(recorded, out)
-    uri = next(u for u, names in plans.items() if len(names) >= 2)
-    dropped = plans[uri][-1]
-    doc = json.loads((out / "plan.json").read_text())
-    entry = next(p for p in doc["problems"] if p["uri"] == uri)
-    entry["candidates"] = [c for c in entry["candidates"] if c["name"] != dropped]
-    (out / "plan.json").write_text(json.dumps(doc))
-    _with_candidates(out, {**plans, uri: [n for n in plans[uri] if n != dropped]})
+    root, _, _, plans = prepared
+    out, uri, dropped = _plan_missing_one(prepared, tmp_path)
     assert _state(out).needs(uri) is None  # complete by its saved plan
     checkout = KernelBenchCheckout(root, commit=COMMIT)
     assert replan(out, checkout) == {uri: [dropped]}

@@ -16,6 +16,20 @@ from baselines.agents import RooflineTree
 from experiments.studies import fidelity
 
 STUDY = Path(__file__).parents[2] / "docs" / "data" / "profile_study_h200"
+CPU_JUDGE = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                          max_trials=2, warmup_ms=0)
+
+
+def _run_of(uri: str, status: dict | None = None) -> NcuRun:
+    """The profile study's SpeedOfLight run as a live run of ``uri`` alone (its status line
+    updated with ``status``), standing in for ncu."""
+    study = NcuRun.load(STUDY / "section-SpeedOfLight")
+    index = [p["uri"] for p in study.problems].index(uri)
+    lines = [{"event": "primer", "s": 1.0}] + [
+        {**r, **(status or {})} if r.get("index") == index else r
+        for r in study.status if r.get("index") in (None, index)]
+    return replace(study, problems=[{"uri": uri} if i == index else {"uri": f"other{i}"}
+                                    for i in range(len(study.problems))], status=lines)
 
 
 def test_the_plan_draws_36_pairs_of_sets_of_1_to_8_sections(study_dataset):
@@ -58,23 +72,16 @@ def test_the_live_loop_profiles_optimizes_and_times_each_pair_and_resumes(tmp_pa
 
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append([p.uri for p in problems])
-        study = NcuRun.load(STUDY / "section-SpeedOfLight")
-        index = [p["uri"] for p in study.problems].index(uri)
-        status = [{"event": "primer", "s": 1.0}] + [
-            r for r in study.status if r.get("index") in (None, index)]
-        return replace(study, problems=[{"uri": uri} if i == index else {"uri": f"other{i}"}
-                                        for i in range(len(study.problems))], status=status)
+        return _run_of(uri)
 
     monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
-    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
-                           max_trials=2, warmup_ms=0)
-    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=CPU_JUDGE)
     rows = read_jsonl(tmp_path / "live.jsonl")
     assert calls == [[uri]]
     assert [(r["uri"], r["sections"], r["repeat"]) for r in rows] == [
         (uri, "SpeedOfLight", i) for i in range(fidelity.REPEATS)]
     assert len({r["transformation"] for r in rows}) == 1 and rows[0]["reason"]
-    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)  # nothing is redone
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=CPU_JUDGE)  # nothing is redone
     assert calls == [[uri]] and len(read_jsonl(tmp_path / "live.jsonl")) == fidelity.REPEATS
 
 
@@ -95,19 +102,10 @@ def test_the_live_loop_sets_aside_what_another_setting_made_and_does_it_again(tm
 
     def fake_run_ncu(problems, sections, max_ops=None, **kwargs):
         caps.append(max_ops)
-        study = NcuRun.load(STUDY / "section-SpeedOfLight")
-        index = [p["uri"] for p in study.problems].index(uri)
-        cut = {"ops": 100, "ops_profiled": 24 if len(caps) == 1 else 64}
-        status = [{"event": "primer", "s": 1.0}] + [
-            {**r, **cut} if r.get("index") == index else r
-            for r in study.status if r.get("index") in (None, index)]
-        return replace(study, problems=[{"uri": uri} if i == index else {"uri": f"other{i}"}
-                                        for i in range(len(study.problems))], status=status)
+        return _run_of(uri, {"ops": 100, "ops_profiled": 24 if len(caps) == 1 else 64})
 
     monkeypatch.setattr(record, "run_ncu", fake_run_ncu)
-    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
-                           max_trials=2, warmup_ms=0)
-    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=CPU_JUDGE)
     [eager] = read_jsonl(tmp_path / "eager.jsonl")
     rows = read_jsonl(tmp_path / "live.jsonl")
     assert eager["uri"] == uri and eager["eager_ms"] > 0
@@ -115,7 +113,7 @@ def test_the_live_loop_sets_aside_what_another_setting_made_and_does_it_again(tm
     chosen = rows[0]["transformation"]
     rows[1] = {**rows[1], "transformation": "bogus"}
     (tmp_path / "live.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    fidelity.live_pairs(tmp_path, warm_workers=1, config=config)
+    fidelity.live_pairs(tmp_path, warm_workers=1, config=CPU_JUDGE)
     assert caps == [MAX_OPS, MAX_OPS]  # the suite's file: the profiler's default cap
     [stale_run] = (tmp_path / "stale" / "ncu" / "SpeedOfLight").iterdir()
     assert (stale_run / "run.json").exists()
