@@ -54,6 +54,33 @@ def test_correct_candidate_is_timed(evaluator, relu):
                                            / result.candidate.median_ms)
 
 
+def test_the_judge_running_out_of_memory_is_a_verdict_and_the_next_one_is_judged(
+        evaluator, relu, monkeypatch):
+    """KernelBench's level1/35_GroupNorm_ ran the judge's own process out of GPU memory while
+    it held the outputs beside a compiled candidate's process (71 GB): a typed verdict
+    (``out_of_memory``, which the live backend judges once more), not a traceback out of
+    ``evaluate``; the evaluator judges the next candidate as before."""
+    from autoprofiler_env.envs.backends.live import TRANSIENT
+    from autoprofiler_env.harness import evaluator as judge
+
+    real = judge.fingerprint
+
+    def full(leaves):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 14.00 GiB.\nmore")
+
+    monkeypatch.setattr(judge, "fingerprint", full)
+    result = evaluator.evaluate(relu, candidate("relu_correct"))
+    assert not result.correct and result.error_kind is ErrorKind.OUT_OF_MEMORY
+    assert result.error_message.endswith("outputs beside the candidate's process: CUDA out "
+                                         "of memory. Tried to allocate 14.00 GiB.")
+    assert "out_of_memory" in TRANSIENT
+    monkeypatch.setattr(judge, "fingerprint", real)
+    assert evaluator.evaluate(relu, candidate("relu_correct")).correct
+    monkeypatch.setattr(judge, "fingerprint", lambda leaves: 1 / 0)  # any other error: raised
+    with pytest.raises(ZeroDivisionError):
+        evaluator.evaluate(relu, candidate("relu_correct"))
+
+
 def test_result_round_trips_through_dict(evaluator, relu):
     result = evaluator.evaluate(relu, candidate("relu_correct"))
     again = EvalResult.from_dict(result.to_dict())

@@ -80,6 +80,13 @@ _SAMPLE_BYTES_SLACK = 1 << 20
 SAMPLE_VALUES = 1 << 20
 
 
+def _out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is torch's out-of-memory error (torch imported only then)."""
+    import torch
+
+    return isinstance(error, torch.OutOfMemoryError)
+
+
 class _Rejected(Exception):
     """A candidate failed a check: becomes its result."""
 
@@ -455,6 +462,14 @@ class Evaluator:
             except WireError as e:
                 failure = (ErrorKind.PROTOCOL, f"the candidate's process sent a malformed "
                            f"reply: {e}")
+            except RuntimeError as e:
+                if not _out_of_memory(e):
+                    raise
+                # the judge's copies of the outputs, beside the candidate's process: what
+                # KernelBench's single-process harness would also run out of
+                failure = (ErrorKind.OUT_OF_MEMORY, "the judge ran out of GPU memory holding "
+                           f"the outputs beside the candidate's process: "
+                           f"{str(e).splitlines()[0][:300]}")
             else:
                 return state.result(problem)
         finally:

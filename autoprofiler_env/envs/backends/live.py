@@ -18,7 +18,7 @@ from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile
 
-TRANSIENT = ("timeout", "crash", "timing_mismatch")
+TRANSIENT = ("timeout", "crash", "timing_mismatch", "out_of_memory")
 """Verdicts that a second judgement may not repeat: the live backend judges once more."""
 EVIDENCE = ("ncu", "recorded")
 """Where a live episode's profiles come from: ``ncu`` runs on this machine's GPU, or the
