@@ -467,9 +467,9 @@ class Evaluator:
                     raise
                 # the judge's copies of the outputs, beside the candidate's process: what
                 # KernelBench's single-process harness would also run out of
-                failure = (ErrorKind.OUT_OF_MEMORY, "the judge ran out of GPU memory holding "
-                           f"the outputs beside the candidate's process: "
-                           f"{str(e).splitlines()[0][:300]}")
+                why = str(e).splitlines()[0][:300]
+                failure = (ErrorKind.OUT_OF_MEMORY, f"the judge ran out of GPU memory holding "
+                           f"the outputs beside the candidate's process: {why}")
             else:
                 return state.result(problem)
         finally:
