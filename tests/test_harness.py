@@ -64,6 +64,7 @@ def test_the_judge_running_out_of_memory_is_a_verdict_and_the_next_one_is_judged
     from autoprofiler_env.harness import evaluator as judge
 
     real = judge.fingerprint
+    assert evaluator.evaluate(relu, candidate("relu_correct")).correct  # the reference's kept
 
     def full(leaves):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 14.00 GiB.\nmore")
