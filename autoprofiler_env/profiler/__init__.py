@@ -43,8 +43,8 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     remaining problems are profiled in a new invocation; the others' results are kept. A run
     of one problem profiles at most its first ``MAX_KERNELS`` kernels, and a problem that
     outlasts the timeout in a batched run is profiled again alone so. ``max_ops``: the
-    forward's first operators profiled (a dataset's :attr:`~autoprofiler_env.dataset.Dataset.max_ops`
-    to profile as it was recorded).
+    forward's first operators profiled (a dataset's ``Dataset.max_ops``, to profile its
+    problems as they were recorded).
 
     Raises:
         UnknownSectionError: a section this ncu version does not have.
@@ -57,7 +57,8 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     todo = list(problems)
     while todo:
         run = run_ncu(todo, sections, ncu=ncu, problem_timeout_s=problem_timeout_s,
-                      workdir=workdir, max_ops=max_ops, max_kernels=MAX_KERNELS if len(todo) == 1 else None)
+                      workdir=workdir, max_ops=max_ops,
+                      max_kernels=MAX_KERNELS if len(todo) == 1 else None)
         raise_for_run(run)
         got, failed = profiles_from_run(run)
         profiles.update((p.problem_uri, p) for p in got)
@@ -82,7 +83,7 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
 
 
 __all__ = [
-    "ACTION_SECTIONS", "MAX_OPS", "DisplayedMetric", "Finding", "KernelProfile", "NcuRun", "Profile",
-    "ProfileCost", "ProfileFailure", "load_catalogue", "profile_problems", "profiles_from_run",
+    "ACTION_SECTIONS", "MAX_OPS", "DisplayedMetric", "Finding", "KernelProfile", "NcuRun",
+    "Profile", "ProfileCost", "ProfileFailure", "load_catalogue", "profile_problems", "profiles_from_run",
     "render_markdown", "run_ncu",
 ]
