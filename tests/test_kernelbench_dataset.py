@@ -899,3 +899,32 @@ def test_a_dataset_knows_the_operator_cap_it_was_recorded_under():
         with_ops({uris[0]: (39, 24), uris[1]: (60, 16)}).max_ops  # noqa: B018
     broken = with_ops({uris[0]: (5, 6)}).record(uris[0])
     assert "ops_profiled is 6, not at most ops (5)" in broken.invalid()
+
+
+def test_a_recording_goes_on_under_the_operator_cap_its_runs_cut_at(prepared, tmp_path):
+    """One recording, one ``--max-ops``: KernelBench's runs cut long forwards at 24
+    operators, and a call with another cap (the CLI's default, 64, where the device script's
+    MAX_OPS=24 is forgotten) is refused before anything runs; runs cut at two caps are
+    refused too."""
+    from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
+    from autoprofiler_env.dataset.record.ncu import recorded_cap
+
+    root, recorded, _, _ = prepared
+    out = tmp_path / "rec"
+    shutil.copytree(recorded, out)
+    full = out / "sets" / "full"
+    assert recorded_cap(full) is None  # every forward whole: any cap goes on
+    [path] = full.rglob("run.json")
+    meta = json.loads(path.read_text())
+    rows = [i for i, r in enumerate(meta["status"]) if r.get("event") == "problem"]
+    meta["status"][rows[0]].update(ops=50, ops_profiled=24)
+    path.write_text(json.dumps(meta))
+    assert recorded_cap(full) == 24
+    checkout = KernelBenchCheckout(root, commit=COMMIT)
+    with pytest.raises(DatasetError, match=r"cut forwards at 24 operators: record it on with "
+                       r"--max-ops 24 \(MAX_OPS=24 in the device script\), not 64"):
+        record_kernelbench(out, checkout, max_ops=64, device="cpu")
+    meta["status"][rows[1]].update(ops=50, ops_profiled=32)
+    path.write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match=r"different operator caps \(\[24, 32\]\)"):
+        recorded_cap(full)

@@ -409,14 +409,22 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
     driver, between the ncu runs and the candidates, as without.
 
     Raises:
-        DatasetError: no manifest (prepare it first).
+        DatasetError: no manifest (prepare it first), or ``max_ops`` is not the cap the
+            recording's ncu runs cut forwards at (one recording, one cap: the replay and the
+            live backend profile under it).
         SourceMismatchError: a checkout file is not the one the manifest recorded.
     """
     from autoprofiler_env.dataset.record import _record_part, _timed
+    from autoprofiler_env.dataset.record.ncu import recorded_cap
     from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
     out = Path(out)
     manifest = RecordingManifest.load(out / MANIFEST)
+    cap = recorded_cap(out / "sets" / "full")
+    if cap is not None and max_ops != cap:
+        raise DatasetError(f"{out}'s ncu runs cut forwards at {cap} operators: record it on "
+                           f"with --max-ops {cap} (MAX_OPS={cap} in the device script), not "
+                           f"{max_ops}")
     problems = manifest.problems_from(checkout)
     deadline = time.monotonic() + time_budget_s if time_budget_s else None
     reused = [row for path in reuse for row in read_jsonl(Path(path))]

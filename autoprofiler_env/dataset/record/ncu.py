@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.runner import (
     MAX_KERNELS,
@@ -60,6 +61,22 @@ def covered(root: Path) -> set[str]:
         if failed is not None and _timed_out_batched(meta) is None:
             done.add(meta["problems"][failed]["uri"])
     return done
+
+
+def recorded_cap(root: Path) -> int | None:
+    """The operator cap the saved runs under ``root`` cut forwards at (the ``ops_profiled``
+    of each problem whose ``ops`` exceeded it), None where none was cut.
+
+    Raises:
+        DatasetError: they were cut at different caps.
+    """
+    caps = {r["ops_profiled"] for meta in _runs(root) for r in meta["status"]
+            if r.get("event") == "problem" and isinstance(r.get("ops"), int)
+            and isinstance(r.get("ops_profiled"), int) and r["ops_profiled"] < r["ops"]}
+    if len(caps) > 1:
+        raise DatasetError(f"the runs under {root} cut forwards at different operator caps "
+                           f"({sorted(caps)}): one recording takes one --max-ops")
+    return caps.pop() if caps else None
 
 
 STEPPED_OPS = frozenset({"rnn"})
