@@ -208,6 +208,7 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
                            "transformation": candidate.producer, "reason": candidate.reason,
                            "correct": result.correct,
                            "error_kind": result.error_name,
+                           "error": (result.error_message or "")[:300] or None,
                            "reference_ms": result.reference_ms,
                            "candidate_ms": result.candidate_ms, "speedup": result.speedup,
                            "chosen_with_eager_ms": eager[problem.uri]})
