@@ -37,6 +37,22 @@ _LOADED_LOCK = threading.Lock()
 _LOADED_MAX = 4
 
 
+def operator_cap(counts, where: str) -> int | None:
+    """The operator cap that cut forwards, from their ``(ops, ops_profiled)`` counts (None
+    where unknown): the ``ops_profiled`` of each forward that ran more; None where none was
+    cut.
+
+    Raises:
+        DatasetError: forwards were cut at different caps (``where`` names them).
+    """
+    caps = {profiled for ops, profiled in counts
+            if isinstance(ops, int) and isinstance(profiled, int) and profiled < ops}
+    if len(caps) > 1:
+        raise DatasetError(f"{where} cut forwards at different operator caps ({sorted(caps)}): "
+                           "one recording takes one --max-ops")
+    return caps.pop() if caps else None
+
+
 class Dataset:
     """A loaded, checked dataset (read-only: :meth:`load` hands one object to every caller
     that loads the same file)."""
@@ -133,15 +149,12 @@ class Dataset:
         """
         from autoprofiler_env.profiler.runner import MAX_OPS
 
-        counted = [p for r in self.content.problems.values() for p in r.profiles.values()
-                   if p.ops is not None and p.ops_profiled is not None]
-        caps = {p.ops_profiled for p in counted if p.ops_profiled < p.ops}
-        if len(caps) > 1:
-            raise DatasetError(f"the dataset's profiles were cut under different operator caps "
-                               f"({sorted(caps)}): record them again under one --max-ops")
-        if caps:
-            return caps.pop()
-        longest = max((p.ops for p in counted), default=0)
+        counts = [(p.ops, p.ops_profiled) for r in self.content.problems.values()
+                  for p in r.profiles.values()]
+        cap = operator_cap(counts, "the dataset's profiles")
+        if cap is not None:
+            return cap
+        longest = max((ops for ops, _ in counts if ops is not None), default=0)
         return longest if longest > MAX_OPS else None
 
     def uris(self, split: str | None = None) -> list[str]:

@@ -161,7 +161,7 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
     (:attr:`Dataset.max_ops`), and the eager time, timed live once per problem
     (``eager.jsonl``), for the launch rule. Saved work that another setting made (a live run
     cut under another cap, a row judging another candidate than the one chosen now) is moved
-    to ``stale/`` and done again (:func:`set_aside_stale`)."""
+    to ``stale/`` and done again (:func:`set_aside_runs`, :func:`set_aside_rows`)."""
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.record import CandidateWarmer, record_ncu
     from autoprofiler_env.harness import Evaluator, HarnessConfig
@@ -174,7 +174,7 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
     groups = _load_plan(out, study)
     problems = _problems(study, [u for g in groups for u in g["uris"]], source)
     max_ops = Dataset.load(study["dataset"]).max_ops or MAX_OPS
-    set_aside_stale(out, max_ops)
+    set_aside_runs(out, max_ops)
     for g in groups:  # one invocation per section set
         record_ncu([problems[u] for u in g["uris"]], {g["key"]: g["sections"]},
                    out / "ncu", chunk=PER_SET, deadline=deadline, problem_timeout_s=240.0,
@@ -188,7 +188,7 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
     optimizer = reference_optimizer(study["optimizer"], device=config.device)  # the replay's
     todo = [(key, problem, optimizer.optimize(problem, profile, eager_ms=eager[problem.uri]))
             for key, problem, profile in profiled if problem.uri in eager]
-    set_aside_stale(out, max_ops, {(p.uri, key): c.producer for key, p, c in todo})
+    set_aside_rows(out, {(p.uri, key): c.producer for key, p, c in todo})
     rows_path = out / "live.jsonl"
     done = {(r["uri"], r["sections"], r["repeat"]) for r in read_jsonl(rows_path)}
     with CandidateWarmer(config, warm_workers, timeout_s) as warmer:
@@ -244,15 +244,10 @@ def eager_times(out: Path, problems, config, timeout_s: float,
     return times
 
 
-def set_aside_stale(out: Path, max_ops: int, chosen: dict | None = None) -> list[str]:
-    """Moves to ``out/stale/`` what another setting of the study made, so that it is done
-    again: each live ncu run that cut a forward otherwise than ``max_ops`` does (an earlier
-    call profiled under another cap), and, given ``chosen`` ((uri, section-set key) -> the
-    candidate chosen now), each row of ``live.jsonl`` that judged another candidate (chosen
-    without the eager time, or from such a run). Kept, not deleted: they are what the first
-    runs measured. Returns what was moved."""
-    from autoprofiler_env.atomic import write_atomic
-    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+def set_aside_runs(out: Path, max_ops: int) -> list[str]:
+    """Moves to ``out/stale/`` each live ncu run that cut a forward otherwise than ``max_ops``
+    does (an earlier call profiled under another cap), so that it is profiled again. Kept, not
+    deleted: it is what the first runs measured. Returns the runs moved."""
     from autoprofiler_env.profiler import NcuRun, profiles_from_run
 
     moved = []
@@ -263,19 +258,28 @@ def set_aside_stale(out: Path, max_ops: int, chosen: dict | None = None) -> list
             target.parent.mkdir(parents=True, exist_ok=True)
             path.parent.rename(target)
             moved.append(str(target.relative_to(out)))
-    rows_path = out / "live.jsonl"
-    if chosen is not None and rows_path.exists():
-        rows = read_jsonl(rows_path)
-        stale = [r for r in rows if chosen.get((r["uri"], r["sections"]),
-                                               r["transformation"]) != r["transformation"]]
-        if stale:
-            with JsonlAppender(out / "stale" / "live.jsonl") as log:
-                for r in stale:
-                    log.write(r)
-            kept = [r for r in rows if r not in stale]
-            write_atomic(rows_path, "".join(json.dumps(r) + "\n" for r in kept).encode())
-            moved.append(f"live.jsonl: {len(stale)} rows")
     return moved
+
+
+def set_aside_rows(out: Path, chosen: dict) -> int:
+    """Moves to ``out/stale/live.jsonl`` each row of ``live.jsonl`` that judged another
+    candidate than ``chosen`` ((uri, section-set key) -> the candidate chosen now) names
+    (chosen without the eager time, or from a run set aside), so that it is judged again.
+    Returns how many rows moved."""
+    from autoprofiler_env.atomic import write_atomic
+    from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
+
+    rows_path = out / "live.jsonl"
+    rows = read_jsonl(rows_path)
+    stale = [r for r in rows if chosen.get((r["uri"], r["sections"]),
+                                           r["transformation"]) != r["transformation"]]
+    if stale:
+        with JsonlAppender(out / "stale" / "live.jsonl") as log:
+            for r in stale:
+                log.write(r)
+        kept = [r for r in rows if r not in stale]
+        write_atomic(rows_path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+    return len(stale)
 
 
 def live_profiles(out: Path) -> dict:
@@ -396,8 +400,9 @@ def pair_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
 
 def choice_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     """One row per planned pair whose live ncu run is saved: the reference optimizer's choice
-    on that live profile (with the eager time the pairs step chose with) against the replay's. The optimizer is deterministic and needs no
-    GPU to choose, so this half of the comparison runs anywhere once ncu has run."""
+    on that live profile (with the eager time the pairs step chose with) against the
+    replay's. The optimizer is deterministic and needs no GPU to choose, so this half of the
+    comparison runs anywhere once ncu has run."""
     from autoprofiler_env.envs.backends import ReplayBackend
 
     if not (out / "plan.json").exists():

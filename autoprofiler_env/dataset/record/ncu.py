@@ -11,7 +11,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.runner import (
     MAX_KERNELS,
@@ -64,19 +63,17 @@ def covered(root: Path) -> set[str]:
 
 
 def recorded_cap(root: Path) -> int | None:
-    """The operator cap the saved runs under ``root`` cut forwards at (the ``ops_profiled``
-    of each problem whose ``ops`` exceeded it), None where none was cut.
+    """The operator cap the saved runs under ``root`` cut forwards at (``operator_cap`` of
+    their status lines), None where none was cut.
 
     Raises:
         DatasetError: they were cut at different caps.
     """
-    caps = {r["ops_profiled"] for meta in _runs(root) for r in meta["status"]
-            if r.get("event") == "problem" and isinstance(r.get("ops"), int)
-            and isinstance(r.get("ops_profiled"), int) and r["ops_profiled"] < r["ops"]}
-    if len(caps) > 1:
-        raise DatasetError(f"the runs under {root} cut forwards at different operator caps "
-                           f"({sorted(caps)}): one recording takes one --max-ops")
-    return caps.pop() if caps else None
+    from autoprofiler_env.dataset.replay import operator_cap
+
+    return operator_cap([(r.get("ops"), r.get("ops_profiled")) for meta in _runs(root)
+                         for r in meta["status"] if r.get("event") == "problem"],
+                        f"the runs under {root}")
 
 
 STEPPED_OPS = frozenset({"rnn"})
