@@ -161,7 +161,8 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
     (:attr:`Dataset.max_ops`), and the eager time, timed live once per problem
     (``eager.jsonl``), for the launch rule. Saved work that another setting made (a live run
     cut under another cap, a row judging another candidate than the one chosen now) is moved
-    to ``stale/`` and done again (:func:`set_aside_runs`, :func:`set_aside_rows`)."""
+    to ``stale/`` and done again (:func:`set_aside_runs`, :func:`set_aside_rows`). A planned
+    problem the dataset lacks yet (its recording not complete) waits for a later call."""
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.dataset.record import CandidateWarmer, record_ncu
     from autoprofiler_env.harness import Evaluator, HarnessConfig
@@ -171,9 +172,12 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
 
     deadline = _deadline(deadline_s)
     study = study or settings(out)
-    groups = _load_plan(out, study)
+    dataset = Dataset.load(study["dataset"])
+    held = set(dataset.uris())
+    groups = [{**g, "uris": [u for u in g["uris"] if u in held]}  # the dataset lacks the others
+              for g in _load_plan(out, study)]                       # (yet): they wait
     problems = _problems(study, [u for g in groups for u in g["uris"]], source)
-    max_ops = Dataset.load(study["dataset"]).max_ops or MAX_OPS
+    max_ops = dataset.max_ops or MAX_OPS
     set_aside_runs(out, max_ops)
     for g in groups:  # one invocation per section set
         record_ncu([problems[u] for u in g["uris"]], {g["key"]: g["sections"]},

@@ -91,16 +91,19 @@ def test_the_live_loop_sets_aside_what_another_setting_made_and_does_it_again(tm
     24, and chose without the eager time: a live run cut under another cap than the
     dataset's, and a row judging another candidate than the one chosen now, go to ``stale/``
     and are done again. ncu runs under the dataset's cap; the eager time is timed once, kept
-    in ``eager.jsonl`` and written beside each row."""
+    in ``eager.jsonl`` and written beside each row. A planned problem the dataset lacks (its
+    recording not complete yet) waits: nothing of it is loaded, profiled or judged."""
     import autoprofiler_env.dataset.record.ncu as record
     from autoprofiler_env.profiler import MAX_OPS
 
     uri = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"
+    waiting = "problem://kernelbench/level3/16_DenseNet201"  # not in the suite's dataset
     (tmp_path / "plan.json").write_text(json.dumps([
-        {"key": "SpeedOfLight", "sections": ["SpeedOfLight"], "uris": [uri]}]))
+        {"key": "SpeedOfLight", "sections": ["SpeedOfLight"], "uris": [uri, waiting]}]))
     caps = []
 
     def fake_run_ncu(problems, sections, max_ops=None, **kwargs):
+        assert [p.uri for p in problems] == [uri]
         caps.append(max_ops)
         return _run_of(uri, {"ops": 100, "ops_profiled": 24 if len(caps) == 1 else 64})
 
@@ -122,6 +125,7 @@ def test_the_live_loop_sets_aside_what_another_setting_made_and_does_it_again(tm
     rows = read_jsonl(tmp_path / "live.jsonl")
     assert sorted(r["repeat"] for r in rows) == list(range(fidelity.REPEATS))
     assert {r["transformation"] for r in rows} == {chosen}
+    assert {r["uri"] for r in rows} == {uri}
     assert read_jsonl(tmp_path / "eager.jsonl") == [eager]  # timed once
 
 
