@@ -197,7 +197,8 @@ def test_analysis_counts_same_choices_noise_and_episode_rewards(study_dataset, t
 def test_live_episodes_run_the_live_environment_and_resume(study_dataset, tmp_path,
                                                            monkeypatch):
     """The live episodes' loop on a CPU: ncu stands in as the study's recorded evidence, the
-    harness runs the problems at their smoke sizes."""
+    harness runs the problems at their smoke sizes (two whose candidates compile nothing:
+    a CPU compile would be most of the test's time)."""
     import functools
 
     import autoprofiler_env.envs.backends.live as backends
@@ -214,14 +215,14 @@ def test_live_episodes_run_the_live_environment_and_resume(study_dataset, tmp_pa
     monkeypatch.setattr(harness, "HarnessConfig", functools.partial(
         HarnessConfig, size="smoke", timing_budget_ms=2, min_trials=1, max_trials=2,
         warmup_ms=0))
-    uris = ["problem://autoprofiler/v1/level1/softmax_16384x4096",
-            "problem://autoprofiler/v1/level1/relu_16384x16384"]
+    uris = ["problem://autoprofiler/v1/level1/matmul_4096x4096x4096",
+            "problem://autoprofiler/v1/level2/conv2d_batchnorm_relu_32x64x112x112"]
     (tmp_path / "plan.json").write_text(json.dumps([
         {"key": "SpeedOfLight", "sections": ["SpeedOfLight"], "uris": uris}]))
     fidelity.live_episodes(tmp_path, episodes=1, device="cpu")
     (row,) = read_jsonl(tmp_path / "episodes.jsonl")
     assert row["problem"] == uris[0] and row["sections"][0] == "SpeedOfLight"
-    assert calls[0] == ("softmax_16384x4096", ("SpeedOfLight",))
+    assert calls[0] == ("matmul_4096x4096x4096", ("SpeedOfLight",))
     assert row["candidate"] and row["wall_s"] > 0 and isinstance(row["reward"], float)
     assert row["eager_ms"] > 0  # the live eager time, against which the drift is measured
     fidelity.live_episodes(tmp_path, episodes=2, device="cpu")  # resumes: one more episode
