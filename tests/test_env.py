@@ -535,16 +535,19 @@ def test_the_default_optimizer_is_one_the_dataset_records_for_every_problem():
 def test_the_live_backend_profiles_under_its_datasets_operator_cap(monkeypatch):
     """Live ncu cuts each forward where the dataset's recording did (KernelBench's 24
     operators: ``Dataset.max_ops``), so that the live profile is the replayed one's kind;
-    without a dataset, or with one that cut nothing, the profiler's default."""
+    without a dataset, or with one that cut nothing, the profiler's default. ncu's launch cap
+    is left off only for a problem whose recorded profile it did not cut
+    (``Dataset.launch_capped`` False); where that is not known, the profiler's default."""
     import autoprofiler_env.envs.backends.live as live
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.envs.backends import LiveBackend
-    from autoprofiler_env.profiler import MAX_OPS
+    from autoprofiler_env.profiler import MAX_KERNELS, MAX_OPS
 
-    caps = []
+    caps, kernel_caps = [], []
 
-    def fake(problems, sections, ncu=None, max_ops=None, **kwargs):
+    def fake(problems, sections, ncu=None, max_ops=None, max_kernels=None, **kwargs):
         caps.append(max_ops)
+        kernel_caps.append(max_kernels)
         raise AssertionError("stop here")
 
     monkeypatch.setattr(live, "profile_problems", fake)
@@ -557,3 +560,10 @@ def test_the_live_backend_profiles_under_its_datasets_operator_cap(monkeypatch):
         with pytest.raises(AssertionError, match="stop here"):
             backend.view(uri, "SpeedOfLight")
         assert caps[-1] == cap
+        assert kernel_caps[-1] == MAX_KERNELS  # the suite's file: not known
+    for recorded, kernels in ((True, MAX_KERNELS), (False, None)):
+        monkeypatch.setattr(Dataset, "launch_capped", lambda self, uri: recorded)
+        backend = LiveBackend([uri], device="cpu", dataset="suite")
+        with pytest.raises(AssertionError, match="stop here"):
+            backend.view(uri, "SpeedOfLight")
+        assert kernel_caps[-1] == kernels

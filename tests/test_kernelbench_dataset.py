@@ -903,6 +903,21 @@ def test_a_dataset_knows_the_operator_cap_it_was_recorded_under():
     assert "ops_profiled is 6, not at most ops (5)" in broken.invalid()
 
 
+def test_a_dataset_knows_which_recorded_profiles_ncus_launch_cap_cut():
+    """KernelBench's recording capped ncu's launches only for the problems it profiled alone
+    (a batched run timed out, or a stepped op): those say True, the others False; a file
+    built before the counts were kept, and a problem the dataset lacks, say None."""
+    dataset = Dataset.load("kernelbench")
+    capped = {u for u in dataset.uris() if dataset.launch_capped(u)}
+    assert sorted(u.removeprefix("problem://kernelbench/") for u in capped) == [
+        "level1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__",
+        "level3/36_LSTMHn"]
+    assert all(dataset.launch_capped(u) is False for u in set(dataset.uris()) - capped)
+    suite = Dataset.load("suite")
+    assert {suite.launch_capped(u) for u in suite.uris()} == {None}
+    assert dataset.launch_capped("problem://kernelbench/level9/none") is None
+
+
 def test_a_recording_goes_on_under_the_operator_cap_its_runs_cut_at(prepared, tmp_path):
     """One recording, one ``--max-ops``: KernelBench's runs cut long forwards at 24
     operators, and a call with another cap (the CLI's default, 64, where the device script's

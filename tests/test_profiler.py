@@ -289,14 +289,17 @@ def test_the_primers_kernel_belongs_to_no_problem_and_marks_the_run_primed():
 
 def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(monkeypatch):
     """profile_problems: the problem in flight at a timeout gets a run of its own with the
-    kernel cap; the problems after it are profiled in the next batched run."""
+    kernel cap (and the caller's operator cap); the problems after it are profiled in the next
+    batched run. A run of one problem takes the caller's kernel cap (None: none, as a live
+    profile of a problem recorded uncapped)."""
     import autoprofiler_env.profiler as profiler
 
     study = _run("section-LaunchStats")
     calls = []
 
     def fake_run_ncu(problems, sections, **kwargs):
-        calls.append(([p.name for p in problems], kwargs.get("max_kernels")))
+        calls.append(([p.name for p in problems], kwargs.get("max_kernels"),
+                      kwargs.get("max_ops")))
         status = [{"event": "started"}]
         for i, p in enumerate(problems):
             status.append({"event": "begin", "index": i, "uri": p.uri})
@@ -318,9 +321,15 @@ def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(
     names = ["relu_16384x16384", "lstm_sequence_64x128x512", "softmax_16384x4096"]
     profiles, failures = profiler.profile_problems([load_problem(n) for n in names],
                                                    ["LaunchStats"])
-    assert calls == [(names, None), (["lstm_sequence_64x128x512"], 64),
-                     (["softmax_16384x4096"], 64)]
+    assert calls == [(names, None, 64), (["lstm_sequence_64x128x512"], 64, 64),
+                     (["softmax_16384x4096"], 64, 64)]
     assert [p.problem_uri.rsplit("/", 1)[1] for p in profiles] == names and not failures
+    calls.clear()
+    profiles, failures = profiler.profile_problems([load_problem(n) for n in names],
+                                                   ["LaunchStats"], max_ops=24, max_kernels=None)
+    assert calls == [(names, None, 24), (["lstm_sequence_64x128x512"], 64, 24),
+                     (["softmax_16384x4096"], None, 24)]
+    assert len(profiles) == 3 and not failures
 
 
 def test_terminating_the_caller_kills_ncu(tmp_path):

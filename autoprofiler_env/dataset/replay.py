@@ -157,6 +157,18 @@ class Dataset:
         longest = max((ops for ops, _ in counts if ops is not None), default=0)
         return longest if longest > MAX_OPS else None
 
+    def launch_capped(self, uri: str) -> bool | None:
+        """Whether ncu's launch cap (``MAX_KERNELS``) cut the recorded profile of ``uri``;
+        None where it is not known (a file built before the counts were kept, or a problem
+        the dataset lacks). A live profile meant to match the replay's is capped only where
+        the recording's was (a batched run caps nothing; the recorder profiles a problem
+        alone and capped only where it timed out batched)."""
+        record = self.content.problems.get(uri)
+        profiles = list(record.profiles.values()) if record is not None else []
+        if not profiles or any(p.ops is None for p in profiles):
+            return None
+        return any(p.kernels_capped for p in profiles)
+
     def uris(self, split: str | None = None) -> list[str]:
         return [u for u, r in self.content.problems.items() if split is None or r.split == split]
 

@@ -35,16 +35,16 @@ from autoprofiler_env.profiler.runner import (
 
 def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
                      problem_timeout_s: float = 300.0, workdir: Path | None = None,
-                     max_ops: int | None = MAX_OPS,
+                     max_ops: int | None = MAX_OPS, max_kernels: int | None = MAX_KERNELS,
                      ) -> tuple[list[Profile], list[ProfileFailure]]:
     """Profiles ``problems`` with exactly ``sections``, in as few ncu invocations as it can.
 
     A problem that crashes or hangs the profiled program is reported in the failures and the
     remaining problems are profiled in a new invocation; the others' results are kept. A run
-    of one problem profiles at most its first ``MAX_KERNELS`` kernels, and a problem that
-    outlasts the timeout in a batched run is profiled again alone so. ``max_ops``: the
-    forward's first operators profiled (a dataset's ``Dataset.max_ops``, to profile its
-    problems as they were recorded).
+    of one problem profiles at most its first ``max_kernels`` kernels (None: all), and a
+    problem that outlasts the timeout in a batched run is profiled again alone under
+    ``MAX_KERNELS``. ``max_ops``: the forward's first operators profiled (a dataset's
+    ``Dataset.max_ops``, to profile its problems as they were recorded).
 
     Raises:
         UnknownSectionError: a section this ncu version does not have.
@@ -58,7 +58,7 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     while todo:
         run = run_ncu(todo, sections, ncu=ncu, problem_timeout_s=problem_timeout_s,
                       workdir=workdir, max_ops=max_ops,
-                      max_kernels=MAX_KERNELS if len(todo) == 1 else None)
+                      max_kernels=max_kernels if len(todo) == 1 else None)
         raise_for_run(run)
         got, failed = profiles_from_run(run)
         profiles.update((p.problem_uri, p) for p in got)
@@ -66,7 +66,8 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
         if len(todo) > 1 and timed_out(run.status):  # alone and capped, it may finish
             retry = [todo[failed_problem(run.status)]]
             got_alone, failed_alone = profile_problems(
-                retry, sections, ncu=ncu, problem_timeout_s=problem_timeout_s, workdir=workdir)
+                retry, sections, ncu=ncu, problem_timeout_s=problem_timeout_s, workdir=workdir,
+                max_ops=max_ops)
             profiles.update((p.problem_uri, p) for p in got_alone)
             failures.update((f.problem_uri, f) for f in failed_alone)
             culprits -= {p.uri for p in retry}
@@ -83,7 +84,7 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
 
 
 __all__ = [
-    "ACTION_SECTIONS", "MAX_OPS", "DisplayedMetric", "Finding", "KernelProfile", "NcuRun",
-    "Profile", "ProfileCost", "ProfileFailure", "load_catalogue", "profile_problems", "profiles_from_run",
-    "render_markdown", "run_ncu",
+    "ACTION_SECTIONS", "MAX_KERNELS", "MAX_OPS", "DisplayedMetric", "Finding", "KernelProfile",
+    "NcuRun", "Profile", "ProfileCost", "ProfileFailure", "load_catalogue", "profile_problems",
+    "profiles_from_run", "render_markdown", "run_ncu",
 ]

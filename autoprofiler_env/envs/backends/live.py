@@ -13,7 +13,7 @@ from autoprofiler_env.envs.observation import SectionView, key_metrics, section_
 from autoprofiler_env.errors import ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
-from autoprofiler_env.profiler import MAX_OPS, profile_problems
+from autoprofiler_env.profiler import MAX_KERNELS, MAX_OPS, profile_problems
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile
@@ -173,9 +173,11 @@ class LiveBackend:
             if self.evidence == "recorded":
                 self._profiles[key] = self.dataset.profile(uri, [section])
             else:
-                profiles, failures = profile_problems(  # the recording's operator cap
+                recorded = self.dataset and self.dataset.launch_capped(uri)
+                profiles, failures = profile_problems(  # the recording's caps
                     [self._problems[uri]], [section], ncu=self.ncu,
-                    max_ops=(self.dataset and self.dataset.max_ops) or MAX_OPS)
+                    max_ops=(self.dataset and self.dataset.max_ops) or MAX_OPS,
+                    max_kernels=None if recorded is False else MAX_KERNELS)
                 if failures:
                     raise ProfilingError(f"{uri}: {failures[0].error}")
                 self._profiles[key] = profiles[0]
