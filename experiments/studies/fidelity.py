@@ -174,8 +174,8 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
     study = study or settings(out)
     dataset = Dataset.load(study["dataset"])
     held = set(dataset.uris())
-    groups = [{**g, "uris": [u for u in g["uris"] if u in held]}  # the dataset lacks the others
-              for g in _load_plan(out, study)]                       # (yet): they wait
+    # a problem the dataset lacks (its recording not complete yet) waits for a later call
+    groups = [{**g, "uris": [u for u in g["uris"] if u in held]} for g in _load_plan(out, study)]
     problems = _problems(study, [u for g in groups for u in g["uris"]], source)
     max_ops = dataset.max_ops or MAX_OPS
     set_aside_runs(out, max_ops)
