@@ -132,6 +132,13 @@ def _load_plan(out: Path, study: dict) -> list[dict]:
     return groups
 
 
+def held(groups: list[dict], dataset) -> list[dict]:
+    """The plan's groups with only the pairs whose problem ``dataset`` holds: a problem it
+    lacks (its recording not complete yet) waits for a later call."""
+    uris = set(dataset.uris())
+    return [{**g, "uris": [u for u in g["uris"] if u in uris]} for g in groups]
+
+
 def _problems(study: dict, uris, source: str | Path | None) -> dict:
     """URI -> the problem, as the study's dataset recorded it (a KernelBench problem read from
     the checkout ``source``, its sha256 checked)."""
@@ -173,9 +180,7 @@ def live_pairs(out: Path, study: dict | None = None, deadline_s: float | None = 
     deadline = _deadline(deadline_s)
     study = study or settings(out)
     dataset = Dataset.load(study["dataset"])
-    held = set(dataset.uris())
-    # a problem the dataset lacks (its recording not complete yet) waits for a later call
-    groups = [{**g, "uris": [u for u in g["uris"] if u in held]} for g in _load_plan(out, study)]
+    groups = held(_load_plan(out, study), dataset)
     problems = _problems(study, [u for g in groups for u in g["uris"]], source)
     max_ops = dataset.max_ops or MAX_OPS
     set_aside_runs(out, max_ops)
@@ -366,10 +371,10 @@ def pair_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     from autoprofiler_env.jsonlines import read_jsonl
 
     replay = ReplayBackend(dataset, optimizer=optimizer)
-    held = set(dataset.uris())
+    uris = set(dataset.uris())
     by_pair: dict[tuple[str, str], list[dict]] = {}
     for r in read_jsonl(out / "live.jsonl"):
-        if r["uri"] in held:  # one the dataset lacks (yet: its candidates unrecorded) waits
+        if r["uri"] in uris:  # one the dataset lacks (yet: its candidates unrecorded) waits
             by_pair.setdefault((r["uri"], r["sections"]), []).append(r)
     rows = []
     for (uri, key), repeats in sorted(by_pair.items()):
@@ -408,19 +413,18 @@ def choice_rows(out: Path, dataset, optimizer: str = OPTIMIZER) -> list[dict]:
     replay's. The optimizer is deterministic and needs no GPU to choose, so this half of the
     comparison runs anywhere once ncu has run."""
     from autoprofiler_env.envs.backends import ReplayBackend
+    from autoprofiler_env.jsonlines import read_jsonl
 
     if not (out / "plan.json").exists():
         return []
-    from autoprofiler_env.jsonlines import read_jsonl
-
     replay = ReplayBackend(dataset, optimizer=optimizer)
     live = live_profiles(out)
     eager = {r["uri"]: r["eager_ms"] for r in read_jsonl(out / "eager.jsonl")}
     rows = []
-    for g in json.loads((out / "plan.json").read_text()):
+    for g in held(json.loads((out / "plan.json").read_text()), dataset):
         for uri in g["uris"]:
             profile = live.get((uri, g["key"]))
-            if profile is None or uri not in dataset.uris():
+            if profile is None:
                 continue
             record = dataset.record(uri)
             choice, _, _ = replay.optimizer.choose(
@@ -553,9 +557,9 @@ def analyze(out: Path, study: dict | None = None) -> int:
     print(_table(episodes), end="\n\n")
     print(_table([r for r in choices if not r["same_choice"]]), end="\n\n")
     summary = summarize(pairs, episodes, choices)
-    planned = {(u, g["key"]) for g in _load_plan(out, study) for u in g["uris"]}
-    held = set(dataset.uris())
-    if waiting := sum(u not in held for u, _ in planned):  # the dataset lacks them (yet)
+    groups = _load_plan(out, study)
+    if waiting := sum(len(g["uris"]) for g in groups) - sum(
+            len(g["uris"]) for g in held(groups, dataset)):
         summary["pairs_not_in_dataset"] = waiting
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
