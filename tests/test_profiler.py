@@ -29,7 +29,13 @@ from autoprofiler_env.profiler import (
     render_markdown,
 )
 from autoprofiler_env.profiler.parse import parse_raw
-from autoprofiler_env.profiler.runner import check_log, find_ncu, run_ncu, timed_out
+from autoprofiler_env.profiler.runner import (
+    check_log,
+    find_ncu,
+    range_timeout_s,
+    run_ncu,
+    timed_out,
+)
 from tests.conftest import DATA
 
 STUDY = Path(__file__).parents[1] / "docs" / "data" / "profile_study_h200"
@@ -257,6 +263,58 @@ def test_a_hanging_program_is_killed_and_named(tmp_path):
     assert timed_out(run.status) and run.status[-1]["problem_timeout_s"] == 1.5
 
 
+def _fake_ncu_writing(tmp_path: Path, lines: list[dict]) -> str:
+    """A fake ncu whose program writes ``lines`` to the driver's status file, then hangs."""
+    import json
+
+    echo = "".join(f"echo '{json.dumps(line)}' >> \"$status\"\n" for line in lines)
+    return _fake_ncu(tmp_path, 'for a in "$@"; do spec=$a; done\n'
+                     'status="$(dirname "$spec")/status.jsonl"\n' + echo + "sleep 600\n")
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_a_profiled_call_is_stopped_by_the_limit_its_operators_set(tmp_path, bounded):
+    """The driver's ``range`` line says how many operators the profiled call holds; with
+    ``range_timeout_s`` the call may take that long (at most ``problem_timeout_s``), which a
+    few operators launching hundreds of kernels outlast. Without it, the line changes
+    nothing."""
+    relu = load_problem("relu_16384x16384")
+    fake = _fake_ncu_writing(tmp_path, [
+        {"event": "begin", "index": 0, "uri": relu.uri},
+        {"event": "range", "index": 0, "ops": 3, "ops_profiled": 2}])
+    started = time.perf_counter()
+    run = run_ncu([relu], ["SpeedOfLight"], ncu=fake, problem_timeout_s=4.0,
+                  range_timeout_s=(lambda ops: 0.5 * ops) if bounded else None,
+                  workdir=tmp_path / "work")
+    assert timed_out(run.status) and run.status[-2]["event"] == "range"
+    assert run.status[-1]["problem_timeout_s"] == (1.0 if bounded else 4.0)
+    assert time.perf_counter() - started < 30
+    run = run_ncu([relu], ["SpeedOfLight"], ncu=fake, problem_timeout_s=2.0,
+                  range_timeout_s=lambda ops: 100.0, workdir=tmp_path / "work")
+    assert run.status[-1]["problem_timeout_s"] == 2.0  # never above the problem's own limit
+
+
+def test_the_operator_limit_covers_every_problem_recorded_uncapped():
+    """``range_timeout_s`` against the H200's saved runs with operator counts (both datasets,
+    the full set and the fidelity study's sets): each problem that finished without the
+    kernel cap took under 75% of its limit; those that needed the cap (cuDNN's FFT transposed
+    convolution, the LSTMs) took more than it, capped."""
+    import json
+
+    share = {}
+    for path in (Path(__file__).parents[1] / "docs" / "data").rglob("run.json"):
+        meta = json.loads(path.read_text())
+        capped = "--launch-count" in meta["command"]
+        for r in meta["status"]:
+            if r.get("event") == "problem" and r.get("ok") and "ops_profiled" in r:
+                share[r["uri"], capped] = max(share.get((r["uri"], capped), 0),
+                                              r["profiled_s"] / range_timeout_s(r["ops_profiled"]))
+    capped = {u for (u, c) in share if c}
+    others = {u: s for (u, c), s in share.items() if u not in capped}
+    assert len(others) > 100 and max(others.values()) < 0.75
+    assert len(capped) >= 4 and min(share[u, True] for u in capped) > 1
+
+
 def test_the_kernel_cap_is_ncus_launch_count_for_a_run_of_one_problem(tmp_path):
     args = tmp_path / "args"
     fake = _fake_ncu(tmp_path, f'echo "$@" > "{args}"\n')
@@ -300,6 +358,8 @@ def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append(([p.name for p in problems], kwargs.get("max_kernels"),
                       kwargs.get("max_ops")))
+        # a batched run's profiled calls are bounded by their operators: a timeout is retried
+        assert (kwargs["range_timeout_s"] is range_timeout_s) == (len(problems) > 1)
         status = [{"event": "started"}]
         for i, p in enumerate(problems):
             status.append({"event": "begin", "index": i, "uri": p.uri})
@@ -390,6 +450,7 @@ def test_the_nvtx_range_closes_after_max_ops(monkeypatch, max_ops, expected):
 
     ops = driver._ranged_call(Chain(), [torch.ones(4)], "ap_0", max_ops)
     assert ops == expected
+    assert driver._count_ops(Chain(), [torch.ones(4)]) == 7  # what its range line says
     assert events[0] == ("push", "ap_0") and [e for e in events if e[0] == "pop"] == [("pop", None)]
     if max_ops == 3:  # closed after relu and the first mul and add: before the second step
         assert events.index(("pop", None)) < [i for i, e in enumerate(events) if e[0] == "op"][2]

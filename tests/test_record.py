@@ -18,6 +18,7 @@ from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems import load_file, load_problem, load_suite
 from autoprofiler_env.profiler import NcuRun
+from autoprofiler_env.profiler.runner import range_timeout_s
 
 ROOT = Path(__file__).parents[1]
 STUDY = ROOT / "docs" / "data" / "profile_study_h200"
@@ -109,7 +110,7 @@ def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_
 
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append(([p.name for p in problems], kwargs["max_kernels"]))
-        timeouts.append(kwargs["problem_timeout_s"])
+        timeouts.append((kwargs["problem_timeout_s"], kwargs["range_timeout_s"]))
         status = [{"event": "primer", "s": 1.0}]
         for i, p in enumerate(problems):
             status.append({"event": "begin", "index": i, "uri": p.uri})
@@ -132,7 +133,9 @@ def test_a_problem_that_timed_out_in_a_batch_is_run_again_alone_with_the_kernel_
     assert record_ncu(problems, configs, tmp_path, chunk=3) == 2
     assert calls == [(names, None), (["softmax_16384x4096"], None),
                      (["lstm_sequence_64x128x512"], 64)]
-    assert timeouts == [BATCH_TIMEOUT_S, BATCH_TIMEOUT_S, 300.0]  # batched runs stop sooner
+    # batched runs stop sooner, their profiled calls after a limit their operators set
+    assert timeouts == [(BATCH_TIMEOUT_S, range_timeout_s), (BATCH_TIMEOUT_S, range_timeout_s),
+                        (300.0, None)]
     assert covered(tmp_path / "full") == {p.uri for p in problems}  # capped, it is not retried
     assert record_ncu(problems, configs, tmp_path, chunk=3) == 0
 

@@ -28,6 +28,7 @@ from autoprofiler_env.profiler.runner import (
     NcuRun,
     failed_problem,
     raise_for_run,
+    range_timeout_s,
     run_ncu,
     timed_out,
 )
@@ -42,7 +43,8 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     A problem that crashes or hangs the profiled program is reported in the failures and the
     remaining problems are profiled in a new invocation; the others' results are kept. A run
     of one problem profiles at most its first ``max_kernels`` kernels (None: all), and a
-    problem that outlasts the timeout in a batched run is profiled again alone under
+    problem that outlasts the timeout in a batched run (or whose profiled call outlasts
+    :func:`~.runner.range_timeout_s` of its operators) is profiled again alone under
     ``MAX_KERNELS``. ``max_ops``: the forward's first operators profiled (a dataset's
     ``Dataset.max_ops``, to profile its problems as they were recorded).
 
@@ -56,14 +58,16 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     failures: dict[str, ProfileFailure] = {}
     todo = list(problems)
     while todo:
+        batched = len(todo) > 1  # a timeout is then retried alone, capped: stop it sooner
         run = run_ncu(todo, sections, ncu=ncu, problem_timeout_s=problem_timeout_s,
                       workdir=workdir, max_ops=max_ops,
-                      max_kernels=max_kernels if len(todo) == 1 else None)
+                      max_kernels=None if batched else max_kernels,
+                      range_timeout_s=range_timeout_s if batched else None)
         raise_for_run(run)
         got, failed = profiles_from_run(run)
         profiles.update((p.problem_uri, p) for p in got)
         culprits = {f.problem_uri for f in failed if not f.error.startswith("not reached")}
-        if len(todo) > 1 and timed_out(run.status):  # alone and capped, it may finish
+        if batched and timed_out(run.status):  # alone and capped, it may finish
             retry = [todo[failed_problem(run.status)]]
             got_alone, failed_alone = profile_problems(
                 retry, sections, ncu=ncu, problem_timeout_s=problem_timeout_s, workdir=workdir,

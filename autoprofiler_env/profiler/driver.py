@@ -14,8 +14,9 @@ profiled on its first operators, whose kernels repeat in the rest; ``ops`` and
 ``ops_profiled`` in the status line say how many there were. It appends one JSON line per
 problem to the status file -- ``profiled_s`` is the wall time of the measured call, which
 under ncu is the time spent replaying its kernels -- so that a crash or a hang names the
-problem it happened in.
-"""
+problem it happened in. The last warm-up call counts the forward's operators, and a
+``range`` line before the measured call says how many the range will hold
+(``ops_profiled``), so that the runner can bound the call's time by its size."""
 
 from __future__ import annotations
 
@@ -58,7 +59,28 @@ def _ranged_call(model, inputs, name: str, max_ops: int | None):
     finally:
         if counter.open:
             torch.cuda.nvtx.range_pop()
-    return counter.ops, min(counter.ops, max_ops) if max_ops is not None else counter.ops
+    return counter.ops, _capped(counter.ops, max_ops)
+
+
+def _count_ops(model, inputs) -> int:
+    """The PyTorch operators of one call of ``model`` (outside any profiled range)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    counter = Count()
+    with counter:
+        model(*inputs)
+    return counter.ops
+
+
+def _capped(ops: int, max_ops: int | None) -> int:
+    return ops if max_ops is None else min(ops, max_ops)
 
 
 def _status(path: Path, row: dict) -> None:
@@ -104,8 +126,13 @@ def main(spec_path: str) -> int:
                 inputs = module.get_inputs()
             inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in inputs]
             with torch.no_grad():
-                for _ in range(spec.get("warmup", 3)):
+                warmup = spec.get("warmup", 3)
+                for _ in range(warmup - 1):
                     model(*inputs)
+                if warmup:  # the last one counts the operators that the range will hold
+                    ops = _count_ops(model, inputs)
+                    _status(status, {"event": "range", "index": index, "ops": ops,
+                                     "ops_profiled": _capped(ops, spec.get("max_ops"))})
                 torch.cuda.synchronize()
                 measured = time.perf_counter()
                 row["ops"], row["ops_profiled"] = _ranged_call(

@@ -17,6 +17,7 @@ from autoprofiler_env.profiler.runner import (
     MAX_OPS,
     failed_problem,
     first_unprimed,
+    range_timeout_s,
     run_ncu,
     timed_out,
 )
@@ -91,7 +92,9 @@ stopped; the problem is then profiled again alone with the kernel cap, which kee
 (``level3/19_MobileNetV1``, 24 operators); the two that ran into the 300 s timeout did so on
 hundreds of kernels from one operator (``level3/36_LSTMHn``'s cuDNN time steps, and
 ``level1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__``'s cuDNN FFT
-kernels, about 150 of them in 300 s), and each wasted its 300 s before the capped run."""
+kernels, about 150 of them in 300 s), and each wasted its 300 s before the capped run. The
+profiled call itself is bounded sooner, by its operators (:func:`range_timeout_s`: 35 s for
+one; ``level1/71``'s FFT kernels took this limit's 150 s on 2026-12-03, before it)."""
 
 MIN_RUN_S = 30.0
 """An ncu run is not started with less time left: ncu's start-up and the primer take about
@@ -107,8 +110,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
     finished; the next call profiles the rest. A problem that timed out in a batched run is
     profiled alone, on its first ``MAX_KERNELS`` kernels; so are the problems whose URIs are
     in ``alone`` from the start (:data:`STEPPED_OPS`). A problem of a batched run times out
-    after ``batch_timeout_s`` (at most ``problem_timeout_s``), a capped one after
-    ``problem_timeout_s``. ``max_ops``: the operators of each
+    after ``batch_timeout_s`` (at most ``problem_timeout_s``), its profiled call after
+    :func:`range_timeout_s` of its operators; a capped one after ``problem_timeout_s``.
+    ``max_ops``: the operators of each
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
@@ -127,8 +131,8 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
                           problem_timeout_s=(problem_timeout_s if max_kernels is not None
                                              else min(problem_timeout_s, batch_timeout_s)),
-                          deadline_s=left,
-                          max_ops=max_ops)
+                          deadline_s=left, max_ops=max_ops,
+                          range_timeout_s=None if max_kernels is not None else range_timeout_s)
             run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
             made += 1
     return made
