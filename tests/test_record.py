@@ -8,6 +8,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.build import build_from_recording
 from autoprofiler_env.dataset.record import chunks, covered, record_candidates, record_ncu
@@ -603,11 +605,60 @@ def test_a_held_candidate_that_fails_in_its_timing_is_judged_again_alone(tmp_pat
                            static_check="off")
     rows = record_candidates([matmul], tmp_path / "candidates.jsonl", config, warm_workers=2,
                              timeout_s=120, plan={matmul.uri: ["compile", "max_autotune"]})
-    cached, honest = rows
+    honest, cached = rows  # the held one first: the failed one waits for the batch's end
     assert not cached["correct"] and cached["error_kind"] == "mismatch", cached
     assert "queue" not in cached["phases_s"]  # the alone verdict is the one recorded
     assert honest["correct"] and "queue" in honest["phases_s"]
     assert sorted(judged) == [(False, True), (True, False), (True, True)]
+
+
+@pytest.mark.parametrize("warm_workers", [2, 1])
+def test_a_candidate_out_of_memory_beside_the_warm_workers_is_judged_again_without_them(
+        tmp_path, monkeypatch, warm_workers):
+    """A verdict of too little GPU memory reached while the warm workers' processes hold
+    their problems is not kept: the candidate is judged again after the batch, and once more
+    after the workers are stopped; that verdict is recorded. Without warm workers (1), the
+    first verdict stands."""
+    from autoprofiler_env.harness import Evaluator
+    from autoprofiler_env.harness.records import ErrorKind
+    from autoprofiler_env.optimizers import compose
+
+    matmul = load_file(ROOT / "tests" / "data" / "problems" / "matmul_cpu.py")
+    honest = (ROOT / "tests" / "data" / "candidates" / "cheats" / "honest_linear.py").read_text()
+    sources = {"max_autotune": honest, "channels_last": honest + "\n# eager\n"}
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
+    starving, released = [2], []
+    real_evaluate, real_release = Evaluator.evaluate, CandidateWarmer.release
+
+    def evaluate(self, problem, source, size=None, pause=None):
+        result = real_evaluate(self, problem, source, size, pause)
+        if source == sources["channels_last"] and starving[0]:
+            starving[0] -= 1
+            return replace(result, correct=False, error_kind=ErrorKind.RUNTIME,
+                           error_message="OutOfMemoryError: CUDA out of memory. Tried to "
+                                         "allocate 6.00 GiB")
+        return result
+
+    def release(self):
+        released.append(self.occupied)
+        real_release(self)
+        assert not self.occupied
+
+    monkeypatch.setattr(Evaluator, "evaluate", evaluate)
+    monkeypatch.setattr(CandidateWarmer, "release", release)
+    config = HarnessConfig(device="cpu", timing_budget_ms=30, min_trials=3, max_trials=10,
+                           static_check="off")
+    rows = record_candidates([matmul], tmp_path / "candidates.jsonl", config,
+                             warm_workers=warm_workers, timeout_s=120,
+                             plan={matmul.uri: ["max_autotune", "channels_last"]})
+    eager = {r["transformation"]: r for r in rows}["channels_last"]
+    if warm_workers == 2:
+        assert released == [True] and starving == [0]
+        assert eager["correct"], eager
+    else:
+        assert released == [] and starving == [1]
+        assert not eager["correct"] and "OutOfMemoryError" in eager["error_message"]
+    assert len(rows) == 2
 
 
 def test_the_batch_benchmark_judges_both_ways(capsys, monkeypatch):

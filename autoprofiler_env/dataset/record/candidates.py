@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from autoprofiler_env.dataset.record.machine import _past, machine_info
 from autoprofiler_env.harness import Evaluator, HarnessConfig
-from autoprofiler_env.harness.records import JUDGE_VERSION, EvalResult
+from autoprofiler_env.harness.records import JUDGE_VERSION, ErrorKind, EvalResult
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 
@@ -232,6 +232,18 @@ class CandidateWarmer:
                 raise
         return batch
 
+    @property
+    def occupied(self) -> bool:
+        """Whether a worker still holds a problem on the device (its reference worker keeps
+        its last problem's model and inputs, a held candidate its own)."""
+        return any(evaluator.worker_pid is not None for evaluator in self._all)
+
+    def release(self) -> None:
+        """Stops every worker's processes (call between batches), so that a candidate judged
+        next has the GPU's memory to itself; the next batch starts new ones."""
+        for evaluator in self._all:
+            evaluator.close()
+
     def _fits(self, peak_bytes: int | None, held_bytes: int) -> bool:
         """Whether a candidate of a problem whose reference peaks at ``peak_bytes`` can wait
         on the GPU beside held candidates counted at ``held_bytes`` (each is assumed to need
@@ -276,9 +288,13 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     order, so that no two timings share the GPU and none shares the machine with a compile.
     A held candidate is timed in the process that compiled it: its load from Inductor's
     cache (6-10 s on the H200) and its correctness runs are not done twice. One that failed
-    (before its timing or in it) is judged again alone: a failure reached beside other
-    compiles is not kept. A candidate that generates no code is judged alone, in its place
-    (loading it takes a fraction of a second). One compile per worker
+    (before its timing or in it) is judged again alone, once the batch has let go of its
+    candidates: a failure reached beside other compiles is not kept. A candidate that
+    generates no code is judged alone, in its place (loading it takes a fraction of a
+    second). A verdict of too little GPU memory (:func:`starved`) reached while the warm
+    workers' processes still hold their problems is not kept either: they are stopped
+    (:meth:`CandidateWarmer.release`) and it is judged once more (KernelBench's
+    ``level1/31_ELU`` ``compile``, 2026-12-03: 1.8 of the H200's 139.8 GB were left to it). One compile per worker
     per batch: the first timing starts a compile's length after the start, and a time budget
     that runs out wastes at most the compiles in flight (H200, 12 workers: batches of 48 took
     3-5 min to compile, and a 9-minute chunk judged 16-21 candidates of them); the batch's
@@ -344,12 +360,23 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
         def key(item):
             return item[0].uri, item[1], _sha256(item[2])
 
-        def judge(item, result=None) -> None:  # alone unless the batch timed it
+        def judge(item, result=None) -> bool:  # alone unless the batch timed it
             problem, name, source = item
             if result is None:
                 result = evaluator.evaluate(problem, source)
+            if starved(result) and warmer.occupied:  # not the candidate's fault, maybe
+                return False
             log.write(outcome_row(problem, name, result, info, source, timeout_s))
             bar.update()
+            return True
+
+        def judge_alone(items) -> None:  # in order, until the deadline
+            starving = [item for item in items if not _past(deadline) and not judge(item)]
+            if starving:  # out of memory beside the warm workers' processes: without them
+                warmer.release()
+                for item in starving:
+                    if not _past(deadline):
+                        judge(item)
 
         slow = [item for item in todo if key(item) in too_slow]  # stopped by an earlier call
         for members in warm_batches([i for i in todo if key(i) not in too_slow], warm_workers):
@@ -366,6 +393,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                                              "source_sha256": sha, "ran_s": round(seconds, 1),
                                              "limit_s": timeout_s})
                 index = {id(item): i for i, item in enumerate(compiling)}
+                later = []  # judged alone once the batch has let go of the GPU
                 for item in members:  # one at a time, in order; what was not compiled, last
                     i = index.get(id(item))
                     if _past(deadline):  # only the held ones: their compiles are done
@@ -375,13 +403,23 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                         continue
                     if i in batch.stopped:
                         slow.append(item)
-                    else:
-                        judge(item, None if i is None else batch.finish(i))
-        for item in slow:
-            if _past(deadline):
-                break
-            judge(item)
+                    elif i is None:  # generates no code: judged in its place
+                        if not judge(item):
+                            later.append(item)
+                    elif (result := batch.finish(i)) is not None:
+                        judge(item, result)
+                    else:  # failed beside the batch's other candidates
+                        later.append(item)
+            judge_alone(later)
+        judge_alone(slow)
     return read_jsonl(out)
+
+
+def starved(result: EvalResult) -> bool:
+    """Whether a candidate failed for want of GPU memory, in its process or in the judge's:
+    a verdict that the other processes on the GPU may have caused."""
+    return not result.correct and (result.error_kind is ErrorKind.OUT_OF_MEMORY
+                                   or "OutOfMemoryError" in result.error_message)
 
 
 def generates_code(name: str) -> bool:
