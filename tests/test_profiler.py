@@ -268,8 +268,9 @@ def _fake_ncu_writing(tmp_path: Path, lines: list[dict]) -> str:
     import json
 
     echo = "".join(f"echo '{json.dumps(line)}' >> \"$status\"\n" for line in lines)
-    return _fake_ncu(tmp_path, 'for a in "$@"; do spec=$a; done\n'
-                     'status="$(dirname "$spec")/status.jsonl"\n' + echo + "sleep 600\n")
+    return _fake_ncu(tmp_path, 'for a in "$@"; do spec=$a; done\n'  # no status file at first
+                     'status="$(dirname "$spec")/status.jsonl"\nsleep 1\n' + echo
+                     + "sleep 600\n")
 
 
 @pytest.mark.parametrize("bounded", [True, False])

@@ -156,14 +156,14 @@ it. Every other suite problem launches at most 48 kernels in its profiled call."
 
 RANGE_BASE_S, RANGE_PER_OP_S = 30.0, 5.0
 """The limit of a batched problem's profiled call, given the operators in its range:
-``RANGE_BASE_S + RANGE_PER_OP_S * ops`` (and at most the run's ``problem_timeout_s``), so that a problem whose
-few operators launch hundreds of kernels is stopped, and profiled alone and capped, after
-35 s rather than 150 s. Of the 321 problem runs with operator counts in docs/data (both
-datasets, the H200), each that finished uncapped took at most 70% of its limit (the suite's
-``mlp_deep_narrow_16layer_65536x128``: 105 s of 150 for 64 operators; KernelBench's
-``level2/5_ConvTranspose2d_Subtract_Tanh``: 26 s of 45 for 3, the most an operator). Only
-those that need the kernel cap go over: the cuDNN FFT transposed convolutions (one operator,
-about 150 kernels; 125 s capped) and the LSTMs (5-6 operators, 111-151 s)."""
+``RANGE_BASE_S + RANGE_PER_OP_S * ops`` (at most the run's ``problem_timeout_s``), so that a
+problem whose few operators launch hundreds of kernels is stopped, and profiled alone and
+capped, after 35 s rather than 150 s. Of the 321 problem runs with operator counts in docs/data
+(both datasets, the H200), each that finished uncapped took at most 70% of its limit (the
+suite's ``mlp_deep_narrow_16layer_65536x128``: 105 s of 150 for 64 operators; KernelBench's
+``level2/5_ConvTranspose2d_Subtract_Tanh``: 26 s of 45 for 3, the most an operator). Only those
+that need the kernel cap go over: the cuDNN FFT transposed convolutions (one operator, about
+150 kernels; 125 s capped) and the LSTMs (5-6 operators, 111-151 s)."""
 
 
 def range_timeout_s(ops: int) -> float:
@@ -270,13 +270,13 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
 
 
 def _last_line(path: Path) -> dict:
-    """The status file's last complete line, {} when it has none (or it is being written)."""
-    with path.open("rb") as f:
-        f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))
-        lines = f.read().split(b"\n")
+    """The status file's last complete line; {} when there is none yet."""
     try:
+        with path.open("rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 4096, 0))
+            lines = f.read().split(b"\n")
         return json.loads(lines[-2]) if len(lines) > 1 else {}
-    except ValueError:
+    except (OSError, ValueError):
         return {}
 
 

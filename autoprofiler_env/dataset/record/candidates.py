@@ -294,11 +294,12 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     second). A verdict of too little GPU memory (:func:`starved`) reached while the warm
     workers' processes still hold their problems is not kept either: they are stopped
     (:meth:`CandidateWarmer.release`) and it is judged once more (KernelBench's
-    ``level1/31_ELU`` ``compile``, 2026-12-03: 1.8 of the H200's 139.8 GB were left to it). One compile per worker
-    per batch: the first timing starts a compile's length after the start, and a time budget
-    that runs out wastes at most the compiles in flight (H200, 12 workers: batches of 48 took
-    3-5 min to compile, and a 9-minute chunk judged 16-21 candidates of them); the batch's
-    candidates already held are still timed, for up to :data:`HELD_GRACE_S` past it.
+    ``level1/31_ELU`` ``compile``, 2026-12-03: 1.8 of the H200's 139.8 GB were left to it).
+    One compile per worker per batch: the first timing starts a compile's length after the
+    start, and a time budget that runs out wastes at most the compiles in flight (H200, 12
+    workers: batches of 48 took 3-5 min to compile, and a 9-minute chunk judged 16-21
+    candidates of them); the batch's candidates already held are still timed, for up to
+    :data:`HELD_GRACE_S` past it.
 
     ``timeout_s`` is the judge's limit for one candidate (its compile, correctness runs and
     timing): one that outlasts it is recorded as failed, ``error_kind: "timeout"``, the limit
