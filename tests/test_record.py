@@ -605,7 +605,7 @@ def test_a_held_candidate_that_fails_in_its_timing_is_judged_again_alone(tmp_pat
                            static_check="off")
     rows = record_candidates([matmul], tmp_path / "candidates.jsonl", config, warm_workers=2,
                              timeout_s=120, plan={matmul.uri: ["compile", "max_autotune"]})
-    honest, cached = rows  # the held one first: the failed one waits for the batch's end
+    cached, honest = rows
     assert not cached["correct"] and cached["error_kind"] == "mismatch", cached
     assert "queue" not in cached["phases_s"]  # the alone verdict is the one recorded
     assert honest["correct"] and "queue" in honest["phases_s"]

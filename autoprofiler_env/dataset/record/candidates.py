@@ -288,13 +288,14 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     order, so that no two timings share the GPU and none shares the machine with a compile.
     A held candidate is timed in the process that compiled it: its load from Inductor's
     cache (6-10 s on the H200) and its correctness runs are not done twice. One that failed
-    (before its timing or in it) is judged again alone, once the batch has let go of its
-    candidates: a failure reached beside other compiles is not kept. A candidate that
-    generates no code is judged alone, in its place (loading it takes a fraction of a
-    second). A verdict of too little GPU memory (:func:`starved`) reached while the warm
-    workers' processes still hold their problems is not kept either: they are stopped
-    (:meth:`CandidateWarmer.release`) and it is judged once more (KernelBench's
-    ``level1/31_ELU`` ``compile``, 2026-12-03: 1.8 of the H200's 139.8 GB were left to it).
+    (before its timing or in it) is judged again alone: a failure reached beside other
+    compiles is not kept. A candidate that generates no code is judged alone, in its place
+    (loading it takes a fraction of a second). A verdict of too little GPU memory
+    (:func:`starved`) reached while the warm workers' processes hold their problems is not
+    kept either: the candidate is judged again after the batch, and if it starves again,
+    once more after the workers are stopped (:meth:`CandidateWarmer.release`; KernelBench's
+    ``level1/31_ELU`` ``compile``, 2026-12-03: 1.8 of the H200's 139.8 GB were left to it
+    "alone", beside the batch's held candidates and the warm workers' reference processes).
     One compile per worker per batch: the first timing starts a compile's length after the
     start, and a time budget that runs out wastes at most the compiles in flight (H200, 12
     workers: batches of 48 took 3-5 min to compile, and a 9-minute chunk judged 16-21
@@ -394,7 +395,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                                              "source_sha256": sha, "ran_s": round(seconds, 1),
                                              "limit_s": timeout_s})
                 index = {id(item): i for i, item in enumerate(compiling)}
-                later = []  # judged alone once the batch has let go of the GPU
+                later = []  # out of memory beside the batch: judged again after it
                 for item in members:  # one at a time, in order; what was not compiled, last
                     i = index.get(id(item))
                     if _past(deadline):  # only the held ones: their compiles are done
@@ -404,12 +405,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                         continue
                     if i in batch.stopped:
                         slow.append(item)
-                    elif i is None:  # generates no code: judged in its place
-                        if not judge(item):
-                            later.append(item)
-                    elif (result := batch.finish(i)) is not None:
-                        judge(item, result)
-                    else:  # failed beside the batch's other candidates
+                    elif not judge(item, None if i is None else batch.finish(i)):
                         later.append(item)
             judge_alone(later)
         judge_alone(slow)
