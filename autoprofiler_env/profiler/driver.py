@@ -33,15 +33,16 @@ ncu's one-time start-up of profiling (0.7-5 s measured on the H200) is not count
 problem's ``profiled_s``. No problem has this index, so its kernel belongs to none."""
 
 
-def _ranged_call(model, inputs, name: str, max_ops: int | None):
-    """Calls ``model(*inputs)`` inside the NVTX range ``name``, closed after ``max_ops``
-    operators when given. Returns (operators run, operators inside the range)."""
+def _ranged_call(model, inputs, name: str | None, max_ops: int | None):
+    """Calls ``model(*inputs)`` inside the NVTX range ``name`` (None: in none, only counting),
+    closed after ``max_ops`` operators when given. Returns (operators run, operators inside
+    the range)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Count(TorchDispatchMode):
         ops = 0
-        open = True
+        open = name is not None
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if self.open and max_ops is not None and self.ops >= max_ops:
@@ -51,7 +52,8 @@ def _ranged_call(model, inputs, name: str, max_ops: int | None):
             return func(*args, **(kwargs or {}))
 
     counter = Count()
-    torch.cuda.nvtx.range_push(name)
+    if counter.open:
+        torch.cuda.nvtx.range_push(name)
     try:
         with counter:
             model(*inputs)
@@ -59,28 +61,7 @@ def _ranged_call(model, inputs, name: str, max_ops: int | None):
     finally:
         if counter.open:
             torch.cuda.nvtx.range_pop()
-    return counter.ops, _capped(counter.ops, max_ops)
-
-
-def _count_ops(model, inputs) -> int:
-    """The PyTorch operators of one call of ``model`` (outside any profiled range)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Count(TorchDispatchMode):
-        ops = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops += 1
-            return func(*args, **(kwargs or {}))
-
-    counter = Count()
-    with counter:
-        model(*inputs)
-    return counter.ops
-
-
-def _capped(ops: int, max_ops: int | None) -> int:
-    return ops if max_ops is None else min(ops, max_ops)
+    return counter.ops, counter.ops if max_ops is None else min(counter.ops, max_ops)
 
 
 def _status(path: Path, row: dict) -> None:
@@ -130,9 +111,9 @@ def main(spec_path: str) -> int:
                 for _ in range(warmup - 1):
                     model(*inputs)
                 if warmup:  # the last one counts the operators that the range will hold
-                    ops = _count_ops(model, inputs)
+                    ops, ops_profiled = _ranged_call(model, inputs, None, spec.get("max_ops"))
                     _status(status, {"event": "range", "index": index, "ops": ops,
-                                     "ops_profiled": _capped(ops, spec.get("max_ops"))})
+                                     "ops_profiled": ops_profiled})
                 torch.cuda.synchronize()
                 measured = time.perf_counter()
                 row["ops"], row["ops_profiled"] = _ranged_call(

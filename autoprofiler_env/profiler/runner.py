@@ -229,11 +229,10 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
                                    start_new_session=True)
         try:
             last_change, seen, stopped = time.perf_counter(), -1, None
-            limit = problem_timeout_s
             while process.poll() is None:
                 time.sleep(0.5)
                 size_now = status_path.stat().st_size if status_path.exists() else 0
-                if size_now != seen:
+                if size_now != seen:  # always at the first poll (seen: -1)
                     seen, last_change = size_now, time.perf_counter()
                     limit = problem_timeout_s
                     if range_timeout_s is not None:
