@@ -421,7 +421,7 @@ def test_a_part_stopped_by_sigterm_still_logs_its_device_time(tmp_path, monkeypa
     assert record.recording_cost(tmp_path)["logged_s"] == {"reference": row["wall_s"]}
 
 
-def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path):
+def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path, capsys):
     import time
 
     from autoprofiler_env.dataset.record import CandidateWarmer
@@ -432,6 +432,12 @@ def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path):
     with CandidateWarmer(config, workers=2, timeout_s=300) as warmer:
         honest = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
         assert warmer.warm([(small, "compile", honest)]) == {}  # compiled to the end
+        # a failure in a batch is judged again alone; the log keeps its cause
+        raises = (ROOT / "tests" / "data" / "candidates" / "relu_raises.py").read_text()
+        assert warmer.warm([(small, "compile", raises)]) == {}
+        log = capsys.readouterr().err
+        assert f"compiled {small.uri} compile: " in log
+        assert "(runtime: ValueError: this kernel is not written yet)" in log, log
         started = time.monotonic()
         stopped = warmer.warm([(small, "compile", hangs)] * 4, deadline=time.monotonic() + 20)
         elapsed = time.monotonic() - started

@@ -33,6 +33,17 @@ candidate of a batch was counted at the peak of the one deciding, so one large p
 batched with small ones was judged alone (``level3/31_VisionAttention``: 12.4 GB times 6)."""
 
 
+def failure(result: EvalResult) -> str:
+    """A failed verdict in one line of a log: its kind and the last line of its message
+    (an exception's type and text), shortened. A batch's failure is judged again alone and
+    only that verdict is recorded, so the log is where the first one's cause is kept."""
+    lines = [line.strip() for line in result.error_message.splitlines() if line.strip()]
+    if not lines:
+        return str(result.error_name)
+    last = lines[-1] if len(lines[-1]) <= 160 else lines[-1][:159] + "…"
+    return f"{result.error_name}: {last}"
+
+
 class _Cancelled(Exception):
     """A held evaluation let go without its timing."""
 
@@ -192,7 +203,7 @@ class CandidateWarmer:
             finally:
                 turn.evaluator = None
                 if not turn.reached.is_set() and not self._stopping and turn.since is not None:
-                    failed = f" ({turn.result.error_name})" if turn.result else ""
+                    failed = f" ({failure(turn.result)})" if turn.result else ""
                     tqdm.write(f"compiled {turn.label}: "
                                f"{time.monotonic() - turn.since:.0f} s{failed}", file=sys.stderr)
                 turn.reached.set()
