@@ -1,5 +1,6 @@
 """The device scripts' shell helpers that a CPU can run (experiments/device/lib.sh): the
-compile cache's trip between two fresh machines, packed in pieces and unpacked again."""
+compile cache's trip between two fresh machines, packed in pieces and unpacked again, and the
+refusal of a recording command that would repeat the last one's work."""
 
 import os
 import shutil
@@ -93,7 +94,37 @@ def test_a_cache_folder_that_cannot_be_known_is_a_warning_not_a_failure(tmp_path
     assert cache.is_dir()
 
 
-@pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "lib.sh"])
+def test_a_command_started_from_a_state_another_advanced_is_refused(tmp_path):
+    """The device works on a copy of the checkout: a recording command started before the
+    last one's recording was unpacked there starts from the state that one advanced, and is
+    refused (REPEAT=1 runs it anyway); a state no command advanced, or a fresh machine, is
+    not."""
+    (tmp_path / "machine").mkdir()
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    (rec / "timings.jsonl").write_text('{"part": "full", "wall_s": 1.0}\n')
+    start = "START=$(recording_state {0}); refuse_stale_recording {0}".format(rec)
+    advance = f"echo '{{\"part\": \"candidates\"}}' >> {rec}/timings.jsonl"
+    first = _bash(f"{start}; {advance}; note_advanced_recording {rec} \"$START\"", tmp_path)
+    assert first.returncode == 0, first.stderr
+    (rec / "timings.jsonl").write_text('{"part": "full", "wall_s": 1.0}\n')  # not unpacked
+    again = _bash(start, tmp_path)
+    assert again.returncode == 1 and "unpack that command's recording.tgz" in again.stderr
+    assert _bash(f"REPEAT=1; {start}", tmp_path).returncode == 0
+    # the advanced state itself (unpacked), or a command that changed nothing: no refusal
+    (rec / "timings.jsonl").write_text('{"part": "full", "wall_s": 1.0}\n{"part": "candidates"}\n')
+    unchanged = _bash(f"{start}; note_advanced_recording {rec} \"$START\"; {start}", tmp_path)
+    assert unchanged.returncode == 0, unchanged.stderr
+    # a fresh machine remembers nothing; a recording without a log yet is never refused
+    shutil.rmtree(tmp_path / "machine")
+    (tmp_path / "machine").mkdir()
+    (rec / "timings.jsonl").write_text('{"part": "full", "wall_s": 1.0}\n')
+    assert _bash(start, tmp_path).returncode == 0
+    (rec / "timings.jsonl").unlink()
+    assert _bash(f"{start}; note_advanced_recording {rec} \"$START\"", tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "record_h200.sh", "lib.sh"])
 def test_the_device_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(ROOT / "experiments" / "device" / script)]
                           ).returncode == 0

@@ -103,3 +103,38 @@ save_compile_cache() {
   rm -rf "$tmp"
   return 0
 }
+
+# A recording's state: the sha256 of its device-time log (timings.jsonl), to which every
+# command that records anything appends; empty where it has none yet.
+recording_state() {
+  [ -f "$1/timings.jsonl" ] && sha256sum "$1/timings.jsonl" | cut -d' ' -f1 || true
+}
+
+# The states that an earlier command on this machine started from and then advanced, a line
+# each, in the machine's temporary folder (it lasts as long as the machine stays warm).
+advanced_states() {
+  echo "${TMPDIR:-/tmp}/autoprofiler-advanced-recordings"
+}
+
+# refuse_stale_recording DIR: fails, saying why, where DIR is a state that an earlier command
+# on this machine advanced: the device works on a copy of the checkout, so a command started
+# before the last one's recording was unpacked there repeats its work (2026-12-03: 557 s).
+# REPEAT=1 runs it anyway.
+refuse_stale_recording() {
+  local state
+  state=$(recording_state "$1")
+  if [ -n "$state" ] && [ "${REPEAT:-0}" != 1 ] \
+      && grep -qx "$state" "$(advanced_states)" 2>/dev/null; then
+    echo "error: $1 is the state that an earlier command on this machine started from and advanced: unpack that command's recording.tgz into the checkout, then run this again (REPEAT=1 runs it anyway, repeating that work)" >&2
+    return 1
+  fi
+}
+
+# note_advanced_recording DIR STATE: after a command that started from STATE, remembers
+# STATE as advanced where DIR's state is another now.
+note_advanced_recording() {
+  if [ -n "${2:-}" ] && [ "$2" != "$(recording_state "$1")" ]; then
+    echo "$2" >> "$(advanced_states)"
+  fi
+  return 0
+}

@@ -5,11 +5,16 @@
 #     WARM=6 [PLAN=FILE] [REUSE=FILE] bash experiments/device/record_h200.sh
 # PLAN: a recording plan (the candidates part records its composed candidates, in its order);
 # REUSE: candidate rows to copy where the judge and the source are the same.
-# Resumable: run it again (with the recording brought back and committed) to continue.
+# Resumable: run it again (with the recording brought back and committed) to continue. A
+# command started from a state that an earlier command on the same (warm) machine advanced
+# is refused: unpack that command's recording first (REPEAT=1 runs it anyway).
 set -u -o pipefail
 FINAL=${OUT:-results}
 RECORDING=${RECORDING:-docs/data/recording_h200}
 export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/lib.sh"
+refuse_stale_recording "$RECORDING" || exit 2  # the last command's recording not unpacked
+START_STATE=$(recording_state "$RECORDING")
 mkdir -p "$FINAL" "$RECORDING"
 # killed (SIGTERM: ncu is stopped, finished work is kept) 40 s past the budget, so that the
 # packing below always runs
@@ -17,5 +22,6 @@ timeout -s TERM $(( ${BUDGET:-520} + 40 )) python3 -m experiments.cli record --o
   --time-budget "${BUDGET:-520}" --warm-workers "${WARM:-6}" ${PLAN:+--plan "$PLAN"} \
   ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
   | tail -40 | tee "$FINAL/record.log"
+note_advanced_recording "$RECORDING" "$START_STATE"
 tar czf "$FINAL/recording.tgz" --exclude=_work "$RECORDING"
 ls -la "$FINAL"

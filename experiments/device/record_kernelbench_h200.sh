@@ -33,7 +33,9 @@
 #   cat recording.tgz.* | tar xzf -
 #   ls compile-cache.tgz.* >/dev/null 2>&1 && rm -rf .compile-cache && mkdir .compile-cache \
 #     && cp compile-cache.tgz.* .compile-cache/       (the last cache kept where none came back)
-# Resumable: run it again (with the recording brought back and committed) to continue.
+# Resumable: run it again (with the recording brought back and committed) to continue. A
+# command started from a state that an earlier command on the same (warm) machine advanced
+# is refused: unpack that command's recording first (REPEAT=1 runs it anyway).
 set -u -o pipefail
 FINAL=${OUT:-results}
 RECORDING=${RECORDING:-docs/data/recording_kernelbench_h200}
@@ -49,6 +51,8 @@ fi
 mkdir -p "$FINAL"
 export PYTHONUNBUFFERED=1
 source "$(dirname "$0")/lib.sh"
+refuse_stale_recording "$RECORDING" || exit 2  # the last command's recording not unpacked
+START_STATE=$(recording_state "$RECORDING")
 install_wheels
 {
   machine_facts
@@ -71,6 +75,7 @@ timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$
   ${WORKERS:+--workers "$WORKERS"} 2>&1 | tr '\r' '\n' \
   | grep -v -E '^\s*$|it/s\]$|s/it\]$|^(\S+ )?AUTOTUNE |^(strides|dtypes): |^\s+\S+ [0-9.]+ ms [0-9.]+%' \
   | sed "s#$PWD#.#g" > "$FINAL/record.full.log"
+note_advanced_recording "$RECORDING" "$START_STATE"
 tail -150 "$FINAL/record.full.log" | tee "$FINAL/record.log"
 # every warm compile's seconds (and those stopped), for the cost of the warm batches
 grep -oE "(compiled problem://|compile stopped after ).*" "$FINAL/record.full.log" \
