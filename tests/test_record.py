@@ -438,6 +438,11 @@ def test_warming_stops_at_the_deadline_killing_a_compile_in_flight(tmp_path, cap
         log = capsys.readouterr().err
         assert f"compiled {small.uri} compile: " in log
         assert "(runtime: ValueError: this kernel is not written yet)" in log, log
+        # so does a judge that raised (here: a problem whose reference fails)
+        broken = load_problem(str(ROOT / "tests" / "data" / "problems" / "forward_raises.py"))
+        assert warmer.warm([(broken, "compile", honest)]) == {}
+        log = capsys.readouterr().err
+        assert f"compiled {broken.uri} compile: " in log and "(raised ProblemError: " in log, log
         started = time.monotonic()
         stopped = warmer.warm([(small, "compile", hangs)] * 4, deadline=time.monotonic() + 20)
         elapsed = time.monotonic() - started

@@ -33,15 +33,20 @@ candidate of a batch was counted at the peak of the one deciding, so one large p
 batched with small ones was judged alone (``level3/31_VisionAttention``: 12.4 GB times 6)."""
 
 
-def failure(result: EvalResult) -> str:
-    """A failed verdict in one line of a log: its kind and the last line of its message
-    (an exception's type and text), shortened. A batch's failure is judged again alone and
-    only that verdict is recorded, so the log is where the first one's cause is kept."""
-    lines = [line.strip() for line in result.error_message.splitlines() if line.strip()]
+def failure(outcome: EvalResult | Exception) -> str:
+    """A failed verdict, or an exception the judge raised, in one line of a log: the
+    verdict's kind or the exception's type, and the last line of its message, shortened. A
+    batch's failure is judged again alone and only that verdict is recorded, so the log is
+    where the first one's cause is kept."""
+    if isinstance(outcome, EvalResult):
+        name, message = str(outcome.error_name), outcome.error_message
+    else:
+        name, message = f"raised {type(outcome).__name__}", str(outcome)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
     if not lines:
-        return str(result.error_name)
+        return name
     last = lines[-1] if len(lines[-1]) <= 160 else lines[-1][:159] + "…"
-    return f"{result.error_name}: {last}"
+    return f"{name}: {last}"
 
 
 class _Cancelled(Exception):
@@ -58,6 +63,7 @@ class _Turn:
         self.go = threading.Event()
         self.paused = self.cancelled = False
         self.result: EvalResult | None = None
+        self.error: Exception | None = None  # what the judge raised instead of a result
         self.evaluator: Evaluator | None = None
         self.since: float | None = None
         self.peak: int | None = None  # its problem's reference peak, where measured
@@ -198,12 +204,13 @@ class CandidateWarmer:
                 if not self._stopping:
                     turn.evaluator, turn.since = evaluator, time.monotonic()
                     turn.result = evaluator.evaluate(problem, source, pause=turn)
-            except Exception:  # let go, or broken: a broken candidate is judged alone
-                pass
+            except Exception as e:  # let go, or broken: a broken candidate is judged alone
+                turn.error = e
             finally:
                 turn.evaluator = None
                 if not turn.reached.is_set() and not self._stopping and turn.since is not None:
-                    failed = f" ({failure(turn.result)})" if turn.result else ""
+                    outcome = turn.result or turn.error
+                    failed = f" ({failure(outcome)})" if outcome is not None else ""
                     tqdm.write(f"compiled {turn.label}: "
                                f"{time.monotonic() - turn.since:.0f} s{failed}", file=sys.stderr)
                 turn.reached.set()
