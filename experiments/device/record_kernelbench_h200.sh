@@ -26,7 +26,8 @@
 # (experiments/device/lib.sh), so that compiles a command's time budget stopped are not done
 # again by the next one; CACHE_MAX_MB (default 36) bounds what comes back, so that it can be
 # carried with the tree, the checkout and the wheels within a command's 64 MiB.
-# Out: $OUT/record.log (its last 150 lines), $OUT/compiles.log (every warm compile's seconds),
+# Out: $OUT/record.log (its last 150 lines), $OUT/compiles.log (every warm compile's seconds,
+# also appended to $RECORDING/compiles.log),
 # $OUT/machine.txt, $OUT/self_check.txt and the recording as $OUT/recording.tgz.0, .1, ...
 # (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most), with CACHE
 # $OUT/compile-cache.tgz.0, ... in what is left of the 8; here:
@@ -77,9 +78,12 @@ timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$
   | sed "s#$PWD#.#g" > "$FINAL/record.full.log"
 note_advanced_recording "$RECORDING" "$START_STATE"
 tail -150 "$FINAL/record.full.log" | tee "$FINAL/record.log"
-# every warm compile's seconds (and those stopped), for the cost of the warm batches
+# every warm compile's seconds (and those stopped, and why one failed), for the cost of the
+# warm batches; appended to the recording's compiles.log too, so that they are kept with it
 grep -oE "(compiled problem://|compile stopped after ).*" "$FINAL/record.full.log" \
   > "$FINAL/compiles.log" || true
+{ echo "# a command of $(date -u +%Y-%m-%dT%H:%M:%SZ), BUDGET=$BUDGET WARM=${WARM:-6}"
+  cat "$FINAL/compiles.log"; } >> "$RECORDING/compiles.log"
 rm -f "$FINAL/record.full.log"
 tar czf - --exclude=_work "$RECORDING" | split -b 15m -d -a 1 - "$FINAL/recording.tgz."
 pieces=$(ls "$FINAL"/recording.tgz.* | wc -l)
