@@ -30,6 +30,13 @@ class ProblemError(AutoProfilerError):
         super().__init__(message)
 
 
+class ReferenceOutOfMemoryError(ProblemError):
+    """A problem's reference ran out of GPU memory. Its own fault where it had the GPU to
+    itself; on a GPU shared with other processes (a recorder's warm workers) maybe theirs:
+    :meth:`~autoprofiler_env.harness.Evaluator.evaluate` gives it as an ``out_of_memory``
+    verdict, which a recorder does not keep while other processes hold the GPU."""
+
+
 class ProblemNotFoundError(ProblemError):
     """A URI or path names no known problem."""
 

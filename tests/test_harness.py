@@ -179,3 +179,58 @@ def test_an_outputs_fingerprint_sums_it_a_chunk_at_a_time(monkeypatch):
         else:
             assert w == c
     assert whole[1][1] == sum(range(999)) and whole[4][1] == 0.0
+
+
+def test_a_reference_worker_lets_go_of_the_last_problem_before_it_measures_the_next(
+        monkeypatch):
+    """A reference worker serves problem after problem: the last one's model and samples are
+    let go of before the next is imported and its peak measured (on a GPU the peak is counted
+    above what the worker holds at that moment: a smaller problem after a larger one read as
+    almost nothing, KernelBench's 2.1 GB ``level2/2`` as 0.14 MB)."""
+    import weakref
+
+    from autoprofiler_env.harness import worker
+    from autoprofiler_env.problems import problem as problem_module
+
+    runner = worker.Runner("reference", None)
+    path = str(DATA / "problems" / "relu_small.py")
+    runner.load(path, "smoke", "cpu", 0, None)
+    runner.time([1, 2], flush=False, sample=[0])  # keeps a sample of its outputs
+    assert runner.samples
+    last_model = weakref.ref(runner.model)
+    held_at_import = []
+    real_import = problem_module.import_problem
+
+    def import_problem(*args, **kwargs):
+        held_at_import.append((last_model() is not None, bool(runner.samples)))
+        return real_import(*args, **kwargs)
+
+    monkeypatch.setattr(problem_module, "import_problem", import_problem)
+    runner.load(str(DATA / "problems" / "matmul_cpu.py"), "full", "cpu", 0, None)
+    assert held_at_import == [(False, False)]
+
+
+def test_a_reference_out_of_memory_is_a_verdict_not_a_broken_problem(evaluator, relu,
+                                                                        tmp_path):
+    """A reference that runs out of GPU memory (faked on the CPU: its forward raises torch's
+    error) is an ``out_of_memory`` verdict of the candidate, which a recorder judges again
+    once the GPU is freer, not a broken problem that ends the recording; timed alone
+    (``reference``) it is still the problem's error, typed; the next problem is judged."""
+    from autoprofiler_env.errors import ReferenceOutOfMemoryError
+
+    path = tmp_path / "reference_oom.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 8.00 GiB')\n"
+        "\n\ndef get_inputs():\n    return [torch.randn(64, 128)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    problem = load_file(path)
+    result = evaluator.evaluate(problem, candidate("relu_correct"))
+    assert not result.correct and result.error_kind is ErrorKind.OUT_OF_MEMORY
+    assert "the reference ran out of GPU memory: OutOfMemoryError: CUDA out of memory" in \
+        result.error_message, result.error_message
+    assert result.reference is None
+    with pytest.raises(ReferenceOutOfMemoryError, match="judge it when they are done"):
+        evaluator.reference(problem)
+    assert evaluator.evaluate(relu, candidate("relu_correct")).correct

@@ -23,6 +23,17 @@ def test_cuda_timing_and_peak_memory():
         assert run.peak_memory_bytes >= 2 * 16384 * 16384 * 4
 
 
+def test_a_smaller_problem_after_a_larger_one_gets_its_own_peak():
+    """The reference worker lets go of the last problem before it measures the next one's
+    peak: after a 2 GB ReLU, a 32 KB one peaks at least at its input and output (before
+    2026-12-03 it read as nothing, measured above what the worker still held)."""
+    big = load_problem("problem://autoprofiler/v1/level1/relu_16384x16384")
+    small = load_file(DATA / "problems" / "relu_small.py")
+    with Evaluator(HarnessConfig(device="cuda"), timeout_s=120) as ev:
+        assert ev.reference(big).peak_memory_bytes >= 2 * 16384 * 16384 * 4
+        assert ev.reference(small).peak_memory_bytes >= 2 * 64 * 128 * 4
+
+
 @pytest.mark.parametrize("name, kind", [("cuda_illegal_address", ErrorKind.CUDA),
                                         ("cuda_hangs", ErrorKind.TIMEOUT)])
 def test_gpu_faults_lose_only_the_worker(name, kind):

@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from autoprofiler_env.errors import EvaluationError, ProblemError
+from autoprofiler_env.errors import EvaluationError, ProblemError, ReferenceOutOfMemoryError
 from autoprofiler_env.harness.correctness import Comparison, Opaque, compare, \
     constant_fits, fingerprint, trivial_match
 from autoprofiler_env.harness.process import (
@@ -304,6 +304,11 @@ class Evaluator:
             raise EvaluationError(f"the reference worker sent a malformed reply: {e}") from e
         if header.get("ok") is True:
             return header, tensors
+        if "out_of_memory" in header:
+            self._prepared = None
+            raise ReferenceOutOfMemoryError(
+                problem.path, f"the reference ran out of GPU memory: {header['out_of_memory']}",
+                "other processes may hold the GPU's memory: judge it when they are done")
         if "problem_error" in header:
             raise ProblemError(header.get("path") or problem.path, header["problem_error"])
         if "cuda_error" in header:
@@ -417,7 +422,9 @@ class Evaluator:
 
         A faulty candidate is not an exception: the result says ``correct=False`` with its
         ``error_kind``. Raises only when the problem or the harness is at fault, or when
-        ``pause`` raises.
+        ``pause`` raises. A reference that runs out of GPU memory is a verdict too
+        (``out_of_memory``, without the reference's time): on a shared GPU the other
+        processes may be its cause.
 
         ``pause`` is called once the candidate has loaded (compiled) and passed its
         correctness runs, before its warm-up and timing, and may block: the time it takes is
@@ -436,7 +443,10 @@ class Evaluator:
                        findings=[str(f) for f in findings if not f.rejects
                                  or config.static_check == "warn"])
         with state.phase("prepare"):  # the reference's inputs and outputs, once per problem
-            prepared = self._prepare(problem, config)
+            try:
+                prepared = self._prepare(problem, config)
+            except ReferenceOutOfMemoryError as e:  # a verdict a recorder can judge again
+                return state.fail(problem, ErrorKind.OUT_OF_MEMORY, e.cause)
         rejecting = [f for f in findings if f.rejects]
         if rejecting and config.static_check == "enforce":
             return self._failed(problem, size, state, ErrorKind.STATIC,
@@ -462,6 +472,8 @@ class Evaluator:
             except WireError as e:
                 failure = (ErrorKind.PROTOCOL, f"the candidate's process sent a malformed "
                            f"reply: {e}")
+            except ReferenceOutOfMemoryError as e:  # its outputs or its time, beside the
+                failure = (ErrorKind.OUT_OF_MEMORY, e.cause)  # candidate's process
             except RuntimeError as e:
                 if not _out_of_memory(e):
                     raise
@@ -483,7 +495,10 @@ class Evaluator:
         """A failed candidate's result, with the reference's time (alone, when it was not
         timed beside the candidate) so that every record carries the eager time."""
         if state.reference is None:
-            state.reference = self.reference(problem, size).timing
+            try:
+                state.reference = self.reference(problem, size).timing
+            except ReferenceOutOfMemoryError:  # not beside what holds the GPU now
+                pass
         return state.fail(problem, kind, message)
 
     def _ask(self, worker: WorkerProcess, message: dict, deadline: float, state: _State,

@@ -41,7 +41,8 @@ class ErrorKind(str, Enum):
     ASYNC_WORK = "async_work"        # outputs changed after forward returned (side stream, thread)
     TIMING_MISMATCH = "timing_mismatch"  # its reported time disagrees with the judge's clock
     SANDBOX = "sandbox"              # it tried what the sandbox forbids (a write outside, a socket)
-    OUT_OF_MEMORY = "out_of_memory"  # the judge could not hold the outputs beside the candidate
+    OUT_OF_MEMORY = "out_of_memory"  # the judge could not hold the outputs beside the candidate,
+    # or the reference ran out of GPU memory (beside other processes, maybe)
 
 
 @dataclass(frozen=True)

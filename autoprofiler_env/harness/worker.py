@@ -57,6 +57,13 @@ def _is_cuda_error(e: BaseException) -> bool:
     return any(mark in str(e) for mark in _CUDA_ERROR_MARKS)
 
 
+def _out_of_memory(e: BaseException | None) -> bool:
+    """Whether ``e`` is torch's out-of-memory error (torch is imported in a worker)."""
+    import torch
+
+    return isinstance(e, torch.OutOfMemoryError)
+
+
 def _one_line(e: BaseException) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()
     return text[0] if len(text) == 1 else f"{text[0]} ... {text[-1]}"[:500]
@@ -134,9 +141,11 @@ class Runner:
 
         torch = self.torch
         self.device = device
+        self.release()
         self.module = import_problem(Path(path), size)  # ProblemError: the problem's fault
         on_cuda = torch.device(device).type == "cuda"
         if on_cuda:
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
             baseline = torch.cuda.memory_allocated(device)
         if source is None:
@@ -156,6 +165,19 @@ class Runner:
             if on_cuda:
                 reply["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device) - baseline
         return reply
+
+    def release(self) -> None:
+        """Lets go of the last problem's model and kept samples, and (GPU) returns their
+        cached blocks to the device. A reference worker serves problem after problem: before
+        2026-12-03 the next one's peak was measured above what the last one still held, so
+        a problem smaller than its predecessor read as almost nothing (KernelBench's
+        ``level2/2``, whose output alone is 2.1 GB: 0.14 MB), and the blocks the worker kept
+        cached were lost to the other processes on the GPU."""
+        import gc
+
+        self.model = self.module = None
+        self.samples = []
+        gc.collect()  # a model's reference cycles (its hooks, its parent links)
 
     def _import_candidate(self, source: str):
         path = Path.cwd() / "candidate.py"
@@ -414,7 +436,10 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
         except ProblemError as e:
             reply({"ok": False, "problem_error": e.cause, "path": e.path})
         except StageError as e:
-            reply({"ok": False, "stage": e.stage, "error": str(e)})
+            if role == "reference" and _out_of_memory(e.__cause__):
+                reply({"ok": False, "out_of_memory": str(e)})
+            else:
+                reply({"ok": False, "stage": e.stage, "error": str(e)})
         except CudaContextLost as e:
             reply({"ok": False, "cuda_error": str(e)})
             os._exit(3)  # the context is gone; the judge starts a fresh worker
@@ -422,7 +447,9 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
             if _is_cuda_error(e):
                 reply({"ok": False, "cuda_error": _one_line(e)})
                 os._exit(3)
-            if role == "reference":  # the problem's own code failed
+            if role == "reference" and _out_of_memory(e):  # maybe the other processes' doing
+                reply({"ok": False, "out_of_memory": _one_line(e)})
+            elif role == "reference":  # the problem's own code failed
                 reply({"ok": False, "problem_error": f"the reference failed: {_one_line(e)}",
                        "path": request.get("path", "")})
             elif op in ("outputs", "warmup", "time"):
