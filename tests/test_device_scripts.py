@@ -103,7 +103,7 @@ def test_a_command_started_from_a_state_another_advanced_is_refused(tmp_path):
     rec = tmp_path / "rec"
     rec.mkdir()
     (rec / "timings.jsonl").write_text('{"part": "full", "wall_s": 1.0}\n')
-    start = "START=$(recording_state {0}); refuse_stale_recording {0}".format(rec)
+    start = f"START=$(recording_state {rec}); refuse_stale_recording {rec}"
     advance = f"echo '{{\"part\": \"candidates\"}}' >> {rec}/timings.jsonl"
     first = _bash(f"{start}; {advance}; note_advanced_recording {rec} \"$START\"", tmp_path)
     assert first.returncode == 0, first.stderr

@@ -45,16 +45,27 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autoprofiler_env.errors import EvaluationError, ProblemError, ReferenceOutOfMemoryError
-from autoprofiler_env.harness.correctness import Comparison, Opaque, compare, \
-    constant_fits, fingerprint, trivial_match
+from autoprofiler_env.harness.correctness import (
+    Comparison,
+    Opaque,
+    compare,
+    constant_fits,
+    fingerprint,
+    trivial_match,
+)
 from autoprofiler_env.harness.process import (
     STARTUP_TIMEOUT_S,
     WorkerDied,
     WorkerProcess,
     WorkerTimeout,
 )
-from autoprofiler_env.harness.records import ErrorKind, EvalResult, HarnessConfig, ReferenceRun, \
-    Timing
+from autoprofiler_env.harness.records import (
+    ErrorKind,
+    EvalResult,
+    HarnessConfig,
+    ReferenceRun,
+    Timing,
+)
 from autoprofiler_env.harness.static_check import check_source
 from autoprofiler_env.harness.wire import WireError
 from autoprofiler_env.problems.problem import Problem
