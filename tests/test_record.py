@@ -209,6 +209,34 @@ def test_candidates_that_generate_code_are_compiled_in_workers_in_batches_then_t
                         "cuda_graph"]]
     assert [[n for _, n, _ in b] for b in warm_batches(todo[:1], 4)] == [["tf32"]]
     assert warm_batches([], 2) == []
+    # and within a memory budget: the compiling ones' costs sum to at most it (one costing
+    # more than the budget is a batch of its own); those that compile nothing cost nothing
+    costs = {"compile": 5, "compile+tf32": 5, "max_autotune+cuda_graph": 12,
+             "triton_softmax": 4}
+    batches = [[n for _, n, _ in b]
+               for b in warm_batches(todo, 4, lambda item: costs[item[1]], budget=10)]
+    assert batches == [["tf32", "compile", "compile+tf32", "autocast_fp16"],
+                       ["max_autotune+cuda_graph"],
+                       ["triton_softmax", "channels_last", "cuda_graph"]]
+    assert warm_batches(todo, 2, lambda item: costs[item[1]], budget=None) == \
+        warm_batches(todo, 2)
+
+
+def test_a_warm_candidates_footprint_counts_both_processes_and_the_judges_copies():
+    """SqueezeNetFireModule-like: an 8.5 GB reference peak and a 4.3 GB output take about
+    26 GB while one candidate is checked, so an H200's batch share (0.8 x 140 GB) holds four
+    of them at once, not six; a recorded peak below the problem's own sizes (measured above
+    what the reference process still held) counts as those sizes."""
+    from types import SimpleNamespace
+
+    from autoprofiler_env.dataset.record.candidates import BATCH_SHARE, footprint
+
+    gb = 10**9
+    squeeze = SimpleNamespace(bytes_min=4.4 * gb, output_bytes=4.3 * gb)
+    assert footprint(squeeze, 8.5 * gb) == pytest.approx(25.6 * gb)
+    assert int(BATCH_SHARE * 140 * gb // footprint(squeeze, 8.5 * gb)) == 4
+    assert footprint(squeeze, 150_000) == pytest.approx(2 * 4.4 * gb + 2 * 4.3 * gb)
+    assert footprint(squeeze, None) == footprint(squeeze, 0)
 
 
 def test_candidates_that_generate_no_code_are_timed_without_warming(tmp_path, monkeypatch):
@@ -698,9 +726,10 @@ def test_a_batch_is_held_only_where_the_gpu_holds_it():
 def test_a_batch_holds_its_candidates_while_their_peaks_sum_within_the_share(tmp_path,
                                                                              monkeypatch):
     """Each held candidate counts its own problem's reference peak: of three compiled
-    candidates whose references peak at 30 of a GPU of 100 (a share of 50), the first to
+    candidates whose references peak at 0.3 of a GPU of 1 GB (a share of 0.5), the first to
     reach its timing is held, the other two are judged alone; had each counted the peak
-    times the batch's size (90), none would have been."""
+    times the batch's size (0.9), none would have been. (The three are one batch: their
+    footprints while checked, a few KB, are far within the batch's share.)"""
     from autoprofiler_env.harness import Evaluator
     from autoprofiler_env.optimizers import compose
 
@@ -709,20 +738,60 @@ def test_a_batch_holds_its_candidates_while_their_peaks_sum_within_the_share(tmp
     sources = {"compile": honest, "max_autotune": honest + "\n# another\n",
                "compile+tf32": honest + "\n# a third\n"}
     monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
-    monkeypatch.setattr(Evaluator, "peak_memory_bytes", property(lambda self: 30))
+    monkeypatch.setattr(Evaluator, "peak_memory_bytes", property(lambda self: 3 * 10**8))
     real_init = CandidateWarmer.__init__
 
-    def on_a_gpu_of_100(self, *args, **kwargs):  # judged on the CPU, counted as on a GPU
+    def on_a_gpu_of_1gb(self, *args, **kwargs):  # judged on the CPU, counted as on a GPU
         real_init(self, *args, **kwargs)
-        self._device, self._gpu_bytes = "cuda", 100
+        self._device, self._gpu_bytes = "cuda", 10**9
 
-    monkeypatch.setattr(CandidateWarmer, "__init__", on_a_gpu_of_100)
+    monkeypatch.setattr(CandidateWarmer, "__init__", on_a_gpu_of_1gb)
     config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
                            max_trials=2, warmup_ms=0)
     rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=3,
                              timeout_s=120, plan={small.uri: list(sources)})
     assert all(r["correct"] for r in rows)
     assert sum("queue" in r["phases_s"] for r in rows) == 1
+
+
+def test_warm_batches_are_cut_by_the_gpu_memory_their_checks_take(tmp_path, monkeypatch):
+    """On a GPU the recorder cuts a batch where its compiled candidates' footprints would
+    pass :data:`BATCH_SHARE` of the GPU's memory, each estimated from the problem's sizes and
+    its recorded reference peak (``reference.jsonl`` beside the candidates)."""
+    from autoprofiler_env.dataset.record.candidates import BATCH_SHARE, footprint
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.optimizers import compose
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    honest = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+    names = ["compile", "max_autotune", "compile+tf32"]
+    monkeypatch.setattr(compose, "compose",
+                        lambda problem, features, name: honest + f"\n# {name}\n")
+    each = footprint(static_features(small), None)
+    gpu = int(2.5 * each / BATCH_SHARE)  # two of them fit, not three
+    real_init, sizes = CandidateWarmer.__init__, []
+
+    def on_a_small_gpu(self, *args, **kwargs):  # judged on the CPU, counted as on a GPU
+        real_init(self, *args, **kwargs)
+        self._device, self._gpu_bytes = "cuda", gpu
+
+    real_batch = CandidateWarmer.batch
+    monkeypatch.setattr(CandidateWarmer, "__init__", on_a_small_gpu)
+    monkeypatch.setattr(CandidateWarmer, "batch", lambda self, items, *a, **k: (
+        sizes.append(len(items)), real_batch(self, items, *a, **k))[1])
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    rows = record_candidates([small], tmp_path / "a" / "candidates.jsonl", config,
+                             warm_workers=3, timeout_s=120, plan={small.uri: names})
+    assert all(r["correct"] for r in rows) and sizes == [2, 1]
+    # a recorded peak larger than the sizes counts: one at a time
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "reference.jsonl").write_text(json.dumps(
+        {"uri": small.uri, "peak_memory_mb": gpu / 2**20}) + "\n")
+    sizes.clear()
+    record_candidates([small], tmp_path / "b" / "candidates.jsonl", config, warm_workers=3,
+                      timeout_s=120, plan={small.uri: names})
+    assert sizes == [1, 1, 1]
 
 
 def test_a_reused_timeout_under_a_shorter_limit_is_judged_again(tmp_path, monkeypatch):

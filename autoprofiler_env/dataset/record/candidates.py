@@ -262,17 +262,24 @@ class CandidateWarmer:
         for evaluator in self._all:
             evaluator.close()
 
-    def _fits(self, peak_bytes: int | None, held_bytes: int) -> bool:
-        """Whether a candidate of a problem whose reference peaks at ``peak_bytes`` can wait
-        on the GPU beside held candidates counted at ``held_bytes`` (each is assumed to need
-        as much as its reference): within :data:`HOLD_SHARE` of the GPU's memory."""
-        if not self._device.startswith("cuda") or not peak_bytes:
-            return True
+    @property
+    def gpu_bytes(self) -> int | None:
+        """The GPU's memory; None on a CPU."""
+        if not self._device.startswith("cuda"):
+            return None
         if self._gpu_bytes is None:
             import torch
 
             self._gpu_bytes = torch.cuda.get_device_properties(self._device).total_memory
-        return peak_bytes + held_bytes <= HOLD_SHARE * self._gpu_bytes
+        return self._gpu_bytes
+
+    def _fits(self, peak_bytes: int | None, held_bytes: int) -> bool:
+        """Whether a candidate of a problem whose reference peaks at ``peak_bytes`` can wait
+        on the GPU beside held candidates counted at ``held_bytes`` (each is assumed to need
+        as much as its reference): within :data:`HOLD_SHARE` of the GPU's memory."""
+        if self.gpu_bytes is None or not peak_bytes:
+            return True
+        return peak_bytes + held_bytes <= HOLD_SHARE * self.gpu_bytes
 
     def close(self) -> None:
         if self._pool is not None:
@@ -300,10 +307,13 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     device: ``_SAME_MACHINE``); it is marked ``reused: true``.
 
     In batches that hold ``warm_workers`` candidates which generate code (``compile``,
-    ``max_autotune``, a Triton kernel): those are first compiled, and checked on the
-    correctness sets, in ``warm_workers`` processes at once, each then held in its process
-    (:meth:`CandidateWarmer.batch`); then the batch is timed one candidate at a time, in
-    order, so that no two timings share the GPU and none shares the machine with a compile.
+    ``max_autotune``, a Triton kernel), on a GPU fewer where their estimated memory while
+    checked (:func:`footprint`, from the problem's sizes and its peak in ``reference.jsonl``
+    beside ``out``) would pass :data:`BATCH_SHARE` of it: those are first compiled, and
+    checked on the correctness sets, in ``warm_workers`` processes at once, each then held
+    in its process (:meth:`CandidateWarmer.batch`); then the batch is timed one candidate
+    at a time, in order, so that no two timings share the GPU and none shares the machine
+    with a compile.
     A held candidate is timed in the process that compiled it: its load from Inductor's
     cache (6-10 s on the H200) and its correctness runs are not done twice. One that failed
     (before its timing or in it) is judged again alone: a failure reached beside other
@@ -345,7 +355,9 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                 and all(r.get(k) == v for k, v in machine.items())
                 and not (r.get("error_kind") == "timeout"
                          and r.get("timeout_s", CANDIDATE_TIMEOUT_S) < timeout_s)}
-    todo, copied = [], []
+    todo, copied, costs = [], [], {}
+    peaks = {r["uri"]: r["peak_memory_mb"] * 2**20 for r in read_jsonl(
+        out.with_name("reference.jsonl")) if r.get("peak_memory_mb") is not None}
     if plan is not None:  # in the plan's order
         rank = {uri: i for i, uri in enumerate(plan)}
         problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
@@ -353,6 +365,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
         if plan is not None and problem.uri not in plan:
             continue
         features = static_features(problem)
+        costs[problem.uri] = footprint(features, peaks.get(problem.uri))
         names = (plan[problem.uri] if plan is not None else
                  [t.name for t in applicable(problem, features, config.device)])
         for name in names:
@@ -399,7 +412,10 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                         judge(item)
 
         slow = [item for item in todo if key(item) in too_slow]  # stopped by an earlier call
-        for members in warm_batches([i for i in todo if key(i) not in too_slow], warm_workers):
+        gpu_bytes = warmer.gpu_bytes
+        for members in warm_batches([i for i in todo if key(i) not in too_slow], warm_workers,
+                                    lambda item: costs[item[0].uri],
+                                    None if gpu_bytes is None else BATCH_SHARE * gpu_bytes):
             if _past(deadline):
                 break
             compiling = [item for item in members if generates_code(item[1])]
@@ -445,21 +461,45 @@ def generates_code(name: str) -> bool:
     return any(kind(part) == "codegen" for part in parts(name))
 
 
-def warm_batches(todo: list[tuple], warm_workers: int) -> list[list[tuple]]:
+def warm_batches(todo: list[tuple], warm_workers: int, cost=None,
+                 budget: float | None = None) -> list[list[tuple]]:
     """``(problem, name, source)`` items, in order, cut into batches that each hold at most
-    ``warm_workers`` candidates that generate code (at least one)."""
+    ``warm_workers`` candidates that generate code (at least one), and, with ``cost`` (an
+    item's bytes of GPU memory while it compiles and is checked: :func:`footprint`) and
+    ``budget``, candidates that generate code whose costs sum to at most ``budget`` (one
+    that alone costs more is a batch of its own)."""
     per_batch = max(warm_workers, 1)
-    batches, current, compiling = [], [], 0
+    batches, current, compiling, used = [], [], 0, 0.0
     for item in todo:
         if generates_code(item[1]):
-            if compiling == per_batch:
+            need = cost(item) if cost is not None and budget is not None else 0
+            if compiling == per_batch or (
+                    budget is not None and compiling and used + need > budget):
                 batches.append(current)
-                current, compiling = [], 0
+                current, compiling, used = [], 0, 0.0
             compiling += 1
+            used += need
         current.append(item)
     if current:
         batches.append(current)
     return batches
+
+
+BATCH_SHARE = 0.8
+"""The share of the GPU's memory that a warm batch's candidates may take together while they
+compile and are checked (:func:`footprint`); the rest is the judge's and the timed
+candidate's. Until 2026-12-03 only the candidates held after their checks were counted
+(:data:`HOLD_SHARE`), so six candidates of one large problem were checked at once:
+KernelBench's ``level3/17_SqueezeNetFireModule`` (a 4.3 GB output, an 8.5 GB peak), five of
+six in a batch failing in 1-2 s."""
+
+
+def footprint(features, peak_bytes: int | None) -> int:
+    """A warm candidate's GPU memory while it is checked, estimated: its process and its
+    worker's reference process, each at the problem's reference peak (at least its inputs,
+    parameters and outputs: ``features.bytes_min``; a reference process keeps the blocks of
+    its last outputs cached), and the judge's two copies of an output it compares."""
+    return 2 * max(peak_bytes or 0, features.bytes_min) + 2 * features.output_bytes
 
 
 HELD_GRACE_S = 20.0
