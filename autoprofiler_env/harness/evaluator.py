@@ -68,6 +68,7 @@ from autoprofiler_env.harness.records import (
 )
 from autoprofiler_env.harness.static_check import check_source
 from autoprofiler_env.harness.wire import WireError
+from autoprofiler_env.harness.worker import out_of_memory
 from autoprofiler_env.problems.problem import Problem
 
 TIMEOUT_S = 300.0
@@ -89,13 +90,6 @@ _SAMPLE_BYTES_SLACK = 1 << 20
 # value. Whole outputs (a median 378 MB on KernelBench's levels 1-2, 8.6 GB at most) made the
 # timing phase, which moves them, 24-57% of a KernelBench candidate's judging on the H200.
 SAMPLE_VALUES = 1 << 20
-
-
-def _out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` is torch's out-of-memory error (torch imported only then)."""
-    import torch
-
-    return isinstance(error, torch.OutOfMemoryError)
 
 
 class _Rejected(Exception):
@@ -486,7 +480,7 @@ class Evaluator:
             except ReferenceOutOfMemoryError as e:  # its outputs or its time, beside the
                 failure = (ErrorKind.OUT_OF_MEMORY, e.cause)  # candidate's process
             except RuntimeError as e:
-                if not _out_of_memory(e):
+                if not out_of_memory(e):
                     raise
                 # the judge's copies of the outputs, beside the candidate's process: what
                 # KernelBench's single-process harness would also run out of

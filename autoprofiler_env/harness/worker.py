@@ -57,8 +57,9 @@ def _is_cuda_error(e: BaseException) -> bool:
     return any(mark in str(e) for mark in _CUDA_ERROR_MARKS)
 
 
-def _out_of_memory(e: BaseException | None) -> bool:
-    """Whether ``e`` is torch's out-of-memory error (torch is imported in a worker)."""
+def out_of_memory(e: BaseException | None) -> bool:
+    """Whether ``e`` is torch's out-of-memory error (torch imported only then): in a worker,
+    and in the judge's own process."""
     import torch
 
     return isinstance(e, torch.OutOfMemoryError)
@@ -436,7 +437,7 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
         except ProblemError as e:
             reply({"ok": False, "problem_error": e.cause, "path": e.path})
         except StageError as e:
-            if role == "reference" and _out_of_memory(e.__cause__):
+            if role == "reference" and out_of_memory(e.__cause__):
                 reply({"ok": False, "out_of_memory": str(e)})
             else:
                 reply({"ok": False, "stage": e.stage, "error": str(e)})
@@ -447,7 +448,7 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
             if _is_cuda_error(e):
                 reply({"ok": False, "cuda_error": _one_line(e)})
                 os._exit(3)
-            if role == "reference" and _out_of_memory(e):  # maybe the other processes' doing
+            if role == "reference" and out_of_memory(e):  # maybe the other processes' doing
                 reply({"ok": False, "out_of_memory": _one_line(e)})
             elif role == "reference":  # the problem's own code failed
                 reply({"ok": False, "problem_error": f"the reference failed: {_one_line(e)}",

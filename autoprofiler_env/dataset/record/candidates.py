@@ -468,13 +468,12 @@ def warm_batches(todo: list[tuple], warm_workers: int, cost=None,
     item's bytes of GPU memory while it compiles and is checked: :func:`footprint`) and
     ``budget``, candidates that generate code whose costs sum to at most ``budget`` (one
     that alone costs more is a batch of its own)."""
-    per_batch = max(warm_workers, 1)
+    per_batch, bounded = max(warm_workers, 1), cost is not None and budget is not None
     batches, current, compiling, used = [], [], 0, 0.0
     for item in todo:
         if generates_code(item[1]):
-            need = cost(item) if cost is not None and budget is not None else 0
-            if compiling == per_batch or (
-                    budget is not None and compiling and used + need > budget):
+            need = cost(item) if bounded else 0
+            if compiling == per_batch or (bounded and compiling and used + need > budget):
                 batches.append(current)
                 current, compiling, used = [], 0, 0.0
             compiling += 1
