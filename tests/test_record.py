@@ -307,6 +307,37 @@ def test_a_problem_of_a_stepped_op_is_profiled_alone_and_capped_from_the_start(
                       alone={lstm.uri}) == 0  # done, capped: not run again
 
 
+def test_a_capped_run_a_deadline_stopped_waits_for_more_time_than_it_had(tmp_path,
+                                                                         monkeypatch):
+    import autoprofiler_env.dataset.record.ncu as ncu  # where record_ncu looks run_ncu up
+
+    calls = []
+
+    def fake_run_ncu(problems, sections, **kwargs):  # stopped by the deadline after 60 s
+        calls.append(kwargs["deadline_s"])
+        p = problems[0]
+        return replace(NcuRun.load(STUDY / "section-LaunchStats"),
+                       command=["--launch-count", "64"], problems=[{"uri": p.uri}], wall_s=60.0,
+                       status=[{"event": "primer", "s": 1.0},
+                               {"event": "begin", "index": 0, "uri": p.uri},
+                               {"event": "deadline", "deadline_s": kwargs["deadline_s"]}])
+
+    monkeypatch.setattr(ncu, "run_ncu", fake_run_ncu)
+    lstm = load_problem("lstm_sequence_64x128x512")
+    configs = {"full": ["SpeedOfLight"]}
+
+    def record(left: float) -> int:
+        return record_ncu([lstm], configs, tmp_path, chunk=1, alone={lstm.uri},
+                          deadline=time.monotonic() + left)
+
+    assert ncu.stopped_after(tmp_path / "full", lstm.uri) == 0.0
+    assert record(70) == 1  # never stopped before: tried
+    assert ncu.stopped_after(tmp_path / "full", lstm.uri) == 60.0
+    assert lstm.uri not in covered(tmp_path / "full")
+    assert record(70) == 0 and len(calls) == 1  # 70 s is not more than the 60 s it stopped at
+    assert record(ncu.RETRY_MARGIN * 60 + 30) == 1 and len(calls) == 2  # more time: tried
+
+
 def test_a_broken_reference_is_logged_by_its_uri_without_the_machines_path(tmp_path):
     broken = load_file(ROOT / "tests" / "data" / "problems" / "degenerate_mean.py")
     relu = load_file(ROOT / "tests" / "data" / "problems" / "relu_small.py")

@@ -100,6 +100,19 @@ MIN_RUN_S = 30.0
 """An ncu run is not started with less time left: ncu's start-up and the primer take about
 4 s on the H200, and a problem under the full set takes 10-40 s."""
 
+RETRY_MARGIN = 1.25
+"""A problem's run alone that a deadline stopped after ``T`` s is started again only with more
+than ``RETRY_MARGIN * T`` s left: with less it would stop again and keep nothing (KernelBench's
+``level3/37_LSTMCn`` on 2026-12-04: capped, stopped after 63 s, then again after 58 s)."""
+
+
+def stopped_after(root: Path, uri: str) -> float:
+    """The longest a run of ``uri`` alone under ``root`` ran before a deadline stopped it;
+    0 where none was stopped so."""
+    return max((meta["wall_s"] for meta in _runs(root)
+                if [p["uri"] for p in meta["problems"]] == [uri]
+                and any(r.get("event") == "deadline" for r in meta["status"])), default=0.0)
+
 
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
                deadline: float | None = None, problem_timeout_s: float = 300.0,
@@ -111,8 +124,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
     profiled alone, on its first ``MAX_KERNELS`` kernels; so are the problems whose URIs are
     in ``alone`` from the start (:data:`STEPPED_OPS`). A problem of a batched run times out
     after ``batch_timeout_s`` (at most ``problem_timeout_s``), its profiled call after
-    :func:`range_timeout_s` of its operators; a capped one after ``problem_timeout_s``.
-    ``max_ops``: the operators of each
+    :func:`range_timeout_s` of its operators; a capped one after ``problem_timeout_s``, and
+    is skipped (left to a later call) while less time is left than a deadline stopped it
+    after before (:data:`RETRY_MARGIN`). ``max_ops``: the operators of each
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
@@ -128,6 +142,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
             left = deadline - time.monotonic() if deadline is not None else None
             if left is not None and left < MIN_RUN_S:
                 return made
+            if (left is not None and max_kernels is not None
+                    and left <= RETRY_MARGIN * stopped_after(root / name, members[0].uri)):
+                continue  # it would stop again, as it did with more time
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
                           problem_timeout_s=(problem_timeout_s if max_kernels is not None
                                              else min(problem_timeout_s, batch_timeout_s)),
