@@ -124,6 +124,27 @@ def test_a_command_started_from_a_state_another_advanced_is_refused(tmp_path):
     assert _bash(f"{start}; note_advanced_recording {rec} \"$START\"", tmp_path).returncode == 0
 
 
+def test_the_log_filter_drops_inductors_autotuning_chatter_and_keeps_the_recorders_lines(
+        tmp_path):
+    kept = ['compiled problem://kernelbench/level1/38_L1Norm_ compile: 30 s',
+            '{"problems": 250, "complete": 69, "failed": 10}',
+            'autoprofiler: the time budget ran out; run the same command again to go on',
+            'E1204 11:47:28.394000 2 autoprofiler_env/harness/worker.py:1] an error of ours']
+    dropped = [  # lines of 2026-12-04's first recording command on the H200
+        ('E1204 11:47:28.394000 2 torch/_inductor/select_algorithm.py:3541] [0/0] '
+         'RuntimeError: No valid triton configs. OutOfMemoryError: out of resource'),
+        'Autotune Choices Stats:',
+        '{"num_choices": 16, "num_triton_choices": 15, "best_kernel": "convolution"}',
+        'AUTOTUNE convolution(128x3x224x224, 64x3x3x3)',
+        'judge and time:  43%|####      | 9/21 [01:44<02:10, 10.86s/it]', '   ']
+    log = tmp_path / "record.log"
+    log.write_text("\n".join(dropped[:3] + kept[:2] + dropped[3:] + kept[2:]) + "\n")
+    run = _bash(f"quiet_log < {log}", tmp_path, options="-u -o pipefail")
+    assert run.returncode == 0 and run.stdout.splitlines() == [*kept, "end"]
+    nothing = _bash("echo | quiet_log", tmp_path, options="-u -o pipefail")
+    assert nothing.returncode == 0 and nothing.stdout == "end\n"  # no line left is no error
+
+
 @pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "record_h200.sh", "lib.sh"])
 def test_the_device_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(ROOT / "experiments" / "device" / script)]

@@ -26,7 +26,8 @@
 # (experiments/device/lib.sh), so that compiles a command's time budget stopped are not done
 # again by the next one; CACHE_MAX_MB (default 36) bounds what comes back, so that it can be
 # carried with the tree, the checkout and the wheels within a command's 64 MiB.
-# Out: $OUT/record.log (its last 150 lines), $OUT/compiles.log (every warm compile's seconds,
+# Out: $OUT/record.log (its last 150 lines), $OUT/status.json (how far the recording is;
+# empty where the command's timeout stopped the recorder before it said), $OUT/compiles.log (every warm compile's seconds,
 # also appended to $RECORDING/compiles.log),
 # $OUT/machine.txt, $OUT/self_check.txt and the recording as $OUT/recording.tgz.0, .1, ...
 # (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most), with CACHE
@@ -73,11 +74,12 @@ timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$
   --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-6}" \
   ${MAX_OPS:+--max-ops "$MAX_OPS"} ${REUSE:+--reuse "$REUSE"} ${PARTS:+--parts "$PARTS"} \
   ${CANDIDATE_TIMEOUT:+--candidate-timeout "$CANDIDATE_TIMEOUT"} \
-  ${WORKERS:+--workers "$WORKERS"} 2>&1 | tr '\r' '\n' \
-  | grep -v -E '^\s*$|it/s\]$|s/it\]$|^(\S+ )?AUTOTUNE |^(strides|dtypes): |^\s+\S+ [0-9.]+ ms [0-9.]+%' \
+  ${WORKERS:+--workers "$WORKERS"} 2>&1 | tr '\r' '\n' | quiet_log \
   | sed "s#$PWD#.#g" > "$FINAL/record.full.log"
 note_advanced_recording "$RECORDING" "$START_STATE"
 tail -150 "$FINAL/record.full.log" | tee "$FINAL/record.log"
+# the recorder's last word, how far the recording is, kept whatever the log's tail holds
+grep -E '^\{"problems": ' "$FINAL/record.full.log" | tail -1 > "$FINAL/status.json" || true
 # every warm compile's seconds (and those stopped, and why one failed), for the cost of the
 # warm batches; appended to the recording's compiles.log too, so that they are kept with it
 grep -oE "(compiled problem://|compile stopped after ).*" "$FINAL/record.full.log" \
