@@ -326,9 +326,9 @@ def test_a_capped_run_a_deadline_stopped_waits_for_more_time_than_it_had(tmp_pat
     lstm = load_problem("lstm_sequence_64x128x512")
     configs = {"full": ["SpeedOfLight"]}
 
-    def record(left: float) -> int:
+    def record(left: float, problem_timeout_s: float = 300.0) -> int:
         return record_ncu([lstm], configs, tmp_path, chunk=1, alone={lstm.uri},
-                          deadline=time.monotonic() + left)
+                          deadline=time.monotonic() + left, problem_timeout_s=problem_timeout_s)
 
     assert ncu.stopped_after(tmp_path / "full", lstm.uri) == 0.0
     assert record(70) == 1  # never stopped before: tried
@@ -336,6 +336,8 @@ def test_a_capped_run_a_deadline_stopped_waits_for_more_time_than_it_had(tmp_pat
     assert lstm.uri not in covered(tmp_path / "full")
     assert record(70) == 0 and len(calls) == 1  # 70 s is not more than the 60 s it stopped at
     assert record(ncu.RETRY_MARGIN * 60 + 30) == 1 and len(calls) == 2  # more time: tried
+    # never more asked for than the problem timeout and a start: a run that long ends it
+    assert record(ncu.MIN_RUN_S + 10, problem_timeout_s=5.0) == 1 and len(calls) == 3
 
 
 def test_a_broken_reference_is_logged_by_its_uri_without_the_machines_path(tmp_path):

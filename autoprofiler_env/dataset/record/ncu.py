@@ -103,7 +103,9 @@ MIN_RUN_S = 30.0
 RETRY_MARGIN = 1.25
 """A problem's run alone that a deadline stopped after ``T`` s is started again only with more
 than ``RETRY_MARGIN * T`` s left: with less it would stop again and keep nothing (KernelBench's
-``level3/37_LSTMCn`` on 2026-12-04: capped, stopped after 63 s, then again after 58 s)."""
+``level3/37_LSTMCn`` on 2026-12-04: capped, stopped after 63 s, then again after 58 s). Never
+more than its problem timeout and :data:`MIN_RUN_S` are asked for: with that much left the run
+finishes or times out, and either ends the problem's profiling, so none waits forever."""
 
 
 def stopped_after(root: Path, uri: str) -> float:
@@ -143,7 +145,8 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
             if left is not None and left < MIN_RUN_S:
                 return made
             if (left is not None and max_kernels is not None
-                    and left <= RETRY_MARGIN * stopped_after(root / name, members[0].uri)):
+                    and left <= min(RETRY_MARGIN * stopped_after(root / name, members[0].uri),
+                                    problem_timeout_s + MIN_RUN_S)):
                 continue  # it would stop again, as it did with more time
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
                           problem_timeout_s=(problem_timeout_s if max_kernels is not None
