@@ -136,7 +136,8 @@ def test_the_log_filter_drops_inductors_autotuning_chatter_and_keeps_the_recorde
         'Autotune Choices Stats:',
         '{"num_choices": 16, "num_triton_choices": 15, "best_kernel": "convolution"}',
         'AUTOTUNE convolution(128x3x224x224, 64x3x3x3)',
-        'judge and time:  43%|####      | 9/21 [01:44<02:10, 10.86s/it]', '   ']
+        'judge and time:  43%|####      | 9/21 [01:44<02:10, 10.86s/it]',
+        'units:  50%|#####     | 2/4 [00:10<00:10,  5.01s/unit]', '   ']
     log = tmp_path / "record.log"
     log.write_text("\n".join(dropped[:3] + kept[:2] + dropped[3:] + kept[2:]) + "\n")
     run = _bash(f"quiet_log < {log}", tmp_path, options="-u -o pipefail")
@@ -145,7 +146,9 @@ def test_the_log_filter_drops_inductors_autotuning_chatter_and_keeps_the_recorde
     assert nothing.returncode == 0 and nothing.stdout == "end\n"  # no line left is no error
 
 
-@pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "record_h200.sh", "lib.sh"])
+@pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "record_h200.sh",
+                                    "fanout_h200.sh", "fidelity_h200.sh", "judge_h200.sh",
+                                    "live_h200.sh", "lib.sh"])
 def test_the_device_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(ROOT / "experiments" / "device" / script)]
                           ).returncode == 0

@@ -31,7 +31,7 @@ esac
 timeout -s TERM $(( ${BUDGET:-420} + 120 )) python3 -m experiments.cli record --out "$ROOT/$WAY" \
   --parts reference,full,candidates --time-budget "${BUDGET:-420}" --warm-workers "${WARM:-6}" \
   --plan docs/data/recording_h200_v2/plan.json $WORKERS $PROBLEMS 2>&1 | tr '\r' '\n' \
-  | grep -v -E '^\s*$|it/s\]$|s/it\]$|unit/s\]$|s/unit\]$' | tail -30 | tee "$FINAL/$WAY.log"
+  | quiet_log | tail -30 | tee "$FINAL/$WAY.log"
 for other in fanned ray; do
   if [ -d "$ROOT/plain" ] && [ -d "$ROOT/$other" ]; then
     python3 -m experiments.studies.fanout_check "$ROOT/plain" "$ROOT/$other" \

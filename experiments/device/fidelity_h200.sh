@@ -26,7 +26,7 @@ step() {  # step NAME ARGS...: one fidelity command within what is left of the d
   [ "$left" -gt 60 ] || return 0
   # shellcheck disable=SC2086  # STUDY_ARGS: several words
   timeout -s TERM $(( left + 30 )) python3 -m experiments.studies.fidelity "$name" --out "$RUNS" \
-    --deadline "$left" ${STUDY_ARGS:-} "$@" 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
+    --deadline "$left" ${STUDY_ARGS:-} "$@" 2>&1 | tr '\r' '\n' | quiet_log \
     | tail -30 | tee "$FINAL/$name.log"
 }
 for what in ${STEPS:-episodes pairs}; do

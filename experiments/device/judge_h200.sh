@@ -19,6 +19,6 @@ if [ "${TESTS:-1}" = 1 ]; then
 fi
 timeout -s TERM $(( ${BUDGET:-380} + 60 )) python3 -m experiments.studies.rejudge run \
   --out "$RUNS" --deadline "${BUDGET:-380}" 2>&1 | tr '\r' '\n' \
-  | grep -v -E '^\s*$|it/s\]$|s/it\]$' | tail -15 | tee "$FINAL/rejudge.log"
+  | quiet_log | tail -15 | tee "$FINAL/rejudge.log"
 cp "$RUNS/rejudged.jsonl" "$FINAL/"
 ls -la "$FINAL"

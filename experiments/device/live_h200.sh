@@ -43,6 +43,6 @@ EOF
 # length get the rest of the margin below a 600 s command
 timeout -s TERM $(( ${BUDGET:-360} + 180 )) python3 -m experiments.cli experiment --config "$CONFIG" \
   --out "$EXP" --workers "${WORKERS:-1}" --time-budget "${BUDGET:-360}" 2>&1 | tr '\r' '\n' \
-  | grep -v -E '^\s*$|it/s\]$|s/it\]$|unit/s\]$|s/unit\]$' | tee "$FINAL/live.log" | tail -60
+  | quiet_log | tee "$FINAL/live.log" | tail -60
 tar czf "$FINAL/live.tgz" -C "$EXP" live
 ls -la "$FINAL"

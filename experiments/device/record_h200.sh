@@ -20,7 +20,7 @@ mkdir -p "$FINAL" "$RECORDING"
 # packing below always runs
 timeout -s TERM $(( ${BUDGET:-520} + 40 )) python3 -m experiments.cli record --out "$RECORDING" --parts "${PARTS:-reference,full,candidates}" \
   --time-budget "${BUDGET:-520}" --warm-workers "${WARM:-6}" ${PLAN:+--plan "$PLAN"} \
-  ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' | grep -v -E '^\s*$|it/s\]$|s/it\]$' \
+  ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' | quiet_log \
   | tail -40 | tee "$FINAL/record.log"
 note_advanced_recording "$RECORDING" "$START_STATE"
 tar czf "$FINAL/recording.tgz" --exclude=_work "$RECORDING"

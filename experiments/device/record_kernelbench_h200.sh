@@ -27,8 +27,8 @@
 # again by the next one; CACHE_MAX_MB (default 36) bounds what comes back, so that it can be
 # carried with the tree, the checkout and the wheels within a command's 64 MiB.
 # Out: $OUT/record.log (its last 150 lines), $OUT/status.json (how far the recording is;
-# empty where the command's timeout stopped the recorder before it said), $OUT/compiles.log (every warm compile's seconds,
-# also appended to $RECORDING/compiles.log),
+# empty where the command's timeout stopped the recorder before it said), $OUT/compiles.log
+# (every warm compile's seconds, also appended to $RECORDING/compiles.log),
 # $OUT/machine.txt, $OUT/self_check.txt and the recording as $OUT/recording.tgz.0, .1, ...
 # (15 MB pieces, at most 6: the device tool returns 8 files of 16 MB at most), with CACHE
 # $OUT/compile-cache.tgz.0, ... in what is left of the 8; here:

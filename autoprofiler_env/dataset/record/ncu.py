@@ -127,8 +127,8 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
     in ``alone`` from the start (:data:`STEPPED_OPS`). A problem of a batched run times out
     after ``batch_timeout_s`` (at most ``problem_timeout_s``), its profiled call after
     :func:`range_timeout_s` of its operators; a capped one after ``problem_timeout_s``, and
-    is skipped (left to a later call) while less time is left than a deadline stopped it
-    after before (:data:`RETRY_MARGIN`). ``max_ops``: the operators of each
+    is skipped (left to a later call) while too little time is left to outlast the run a
+    deadline stopped before (:data:`RETRY_MARGIN`). ``max_ops``: the operators of each
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
