@@ -146,6 +146,24 @@ def test_the_log_filter_drops_inductors_autotuning_chatter_and_keeps_the_recorde
     assert nothing.returncode == 0 and nothing.stdout == "end\n"  # no line left is no error
 
 
+def test_a_budget_that_would_outlast_the_commands_limit_is_lowered(tmp_path):
+    """The device tool stops a command at its limit and brings back only what $OUT holds: the
+    recorder's budget, its kill after it and the packing must all end within LIMIT
+    (2026-12-04: BUDGET=570 with a kill 40 s later ran into the 600-s limit, nothing came
+    back)."""
+    kept = _bash("command_budget 520 40", tmp_path)
+    assert kept.returncode == 0 and kept.stdout.split() == ["520", "end"] and not kept.stderr
+    lowered = _bash("command_budget 570 40", tmp_path)
+    assert lowered.returncode == 0 and lowered.stdout.split() == ["540", "end"]
+    assert "BUDGET=570 lowered to 540" in lowered.stderr
+    # time already spent (wheels, the self-check) counts; a raised LIMIT raises the cap
+    late = _bash("SECONDS=100; command_budget 520 40", tmp_path)
+    assert late.stdout.split() == ["440", "end"]
+    assert _bash("LIMIT=900 command_budget 570 40", tmp_path).stdout.split() == ["570", "end"]
+    nothing = _bash("LIMIT=100 command_budget 520 40", tmp_path)
+    assert nothing.returncode == 1 and "only 40 s would be left" in nothing.stderr
+
+
 @pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "record_h200.sh",
                                     "fanout_h200.sh", "fidelity_h200.sh", "judge_h200.sh",
                                     "live_h200.sh", "lib.sh"])

@@ -28,8 +28,9 @@ case "${WAY:?set WAY=plain or WAY=fanned}" in
 esac
 # a unit in flight finishes its candidate after the budget (on one GPU through Ray, one
 # candidate with its recheck took 80 s): 120 s of margin, or what it finished is lost
-timeout -s TERM $(( ${BUDGET:-420} + 120 )) python3 -m experiments.cli record --out "$ROOT/$WAY" \
-  --parts reference,full,candidates --time-budget "${BUDGET:-420}" --warm-workers "${WARM:-6}" \
+BUDGET=$(command_budget "${BUDGET:-420}" 120) || exit 2  # all of it within the command's LIMIT
+timeout -s TERM $(( BUDGET + 120 )) python3 -m experiments.cli record --out "$ROOT/$WAY" \
+  --parts reference,full,candidates --time-budget "$BUDGET" --warm-workers "${WARM:-6}" \
   --plan docs/data/recording_h200_v2/plan.json $WORKERS $PROBLEMS 2>&1 | tr '\r' '\n' \
   | quiet_log | tail -30 | tee "$FINAL/$WAY.log"
 for other in fanned ray; do

@@ -13,6 +13,26 @@ install_wheels() {
   fi
 }
 
+# command_budget BUDGET KILL_S: the recorder's time budget, BUDGET or less: the device tool
+# stops a command LIMIT s after it started (default 600) and brings back only what $OUT holds
+# by then, so the recorder's deadline, its kill KILL_S s after it (for the work in flight) and
+# the packing (PACK_S, default 20 s) must fit in what is left of LIMIT (bash's SECONDS: the
+# script's own age). 2026-12-04: BUDGET=570 with a kill 40 s later ran into the 600-s limit,
+# and the command's 600 s of recording never came back. Fails where nothing is left.
+command_budget() {
+  local left=$(( ${LIMIT:-600} - SECONDS - ${PACK_S:-20} - $2 ))
+  if [ "$left" -lt 60 ]; then
+    echo "error: only ${left} s would be left to record within the command's LIMIT=${LIMIT:-600} s (started ${SECONDS} s ago, ${2} s to stop, ${PACK_S:-20} s to pack): raise LIMIT to the device's limit, or start sooner" >&2
+    return 1
+  fi
+  if [ "$1" -gt "$left" ]; then
+    echo "warning: BUDGET=$1 lowered to $left, so that the recorder is stopped (${2} s later) and the recording packed (${PACK_S:-20} s) within the command's LIMIT=${LIMIT:-600} s" >&2
+    echo "$left"
+  else
+    echo "$1"
+  fi
+}
+
 # The GPU, torch and ncu, a line each.
 machine_facts() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -17,9 +17,10 @@ refuse_stale_recording "$RECORDING" || exit 2  # the last command's recording no
 START_STATE=$(recording_state "$RECORDING")
 mkdir -p "$FINAL" "$RECORDING"
 # killed (SIGTERM: ncu is stopped, finished work is kept) 40 s past the budget, so that the
-# packing below always runs
-timeout -s TERM $(( ${BUDGET:-520} + 40 )) python3 -m experiments.cli record --out "$RECORDING" --parts "${PARTS:-reference,full,candidates}" \
-  --time-budget "${BUDGET:-520}" --warm-workers "${WARM:-6}" ${PLAN:+--plan "$PLAN"} \
+# packing below always runs; the budget lowered where that would outlast the command's LIMIT
+BUDGET=$(command_budget "${BUDGET:-520}" 40) || exit 2
+timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --out "$RECORDING" --parts "${PARTS:-reference,full,candidates}" \
+  --time-budget "$BUDGET" --warm-workers "${WARM:-6}" ${PLAN:+--plan "$PLAN"} \
   ${REUSE:+--reuse "$REUSE"} 2>&1 | tr '\r' '\n' | quiet_log \
   | tail -40 | tee "$FINAL/record.log"
 note_advanced_recording "$RECORDING" "$START_STATE"

@@ -12,7 +12,9 @@
 # RECORDING: the recording folder, prepared on a CPU first (its kernelbench.json:
 #   autoprofiler record --source "$KERNELBENCH" --commit SHA --out "$RECORDING" --prepare).
 # BUDGET: seconds after which nothing new starts (ncu stopped, finished work kept); the
-# command is killed 40 s later so that the packing below always runs.
+# recorder is killed 40 s later so that the packing below always runs. LIMIT (default 600,
+# the device tool's limit for one command): BUDGET is lowered, with a warning, where the
+# recorder's kill and the packing would not end within LIMIT s of the script's start.
 # CANDIDATE_TIMEOUT: the judge's limit for one candidate in seconds (default: KernelBench's 180).
 # WORKERS=N (a machine of N GPUs): each part of a chunk spread over them, a unit per problem
 # (give CHUNK a multiple of N); WARM then counts warm workers per unit.
@@ -69,6 +71,7 @@ if [ "${SELF_CHECK:-1}" != 0 ]; then  # a judge that fails an honest candidate r
     exit 1
   fi
 fi
+BUDGET=$(command_budget "$BUDGET" 40) || exit 2
 timeout -s TERM $(( BUDGET + 40 )) python3 -m experiments.cli record --source "$KERNELBENCH" \
   ${KERNELBENCH_COMMIT:+--commit "$KERNELBENCH_COMMIT"} --out "$RECORDING" \
   --time-budget "$BUDGET" --chunk "${CHUNK:-8}" --warm-workers "${WARM:-6}" \
