@@ -381,6 +381,44 @@ def test_the_manifest_records_strata_splits_order_and_the_files_left_out(prepare
 
 # -- recording, chunk by chunk --------------------------------------------------------------
 
+def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_budget(
+        prepared, tmp_path, monkeypatch):
+    """The ncu part starts nothing with too little time left (MIN_RUN_S), though the deadline
+    has not passed: the recorder passes over the chunks and must say that the time budget
+    stopped it, so that the command is run again (2026-12-04 on the H200: 17 s left, 21
+    chunks passed over, 'stopped_by_time_budget': false). Without a budget, nothing is left."""
+    import autoprofiler_env.dataset.record as record
+    from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
+
+    root, _, manifest, _ = prepared
+    out = tmp_path / "rec"
+    out.mkdir()
+    shutil.copy(prepared[1] / "kernelbench.json", out)
+    declined = []
+
+    def fake_reference(problems, config, path, deadline=None):
+        _recorded_reference(out, {p.uri for p in problems})
+        return read_jsonl(path)
+
+    def declining_ncu(problems, configs, root_, chunk, deadline=None, **kwargs):
+        declined.append(len(problems))  # as with less than MIN_RUN_S left: no run started
+        return 0
+
+    monkeypatch.setattr(record, "record_reference", fake_reference)
+    monkeypatch.setattr(record, "record_ncu", declining_ncu)
+    checkout = KernelBenchCheckout(root, commit=COMMIT)
+    summary = record_kernelbench(out, checkout, chunk=4, time_budget_s=600, device="cpu",
+                                 max_ops=24)
+    assert sum(declined) == len(manifest.problems)  # every chunk reached, none recorded
+    assert summary["needs"]["full"] == len(manifest.problems)
+    assert summary["stopped_by_time_budget"]
+    references = record_kernelbench(out, checkout, chunk=4, time_budget_s=600, device="cpu",
+                                    max_ops=24, reference_only=True)
+    assert not references["stopped_by_time_budget"]  # all it was asked for is done
+    assert not record_kernelbench(out, checkout, chunk=4, device="cpu", max_ops=24,
+                                  reference_only=True)["stopped_by_time_budget"]
+
+
 def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefix(
         prepared, tmp_path, monkeypatch):
     """Fakes for the GPU parts (their rows from the H200 recording); the plan is the real one,

@@ -398,7 +398,8 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
     invocation for the chunk), its plan and its planned candidates, before the next chunk.
     Each part's wall time goes to ``timings.jsonl`` (one line per part per chunk), a stopped
     one's too. Returns how far the recording is (:func:`recording_status`) and whether the
-    time budget stopped it. A candidate not judged within ``candidate_timeout_s`` is
+    time budget stopped it (it ran out, or what was left of it was too little to start what
+    remains). A candidate not judged within ``candidate_timeout_s`` is
     recorded as failed (``timeout``). ``reference_only``: only the reference timings, of
     every chunk (under a second a problem on the H200), so that the problems the judge
     refuses (broken, or matched by a constant) are known before the costly parts; the chunks
@@ -477,4 +478,11 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
             if todo and not _past(deadline):
                 record_part("candidates", todo,
                             plan={p.uri: state.planned[p.uri] for p in todo}, reuse=reused)
-    return {**recording_status(out, manifest), "stopped_by_time_budget": _past(deadline)}
+    status = recording_status(out, manifest)
+    # the budget stopped it where it ran out, and also where work is left with time still on
+    # the clock: the ncu part starts nothing with less than MIN_RUN_S left, nor a run alone
+    # that a deadline stopped with more (2026-12-04: 17 s before the deadline, 21 chunks were
+    # passed over and the recorder said it had not been stopped)
+    left = status["needs"]["reference"] if reference_only else sum(status["needs"].values())
+    return {**status, "stopped_by_time_budget": deadline is not None and (
+        _past(deadline) or left > 0)}
