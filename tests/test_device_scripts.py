@@ -127,6 +127,7 @@ def test_a_command_started_from_a_state_another_advanced_is_refused(tmp_path):
 def test_the_log_filter_drops_inductors_autotuning_chatter_and_keeps_the_recorders_lines(
         tmp_path):
     kept = ['compiled problem://kernelbench/level1/38_L1Norm_ compile: 30 s',
+            '\x1b[A\x1b[Acompiled problem://kernelbench/level3/27_RegNet compile+tf32: 19 s',
             '{"problems": 250, "complete": 69, "failed": 10}',
             'autoprofiler: the time budget ran out; run the same command again to go on',
             'E1204 11:47:28.394000 2 autoprofiler_env/harness/worker.py:1] an error of ours']
@@ -137,7 +138,11 @@ def test_the_log_filter_drops_inductors_autotuning_chatter_and_keeps_the_recorde
         '{"num_choices": 16, "num_triton_choices": 15, "best_kernel": "convolution"}',
         'AUTOTUNE convolution(128x3x224x224, 64x3x3x3)',
         'judge and time:  43%|####      | 9/21 [01:44<02:10, 10.86s/it]',
-        'units:  50%|#####     | 2/4 [00:10<00:10,  5.01s/unit]', '   ']
+        'units:  50%|#####     | 2/4 [00:10<00:10,  5.01s/unit]', '   ',
+        'ncu full:   0%|          | 0/1 [00:00<?, ?run/s]\x1b[A',  # nested bars: cursor up
+        'judge and time:  48%|####8     | 10/21 [04:30<10:17, 56.17s/it]\x1b[A',
+        'kernelbench chunks:  25%|##5       | 8/32 [02:47<00:00, 69.21chunk/s]',
+        '                                                      \x1b[A\x1b[A']
     log = tmp_path / "record.log"
     log.write_text("\n".join(dropped[:3] + kept[:2] + dropped[3:] + kept[2:]) + "\n")
     run = _bash(f"quiet_log < {log}", tmp_path, options="-u -o pipefail")

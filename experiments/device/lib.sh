@@ -160,10 +160,12 @@ note_advanced_recording() {
 }
 
 # quiet_log: stdin to stdout without the lines that would bury a recorder's own in the last
-# lines that come back (every device script's filter): progress bars (after `tr '\r' '\n'`), Inductor's autotuning chatter
+# lines that come back (every device script's filter): progress bars (after `tr '\r' '\n'`;
+# nested ones end in the terminal's cursor-up, ESC [A: 2026-12-04's ncu bars filled a log),
+# Inductor's autotuning chatter
 # (its tables, its choice statistics, and the logged tracebacks of the Triton configurations
 # it skips for want of shared memory: 150 lines of them hid 2026-12-04's first command's
 # final status) and blank lines.
 quiet_log() {
-  grep -v -E '^\s*$|it/s\]$|s/(it|unit)\]$|^(\S+ )?AUTOTUNE |^(strides|dtypes): |^\s+\S+ [0-9.]+ ms [0-9.]+%|^[EWI][0-9]{4} [0-9:.]+ +[0-9]+ torch/_inductor/|^Autotune Choices Stats:$|^\{"num_choices": ' || true
+  grep -v -E '^(\s|.\[A)*$|it/s\]$|s/(it|unit)\]$|\| *[0-9]+/[0-9?]+ \[[^]]*\](.\[A)*$|^(\S+ )?AUTOTUNE |^(strides|dtypes): |^\s+\S+ [0-9.]+ ms [0-9.]+%|^[EWI][0-9]{4} [0-9:.]+ +[0-9]+ torch/_inductor/|^Autotune Choices Stats:$|^\{"num_choices": ' || true
 }
