@@ -22,7 +22,8 @@ seeds move it, not how sure it is on new kernels. Written to
 budget with confidence bands), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
 and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``. Resumable: a run whose
-file exists is not run again. ``--wandb`` logs the leaderboard, the plots and the config to one
+file exists is not run again, where the folder's ``settings.json`` (the env, the budgets, the
+splits and the dataset's sha256) is the config's; a folder made with others is an error. ``--wandb`` logs the leaderboard, the plots and the config to one
 wandb group named after the experiment.
 
 The config (YAML)::
@@ -245,8 +246,19 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
         if unknown:
             raise ConfigError(f"{config.path}: agents.{spec.name}: unknown key "
                               f"{sorted(unknown)[0]!r} ({', '.join(sorted(allowed))})")
+    # the dataset's checksum too: a dataset rebuilt under the same name (the KernelBench one
+    # grows as it is recorded) must not be scored by runs made on the one before
+    dataset = getattr(envs[config.splits[0]].unwrapped.backend, "dataset", None)
     settings = {"env": config.env, "budgets": list(config.budgets),
-                "splits": list(config.splits)}
+                "splits": list(config.splits),
+                "dataset_sha256": dataset.metadata.get("sha256") if dataset else None}
+    # the whole folder's settings: its trained agents are reused as its run files are
+    stamp = out / "settings.json"
+    if stamp.is_file() and (made := json.loads(stamp.read_text())) != settings:
+        raise ConfigError(f"{out} holds runs and trained agents made with other settings "
+                          f"({made}, not {settings}): give another --out, or remove {out} "
+                          "to run it again")
+    write_atomic(stamp, (json.dumps(settings, indent=1) + "\n").encode())
     jobs = [(spec, seed) for spec in config.agents for seed in config.seeds]
     jobs += [(AgentSpec(name, "baseline"), 0) for name in config.baselines]
     # the fixed configuration chosen on the train split, per budget (read back from its run
@@ -272,7 +284,8 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
             made = json.loads(path.read_text()).get("settings")
             if made != settings | {"options": spec.options}:
                 raise ConfigError(f"{path} was made with other settings ({made}): give "
-                                  "another --out, or remove it to run it again")
+                                  f"another --out, or remove {out} to run it again (its "
+                                  "trained agents too)")
             continue
         if spec.kind in AGENT_KINDS:
             make = _learned_policy(spec, seed, config, out, envs)

@@ -55,6 +55,33 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
     assert chosen["0.25"].startswith(("set:", "section:", "curated:", "no-profile"))
 
 
+def test_runs_made_on_another_build_of_the_dataset_are_not_reused(tmp_path):
+    """A dataset rebuilt under the same path (the KernelBench one grows as it is recorded)
+    has another checksum: the runs and trained agents made on the last build are refused,
+    not scored as this one's (2026-12-04: a rebuilt KernelBench dataset was scored in 40 s
+    from the runs of the build before)."""
+    from autoprofiler_env.dataset.format import DatasetFile
+    from autoprofiler_env.dataset.names import resolve_dataset
+
+    path = tmp_path / "data.json.gz"
+    content = DatasetFile.load(resolve_dataset(None))
+    checksum = content.save(path)
+    config = _config(tmp_path, f"name: d\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\n"
+                               f"env: {{dataset: {path}}}\nbaselines: [no-profile]\nreps: 50\n")
+    out = tmp_path / "out"
+    first = run_experiment(config, out, progress=False)
+    assert json.loads((out / "settings.json").read_text())["dataset_sha256"] == checksum
+    assert run_experiment(config, out, progress=False)["rows"] == first["rows"]  # resumed
+    rebuilt = DatasetFile(metadata={**content.metadata, "built": "another day"},
+                          sections=content.sections, problems=content.problems)
+    rebuilt.save(path)
+    with pytest.raises(ConfigError, match="made with other settings.*remove"):
+        run_experiment(config, out, progress=False)
+    (out / "settings.json").unlink()  # the runs themselves say so too
+    with pytest.raises(ConfigError, match="was made with other settings"):
+        run_experiment(config, out, progress=False)
+
+
 @pytest.mark.parametrize("text, message", [
     ("name: x\ncolour: red\n", "unknown key 'colour'"),
     ("budgets: [0.1, -1]\n", "'budgets' must be a list of fractions > 0"),
