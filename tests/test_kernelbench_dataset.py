@@ -381,6 +381,14 @@ def test_the_manifest_records_strata_splits_order_and_the_files_left_out(prepare
 
 # -- recording, chunk by chunk --------------------------------------------------------------
 
+def _new_recording(prepared, tmp_path) -> Path:
+    """A recording folder holding only the prepared manifest."""
+    out = tmp_path / "rec"
+    out.mkdir()
+    shutil.copy(prepared[1] / "kernelbench.json", out)
+    return out
+
+
 def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_budget(
         prepared, tmp_path, monkeypatch):
     """The ncu part starts nothing with too little time left (MIN_RUN_S), though the deadline
@@ -391,9 +399,7 @@ def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_bu
     from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
 
     root, _, manifest, _ = prepared
-    out = tmp_path / "rec"
-    out.mkdir()
-    shutil.copy(prepared[1] / "kernelbench.json", out)
+    out = _new_recording(prepared, tmp_path)
     declined = []
 
     def fake_reference(problems, config, path, deadline=None):
@@ -429,9 +435,7 @@ def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefi
     from autoprofiler_env.dataset.record.kernelbench import record_kernelbench, recording_status
 
     root, _, manifest, _ = prepared
-    out = tmp_path / "rec"
-    out.mkdir()
-    shutil.copy(prepared[1] / "kernelbench.json", out)
+    out = _new_recording(prepared, tmp_path)
     calls = []
 
     def fake_reference(problems, config, path, deadline=None):
@@ -517,9 +521,7 @@ def test_the_reference_timings_of_every_chunk_can_come_first(prepared, tmp_path,
     from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
 
     root, _, manifest, _ = prepared
-    out = tmp_path / "rec"
-    out.mkdir()
-    shutil.copy(prepared[1] / "kernelbench.json", out)
+    out = _new_recording(prepared, tmp_path)
     calls = []
 
     def fake_reference(problems, config, path, deadline=None):
@@ -555,9 +557,7 @@ def test_each_part_of_a_chunk_can_be_spread_over_gpus(prepared, tmp_path, monkey
     from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
 
     root, _, manifest, _ = prepared
-    out = tmp_path / "rec"
-    out.mkdir()
-    shutil.copy(prepared[1] / "kernelbench.json", out)
+    out = _new_recording(prepared, tmp_path)
     workers = object()  # the fake fan-out below is all that sees them
     calls = []
 
