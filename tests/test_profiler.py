@@ -263,6 +263,25 @@ def test_a_hanging_program_is_killed_and_named(tmp_path):
     assert timed_out(run.status) and run.status[-1]["problem_timeout_s"] == 1.5
 
 
+def test_a_hang_is_stopped_at_once_when_the_caller_was_started_with_sigint_ignored(tmp_path):
+    """A background job of a script (``cmd &``) starts with SIGINT ignored, and a child
+    inherits that: ncu would ignore the runner's SIGINT and wait out the 30 s grace before
+    its SIGKILL, at every stop (2026-12-04: CI started with ``&`` failed four tests so)."""
+    fake = _fake_ncu(tmp_path, "sleep 600\n")
+    code = ("import time\nfrom autoprofiler_env.problems import load_problem\n"
+            "from autoprofiler_env.profiler.runner import run_ncu\n"
+            "started = time.perf_counter()\n"
+            f"run = run_ncu([load_problem('relu_16384x16384')], ['SpeedOfLight'], ncu={fake!r},"
+            f" problem_timeout_s=1.0, workdir={str(tmp_path / 'work')!r})\n"
+            "print(round(time.perf_counter() - started, 1), run.status[-1]['event'])\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.returncode == 0, done.stderr
+    seconds, event = done.stdout.split()
+    assert event == "timeout" and float(seconds) < 20, done.stdout  # not 1 s + the 30 s grace
+
+
 def _fake_ncu_writing(tmp_path: Path, lines: list[dict]) -> str:
     """A fake ncu whose program writes ``lines`` to the driver's status file, then hangs."""
     import json

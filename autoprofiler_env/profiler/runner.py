@@ -224,7 +224,7 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     started = time.perf_counter()
     log_path = workdir / "ncu.log"
-    with log_path.open("w") as log_file, terminate_becomes_exit():
+    with log_path.open("w") as log_file, terminate_becomes_exit(), sigint_reaches_children():
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)
         try:
@@ -303,6 +303,25 @@ def terminate_becomes_exit():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def sigint_reaches_children():
+    """Where this process was started with SIGINT ignored (a background job of a script,
+    ``cmd &``, gets it so), ignores it with a handler instead inside the block: a child
+    inherits an ignored signal across ``exec`` but not a handled one, so ncu, which the runner
+    stops with SIGINT so that it writes what it profiled, starts with SIGINT's default and is
+    not left to the SIGKILL after the grace period (30 s a stop). A no-op off the main thread
+    and where SIGINT is not ignored."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+        yield
+        return
+    signal.signal(signal.SIGINT, lambda *_: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def primed(status: list[dict]) -> bool:
