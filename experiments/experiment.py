@@ -23,8 +23,9 @@ budget with confidence bands), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
 and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``. Resumable: a run whose
 file exists is not run again, where the folder's ``settings.json`` (the env, the budgets, the
-splits and the dataset's sha256) is the config's; a folder made with others is an error. ``--wandb`` logs the leaderboard, the plots and the config to one
-wandb group named after the experiment.
+splits and the dataset's sha256) is the config's; a folder made with others is an error.
+``--wandb`` logs the leaderboard, the plots and the config to one wandb group named after the
+experiment.
 
 The config (YAML)::
 
