@@ -166,6 +166,25 @@ def test_each_part_logs_its_device_time_and_the_dataset_carries_the_total(tmp_pa
     assert recording_cost(out) == cost
 
 
+def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_budget(
+        tmp_path, monkeypatch):
+    """The ncu part starts nothing with less than MIN_RUN_S left, though the deadline has not
+    passed: the summary must say that the budget stopped the recording, so that it is run
+    again; a call that did all its work, or had no budget, says not."""
+    import autoprofiler_env.dataset.record as record_module
+    from autoprofiler_env.dataset.record import record
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    out = tmp_path / "rec"
+    monkeypatch.setattr(record_module, "record_ncu", lambda *args, **kwargs: 0)  # declines
+    assert record(out, [small], parts=("reference", "full"), device="cpu",
+                  time_budget_s=600)["stopped_by_time_budget"]
+    assert not record(out, [small], parts=("reference",), device="cpu",
+                      time_budget_s=600)["stopped_by_time_budget"]  # all it was asked: done
+    assert not record(out, [small], parts=("reference", "full"),
+                      device="cpu")["stopped_by_time_budget"]  # no budget, no stop by it
+
+
 def test_section_sets_for_the_llm_part_are_parsed_and_checked():
     import pytest
 

@@ -108,7 +108,8 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
            plan: Path | None = None, reuse: tuple[Path, ...] = (),
            candidate_timeout_s: float = CANDIDATE_TIMEOUT_S) -> dict:
     """Records the parts asked for, resuming what ``out`` already holds. Returns a summary:
-    what each part holds now and whether the time budget cut it short.
+    what each part holds now and whether the time budget cut it short (it ran out, or what was
+    left of it was too little to start the reference, full or candidates work that remains).
 
     ``plan``: a recording plan (:mod:`.plan`): the candidates part records its candidates, in
     its order, for the problems it names (the other parts are not affected); ``reuse``: candidate
@@ -134,8 +135,22 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
                    for part in PARTS if part in parts}  # in this order, whatever was asked
     if "llm" in summary:
         llm.summarize(summary, problems)
-    summary["stopped_by_time_budget"] = _past(deadline)
+    # the budget stopped it where it ran out, and also where work is left with time still on
+    # the clock (the ncu parts start nothing with less than MIN_RUN_S left)
+    summary["stopped_by_time_budget"] = deadline is not None and (
+        _past(deadline) or _work_left(out, problems, parts, device, planned))
     return summary
+
+
+def _work_left(out: Path, problems: list[Problem], parts, device: str,
+               plan: dict | None) -> bool:
+    """Whether the reference, full-set or candidates parts asked for still lack a unit of
+    work (:func:`.fanout.pending`; a failure is recorded, so it is not left)."""
+    from autoprofiler_env.dataset.record.fanout import pending
+
+    return bool(pending(out, problems, [p for p in parts
+                                        if p in ("reference", "full", "candidates")],
+                        device, plan))
 
 
 def recording_config(device: str) -> HarnessConfig:
