@@ -116,6 +116,40 @@ def test_a_unit_whose_process_is_killed_is_run_again_or_logged_and_left_undone(t
                                  config=SMOKE)["reference"] == 1
 
 
+class _DecliningWorkers:
+    """Workers whose units come back having recorded nothing, as a full unit does that starts
+    no ncu run for want of time (``declined``), or fail (the others)."""
+
+    def __init__(self, declined: set[str]):
+        self.declined = declined
+
+    def run(self, work, setup, interrupted):
+        from autoprofiler_env.dataset.record.fanout import _digests
+
+        for unit, _ in work:
+            if unit.uri in self.declined:
+                yield unit, {"rows": [], "files": {}, "sha256": _digests([], {}), "wall_s": 0.1}
+            else:
+                yield unit, UnitFailed("the unit's process died")
+
+
+def test_work_a_unit_left_for_want_of_time_is_a_stop_by_the_time_budget(tmp_path):
+    """A full unit starts no ncu run with under MIN_RUN_S left, though the deadline has not
+    passed: the summary must say the budget stopped the recording, so that it is run again.
+    A unit given up on is a failure, not a stop by the budget; without a budget, no stop."""
+    relu = load_problem(str(RELU))
+    out = tmp_path / "rec"
+    declined = record_fanout(out, [relu], _DecliningWorkers({relu.uri}), ("full",),
+                             config=SMOKE, time_budget_s=600)
+    assert declined["full"] == 0 and declined["failed"] == 0
+    assert declined["stopped_by_time_budget"]
+    failing = record_fanout(out, [relu], _DecliningWorkers(set()), ("full",), config=SMOKE,
+                            time_budget_s=600)
+    assert failing["failed"] == 1 and not failing["stopped_by_time_budget"]
+    assert not record_fanout(out, [relu], _DecliningWorkers({relu.uri}), ("full",),
+                             config=SMOKE)["stopped_by_time_budget"]
+
+
 def test_a_result_that_does_not_match_its_checksums_is_refused():
     good = {"rows": [{"uri": "u"}], "files": {}, "sha256": {}}
     with pytest.raises(UnitFailed, match="checksums: rows"):

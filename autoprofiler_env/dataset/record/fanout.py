@@ -605,25 +605,34 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                   warm_workers, max_ops, list(reuse), unit_timeout_s,
                   candidate_timeout_s=candidate_timeout_s, alone=frozenset(alone))
     units = pending(out, problems, parts, config.device, plan)
+    given_up: set[tuple[str, str]] = set()
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
-        failed = drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup)
+        failed = drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup,
+                       given_up=given_up)
         if "llm" in parts:
             count, work = _llm_work(out, problems, llm, setup, llm_concurrency)
-            failed += drive(out, workers, work, count, setup, "problems")
+            failed += drive(out, workers, work, count, setup, "problems", given_up=given_up)
     summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
     if "llm" in parts:
         llm.summarize(summary, problems)
     summary["failed"] = failed
-    summary["stopped_by_time_budget"] = _late(setup)
+    # the budget stopped it where it ran out, and also where a unit left its work undone
+    # with time still on the clock (a full unit starts no ncu run with under MIN_RUN_S
+    # left); a unit given up on is counted in ``failed`` instead
+    left = [u for u in pending(out, problems, parts, config.device, plan)
+            if (u.part, u.uri) not in given_up]
+    summary["stopped_by_time_budget"] = setup.deadline_epoch is not None and (
+        _late(setup) or bool(left))
     return summary
 
 
 def drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, setup: Setup,
-          what: str = "units", progress: bool = True) -> int:
+          what: str = "units", progress: bool = True,
+          given_up: set[tuple[str, str]] | None = None) -> int:
     """Runs ``work`` on ``workers``, writing each result into ``out`` as it comes
     (:func:`commit`); returns how many units were given up on (each logged in
-    ``failures.jsonl``). Call it inside ``terminate_becomes_exit()``, so that SIGTERM stops
-    the units in flight."""
+    ``failures.jsonl``, and their (part, URI) added to ``given_up``). Call it inside
+    ``terminate_becomes_exit()``, so that SIGTERM stops the units in flight."""
     failed = 0
 
     def interrupted(unit: Unit, gpu: str | None, seconds: float) -> None:
@@ -637,6 +646,8 @@ def drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, set
                     pass
                 elif isinstance(result, Exception):
                     failed += 1
+                    if given_up is not None:
+                        given_up.add((unit.part, unit.uri))
                     with JsonlAppender(out / FAILURES) as log:
                         log.write({"part": unit.part, "uri": unit.uri, "error": str(result),
                                    "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
