@@ -136,21 +136,13 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     if "llm" in summary:
         llm.summarize(summary, problems)
     # the budget stopped it where it ran out, and also where work is left with time still on
-    # the clock (the ncu parts start nothing with less than MIN_RUN_S left)
-    summary["stopped_by_time_budget"] = deadline is not None and (
-        _past(deadline) or _work_left(out, problems, parts, device, planned))
-    return summary
-
-
-def _work_left(out: Path, problems: list[Problem], parts, device: str,
-               plan: dict | None) -> bool:
-    """Whether the reference, full-set or candidates parts asked for still lack a unit of
-    work (:func:`.fanout.pending`; a failure is recorded, so it is not left)."""
+    # the clock (the ncu parts start nothing with less than MIN_RUN_S left); pending counts
+    # the reference, full and candidates parts (a failure is recorded, so it is not left)
     from autoprofiler_env.dataset.record.fanout import pending
 
-    return bool(pending(out, problems, [p for p in parts
-                                        if p in ("reference", "full", "candidates")],
-                        device, plan))
+    summary["stopped_by_time_budget"] = deadline is not None and (
+        _past(deadline) or bool(pending(out, problems, parts, device, planned)))
+    return summary
 
 
 def recording_config(device: str) -> HarnessConfig:
