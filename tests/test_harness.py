@@ -82,6 +82,37 @@ def test_the_judge_running_out_of_memory_is_a_verdict_and_the_next_one_is_judged
         evaluator.evaluate(relu, candidate("relu_correct"))
 
 
+def test_the_judge_keeps_reference_outputs_only_within_its_bound(relu, monkeypatch):
+    """The judge keeps a problem's reference outputs for its next candidates, on a GPU at most
+    ``KEEP_SHARE`` of its memory (``keep_bytes``); the sets beyond are computed again for
+    each candidate. Unbounded, three kept 8.6 GB outputs and a re-check's two more ran
+    honest KernelBench candidates out of the H200's memory beside the judge."""
+    def asked_per_candidate(keep_bytes):
+        with Evaluator(FAST, timeout_s=20) as ev:
+            ev.keep_bytes = keep_bytes
+            asked, real = [], ev._ref_request
+
+            def counting(problem, message, *args, **kwargs):
+                if message["op"] == "outputs":
+                    asked.append(message["seed"])
+                return real(problem, message, *args, **kwargs)
+
+            monkeypatch.setattr(ev, "_ref_request", counting)
+            counts = []
+            for _ in range(3):
+                asked.clear()
+                assert ev.evaluate(relu, candidate("relu_correct")).correct
+                counts.append(len(asked))
+            return counts, ev._prepared.output_bytes, len(ev._prepared.outputs)
+
+    counts, one, kept = asked_per_candidate(None)  # the host: unbounded
+    assert counts == [FAST.n_correctness, 0, 0] and kept == FAST.n_correctness
+    counts, _, kept = asked_per_candidate(one)  # room for one set
+    assert counts == [FAST.n_correctness] + [FAST.n_correctness - 1] * 2 and kept == 1
+    counts, _, kept = asked_per_candidate(one - 1)  # for none: the well-posedness check's
+    assert counts == [FAST.n_correctness + 1] + [FAST.n_correctness] * 2 and kept == 0
+
+
 def test_result_round_trips_through_dict(evaluator, relu):
     result = evaluator.evaluate(relu, candidate("relu_correct"))
     again = EvalResult.from_dict(result.to_dict())

@@ -502,6 +502,11 @@ def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefi
     calls.clear()
     assert record_kernelbench(out, checkout, chunk=4, device="cpu")["complete"] == len(order)
     assert calls == []  # nothing left: nothing runs
+    row = read_jsonl(out / "candidates.jsonl")[0]  # starved beside the recorder's processes
+    with (out / "candidates.jsonl").open("a") as f:
+        f.write(json.dumps({**row, "correct": False, "error_kind": "out_of_memory"}) + "\n")
+    status = recording_status(out, manifest)
+    assert status["complete"] == len(order) - 1 and status["needs"]["candidates"] == 1
     (root / "KernelBench" / "level3" / "1_TinyMLP.py").write_text("# another file\n")
     try:
         with pytest.raises(SourceMismatchError, match="1 of the recording's 7 files differ "

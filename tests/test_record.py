@@ -703,13 +703,16 @@ def test_a_held_candidate_that_fails_in_its_timing_is_judged_again_alone(tmp_pat
     assert sorted(judged) == [(False, True), (True, False), (True, True)]
 
 
-@pytest.mark.parametrize("warm_workers", [2, 1])
-def test_a_candidate_out_of_memory_beside_the_warm_workers_is_judged_again_without_them(
-        tmp_path, monkeypatch, warm_workers):
-    """A verdict of too little GPU memory reached while the warm workers' processes hold
-    their problems is not kept: the candidate is judged again after the batch, and once more
-    after the workers are stopped; that verdict is recorded. Without warm workers (1), the
-    first verdict stands."""
+@pytest.mark.parametrize("warm_workers, starves", [(2, 2), (1, 2), (2, 3)])
+def test_a_candidate_out_of_memory_is_judged_again_with_the_gpu_to_itself(
+        tmp_path, monkeypatch, warm_workers, starves):
+    """A verdict of too little GPU memory is not kept while other processes of the recorder
+    hold the GPU: the candidate is judged again after the batch, and once more after the
+    warm workers' processes and the judge's own reference process are stopped; that verdict
+    is recorded (``gpu_to_itself``), a starved one too (``starves`` 3). Before 2026-12-04
+    the last try kept the judge's reference process and kept outputs, and a verdict without
+    warm workers stood at once."""
+    from autoprofiler_env.dataset.record.candidates import judged
     from autoprofiler_env.harness import Evaluator
     from autoprofiler_env.harness.records import ErrorKind
     from autoprofiler_env.optimizers import compose
@@ -718,10 +721,12 @@ def test_a_candidate_out_of_memory_beside_the_warm_workers_is_judged_again_witho
     honest = (ROOT / "tests" / "data" / "candidates" / "cheats" / "honest_linear.py").read_text()
     sources = {"max_autotune": honest, "channels_last": honest + "\n# eager\n"}
     monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
-    starving, released = [2], []
+    starving, released, reference_alive = [starves], [], []
     real_evaluate, real_release = Evaluator.evaluate, CandidateWarmer.release
 
     def evaluate(self, problem, source, size=None, pause=None):
+        if source == sources["channels_last"]:
+            reference_alive.append(self.worker_pid is not None)
         result = real_evaluate(self, problem, source, size, pause)
         if source == sources["channels_last"] and starving[0]:
             starving[0] -= 1
@@ -739,17 +744,44 @@ def test_a_candidate_out_of_memory_beside_the_warm_workers_is_judged_again_witho
     monkeypatch.setattr(CandidateWarmer, "release", release)
     config = HarnessConfig(device="cpu", timing_budget_ms=30, min_trials=3, max_trials=10,
                            static_check="off")
-    rows = record_candidates([matmul], tmp_path / "candidates.jsonl", config,
-                             warm_workers=warm_workers, timeout_s=120,
+    out = tmp_path / "candidates.jsonl"
+    rows = record_candidates([matmul], out, config, warm_workers=warm_workers, timeout_s=120,
                              plan={matmul.uri: ["max_autotune", "channels_last"]})
     eager = {r["transformation"]: r for r in rows}["channels_last"]
-    if warm_workers == 2:
-        assert released == [True] and starving == [0]
-        assert eager["correct"], eager
-    else:
-        assert released == [] and starving == [1]
-        assert not eager["correct"] and "OutOfMemoryError" in eager["error_message"]
-    assert len(rows) == 2
+    assert released == [warm_workers > 1] and starving == [max(starves - 3, 0)]
+    assert len(reference_alive) == 3 and reference_alive[1:] == [True, False]  # last: none
+    assert len(rows) == 2 and eager["gpu_to_itself"] is True
+    assert eager["correct"] is (starves < 3), eager
+    assert (matmul.uri, "channels_last") in judged(rows)
+    assert record_candidates([matmul], out, config, warm_workers=warm_workers, timeout_s=120,
+                             plan={matmul.uri: ["max_autotune", "channels_last"]}) == rows
+
+
+def test_a_starved_verdict_recorded_beside_other_processes_is_judged_again(tmp_path):
+    """A recorded verdict of too little GPU memory without ``gpu_to_itself`` (the rows of
+    KernelBench's ``level1/87`` ``tf32`` and ``level1/36`` ``compile``, 2026-12-04) is judged
+    again by the next call; its new row is the one a build takes (the later row wins)."""
+    from autoprofiler_env.dataset.record.candidates import judged
+
+    matmul = load_file(ROOT / "tests" / "data" / "problems" / "matmul_cpu.py")
+    starved = {"uri": matmul.uri, "transformation": "tf32", "correct": False,
+               "error_kind": "out_of_memory", "error_message": "the judge ran out of GPU "
+               "memory holding the outputs beside the candidate's process: CUDA out of memory"}
+    crashed = {**starved, "transformation": "compile", "error_kind": "runtime",
+               "error_message": "OutOfMemoryError: CUDA out of memory. Tried to allocate 7 GiB"}
+    mismatch = {**starved, "transformation": "max_autotune", "error_kind": "mismatch",
+                "error_message": "input set 0: 3 values off"}
+    rows = [starved, crashed, mismatch]
+    assert judged(rows) == {(matmul.uri, "max_autotune")}
+    assert judged([{**r, "gpu_to_itself": True} for r in rows]) == {
+        (matmul.uri, name) for name in ("tf32", "compile", "max_autotune")}
+    out = tmp_path / "candidates.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = HarnessConfig(device="cpu", timing_budget_ms=30, min_trials=3, max_trials=10)
+    again = record_candidates([matmul], out, config, warm_workers=1, timeout_s=120,
+                              plan={matmul.uri: ["tf32", "max_autotune"]})
+    assert [r["transformation"] for r in again] == ["tf32", "compile", "max_autotune", "tf32"]
+    assert again[-1]["error_kind"] != "out_of_memory"
 
 
 def test_the_batch_benchmark_judges_both_ways(capsys, monkeypatch):

@@ -83,6 +83,12 @@ times, plus the reference's per-call overhead measured in the same run, may leav
 (docs/harness.md has the measured spread of honest candidates)."""
 UNEXPLAINED_SLACK_MS = 5.0
 """... and the unexplained time must also exceed this, per batch, to count (scheduler noise)."""
+KEEP_SHARE = 0.1
+"""The share of the GPU's memory that the reference outputs the judge keeps for a problem's
+next candidates may take together: beyond it a set's outputs are computed again for each
+candidate. Unbounded, three kept outputs of KernelBench's largest (8.6 GB) and a re-check's
+two more held 52.6 GB in the judge's process, and honest candidates of ``level1/87`` and
+``level1/36`` ran out of the H200's memory beside it (2026-12-04)."""
 _SAMPLE_BYTES_SLACK = 1 << 20
 # A timed call's output is compared at this many positions drawn after the batch, unknown to
 # the candidate when it runs: an output wrong at a fraction f of its values passes with
@@ -171,7 +177,9 @@ class Evaluator:
         keep_outputs: keep the reference's outputs of a problem's input sets for its next
             candidates (off where evaluators are many, as in a recorder's batch: six
             evaluators keeping three of KernelBench's largest outputs, 8.6 GB, would not fit
-            on one GPU; each set is then computed again).
+            on one GPU; each set is then computed again). On a GPU at most
+            :data:`KEEP_SHARE` of its memory is kept (the attribute ``keep_bytes`` sets
+            another bound).
     """
 
     def __init__(self, config: HarnessConfig | None = None, timeout_s: float = TIMEOUT_S,
@@ -183,6 +191,7 @@ class Evaluator:
         self.cache_dir = cache_dir
         self.spare = spare
         self.keep_outputs = keep_outputs
+        self.keep_bytes: int | None = None  # None: KEEP_SHARE of a GPU's, the host's unbounded
         self._reference: WorkerProcess | None = None
         self._candidate: WorkerProcess | None = None  # the one judged now
         self._spare: WorkerProcess | None = None
@@ -359,9 +368,19 @@ class Evaluator:
             prepared.constant_needed = self._check_well_posed(prepared.problem,
                                                               prepared.config, leaves)
         result = (leaves, fingerprint(leaves))
-        if keep and self.keep_outputs:
+        if keep and self.keep_outputs and self._may_keep(prepared, leaves):
             prepared.outputs[seed] = result
         return result
+
+    def _may_keep(self, prepared: _Prepared, leaves: list) -> bool:
+        """Whether one more set's outputs stay within the bound on what the judge keeps."""
+        limit = self.keep_bytes
+        if limit is None and self._landing is not None:
+            import torch
+
+            limit = self.keep_bytes = int(
+                KEEP_SHARE * torch.cuda.get_device_properties(self._landing).total_memory)
+        return limit is None or (len(prepared.outputs) + 1) * _nbytes(leaves) <= limit
 
     @staticmethod
     def _check_well_posed(problem: Problem, config: HarnessConfig, leaves: list

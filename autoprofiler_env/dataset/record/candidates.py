@@ -319,11 +319,12 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     (before its timing or in it) is judged again alone: a failure reached beside other
     compiles is not kept. A candidate that generates no code is judged alone, in its place
     (loading it takes a fraction of a second). A verdict of too little GPU memory
-    (:func:`starved`) reached while the warm workers' processes hold their problems is not
-    kept either: the candidate is judged again after the batch, and if it starves again,
-    once more after the workers are stopped (:meth:`CandidateWarmer.release`; KernelBench's
-    ``level1/31_ELU`` ``compile``, 2026-12-03: 1.8 of the H200's 139.8 GB were left to it
-    "alone", beside the batch's held candidates and the warm workers' reference processes).
+    (:func:`starved`) is not kept either: the candidate is judged again after the batch, and
+    if it starves again, once more with the GPU to itself, the warm workers' processes
+    stopped (:meth:`CandidateWarmer.release`) and the judge's own reference process too
+    (KernelBench's ``level1/31_ELU`` ``compile``, 2026-12-03: 1.8 of the H200's 139.8 GB
+    were left to it "alone", beside the batch's held candidates and the warm workers'
+    reference processes); that verdict stands (:func:`judged`).
     One compile per worker per batch: the first timing starts a compile's length after the
     start, and a time budget that runs out wastes at most the compiles in flight (H200, 12
     workers: batches of 48 took 3-5 min to compile, and a 9-minute chunk judged 16-21
@@ -347,11 +348,11 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     from autoprofiler_env.optimizers import applicable
     from autoprofiler_env.optimizers.compose import compose
 
-    done = {(r["uri"], r["transformation"]) for r in read_jsonl(out)}
+    done = judged(read_jsonl(out))
     info = machine_info(config.device)
     machine = {k: info.get(k) for k in _SAME_MACHINE}
     reusable = {(r["uri"], r["transformation"], r.get("source_sha256")): r for r in reuse
-                if r.get("judge") == JUDGE_VERSION
+                if r.get("judge") == JUDGE_VERSION and judged([r])
                 and all(r.get(k) == v for k, v in machine.items())
                 and not (r.get("error_kind") == "timeout"
                          and r.get("timeout_s", CANDIDATE_TIMEOUT_S) < timeout_s)}
@@ -393,23 +394,25 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
         def key(item):
             return item[0].uri, item[1], _sha256(item[2])
 
-        def judge(item, result=None) -> bool:  # alone unless the batch timed it
+        def judge(item, result=None, last=False) -> bool:  # alone unless the batch timed it
             problem, name, source = item
             if result is None:
                 result = evaluator.evaluate(problem, source)
-            if starved(result) and warmer.occupied:  # not the candidate's fault, maybe
+            if starved(result) and not last:  # not the candidate's fault, maybe
                 return False
-            log.write(outcome_row(problem, name, result, info, source, timeout_s))
+            row = outcome_row(problem, name, result, info, source, timeout_s)
+            log.write({**row, "gpu_to_itself": True} if last else row)
             bar.update()
             return True
 
         def judge_alone(items) -> None:  # in order, until the deadline
             starving = [item for item in items if not _past(deadline) and not judge(item)]
-            if starving:  # out of memory beside the warm workers' processes: without them
+            if starving:  # out of memory beside other processes: the GPU to itself
                 warmer.release()
                 for item in starving:
                     if not _past(deadline):
-                        judge(item)
+                        evaluator.close()  # the judge's reference process, its kept outputs
+                        judge(item, last=True)
 
         slow = [item for item in todo if key(item) in too_slow]  # stopped by an earlier call
         gpu_bytes = warmer.gpu_bytes
@@ -446,11 +449,32 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     return read_jsonl(out)
 
 
-def starved(result: EvalResult) -> bool:
+def starved(outcome: EvalResult | dict) -> bool:
     """Whether a candidate failed for want of GPU memory, in its process or in the judge's:
-    a verdict that the other processes on the GPU may have caused."""
-    return not result.correct and (result.error_kind is ErrorKind.OUT_OF_MEMORY
-                                   or "OutOfMemoryError" in result.error_message)
+    a verdict that the other processes on the GPU may have caused. ``outcome``: a result, or
+    its row of ``candidates.jsonl``."""
+    if isinstance(outcome, EvalResult):
+        correct, kind, message = outcome.correct, outcome.error_name, outcome.error_message
+    else:
+        correct, kind, message = (outcome["correct"], outcome.get("error_kind"),
+                                  outcome.get("error_message") or "")
+    return not correct and (kind == ErrorKind.OUT_OF_MEMORY.value
+                            or "OutOfMemoryError" in message)
+
+
+def judged(rows: list[dict]) -> set[tuple[str, str]]:
+    """The ``(uri, candidate)`` pairs of ``candidates.jsonl`` rows whose verdict stands: all
+    but a verdict of too little GPU memory (:func:`starved`) reached while other processes of
+    the recorder held the GPU, which the next call judges again; a starved verdict counts
+    only where it was reached with the GPU to itself (``gpu_to_itself``: the warm workers'
+    processes stopped, and the judge's own reference process and kept outputs). Before
+    2026-12-04 the last try kept the judge's: KernelBench's ``level1/87``'s ``tf32`` and
+    ``level1/36``'s ``compile`` ran out of the H200's memory beside the judge's process
+    (52.6 GB: its kept outputs, :data:`~autoprofiler_env.harness.evaluator.KEEP_SHARE`) and
+    its other processes; their rows lack the flag. Of a pair recorded twice, the later row
+    is the verdict (as in a build)."""
+    last = {(r["uri"], r["transformation"]): r for r in rows}
+    return {pair for pair, r in last.items() if r.get("gpu_to_itself") or not starved(r)}
 
 
 def generates_code(name: str) -> bool:

@@ -56,7 +56,7 @@ from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
-from autoprofiler_env.dataset.record.candidates import CANDIDATE_TIMEOUT_S
+from autoprofiler_env.dataset.record.candidates import CANDIDATE_TIMEOUT_S, judged
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
@@ -114,7 +114,8 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
             plan: dict[str, list[str]] | None = None) -> list[Unit]:
     """The units ``out`` does not hold yet, part by part in the recording's order: a problem's
     reference row, its ncu run of the full set (:func:`.ncu.covered`), the candidates of the
-    plan (or, without one, every applicable transformation) not in ``candidates.jsonl``."""
+    plan (or, without one, every applicable transformation) not judged in ``candidates.jsonl``
+    (:func:`.candidates.judged`)."""
     from autoprofiler_env.dataset.record.ncu import covered
 
     out = Path(out)
@@ -129,7 +130,7 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
         from autoprofiler_env.features import static_features
         from autoprofiler_env.optimizers import applicable
 
-        done = {(r["uri"], r["transformation"]) for r in read_jsonl(out / "candidates.jsonl")}
+        done = judged(read_jsonl(out / "candidates.jsonl"))
         if plan is not None:
             rank = {uri: i for i, uri in enumerate(plan)}
             problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])

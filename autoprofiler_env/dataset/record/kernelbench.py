@@ -245,7 +245,7 @@ class _State:
     full: set[str]                 # the problems the full set's runs are done with
     planned: dict[str, list[str]]  # uri -> its planned candidates
     unplanned: dict[str, str]      # uri -> why it has no plan (no evidence)
-    recorded: set[tuple[str, str]]  # (uri, candidate) in candidates.jsonl
+    recorded: set[tuple[str, str]]  # (uri, candidate) judged in candidates.jsonl
 
     def needs(self, uri: str) -> str | None:
         """The first part the problem still needs, or None when it is complete (or failed
@@ -267,6 +267,7 @@ class _State:
 
 
 def _state(out: Path) -> _State:
+    from autoprofiler_env.dataset.record.candidates import judged
     from autoprofiler_env.dataset.record.ncu import covered
 
     plan = _read_plan(out / PLAN)
@@ -275,8 +276,7 @@ def _state(out: Path) -> _State:
                   planned={p["uri"]: [c["name"] for c in p["candidates"]]
                            for p in plan["problems"]},
                   unplanned=dict(plan.get("left_out", {})),
-                  recorded={(r["uri"], r["transformation"])
-                            for r in read_jsonl(out / "candidates.jsonl")})
+                  recorded=judged(read_jsonl(out / "candidates.jsonl")))
 
 
 def _read_plan(path: Path) -> dict:
