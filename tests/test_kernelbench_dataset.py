@@ -675,6 +675,15 @@ def test_a_kernelbench_recording_builds_its_complete_problems_with_provenance(pr
     obs, info = env.reset(seed=0, options={"problem": relu})
     *_, terminated, _, step_info = env.step(env.STOP)
     assert terminated and step_info["problem"] == relu
+    # a verdict of too little GPU memory reached beside other processes is judged again
+    row = next(r for r in read_jsonl(out / "candidates.jsonl") if r["uri"] == relu)
+    with (out / "candidates.jsonl").open("a") as f:
+        f.write(json.dumps({**row, "correct": False, "error_kind": "out_of_memory"}) + "\n")
+    shutil.copytree(shared, root)
+    again = build_from_recording(out, source=root, complete=True)
+    assert set(again.problems) == set(content.problems) - {relu}
+    assert again.metadata["left_out"][relu] == ("not every planned candidate's outcome of "
+                                                "reference")
 
 
 def _plan_missing_one(prepared, tmp_path) -> tuple[Path, str, str]:

@@ -581,6 +581,42 @@ def test_a_candidate_that_outlasts_the_judges_limit_is_recorded_as_a_timeout(tmp
     assert warmed == ["compile"]
 
 
+def test_a_compile_expected_to_outlast_a_batch_is_judged_alone_after_the_others(
+        tmp_path, monkeypatch):
+    """A large network's ``max_autotune`` held its batch to the judge's limit, then was
+    judged alone anyway: a candidate :func:`compiles_long` names is not warmed, and is
+    judged alone after the call's other candidates. An RNN's operators are cuDNN's."""
+    from dataclasses import replace as with_
+
+    from autoprofiler_env.dataset.record import candidates
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.optimizers import compose
+
+    small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
+    features = static_features(small)
+    big = with_(features, n_ops=300, tags=("conv", "matmul"))
+    assert candidates.compiles_long("max_autotune+cuda_graph", with_(big, n_ops=40))
+    assert not candidates.compiles_long("max_autotune", with_(big, n_ops=39))
+    assert candidates.compiles_long("compile+tf32", big)
+    assert not candidates.compiles_long("compile+tf32", with_(big, n_ops=299))
+    assert not candidates.compiles_long("tf32+channels_last", with_(big, n_ops=10**4))
+    assert not candidates.compiles_long("max_autotune", with_(big, tags=("rnn", "matmul")))
+    honest = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+    sources = {"compile": honest, "max_autotune": honest + "\n# another\n", "tf32": honest}
+    monkeypatch.setattr(compose, "compose", lambda problem, features, name: sources[name])
+    monkeypatch.setitem(candidates.LONG_COMPILE_OPS, "max_autotune", features.n_ops)
+    warmed, real_batch = [], CandidateWarmer.batch
+    monkeypatch.setattr(CandidateWarmer, "batch", lambda self, items, *a, **k: (
+        warmed.extend(name for _, name, _ in items), real_batch(self, items, *a, **k))[1])
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=60, plan={small.uri: ["max_autotune", "compile", "tf32"]})
+    assert warmed == ["compile"]
+    assert [r["transformation"] for r in rows] == ["compile", "tf32", "max_autotune"]
+    assert all(r["correct"] for r in rows) and "queue" not in rows[-1]["phases_s"]
+
+
 def test_a_batch_is_timed_in_the_processes_that_compiled_it_one_at_a_time(tmp_path,
                                                                           monkeypatch):
     """Compiled candidates are held after their correctness runs and timed one at a time in

@@ -148,10 +148,12 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     if complete and complete_for != V1 and complete_for not in (plans or {}):
         raise DatasetError(f"complete for the optimizer {complete_for!r} needs its recording "
                            "plan (plan.json beside its candidates.jsonl)")
+    from autoprofiler_env.dataset.record.candidates import judged
+
     optimizer_rows = dict(optimizer_rows or {})
     for name, plan in (plans or {}).items():  # a problem's outcomes count once all are there
         rows = optimizer_rows.get(name, [])
-        have = {(r["uri"], r["transformation"]) for r in rows}
+        have = judged(rows)  # a verdict of too little memory beside other processes: not yet
         missing = {p.uri: [c.name for c in p.candidates if (p.uri, c.name) not in have]
                    for p in plan}
         incomplete[name] = {u: m for u, m in missing.items() if m}

@@ -341,7 +341,8 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     costs twice the limit, and a batch with k of them up to k + 1 limits, where before it
     held the recording up for good (KernelBench's first warm batch outlasted five
     5-9-minute commands). A compile the limit stopped is logged (:data:`WARM_STOPPED`) and
-    not warmed again by a later call.
+    not warmed again by a later call; one expected to outlast a batch (a large network's
+    ``max_autotune``: :func:`compiles_long`) is not warmed at all.
     A reused row that timed out under a shorter limit than ``timeout_s`` is judged again.
     """
     from autoprofiler_env.features import static_features
@@ -356,7 +357,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                 and all(r.get(k) == v for k, v in machine.items())
                 and not (r.get("error_kind") == "timeout"
                          and r.get("timeout_s", CANDIDATE_TIMEOUT_S) < timeout_s)}
-    todo, copied, costs = [], [], {}
+    todo, copied, costs, long_ops = [], [], {}, {}
     peaks = {r["uri"]: r["peak_memory_mb"] * 2**20 for r in read_jsonl(
         out.with_name("reference.jsonl")) if r.get("peak_memory_mb") is not None}
     if plan is not None:  # in the plan's order
@@ -367,6 +368,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             continue
         features = static_features(problem)
         costs[problem.uri] = footprint(features, peaks.get(problem.uri))
+        long_ops[problem.uri] = features
         names = (plan[problem.uri] if plan is not None else
                  [t.name for t in applicable(problem, features, config.device)])
         for name in names:
@@ -414,9 +416,12 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                         evaluator.close()  # the judge's reference process, its kept outputs
                         judge(item, last=True)
 
-        slow = [item for item in todo if key(item) in too_slow]  # stopped by an earlier call
+        def alone(item) -> bool:  # stopped by an earlier call, or expected to be
+            return key(item) in too_slow or compiles_long(item[1], long_ops[item[0].uri])
+
+        slow = [item for item in todo if alone(item)]
         gpu_bytes = warmer.gpu_bytes
-        for members in warm_batches([i for i in todo if key(i) not in too_slow], warm_workers,
+        for members in warm_batches([i for i in todo if not alone(i)], warm_workers,
                                     lambda item: costs[item[0].uri],
                                     None if gpu_bytes is None else BATCH_SHARE * gpu_bytes):
             if _past(deadline):
@@ -475,6 +480,33 @@ def judged(rows: list[dict]) -> set[tuple[str, str]]:
     is the verdict (as in a build)."""
     last = {(r["uri"], r["transformation"]): r for r in rows}
     return {pair for pair, r in last.items() if r.get("gpu_to_itself") or not starved(r)}
+
+
+LONG_COMPILE_OPS = {"max_autotune": 40, "compile": 300}
+"""The dispatched operators (``StaticFeatures.n_ops``) from which a candidate's compile is
+expected to outlast a warm batch (:func:`compiles_long`): KernelBench's level-3 networks on
+the H200, whose ``max_autotune`` held their batches to the judge's 180 s limit (``12_VGG19``,
+42 operators; ``20_MobileNetV2``, 193; each then a ``timeout`` alone) or took 85-163 s
+alone (``24_EfficientNetB2``, 90; ``19_MobileNetV1``, 110), where every one under 40 took
+2-143 s in its batch (``27_RegNet``, 29: the longest); ``16_DenseNet201``'s (515) first
+four ``compile`` candidates took 128-152 s each alone, after its batch had stopped them all
+at 180 s."""
+
+
+def compiles_long(name: str, features) -> bool:
+    """Whether a candidate's compile is expected to outlast a warm batch: it autotunes
+    (``max_autotune``) a problem of at least ``LONG_COMPILE_OPS["max_autotune"]`` operators,
+    or compiles one of at least ``LONG_COMPILE_OPS["compile"]``. An RNN's operators are
+    cuDNN's, which Inductor leaves alone (``level3/37_LSTMCn``, 3,073 operators, compiled in
+    17 s). The recorder judges such a candidate alone, after the call's others, as one
+    whose warm compile the limit stopped: a batch would wait on it for up to the limit, and
+    a compile stopped there is judged alone anyway."""
+    from autoprofiler_env.optimizers.compose import parts
+
+    if not generates_code(name) or tuple(features.tags[:1]) == ("rnn",):
+        return False
+    autotunes = any(part.startswith("max_autotune") for part in parts(name))
+    return features.n_ops >= LONG_COMPILE_OPS["max_autotune" if autotunes else "compile"]
 
 
 def generates_code(name: str) -> bool:
