@@ -87,8 +87,9 @@ KEEP_SHARE = 0.1
 """The share of the GPU's memory that the reference outputs the judge keeps for a problem's
 next candidates may take together: beyond it a set's outputs are computed again for each
 candidate. Unbounded, three kept outputs of KernelBench's largest (8.6 GB) and a re-check's
-two more held 52.6 GB in the judge's process, and honest candidates of ``level1/87`` and
-``level1/36`` ran out of the H200's memory beside it (2026-12-04)."""
+two more held 52.6 GiB in the judge's process, and an honest candidate of ``level1/87`` ran
+out of the H200's memory beside it, as one of ``level1/36`` (7.5 GB outputs) did in its
+own process (2026-12-04)."""
 _SAMPLE_BYTES_SLACK = 1 << 20
 # A timed call's output is compared at this many positions drawn after the batch, unknown to
 # the candidate when it runs: an output wrong at a fraction f of its values passes with

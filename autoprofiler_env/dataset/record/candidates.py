@@ -474,9 +474,9 @@ def judged(rows: list[dict]) -> set[tuple[str, str]]:
     only where it was reached with the GPU to itself (``gpu_to_itself``: the warm workers'
     processes stopped, and the judge's own reference process and kept outputs). Before
     2026-12-04 the last try kept the judge's: KernelBench's ``level1/87``'s ``tf32`` and
-    ``level1/36``'s ``compile`` ran out of the H200's memory beside the judge's process
-    (52.6 GB: its kept outputs, :data:`~autoprofiler_env.harness.evaluator.KEEP_SHARE`) and
-    its other processes; their rows lack the flag. Of a pair recorded twice, the later row
+    ``level1/36``'s ``compile`` ran out of the H200's memory on it (``level1/87`` beside
+    52.6 GiB in the judge's process, its kept outputs:
+    :data:`~autoprofiler_env.harness.evaluator.KEEP_SHARE`); their rows lack the flag. Of a pair recorded twice, the later row
     is the verdict (as in a build)."""
     last = {(r["uri"], r["transformation"]): r for r in rows}
     return {pair for pair, r in last.items() if r.get("gpu_to_itself") or not starved(r)}
