@@ -357,7 +357,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                 and all(r.get(k) == v for k, v in machine.items())
                 and not (r.get("error_kind") == "timeout"
                          and r.get("timeout_s", CANDIDATE_TIMEOUT_S) < timeout_s)}
-    todo, copied, costs, long_ops = [], [], {}, {}
+    todo, copied, costs, features_of = [], [], {}, {}
     peaks = {r["uri"]: r["peak_memory_mb"] * 2**20 for r in read_jsonl(
         out.with_name("reference.jsonl")) if r.get("peak_memory_mb") is not None}
     if plan is not None:  # in the plan's order
@@ -368,7 +368,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             continue
         features = static_features(problem)
         costs[problem.uri] = footprint(features, peaks.get(problem.uri))
-        long_ops[problem.uri] = features
+        features_of[problem.uri] = features
         names = (plan[problem.uri] if plan is not None else
                  [t.name for t in applicable(problem, features, config.device)])
         for name in names:
@@ -417,7 +417,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                         judge(item, last=True)
 
         def alone(item) -> bool:  # stopped by an earlier call, or expected to be
-            return key(item) in too_slow or compiles_long(item[1], long_ops[item[0].uri])
+            return key(item) in too_slow or compiles_long(item[1], features_of[item[0].uri])
 
         slow = [item for item in todo if alone(item)]
         gpu_bytes = warmer.gpu_bytes
@@ -476,8 +476,8 @@ def judged(rows: list[dict]) -> set[tuple[str, str]]:
     2026-12-04 the last try kept the judge's: KernelBench's ``level1/87``'s ``tf32`` and
     ``level1/36``'s ``compile`` ran out of the H200's memory on it (``level1/87`` beside
     52.6 GiB in the judge's process, its kept outputs:
-    :data:`~autoprofiler_env.harness.evaluator.KEEP_SHARE`); their rows lack the flag. Of a pair recorded twice, the later row
-    is the verdict (as in a build)."""
+    :data:`~autoprofiler_env.harness.evaluator.KEEP_SHARE`); their rows lack the flag. Of a
+    pair recorded twice, the later row is the verdict (as in a build)."""
     last = {(r["uri"], r["transformation"]): r for r in rows}
     return {pair for pair, r in last.items() if r.get("gpu_to_itself") or not starved(r)}
 
