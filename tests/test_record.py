@@ -585,7 +585,8 @@ def test_a_compile_expected_to_outlast_a_batch_is_judged_alone_after_the_others(
         tmp_path, monkeypatch):
     """A large network's ``max_autotune`` held its batch to the judge's limit, then was
     judged alone anyway: a candidate :func:`compiles_long` names is not warmed, and is
-    judged alone after the call's other candidates. An RNN's operators are cuDNN's."""
+    judged alone after the call's other candidates, when the judge's limit is left before
+    the deadline. An RNN's operators are cuDNN's."""
     from dataclasses import replace as with_
 
     from autoprofiler_env.dataset.record import candidates
@@ -610,9 +611,15 @@ def test_a_compile_expected_to_outlast_a_batch_is_judged_alone_after_the_others(
         warmed.extend(name for _, name, _ in items), real_batch(self, items, *a, **k))[1])
     config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
                            max_trials=2, warmup_ms=0)
+    plan = {small.uri: ["max_autotune", "compile", "tf32"]}
+    # it starts only with the judge's whole limit left: a command's end would cut it
     rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
-                             timeout_s=60, plan={small.uri: ["max_autotune", "compile", "tf32"]})
+                             timeout_s=120, plan=plan, deadline=time.monotonic() + 60)
     assert warmed == ["compile"]
+    assert [r["transformation"] for r in rows] == ["compile", "tf32"]
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=120, plan=plan, deadline=time.monotonic() + 150)
+    assert warmed == ["compile"]  # the next call: judged alone, not warmed
     assert [r["transformation"] for r in rows] == ["compile", "tf32", "max_autotune"]
     assert all(r["correct"] for r in rows) and "queue" not in rows[-1]["phases_s"]
 

@@ -342,7 +342,9 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     held the recording up for good (KernelBench's first warm batch outlasted five
     5-9-minute commands). A compile the limit stopped is logged (:data:`WARM_STOPPED`) and
     not warmed again by a later call; one expected to outlast a batch (a large network's
-    ``max_autotune``: :func:`compiles_long`) is not warmed at all.
+    ``max_autotune``: :func:`compiles_long`) is not warmed at all. Such slow candidates
+    start only with the judge's whole limit left before the deadline: one that a command's
+    end cuts loses its compile, where the next call would judge it within the limit.
     A reused row that timed out under a shorter limit than ``timeout_s`` is judged again.
     """
     from autoprofiler_env.features import static_features
@@ -407,12 +409,16 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             bar.update()
             return True
 
-        def judge_alone(items) -> None:  # in order, until the deadline
-            starving = [item for item in items if not _past(deadline) and not judge(item)]
+        def judge_alone(items, need_s: float = 0.0) -> None:  # in order, until the deadline
+            def room() -> bool:  # for one more, which may take need_s
+                return not _past(deadline) and (deadline is None
+                                                 or deadline - time.monotonic() >= need_s)
+
+            starving = [item for item in items if room() and not judge(item)]
             if starving:  # out of memory beside other processes: the GPU to itself
                 warmer.release()
                 for item in starving:
-                    if not _past(deadline):
+                    if room():
                         evaluator.close()  # the judge's reference process, its kept outputs
                         judge(item, last=True)
 
@@ -450,7 +456,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
                     elif not judge(item, None if i is None else batch.finish(i)):
                         later.append(item)
             judge_alone(later)
-        judge_alone(slow)
+        judge_alone(slow, need_s=timeout_s)  # a slow compile cut by the budget is lost
     return read_jsonl(out)
 
 
