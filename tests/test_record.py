@@ -622,6 +622,12 @@ def test_a_compile_expected_to_outlast_a_batch_is_judged_alone_after_the_others(
     assert warmed == ["compile"]  # the next call: judged alone, not warmed
     assert [r["transformation"] for r in rows] == ["compile", "tf32", "max_autotune"]
     assert all(r["correct"] for r in rows) and "queue" not in rows[-1]["phases_s"]
+    # a budget under the limit still starts one, as the call's first
+    rows = [r for r in rows if r["transformation"] != "max_autotune"]
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = record_candidates([small], tmp_path / "candidates.jsonl", config, warm_workers=2,
+                             timeout_s=120, plan=plan, deadline=time.monotonic() + 60)
+    assert [r["transformation"] for r in rows] == ["compile", "tf32", "max_autotune"]
 
 
 def test_a_batch_is_timed_in_the_processes_that_compiled_it_one_at_a_time(tmp_path,

@@ -410,9 +410,10 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             return True
 
         def judge_alone(items, need_s: float = 0.0) -> None:  # in order, until the deadline
-            def room() -> bool:  # for one more, which may take need_s
-                return not _past(deadline) and (deadline is None
-                                                 or deadline - time.monotonic() >= need_s)
+            def room() -> bool:  # for one more, which may take need_s; the call's first
+                if _past(deadline):  # starts anyway (a budget under need_s would never)
+                    return False
+                return deadline is None or bar.n == 0 or deadline - time.monotonic() >= need_s
 
             starving = [item for item in items if room() and not judge(item)]
             if starving:  # out of memory beside other processes: the GPU to itself
