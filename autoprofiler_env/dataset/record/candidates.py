@@ -355,7 +355,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     info = machine_info(config.device)
     machine = {k: info.get(k) for k in _SAME_MACHINE}
     reusable = {(r["uri"], r["transformation"], r.get("source_sha256")): r for r in reuse
-                if r.get("judge") == JUDGE_VERSION and judged([r])
+                if r.get("judge") == JUDGE_VERSION and _stands(r)
                 and all(r.get(k) == v for k, v in machine.items())
                 and not (r.get("error_kind") == "timeout"
                          and r.get("timeout_s", CANDIDATE_TIMEOUT_S) < timeout_s)}
@@ -486,7 +486,12 @@ def judged(rows: list[dict]) -> set[tuple[str, str]]:
     :data:`~autoprofiler_env.harness.evaluator.KEEP_SHARE`); their rows lack the flag. Of a
     pair recorded twice, the later row is the verdict (as in a build)."""
     last = {(r["uri"], r["transformation"]): r for r in rows}
-    return {pair for pair, r in last.items() if r.get("gpu_to_itself") or not starved(r)}
+    return {pair for pair, r in last.items() if _stands(r)}
+
+
+def _stands(row: dict) -> bool:
+    """Whether a row of ``candidates.jsonl`` is a verdict (:func:`judged`)."""
+    return bool(row.get("gpu_to_itself")) or not starved(row)
 
 
 LONG_COMPILE_OPS = {"max_autotune": 40, "compile": 300}
