@@ -113,6 +113,61 @@ def test_the_judge_keeps_reference_outputs_only_within_its_bound(relu, monkeypat
     assert counts == [FAST.n_correctness + 1] + [FAST.n_correctness] * 2 and kept == 0
 
 
+def test_each_process_of_the_judge_returns_the_memory_its_allocator_caches(relu, monkeypatch):
+    """The judge's process after each correctness set, and a worker after each reply of
+    outputs or samples, return the GPU memory torch's allocator caches beyond what it uses,
+    where that exceeds ``RETURN_SLACK_BYTES`` (off a GPU: nothing). Three processes share the
+    GPU while a candidate is judged: kept, KernelBench's largest outputs held 93 GiB in the
+    judge's and the reference's processes, and honest candidates of ``level1/87`` and
+    ``level1/63`` ran out of the H200's memory in their re-checks."""
+    import threading
+    from multiprocessing import Pipe
+
+    from autoprofiler_env.harness import evaluator as evaluator_module
+    from autoprofiler_env.harness import wire, worker
+
+    emptied, reserved = [], [worker.RETURN_SLACK_BYTES]
+    with monkeypatch.context() as m:  # the decision, with torch's allocator counted here
+        m.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved[0])
+        m.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
+        m.setattr(torch.cuda, "empty_cache", lambda: emptied.append(reserved[0]))
+        assert not worker.return_cached("cuda:0") and not emptied  # within the slack
+        reserved[0] += 1
+        assert worker.return_cached("cuda:0") and emptied == [reserved[0]]
+        assert not worker.return_cached("cpu") and not worker.return_cached(None)
+        assert len(emptied) == 1
+
+    asked = []  # the judge: once per correctness set, where its outputs land (here the host)
+    monkeypatch.setattr(evaluator_module, "return_cached", lambda device: asked.append(device))
+    with Evaluator(FAST, timeout_s=20) as ev:
+        assert ev.evaluate(relu, candidate("relu_correct")).correct
+    assert asked == [None] * FAST.n_correctness
+
+    replied = []  # a worker: after the replies that carried outputs, on its device
+    monkeypatch.setattr(worker, "return_cached", lambda device: replied.append(device))
+    judge, end = Pipe()
+    serving = threading.Thread(target=worker.serve, args=(end, "reference", None, {}))
+    serving.start()
+    try:
+        assert wire.recv(judge)[0]["ok"]
+        for request, after in [
+                ({"op": "load", "path": str(relu.path), "size": "smoke", "device": "cpu",
+                  "seed": 0}, []),
+                ({"op": "outputs", "seed": 1}, ["cpu"]),
+                ({"op": "time", "seeds": [2, 3], "flush": False, "sample": [1]}, ["cpu"]),
+                ({"op": "samples", "seed": 4, "count": 8}, ["cpu", "cpu"])]:
+            wire.send_json(judge, request)
+            header, _ = wire.recv(judge)
+            assert header["ok"], header
+            # the worker returns memory after it replies: its next reply comes after that
+            wire.send_json(judge, {"op": "warmup", "seed": 1, "ms": 0})
+            assert wire.recv(judge)[0]["ok"] and replied == after, request
+    finally:
+        wire.send_json(judge, {"op": "exit"})
+        serving.join(10)
+    assert not serving.is_alive()
+
+
 def test_result_round_trips_through_dict(evaluator, relu):
     result = evaluator.evaluate(relu, candidate("relu_correct"))
     again = EvalResult.from_dict(result.to_dict())

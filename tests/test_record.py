@@ -799,7 +799,7 @@ def test_a_candidate_out_of_memory_is_judged_again_with_the_gpu_to_itself(
     eager = {r["transformation"]: r for r in rows}["channels_last"]
     assert released == [warm_workers > 1] and starving == [max(starves - 3, 0)]
     assert len(reference_alive) == 3 and reference_alive[1:] == [True, False]  # last: none
-    assert len(rows) == 2 and eager["gpu_to_itself"] is True
+    assert len(rows) == 2 and eager["gpu_to_itself"] is True and eager["caches_returned"]
     assert eager["correct"] is (starves < 3), eager
     assert (matmul.uri, "channels_last") in judged(rows)
     assert record_candidates([matmul], out, config, warm_workers=warm_workers, timeout_s=120,
@@ -807,9 +807,11 @@ def test_a_candidate_out_of_memory_is_judged_again_with_the_gpu_to_itself(
 
 
 def test_a_starved_verdict_recorded_beside_other_processes_is_judged_again(tmp_path):
-    """A recorded verdict of too little GPU memory without ``gpu_to_itself`` (the rows of
-    KernelBench's ``level1/87`` ``tf32`` and ``level1/36`` ``compile``, 2026-12-04) is judged
-    again by the next call; its new row is the one a build takes (the later row wins)."""
+    """A recorded verdict of too little GPU memory without the last try's marks (the rows
+    of KernelBench's ``level1/87`` ``tf32`` and ``level1/36`` ``compile``, 2026-12-04, had
+    none; those of ``level1/87`` ``tf32`` and ``level1/63`` ``tf32+channels_last`` had
+    ``gpu_to_itself`` but not ``caches_returned``) is judged again by the next call; its new
+    row is the one a build takes (the later row wins)."""
     from autoprofiler_env.dataset.record.candidates import judged
 
     matmul = load_file(ROOT / "tests" / "data" / "problems" / "matmul_cpu.py")
@@ -823,6 +825,8 @@ def test_a_starved_verdict_recorded_beside_other_processes_is_judged_again(tmp_p
     rows = [starved, crashed, mismatch]
     assert judged(rows) == {(matmul.uri, "max_autotune")}
     assert judged([{**r, "gpu_to_itself": True} for r in rows]) == {
+        (matmul.uri, "max_autotune")}
+    assert judged([{**r, "gpu_to_itself": True, "caches_returned": True} for r in rows]) == {
         (matmul.uri, name) for name in ("tf32", "compile", "max_autotune")}
     out = tmp_path / "candidates.jsonl"
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))

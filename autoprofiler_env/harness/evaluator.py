@@ -68,7 +68,7 @@ from autoprofiler_env.harness.records import (
 )
 from autoprofiler_env.harness.static_check import check_source
 from autoprofiler_env.harness.wire import WireError
-from autoprofiler_env.harness.worker import out_of_memory
+from autoprofiler_env.harness.worker import out_of_memory, return_cached
 from autoprofiler_env.problems.problem import Problem
 
 TIMEOUT_S = 300.0
@@ -618,6 +618,7 @@ class Evaluator:
             self._compare(reference, candidate, state, f"input set {k}")
             state.prints.append((ref_print, fingerprint(candidate)))
             del reference, candidate, tensors
+            return_cached(self._landing)  # for the candidate's process and the reference's
         self._check_varies(state)
 
     @staticmethod

@@ -65,6 +65,31 @@ def out_of_memory(e: BaseException | None) -> bool:
     return isinstance(e, torch.OutOfMemoryError)
 
 
+RETURN_SLACK_BYTES = 1 << 30
+"""A process of the judge holding more than this many bytes of GPU memory cached by torch's
+allocator and not in use returns them to the device (:func:`return_cached`)."""
+
+
+def return_cached(device: str | None) -> bool:
+    """Returns to the device the GPU memory that torch's allocator holds in this process
+    but no tensor uses, where that exceeds :data:`RETURN_SLACK_BYTES`; whether it did. Three
+    processes share a GPU while a candidate is judged (the judge's, the reference's, the
+    candidate's), and each one's allocator keeps the blocks of the largest outputs it has
+    handled: on KernelBench's ``level1/87`` (8.6 GB outputs) and ``level1/63`` the judge's
+    and the reference's held 93 GiB between them, and honest ``tf32`` candidates ran out of
+    the H200's memory in their re-check with the warm workers stopped (2026-12-04). Off a
+    GPU (``device`` None or the CPU) nothing is done; torch is imported only on a GPU."""
+    if device is None or not device.startswith("cuda"):
+        return False
+    import torch
+
+    if torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) \
+            <= RETURN_SLACK_BYTES:
+        return False
+    torch.cuda.empty_cache()
+    return True
+
+
 def _one_line(e: BaseException) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()
     return text[0] if len(text) == 1 else f"{text[0]} ... {text[-1]}"[:500]
@@ -424,6 +449,8 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
             elif op == "outputs":
                 header, tensors = runner.outputs(request["seed"])
                 reply({"ok": True, **header}, tensors)
+                del tensors
+                return_cached(runner.device)  # the output's blocks, for the other processes
             elif op == "warmup":
                 reply({"ok": True, **runner.warmup(request["seed"], request["ms"])})
             elif op == "time":
@@ -432,6 +459,8 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
             elif op == "samples":
                 header, tensors = runner.take_samples(request["seed"], request["count"])
                 reply({"ok": True, **header}, tensors)
+                del tensors
+                return_cached(runner.device)  # the timed calls' outputs and snapshots
             else:
                 reply({"ok": False, "internal_error": f"unknown request {op!r}"})
         except ProblemError as e:

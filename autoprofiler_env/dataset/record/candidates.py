@@ -405,7 +405,7 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             if starved(result) and not last:  # not the candidate's fault, maybe
                 return False
             row = outcome_row(problem, name, result, info, source, timeout_s)
-            log.write({**row, "gpu_to_itself": True} if last else row)
+            log.write({**row, **LAST_TRY} if last else row)
             bar.update()
             return True
 
@@ -478,20 +478,28 @@ def judged(rows: list[dict]) -> set[tuple[str, str]]:
     """The ``(uri, candidate)`` pairs of ``candidates.jsonl`` rows whose verdict stands: all
     but a verdict of too little GPU memory (:func:`starved`) reached while other processes of
     the recorder held the GPU, which the next call judges again; a starved verdict counts
-    only where it was reached with the GPU to itself (``gpu_to_itself``: the warm workers'
-    processes stopped, and the judge's own reference process and kept outputs). Before
-    2026-12-04 the last try kept the judge's: KernelBench's ``level1/87``'s ``tf32`` and
-    ``level1/36``'s ``compile`` ran out of the H200's memory on it (``level1/87`` beside
-    52.6 GiB in the judge's process, its kept outputs:
-    :data:`~autoprofiler_env.harness.evaluator.KEEP_SHARE`); their rows lack the flag. Of a
-    pair recorded twice, the later row is the verdict (as in a build)."""
+    only where it was reached on the last try (:data:`LAST_TRY`). Of a pair recorded twice,
+    the later row is the verdict (as in a build)."""
     last = {(r["uri"], r["transformation"]): r for r in rows}
     return {pair for pair, r in last.items() if _stands(r)}
 
 
+LAST_TRY = {"gpu_to_itself": True, "caches_returned": True}
+"""The marks of a candidate's last try, after verdicts of too little GPU memory: the GPU to
+itself (the warm workers' processes stopped, and the judge's own reference process and kept
+outputs), and every process of the judge returning the memory its allocator caches beyond
+what it uses (:func:`~autoprofiler_env.harness.worker.return_cached`). A starved verdict
+stands only with both. Before 2026-12-04 the last try kept the judge's reference process
+and outputs (KernelBench's ``level1/87``'s ``tf32`` and ``level1/36``'s ``compile`` ran out
+of the H200's memory on it: no mark); until the second session of that day the processes
+kept their caches (``level1/87``'s ``tf32`` and ``level1/63``'s ``tf32+channels_last``, in
+their re-checks beside 93 GiB held by the judge's and the reference's processes:
+``gpu_to_itself`` alone). Rows without both marks are judged again."""
+
+
 def _stands(row: dict) -> bool:
     """Whether a row of ``candidates.jsonl`` is a verdict (:func:`judged`)."""
-    return bool(row.get("gpu_to_itself")) or not starved(row)
+    return not starved(row) or all(row.get(k) == v for k, v in LAST_TRY.items())
 
 
 LONG_COMPILE_OPS = {"max_autotune": 40, "compile": 300}
