@@ -75,9 +75,11 @@ def return_cached(device: str | None) -> bool:
     but no tensor uses, where that exceeds :data:`RETURN_SLACK_BYTES`; whether it did. Three
     processes share a GPU while a candidate is judged (the judge's, the reference's, the
     candidate's), and each one's allocator keeps the blocks of the largest outputs it has
-    handled: on KernelBench's ``level1/87`` (8.6 GB outputs) and ``level1/63`` the judge's
-    and the reference's held 93 GiB between them, and honest ``tf32`` candidates ran out of
-    the H200's memory in their re-check with the warm workers stopped (2026-12-04). Off a
+    handled: on KernelBench's ``level1/87`` (8.6 GB outputs) the judge's and the reference's
+    held 93 GiB between them beside the candidate's 44.6 GiB, where the tensors they needed
+    then (a kept output set, the reference's input and output, two snapshots) come to about
+    40 GB by count, and honest ``tf32`` candidates of it and of ``level1/63`` ran out of the
+    H200's memory in their re-checks with the warm workers stopped (2026-12-04). Off a
     GPU (``device`` None or the CPU) nothing is done; torch is imported only on a GPU."""
     if device is None or not device.startswith("cuda"):
         return False

@@ -493,7 +493,7 @@ stands only with both. Before 2026-12-04 the last try kept the judge's reference
 and outputs (KernelBench's ``level1/87``'s ``tf32`` and ``level1/36``'s ``compile`` ran out
 of the H200's memory on it: no mark); until the second session of that day the processes
 kept their caches (``level1/87``'s ``tf32`` and ``level1/63``'s ``tf32+channels_last``, in
-their re-checks beside 93 GiB held by the judge's and the reference's processes:
+their re-checks, ``level1/87``'s beside 93 GiB held by the judge's and the reference's:
 ``gpu_to_itself`` alone). Rows without both marks are judged again."""
 
 
