@@ -114,12 +114,13 @@ def test_the_judge_keeps_reference_outputs_only_within_its_bound(relu, monkeypat
 
 
 def test_each_process_of_the_judge_returns_the_memory_its_allocator_caches(relu, monkeypatch):
-    """The judge's process after each correctness set, and a worker after each reply of
-    outputs or samples, return the GPU memory torch's allocator caches beyond what it uses,
-    where that exceeds ``RETURN_SLACK_BYTES`` (off a GPU: nothing). Three processes share the
-    GPU while a candidate is judged: kept, KernelBench's largest outputs held 93 GiB in the
-    judge's and the reference's processes, and honest candidates of ``level1/87`` and
-    ``level1/63`` ran out of the H200's memory in their re-checks."""
+    """The judge's process after each correctness set, and a worker after each request
+    (holding none of its outputs by then), return the GPU memory torch's allocator caches
+    beyond what it uses, where that exceeds ``RETURN_SLACK_BYTES`` (off a GPU: nothing).
+    Three processes share the GPU while a candidate is judged: kept, KernelBench's largest
+    outputs held 93 GiB in the judge's and the reference's processes, and honest candidates
+    of ``level1/87`` and ``level1/63`` ran out of the H200's memory in their re-checks."""
+    import sys
     import threading
     from multiprocessing import Pipe
 
@@ -143,29 +144,37 @@ def test_each_process_of_the_judge_returns_the_memory_its_allocator_caches(relu,
         assert ev.evaluate(relu, candidate("relu_correct")).correct
     assert asked == [None] * FAST.n_correctness
 
-    replied = []  # a worker: after the replies that carried outputs, on its device
-    monkeypatch.setattr(worker, "return_cached", lambda device: replied.append(device))
+    def held(frame) -> int:  # the tensors the worker's loop still holds, and its samples
+        values = list(frame.f_locals.values())
+        values += [v for c in values if isinstance(c, (list, tuple)) for v in c]
+        return sum(isinstance(v, torch.Tensor) for v in values) + len(
+            frame.f_locals["runner"].samples)
+
+    replied = []  # a worker: after each request, on its device, holding no output of it
+    monkeypatch.setattr(worker, "return_cached", lambda device: replied.append(
+        (device, held(sys._getframe(1)))))
     judge, end = Pipe()
     serving = threading.Thread(target=worker.serve, args=(end, "reference", None, {}))
     serving.start()
+    requests = [{"op": "load", "path": str(relu.path), "size": "smoke", "device": "cpu",
+                 "seed": 0},
+                {"op": "outputs", "seed": 1},
+                {"op": "time", "seeds": [2, 3], "flush": False, "sample": [1]},
+                {"op": "samples", "seed": 4, "count": 8},
+                {"op": "outputs", "seed": 5}]
     try:
         assert wire.recv(judge)[0]["ok"]
-        for request, after in [
-                ({"op": "load", "path": str(relu.path), "size": "smoke", "device": "cpu",
-                  "seed": 0}, []),
-                ({"op": "outputs", "seed": 1}, ["cpu"]),
-                ({"op": "time", "seeds": [2, 3], "flush": False, "sample": [1]}, ["cpu"]),
-                ({"op": "samples", "seed": 4, "count": 8}, ["cpu", "cpu"])]:
+        for request in requests:
             wire.send_json(judge, request)
-            header, _ = wire.recv(judge)
+            header, tensors = wire.recv(judge)
             assert header["ok"], header
-            # the worker returns memory after it replies: its next reply comes after that
-            wire.send_json(judge, {"op": "warmup", "seed": 1, "ms": 0})
-            assert wire.recv(judge)[0]["ok"] and replied == after, request
+            del tensors
     finally:
         wire.send_json(judge, {"op": "exit"})
         serving.join(10)
     assert not serving.is_alive()
+    assert [device for device, _ in replied] == ["cpu"] * len(requests)
+    assert [n for _, n in replied] == [0, 0, 1, 0, 0]  # a timed call's snapshot, until taken
 
 
 def test_result_round_trips_through_dict(evaluator, relu):

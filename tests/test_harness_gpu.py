@@ -34,6 +34,31 @@ def test_a_smaller_problem_after_a_larger_one_gets_its_own_peak():
         assert ev.reference(small).peak_memory_bytes >= 2 * 64 * 128 * 4
 
 
+def test_the_judges_processes_return_the_memory_their_allocators_cache():
+    """After a candidate of 1 GiB outputs, the judge's process caches at most
+    ``RETURN_SLACK_BYTES`` beyond what it uses (its kept outputs), and the GPU holds little
+    more than that beside it: the reference's worker returned its inputs' and outputs'
+    blocks, the candidate's process is gone. Kept, KernelBench's 8.6 GB outputs held 93 GiB
+    in the judge's and the reference's processes, and honest candidates ran out of memory
+    beside them (2026-12-04)."""
+    import torch
+
+    from autoprofiler_env.harness.worker import RETURN_SLACK_BYTES
+
+    problem = load_problem("problem://autoprofiler/v1/level1/relu_16384x16384")
+    free_before, _ = torch.cuda.mem_get_info()  # this process's context made first
+    with Evaluator(HarnessConfig(device="cuda"), timeout_s=120) as ev:
+        assert ev.evaluate(problem, candidate("relu_correct")).correct
+        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        assert cached <= RETURN_SLACK_BYTES, cached
+        bound = torch.cuda.memory_reserved() + RETURN_SLACK_BYTES + (1 << 30)  # its context
+        deadline = time.monotonic() + 10  # the candidate's process: killed, its memory freed
+        while (used := free_before - torch.cuda.mem_get_info()[0]) > bound \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert used <= bound, (used / 2**30, bound / 2**30)
+
+
 @pytest.mark.parametrize("name, kind", [("cuda_illegal_address", ErrorKind.CUDA),
                                         ("cuda_hangs", ErrorKind.TIMEOUT)])
 def test_gpu_faults_lose_only_the_worker(name, kind):

@@ -451,8 +451,6 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
             elif op == "outputs":
                 header, tensors = runner.outputs(request["seed"])
                 reply({"ok": True, **header}, tensors)
-                del tensors
-                return_cached(runner.device)  # the output's blocks, for the other processes
             elif op == "warmup":
                 reply({"ok": True, **runner.warmup(request["seed"], request["ms"])})
             elif op == "time":
@@ -461,8 +459,6 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
             elif op == "samples":
                 header, tensors = runner.take_samples(request["seed"], request["count"])
                 reply({"ok": True, **header}, tensors)
-                del tensors
-                return_cached(runner.device)  # the timed calls' outputs and snapshots
             else:
                 reply({"ok": False, "internal_error": f"unknown request {op!r}"})
         except ProblemError as e:
@@ -489,6 +485,8 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
             else:
                 reply({"ok": False, "internal_error": traceback.format_exc(),
                        "short": _one_line(e)})
+        header = tensors = None
+        return_cached(runner.device)  # what the request left cached, for the other processes
 
 
 def main(argv: list[str] | None = None) -> None:
