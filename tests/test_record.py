@@ -326,17 +326,21 @@ def test_a_problem_of_a_stepped_op_is_profiled_alone_and_capped_from_the_start(
                       alone={lstm.uri}) == 0  # done, capped: not run again
 
 
-def test_a_capped_run_a_deadline_stopped_waits_for_more_time_than_it_had(tmp_path,
-                                                                         monkeypatch):
+def test_a_capped_run_starts_only_with_the_time_such_a_run_takes(tmp_path, monkeypatch):
+    """A run alone with the kernel cap is not started with less than CAPPED_RUN_S left, nor,
+    once a deadline stopped it after T s, with less than RETRY_MARGIN x T: it would keep
+    nothing (level1/69 on the H200, 2026-12-04: started with 106 s left, stopped)."""
     import autoprofiler_env.dataset.record.ncu as ncu  # where record_ncu looks run_ncu up
 
     calls = []
+    stopped_s = 140.0  # so that RETRY_MARGIN x it is more than CAPPED_RUN_S
 
-    def fake_run_ncu(problems, sections, **kwargs):  # stopped by the deadline after 60 s
+    def fake_run_ncu(problems, sections, **kwargs):  # stopped by the deadline
         calls.append(kwargs["deadline_s"])
         p = problems[0]
         return replace(NcuRun.load(STUDY / "section-LaunchStats"),
-                       command=["--launch-count", "64"], problems=[{"uri": p.uri}], wall_s=60.0,
+                       command=["--launch-count", "64"], problems=[{"uri": p.uri}],
+                       wall_s=stopped_s,
                        status=[{"event": "primer", "s": 1.0},
                                {"event": "begin", "index": 0, "uri": p.uri},
                                {"event": "deadline", "deadline_s": kwargs["deadline_s"]}])
@@ -349,14 +353,21 @@ def test_a_capped_run_a_deadline_stopped_waits_for_more_time_than_it_had(tmp_pat
         return record_ncu([lstm], configs, tmp_path, chunk=1, alone={lstm.uri},
                           deadline=time.monotonic() + left, problem_timeout_s=problem_timeout_s)
 
+    assert ncu.RETRY_MARGIN * stopped_s > ncu.CAPPED_RUN_S + 10
+    assert record(ncu.CAPPED_RUN_S - 10) == 0 and calls == []  # too little for such a run
     assert ncu.stopped_after(tmp_path / "full", lstm.uri) == 0.0
-    assert record(70) == 1  # never stopped before: tried
-    assert ncu.stopped_after(tmp_path / "full", lstm.uri) == 60.0
+    assert record(ncu.CAPPED_RUN_S + 10) == 1  # enough: tried (and stopped)
+    assert ncu.stopped_after(tmp_path / "full", lstm.uri) == stopped_s
     assert lstm.uri not in covered(tmp_path / "full")
-    assert record(70) == 0 and len(calls) == 1  # not more than 1.25 x the 60 s it stopped at
-    assert record(ncu.RETRY_MARGIN * 60 + 30) == 1 and len(calls) == 2  # more time: tried
+    assert record(ncu.CAPPED_RUN_S + 10) == 0 and len(calls) == 1  # not 1.25 x the 140 s
+    assert record(ncu.RETRY_MARGIN * stopped_s + 30) == 1 and len(calls) == 2  # more: tried
     # never more asked for than the problem timeout and a start: a run that long ends it
     assert record(ncu.MIN_RUN_S + 10, problem_timeout_s=5.0) == 1 and len(calls) == 3
+    # nor does the batched run of the others wait for that much time
+    relu = load_problem("relu_16384x16384")
+    assert record_ncu([relu, lstm], configs, tmp_path / "b", chunk=2, alone={lstm.uri},
+                      deadline=time.monotonic() + ncu.MIN_RUN_S + 10) == 1
+    assert len(calls) == 4 and calls[-1] < ncu.CAPPED_RUN_S  # the batch only, not lstm
 
 
 def test_a_broken_reference_is_logged_by_its_uri_without_the_machines_path(tmp_path):

@@ -100,6 +100,15 @@ MIN_RUN_S = 30.0
 """An ncu run is not started with less time left: ncu's start-up and the primer take about
 4 s on the H200, and a problem under the full set takes 10-40 s."""
 
+CAPPED_RUN_S = 155.0
+"""A problem's run alone with the kernel cap is started only with this much time left: with
+less, a deadline stops it and it keeps nothing. On the H200 the ten that finished took
+119-153 s (KernelBench's LSTMs and GRUs, its transposed convolutions on cuDNN's FFT path,
+the suite's LSTM), and the three a deadline stopped had been started with 59-107 s left
+(229 s, all lost: ``level3/37_LSTMCn`` twice, ``level1/69`` on 2026-12-04,
+docs/data/recording_kernelbench_h200). Skipped, the problem waits for the next call, and
+the recorder goes on with the work that fits (the chunk's plan and candidates)."""
+
 RETRY_MARGIN = 1.25
 """A problem's run alone that a deadline stopped after ``T`` s is started again only with more
 than ``RETRY_MARGIN * T`` s left: with less it would stop again and keep nothing (KernelBench's
@@ -127,8 +136,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
     in ``alone`` from the start (:data:`STEPPED_OPS`). A problem of a batched run times out
     after ``batch_timeout_s`` (at most ``problem_timeout_s``), its profiled call after
     :func:`range_timeout_s` of its operators; a capped one after ``problem_timeout_s``, and
-    is skipped (left to a later call) while too little time is left to outlast the run a
-    deadline stopped before (:data:`RETRY_MARGIN`). ``max_ops``: the operators of each
+    is skipped (left to a later call) while too little time is left for such a run
+    (:data:`CAPPED_RUN_S`) or to outlast the run a deadline stopped before
+    (:data:`RETRY_MARGIN`). ``max_ops``: the operators of each
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
@@ -145,9 +155,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
             if left is not None and left < MIN_RUN_S:
                 return made
             if (left is not None and max_kernels is not None
-                    and left <= min(RETRY_MARGIN * stopped_after(root / name, members[0].uri),
-                                    problem_timeout_s + MIN_RUN_S)):
-                continue  # it would stop again, as it did with more time
+                    and left < min(max(CAPPED_RUN_S, RETRY_MARGIN * stopped_after(
+                        root / name, members[0].uri)), problem_timeout_s + MIN_RUN_S)):
+                continue  # a deadline would stop it (as it did with more time) first
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
                           problem_timeout_s=(problem_timeout_s if max_kernels is not None
                                              else min(problem_timeout_s, batch_timeout_s)),
