@@ -101,11 +101,11 @@ MIN_RUN_S = 30.0
 4 s on the H200, and a problem under the full set takes 10-40 s."""
 
 CAPPED_RUN_S = 155.0
-"""A problem's run alone with the kernel cap is started only with this much time left: with
-less, a deadline stops it and it keeps nothing. On the H200 the ten that finished took
+"""A problem's run alone with the kernel cap is started only with more time left than this:
+with less, a deadline stops it and it keeps nothing. On the H200 the ten that finished took
 119-153 s (KernelBench's LSTMs and GRUs, its transposed convolutions on cuDNN's FFT path,
-the suite's LSTM), and the three a deadline stopped had been started with 59-107 s left
-(229 s, all lost: ``level3/37_LSTMCn`` twice, ``level1/69`` on 2026-12-04,
+the suite's LSTM), and the three a deadline stopped, started with 58-106 s left, kept
+nothing (229 s: ``level3/37_LSTMCn`` twice, ``level1/69`` on 2026-12-04,
 docs/data/recording_kernelbench_h200). Skipped, the problem waits for the next call, and
 the recorder goes on with the work that fits (the chunk's plan and candidates)."""
 
@@ -155,7 +155,7 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
             if left is not None and left < MIN_RUN_S:
                 return made
             if (left is not None and max_kernels is not None
-                    and left < min(max(CAPPED_RUN_S, RETRY_MARGIN * stopped_after(
+                    and left <= min(max(CAPPED_RUN_S, RETRY_MARGIN * stopped_after(
                         root / name, members[0].uri)), problem_timeout_s + MIN_RUN_S)):
                 continue  # a deadline would stop it (as it did with more time) first
             run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
