@@ -297,50 +297,6 @@ def test_the_search_proposer_is_deterministic_and_offers_valid_edits(small):
     assert all(p["error"] is None for line in lines for p in line["proposals"])
 
 
-def test_the_search_proposer_draws_sections_from_the_oracles_sets_where_the_tree_loses(small):
-    """Half its sections (``informed``) come from what the oracle collects for the problems
-    where the tree loses, weighted by their regret; the rest uniformly."""
-    import dataclasses
-
-    from agents.tree.proposers.base import Proposal
-
-    class Capture:
-        name = "capture"
-        feedback = None
-
-        def propose(self, feedback, n):
-            Capture.feedback = feedback
-            return Proposal(edits=[])
-
-    learn(small[0], small[1], Capture(), LearnConfig(rounds=1), progress=False)
-    fb = Capture.feedback
-    sections = fb.vocabulary.sections
-    wanted = sections[-1]  # on half the problems, where the tree loses, the oracle has it
-    problems = tuple(dataclasses.replace(p, oracle_sections=(wanted,), oracle_speedup=9.0)
-                     if k % 2 else dataclasses.replace(p, oracle_sections=(),
-                                                       oracle_speedup=p.speedup)
-                     for k, p in enumerate(fb.problems))
-
-    def collected(informed: float) -> list[str]:
-        out = []
-        for round_ in range(30):
-            feedback = dataclasses.replace(fb, problems=problems, round=round_)
-            for edit in SearchProposer(0, informed=informed).propose(feedback, 8).edits:
-                new = edit.new if isinstance(edit, Split) else edit.with_
-                if isinstance(new, Collect):
-                    out.append(new.section)
-        return out
-
-    informed, uniform = collected(0.5), collected(0.0)
-    assert len(informed) >= 50 and len(uniform) >= 50
-    share = informed.count(wanted) / len(informed)
-    assert share >= 0.4  # 0.5 + 0.5 / len(sections) expected
-    assert uniform.count(wanted) / len(uniform) < 0.2  # 1 / len(sections) expected
-    assert set(informed) - {wanted}  # and the others still
-    with pytest.raises(ValueError, match="informed"):
-        SearchProposer(0, informed=1.5)
-
-
 def test_the_learner_keeps_only_edits_that_improve_and_picks_on_validation(train):
     # the whole train split: on a few problems no profile may already be as good as any
     tr, va = train, gym.make("AutoProfiler-v0", split="val")
@@ -409,9 +365,8 @@ def test_learn_tree_writes_the_tree_its_log_and_pictures(tmp_path, capsys):
     from experiments.cli import main
 
     out = tmp_path / "run"
-    # seed 1: the 0.1 and 0.25 trees differ after 3 rounds, so they are joined by budget
-    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "3", "--seed", "1",
-                 "--out", str(out)]) == 0
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "3", "--out",
+                 str(out)]) == 0
     for name in ("tree.json", "tree.txt", "tree.png", "curve.png", "run.json",
                  "log-0.1.jsonl", "log-0.25.jsonl"):
         assert (out / name).is_file(), name
@@ -456,9 +411,12 @@ def test_learn_tree_with_more_rounds_resumes_the_ladder_as_a_fresh_run_would(tmp
     from experiments.cli import main
 
     resumed, fresh = tmp_path / "resumed", tmp_path / "fresh"
-    for rounds, out in ((2, resumed), (6, resumed), (6, fresh)):
-        assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", str(rounds),
-                     "--seed", "2", "--out", str(out)]) == 0
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "2", "--out",
+                 str(resumed)]) == 0
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "6", "--out",
+                 str(resumed)]) == 0
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "6", "--out",
+                 str(fresh)]) == 0
     assert load(resumed / "tree.json").root == load(fresh / "tree.json").root
 
     def header(path):
@@ -468,7 +426,7 @@ def test_learn_tree_with_more_rounds_resumes_the_ladder_as_a_fresh_run_would(tmp
 
     for name in ("log-0.1.jsonl", "log-0.25.jsonl"):
         assert header(resumed / name) == header(fresh / name)
-    # the 0.1 tree grew between 2 and 6 rounds (seed 2), so the 0.25 log of the first run
+    # the 0.1 tree grew between 2 and 6 rounds (seed 0), so the 0.25 log of the first run
     # began from another tree: kept beside, not resumed
     superseded = resumed / "log-0.25.superseded-1.jsonl"
     assert superseded.exists()

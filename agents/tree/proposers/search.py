@@ -15,13 +15,8 @@ a resumed run proposes what the uninterrupted one would have. Each edit is one o
   sides, or a subtree by a stop.
 
 Nodes are drawn with weights 1 + the regret (ln oracle - ln tree speedup) of the train
-problems that reach them, so edits go where the tree loses to the oracle. The section a
-split's new side, an insert or a swap collects is, half the time (``informed``), drawn from
-the oracle's sets of the train problems that reach the node, each weighted by the regret of
-the problems whose oracle set holds it (where the feedback has hindsight and the tree loses
-there), else uniformly: the search tries first what the oracle collects where the tree
-loses, as the LLM proposer is shown. Every edit offered is valid (checked against the tree);
-``n`` are offered unless the tree admits fewer.
+problems that reach them, so edits go where the tree loses to the oracle. Every edit offered
+is valid (checked against the tree); ``n`` are offered unless the tree admits fewer.
 """
 
 from __future__ import annotations
@@ -52,18 +47,15 @@ def _round(x: float, low: float, high: float) -> float:
 class SearchProposer:
     """Random valid edits, seeded (:mod:`agents.tree.proposers.search`)."""
 
-    def __init__(self, seed: int = 0, attempts: int = 50, informed: float = 0.5) -> None:
-        if not 0.0 <= informed <= 1.0:
-            raise ValueError(f"informed is a probability in [0, 1], got {informed!r}")
+    def __init__(self, seed: int = 0, attempts: int = 50) -> None:
         self.seed = seed
         self.attempts = attempts
-        self.informed = informed
         self.name = f"search:{seed}"
 
     def propose(self, feedback: Feedback, n: int) -> Proposal:
         started = time.perf_counter()
         rng = np.random.default_rng([self.seed, feedback.round])
-        context = _Context(feedback, self.informed)
+        context = _Context(feedback)
         edits: list[Edit] = []
         seen = set()
         for _ in range(self.attempts * n):
@@ -85,9 +77,8 @@ class SearchProposer:
 class _Context:
     """The current tree's nodes, which problems reach each, and what is known at each."""
 
-    def __init__(self, feedback: Feedback, informed: float = 0.5) -> None:
+    def __init__(self, feedback: Feedback) -> None:
         self.feedback = feedback
-        self.informed = informed
         self.vocab = feedback.vocabulary
         self.sections = self.vocab.sections
         self.nodes: list[Node] = []
@@ -118,20 +109,7 @@ class _Context:
         w = self.weights[choices]
         return int(choices[rng.choice(len(choices), p=w / w.sum())])
 
-    def _section(self, rng, i: int, exclude) -> str | None:
-        """A section for node ``i`` not in ``exclude``: with probability ``informed`` one the
-        oracle collects for the problems reaching ``i`` where the tree loses (weighted by
-        their regret), else (or where there is none) any, uniformly."""
-        if self.informed and rng.random() < self.informed:
-            weight: dict[str, float] = {}
-            for p in self.reach[i]:
-                if p.oracle_sections and p.regret > 0:
-                    for s in p.oracle_sections:
-                        weight[s] = weight.get(s, 0.0) + p.regret
-            names = [s for s in self.sections if s in weight and s not in exclude]
-            if names:  # in the sections' order, not the dict's
-                w = np.array([weight[s] for s in names])
-                return names[rng.choice(len(names), p=w / w.sum())]
+    def _section(self, rng, exclude) -> str | None:
         options = [s for s in self.sections if s not in exclude]
         return options[rng.integers(len(options))] if options else None
 
@@ -167,7 +145,7 @@ class _Context:
     def _new_side(self, rng, i: int) -> Node:
         if rng.random() < 0.2:
             return Stop()
-        section = self._section(rng, i, self.above[i])
+        section = self._section(rng, self.above[i])
         if section is None:
             return Stop()
         return Collect(section, Stop())
@@ -194,7 +172,7 @@ class _Context:
 
     def insert(self, rng) -> Edit | None:
         i = self._node(rng)
-        section = self._section(rng, i, self.above[i] | _below(self.nodes[i]))
+        section = self._section(rng, self.above[i] | _below(self.nodes[i]))
         return Rewrite(i, Collect(section, self.nodes[i])) if section else None
 
     def swap(self, rng) -> Edit | None:
@@ -202,7 +180,7 @@ class _Context:
         if i is None:
             return None
         node = self.nodes[i]
-        section = self._section(rng, i, self.above[i] | _below(node))
+        section = self._section(rng, self.above[i] | _below(node))
         return Rewrite(i, Collect(section, node.next)) if section else None
 
     def remove(self, rng) -> Edit | None:
