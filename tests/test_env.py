@@ -155,7 +155,17 @@ def test_invalid_action_ends_the_episode_as_documented(study_dataset):
     _, _, terminated, _, info = env.step(0)  # collecting SpeedOfLight twice
     assert terminated and info["invalid_action"] and info["sections"] == ("SpeedOfLight",)
     env.reset(seed=0)
-    assert env.step(99)[2]
+    assert env.step(np.int64(env.STOP))[2]  # the last action of the space is STOP
+
+
+def test_render_names_the_episode_and_refuses_before_the_first_reset(study_dataset):
+    env = make(REPLAY_ID, study_dataset, budget=1.0, render_mode="ansi").unwrapped
+    with pytest.raises(gym.error.ResetNeeded, match="before the first reset"):
+        env.render()
+    env.reset(seed=0)
+    env.step(0)
+    assert "collected SpeedOfLight" in env.render()
+    assert env.metadata["render_fps"] > 0  # Gymnasium's checker asks for it
 
 
 def test_reward_is_the_candidates_log_speedup(study_dataset):
@@ -238,14 +248,16 @@ def test_an_integer_action_in_any_numpy_form_is_accepted(study_dataset, action):
 
 
 @pytest.mark.parametrize("action", [None, float("nan"), 2.7, 2.0, np.float32(1.0), "3",
-                                    np.array([1, 2]), np.array([1.0]), [1]],
+                                    np.array([1, 2]), np.array([1.0]), [1], 99, -1,
+                                    np.int64(16), np.array([16])],
                          ids=["None", "nan", "2.7", "2.0", "float32", "str", "2-element",
-                              "float-array", "list"])
-def test_a_non_integer_action_is_a_clear_value_error_and_changes_nothing(study_dataset,
-                                                                         action):
-    """Decision (the class docstring): a value that is not an integer is the caller's bug, as
-    Gymnasium's own envs assert; it raises (never truncated, never a silent STOP) and leaves
-    the episode as it was."""
+                              "float-array", "list", "99", "-1", "int64-16", "array-16"])
+def test_an_action_outside_the_action_space_is_a_clear_value_error_and_changes_nothing(
+        study_dataset, action):
+    """Decision (the class docstring): a value that is not a member of the action space (not
+    an integer, or an integer out of range) is the caller's bug, as Gymnasium's own envs
+    assert; it raises (never truncated, never a silent STOP) and leaves the episode as it
+    was."""
     env = make(REPLAY_ID, study_dataset, budget=1.0)
     env.reset(seed=0, options={"problem": RELU})
     with pytest.raises(ValueError, match=r"action must be an integer of Discrete\(16\)"):
@@ -254,15 +266,15 @@ def test_a_non_integer_action_is_a_clear_value_error_and_changes_nothing(study_d
     assert not terminated and obs["collected"].tolist() == [0, 0, 0, 1] + [0] * 11
 
 
-@pytest.mark.parametrize("ending", ["stop", "masked", "out_of_range", "budget"])
+@pytest.mark.parametrize("ending", ["stop", "masked", "budget"])
 def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, ending):
     kwargs = {"budget": 1.0, "budget_unit": "sections", "budget_is_fraction": False}
     env = make(REPLAY_ID, study_dataset, **(kwargs if ending == "budget" else {"budget": 1.0}))
     env.reset(seed=0, options={"problem": RELU})
-    actions = {"stop": [15], "masked": [0, 0], "out_of_range": [99], "budget": [0]}[ending]
+    actions = {"stop": [15], "masked": [0, 0], "budget": [0]}[ending]
     for action in actions:
         *_, terminated, _, info = env.step(action)
-    assert terminated and info["invalid_action"] == (ending in ("masked", "out_of_range"))
+    assert terminated and info["invalid_action"] == (ending == "masked")
     record = env.unwrapped.last_record
     for action in (0, 15):  # neither another section nor a second terminal reward
         with pytest.raises(gym.error.ResetNeeded, match=r"terminated: call reset\(\)"):

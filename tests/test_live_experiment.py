@@ -164,6 +164,32 @@ def test_a_live_backend_with_recorded_evidence_shows_the_replays_observation(stu
         CUMSUM, sections)
 
 
+def test_closing_a_live_env_stops_its_judge_and_a_copy_starts_its_own(study_dataset):
+    import copy
+    import pickle
+
+    live = gym.make("AutoProfilerLive-v0", budget_unit="seconds", device="cpu",
+                    evidence="recorded", harness=SMOKE, dataset=str(study_dataset),
+                    problems=[CUMSUM], budget=1.0)
+    live.reset(options={"problem": CUMSUM})
+    live.step(3)
+    _, _, terminated, _, first = live.step(live.unwrapped.STOP)
+    evaluator = live.unwrapped.backend.evaluator
+    workers = [w for w in (evaluator._reference, evaluator._candidate, evaluator._spare) if w]
+    assert terminated and workers and all(w.alive() for w in workers)
+    twin = copy.deepcopy(live)   # Gymnasium's and pickle's copies: settings, not processes
+    assert pickle.loads(pickle.dumps(live.unwrapped)).backend.evaluator._reference is None
+    live.close()
+    live.close()
+    assert not any(w.alive() for w in workers)
+    assert evaluator._reference is evaluator._candidate is evaluator._spare is None
+    twin.reset(options={"problem": CUMSUM})
+    twin.step(3)
+    _, _, _, _, again = twin.step(twin.unwrapped.STOP)  # judged from the copied cache
+    assert (again["candidate"], again["speedup"]) == (first["candidate"], first["speedup"])
+    twin.close()
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"evidence": "sampled"}, "evidence must be one of"),
     ({"evidence": "recorded"}, "give dataset= too"),

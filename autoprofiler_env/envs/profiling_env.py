@@ -75,20 +75,21 @@ class ProfilingEnv(gym.Env):
     (the 15 action sections of ``autoprofiler_env.profiler.catalogue.ACTION_SECTIONS``); action
     ``n_sections`` is STOP. ``action_masks()`` (what sb3-contrib's ``MaskablePPO`` calls) and
     ``info["action_mask"]`` mark the valid ones: sections not yet collected whose cost fits the
-    remaining budget, and STOP (always valid). An invalid action (an integer that is masked or
-    out of range) is treated as STOP and ``info["invalid_action"]`` is True: the episode ends,
-    with the reward of the profile collected so far; it never raises.
+    remaining budget, and STOP (always valid). A masked action (a section already collected,
+    or one the remaining budget cannot pay) is treated as STOP and ``info["invalid_action"]``
+    is True: the episode ends, with the reward of the profile collected so far.
 
-    An action is an integer: an ``int``, a numpy integer (what ``action_space.sample()`` and
-    stable-baselines3 give) or an integer array of one element (0-d or ``(1,)``, a policy's
-    output for one observation). Anything else (``None``, a float, even ``2.0`` or NaN, a
-    string, an array of several elements) raises ``ValueError`` saying what is accepted. This
-    follows Gymnasium: its own environments refuse an action that is not a member of the
-    action space's type (``assert action_space.contains(action)``), because such a value is a
-    bug in the caller, not a policy's choice; ending the episode on it (and paying a reward)
-    would hide the bug in the training data, and truncating ``2.7`` to section 2 would collect
-    a section nobody chose. An integer the policy may emit but the mask forbids is a policy's
-    choice, and is answered inside the episode as above.
+    An action is an integer of ``0..n_sections``: an ``int``, a numpy integer (what
+    ``action_space.sample()`` and stable-baselines3 give) or an integer array of one element
+    (0-d or ``(1,)``, a policy's output for one observation). Anything else (``None``, a
+    float, even ``2.0`` or NaN, a string, an array of several elements, an integer out of
+    range such as ``-1``) raises ``ValueError`` saying what is accepted. This follows
+    Gymnasium: its own environments refuse an action that is not a member of the action space
+    (``assert action_space.contains(action)``), because such a value is a bug in the caller,
+    not a policy's choice; ending the episode on it (and paying a reward) would hide the bug
+    in the training data, and truncating ``2.7`` to section 2 would collect a section nobody
+    chose. An action of the space that the mask forbids is a policy's choice, and is answered
+    inside the episode as above.
 
     ``step`` before the first ``reset``, or after the episode has terminated, raises
     ``gymnasium.error.ResetNeeded`` (as Gymnasium's ``OrderEnforcing`` does before a first
@@ -199,7 +200,7 @@ class ProfilingEnv(gym.Env):
     :class:`~autoprofiler_env.errors.ProblemNotFoundError`).
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # Gymnasium's text environments'
 
     def __init__(self, dataset: str | None = None, split: str | None = "train",
                  problems: list[str] | None = None, backend: str = "replay",
@@ -417,6 +418,11 @@ class ProfilingEnv(gym.Env):
         seconds, passes = self.backend.full_cost(uri)
         return float(passes) if self.budget_unit == "passes" else seconds
 
+    def close(self) -> None:
+        """Releases the backend's processes (the live backend's judge); safe to call twice."""
+        self.backend.close()
+        super().close()
+
     def action_masks(self) -> np.ndarray:
         """The valid actions: affordable sections not yet collected, and STOP."""
         return self._mask.copy()
@@ -440,9 +446,9 @@ class ProfilingEnv(gym.Env):
         if self._needs_reset:
             raise gym.error.ResetNeeded(f"step() called {self._needs_reset}: call reset() to "
                                         "start an episode")
-        if type(action) is not int:
+        if type(action) is not int or not 0 <= action <= self.STOP:
             action = self._action_index(action)
-        if not (0 <= action < self.STOP) or not (self._bits >> action) & 1:
+        if action == self.STOP or not (self._bits >> action) & 1:
             return self._finish(invalid=action != self.STOP)
         entry = self._entry(action)
         cost = self._cost_list[action]
@@ -468,7 +474,7 @@ class ProfilingEnv(gym.Env):
                 array = None
             if array is not None and array.dtype.kind in "iu" and array.size == 1:
                 value = array.reshape(())[()]
-        if isinstance(value, (int, np.integer)):
+        if isinstance(value, (int, np.integer)) and 0 <= value <= self.STOP:
             return int(value)
         raise ValueError(
             f"action must be an integer of Discrete({self.STOP + 1}) (0..{self.STOP - 1} "
@@ -534,6 +540,9 @@ class ProfilingEnv(gym.Env):
     def render(self):
         if self.render_mode != "ansi":
             return None
+        if self._uri is None:
+            raise gym.error.ResetNeeded("render() called before the first reset(): call "
+                                        "reset() to start an episode")
         return (f"{self._uri}: collected {', '.join(self._collected) or 'nothing'}; spent "
                 f"{self._spent:.3g} of {self._budget_total:.3g} {self.budget_unit}")
 

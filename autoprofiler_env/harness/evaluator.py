@@ -264,6 +264,18 @@ class Evaluator:
             if worker is not None:
                 worker.kill()
 
+    def __getstate__(self) -> dict:
+        """A copy (pickled, deep-copied) keeps the settings, not the processes: it starts its
+        own workers when it first judges."""
+        state = self.__dict__.copy()
+        state.update(_reference=None, _candidate=None, _spare=None, _prepared=None)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __enter__(self) -> Evaluator:
         return self
 

@@ -61,6 +61,10 @@ class Backend(Protocol):
                rng: np.random.Generator | None = None) -> EpisodeOutcome:
         """The optimizer's outcome with the profile of ``sections``."""
 
+    def close(self) -> None:
+        """Releases what the backend holds (the live backend's judging processes); the
+        environment's ``close()`` calls it. The backend can still be used afterwards."""
+
 
 @runtime_checkable
 class Hindsight(Backend, Protocol):

@@ -132,6 +132,11 @@ class LiveBackend:
         self.judged: list[tuple[str, str]] = []
         """(problem, candidate) of each judgement this backend made, in order."""
 
+    def close(self) -> None:
+        """Stops the harness's judging processes (the next judgement starts new ones); what
+        was profiled and judged stays cached."""
+        self.evaluator.close()
+
     def problems(self, split: str | None) -> list[str]:
         return [u for u, p in self._problems.items() if split is None or p.split == split]
 

@@ -118,6 +118,9 @@ class ReplayBackend:
     def __setstate__(self, state: dict) -> None:
         self.__init__(**state)
 
+    def close(self) -> None:
+        """Nothing to release: the replay holds no process."""
+
     def problems(self, split: str | None) -> list[str]:
         return [u for u in self.dataset.uris(split) if u in self._served]
 
