@@ -687,13 +687,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train an RL policy (stable-baselines3 / sb3-contrib) "
                        "from a config")
     p.add_argument("--config", default="maskable_ppo",
-                   help="a YAML config, or the name of one in experiments/configs: "
-                   "maskable_ppo (default), ppo, a2c, dqn, qrdqn")
+                   help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
+                   "experiments/configs: maskable_ppo (default), ppo, a2c, dqn, qrdqn")
     p.add_argument("--seed", type=int, default=0, help="the seed (default: 0)")
     p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>)")
     p.add_argument("--steps", type=int,
                    help="environment steps to train for (default: the config's "
-                   "total_timesteps)")
+                   "n_timesteps)")
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline unless WANDB_API_KEY or WANDB_MODE is set)")
     p.add_argument("--wandb-group", help="the wandb group (default: train-<config>)")

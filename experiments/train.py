@@ -4,17 +4,17 @@
                        [--wandb] [--wandb-group NAME]
 
 The config (:mod:`agents.rl.config`; one YAML file per algorithm in ``experiments/configs/``:
-``maskable_ppo`` is the default, ``ppo``, ``a2c``, ``dqn``, ``qrdqn``) names the algorithm,
-its hyperparameters, the environment's ``make`` kwargs (a ``budget_range`` trains one
-policy for every budget), the vector env and the evaluation. Training runs on ``n_envs``
+``maskable_ppo`` is the default, ``ppo``, ``a2c``, ``dqn``, ``qrdqn``; rl-baselines3-zoo's
+format) names the algorithm, its hyperparameters, the environment's ``make`` kwargs (a
+``budget_range`` trains one policy for every budget), the vector env and the evaluation. Training runs on ``n_envs``
 copies of ``AutoProfiler-v0`` (SB3's ``make_vec_env``: ``Monitor``-wrapped, seeded
 ``seed + rank``, in a ``DummyVecEnv`` or a ``SubprocVecEnv``); MaskablePPO reads each
 sub-environment's ``action_masks()``, the other algorithms train without masks (the
-environment answers a masked action as STOP). Every ``eval.frequency`` steps, and at the end,
-:class:`agents.rl.callbacks.RolloutEvalCallback` evaluates the policy with the project's one
-evaluation (:func:`autoprofiler_env.evaluation.rollout`) on the ``eval.split`` problems at
-each of ``eval.budgets`` and keeps the best model by the mean of the log scores over the
-budgets. ``--out`` (default ``runs/train/<config>-seed<N>``) gets
+environment answers a masked action as STOP). Every ``autoprofiler.eval.frequency`` steps,
+and at the end, :class:`agents.rl.callbacks.RolloutEvalCallback` evaluates the policy with
+the project's one evaluation (:func:`autoprofiler_env.evaluation.rollout`) on the
+``eval.split`` problems at each of ``eval.budgets`` and keeps the best model by the mean of
+the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N>``) gets
 
 - ``model.zip`` (the final model) and ``best_model.zip`` (the best evaluated), SB3 files;
 - ``run.json``: the config as given and as resolved, the environment's kwargs, the command
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.rl.callbacks import Evaluation, save_model
+from agents.rl.config import ENV_ID as CONFIG_ENV_ID
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import AutoProfilerError
@@ -142,13 +143,14 @@ def make_train_env(config: TrainConfig, seed: int, monitor_dir: Path | None = No
 
 def _checked(make, source: str):
     """``make()``, its errors about the environment's kwargs as a :class:`ConfigError`
-    naming the config's ``env`` key."""
+    naming the config's ``env_kwargs`` key."""
     try:
         return make()
     except (ValueError, TypeError, AutoProfilerError) as e:
         if isinstance(e, ConfigError):
             raise
-        raise ConfigError(f"{source}: env: {str(e).splitlines()[0]}") from e
+        raise ConfigError(f"{source}: {CONFIG_ENV_ID}.env_kwargs: "
+                          f"{str(e).splitlines()[0]}") from e
 
 
 def build_model(config: TrainConfig, env, seed: int, source: str = "config"):
@@ -160,7 +162,7 @@ def build_model(config: TrainConfig, env, seed: int, source: str = "config"):
     try:
         return cls(config.policy, env, seed=seed, verbose=0, **algorithm_kwargs(config))
     except (ValueError, TypeError, AssertionError, KeyError) as e:
-        raise ConfigError(f"{source}: hyperparameters: {cls.__name__} refused them: "
+        raise ConfigError(f"{source}: {CONFIG_ENV_ID}: {cls.__name__} refused its arguments: "
                           f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
 
 

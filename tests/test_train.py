@@ -18,23 +18,29 @@ from autoprofiler_env.evaluation import rollout, score
 from autoprofiler_env.jsonlines import read_jsonl
 from experiments.train import CONFIGS, build_model, make_eval_env, make_train_env, train
 
-# the training configs: every file of experiments/configs with an algorithm (the others,
+# the training configs: every file of experiments/configs in the zoo's format (the others,
 # such as an experiment's, have their own tests)
 CONFIG_FILES = sorted(p for p in CONFIGS.glob("*.yaml")
-                      if "algorithm" in (yaml.safe_load(p.read_text()) or {}))
+                      if "AutoProfiler-v0" in (yaml.safe_load(p.read_text()) or {}))
 
 TINY = {  # MaskablePPO small enough for a test: an update every 128 steps
-    "algorithm": "maskable_ppo",
-    "policy": "MultiInputPolicy",
-    "total_timesteps": 2000,
-    "n_envs": 2,
-    "vec_env": "dummy",
-    "env": {"split": "train", "budget_range": [0.05, 1.0]},
-    "hyperparameters": {"n_steps": 64, "batch_size": 64, "n_epochs": 2,
-                        "learning_rate": "lin_1.0e-3", "gamma": 1.0,
-                        "policy_kwargs": {"net_arch": [32, 32], "activation_fn": "tanh"}},
-    "eval": {"frequency": 1000, "split": "val", "budgets": [0.25, 1.0]},
+    "AutoProfiler-v0": {
+        "policy": "MultiInputPolicy",
+        "n_timesteps": 2000,
+        "n_envs": 2,
+        "env_kwargs": {"split": "train", "budget_range": [0.05, 1.0]},
+        "n_steps": 64, "batch_size": 64, "n_epochs": 2, "learning_rate": "lin_1.0e-3",
+        "gamma": 1.0, "policy_kwargs": "dict(net_arch=[32, 32], activation_fn=nn.Tanh)"},
+    "autoprofiler": {"algorithm": "maskable_ppo", "vec_env": "dummy",
+                     "eval": {"frequency": 1000, "split": "val", "budgets": [0.25, 1.0]}},
 }
+
+
+def _tiny(**settings):
+    """TINY with some of its environment's settings changed."""
+    given = copy.deepcopy(TINY)
+    given["AutoProfiler-v0"].update(settings)
+    return given
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +76,7 @@ def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
     val = make_eval_env(config_from_dict(TINY))
     assert run["algorithm"] == "maskable_ppo" and run["seed"] == 3
     assert run["config_given"] == TINY and run["config"]["total_timesteps"] == 2000
+    assert run["config"]["algorithm"] == "maskable_ppo"
     assert run["config"]["hyperparameters"]["learning_rate"] == "lin_1.0e-3"
     assert run["env_kwargs"]["budget_range"] == [0.05, 1.0]
     assert run["dataset_sha256"] == val.unwrapped.backend.dataset.metadata["sha256"]
@@ -119,65 +126,139 @@ def test_configs_are_one_per_algorithm():
         assert load_config(CONFIGS / f"{name}.yaml").algorithm == name
 
 
+def test_the_shipped_configs_read_as_rl_baselines3_zoo_reads_them():
+    """What rl_zoo3's ExperimentManager does with a hyperparams file (read_hyperparameters,
+    _preprocess_hyperparams), without the zoo: the environment id's entry, n_timesteps, the
+    zoo's keys taken out, policy_kwargs evaluated with torch as th and torch.nn as nn; what is
+    left must be keyword arguments of the algorithm's class."""
+    import inspect
+
+    from torch import nn
+
+    from agents.rl import algorithms
+
+    for path in CONFIG_FILES:
+        entry = dict(yaml.safe_load(path.read_text())["AutoProfiler-v0"])
+        int(entry.pop("n_timesteps"))
+        for key in ("n_envs", "env_kwargs", "normalize"):
+            entry.pop(key, None)
+        entry["policy_kwargs"] = eval(entry["policy_kwargs"], {"th": torch, "nn": nn})
+        policy = entry.pop("policy")
+        cls = algorithms()[load_config(path).algorithm]
+        assert set(entry) <= set(inspect.signature(cls.__init__).parameters), path.name
+        assert policy in cls.policy_aliases
+        assert load_config(path).hyperparameters | {"policy_kwargs": None} == entry | {
+            "policy_kwargs": None}
+
+
+def test_policy_kwargs_in_the_zoos_string_form_are_parsed_not_evaluated():
+    from torch import nn
+
+    from agents.rl.config import algorithm_kwargs
+
+    config = config_from_dict(_tiny(policy_kwargs="dict(net_arch=dict(pi=[8], vf=[8]), "
+                                    "activation_fn=nn.ReLU, optimizer_class=th.optim.SGD)"))
+    assert algorithm_kwargs(config)["policy_kwargs"] == {
+        "net_arch": {"pi": [8], "vf": [8]}, "activation_fn": nn.ReLU,
+        "optimizer_class": torch.optim.SGD}
+    mapping = config_from_dict(_tiny(policy_kwargs={"net_arch": [16]}))
+    assert algorithm_kwargs(mapping)["policy_kwargs"] == {"net_arch": [16]}
+    for text, message in [
+            ("dict(net_arch=[8], activation_fn=__import__('os').system('true'))",
+             "a literal .* or a class named as the zoo does"),
+            ("dict(activation_fn=nn.NoSuchLayer)", r"nn.NoSuchLayer: no such class in torch.nn"),
+            ("dict(activation_fn=os.path)", r"os.path: name a class as the zoo does"),
+            ("[64, 64]", r"a dict\(...\) call or a \{...\} literal"),
+            ("dict(net_arch=[8]", "not a Python expression")]:
+        with pytest.raises(ConfigError, match=r"^z: AutoProfiler-v0.policy_kwargs: the zoo's "
+                                              r"form is a string .*: " + message):
+            config_from_dict(_tiny(policy_kwargs=text), "z")
+
+
 def _with(change):
     given = copy.deepcopy(TINY)
-    change(given)
+    change(given["AutoProfiler-v0"], given["autoprofiler"])
     return given
 
 
 BAD = [
-    (lambda c: c.update(total_timestep=10), r"total_timestep: unknown key \(did you mean "
-                                            r"total_timesteps\?\)"),
-    (lambda c: c.update(algorithm="sac"), r"algorithm: unknown algorithm 'sac': one of "
-                                          r"maskable_ppo, ppo, a2c, dqn, qrdqn"),
-    (lambda c: c.pop("algorithm"), r"algorithm: missing"),
-    (lambda c: c.update(policy="MlpPolicyy"), r"policy: 'MlpPolicyy' is not a policy of "
-                                              r"MaskablePPO"),
-    (lambda c: c["hyperparameters"].update(n_step=8),
-     r"hyperparameters.n_step: not a parameter of MaskablePPO \(did you mean n_steps\?\)"),
-    (lambda c: c["hyperparameters"].update(learning_rate="fast"),
-     r"hyperparameters.learning_rate: a number or a linear schedule"),
-    (lambda c: c["hyperparameters"].update(batch_size=6.5),
-     r"hyperparameters.batch_size: a whole number >= 1"),
-    (lambda c: c["hyperparameters"].update(normalize_advantage="yes"),
-     r"hyperparameters.normalize_advantage: true or false"),
-    (lambda c: c["hyperparameters"].update(seed=1),
-     r"hyperparameters.seed: not a hyperparameter: it is set by the --seed option"),
-    (lambda c: c["hyperparameters"]["policy_kwargs"].update(activation_fn="sigmoid"),
-     r"hyperparameters.policy_kwargs.activation_fn: one of tanh, relu"),
-    (lambda c: c["env"].update(budgt=0.3), r"env.budgt: not a make kwarg of the environment "
-                                           r"\(did you mean budget\?\)"),
-    (lambda c: c["env"].update(cost_penalty="high"), r"env.cost_penalty: a number"),
-    (lambda c: c.update(env=[1, 2]), r"env: a mapping"),
-    (lambda c: c.update(n_envs=0), r"n_envs: a whole number >= 1, got 0"),
-    (lambda c: c.update(n_envs="2"), r"n_envs: a whole number >= 1, got '2'"),
-    (lambda c: c.update(vec_env="ray"), r"vec_env: one of dummy, subproc, got 'ray'"),
-    (lambda c: c.update(total_timesteps="1e5"), r"total_timesteps: a whole number >= 1"),
-    (lambda c: c["eval"].update(frequncy=5), r"eval.frequncy: unknown key \(did you mean "
-                                             r"eval.frequency\?\)"),
-    (lambda c: c["eval"].update(budgets=[]), r"eval.budgets: a non-empty list"),
-    (lambda c: c["eval"].update(split="validation"), r"eval.split: one of train, val, test"),
+    (lambda c, o: c.update(n_timestep=10), r"AutoProfiler-v0.n_timestep: not a parameter of "
+                                           r"MaskablePPO"),
+    (lambda c, o: c.pop("n_timesteps"), r"AutoProfiler-v0.n_timesteps: missing"),
+    (lambda c, o: o.update(algorithm="sac"), r"autoprofiler.algorithm: unknown algorithm "
+                                             r"'sac': one of maskable_ppo, ppo, a2c, dqn, qrdqn"),
+    (lambda c, o: o.pop("algorithm"), r"autoprofiler.algorithm: missing"),
+    (lambda c, o: o.update(algo="ppo"), r"autoprofiler.algo: unknown key \(did you mean "
+                                        r"autoprofiler.algorithm\?\)"),
+    (lambda c, o: c.update(policy="MlpPolicyy"), r"AutoProfiler-v0.policy: 'MlpPolicyy' is not "
+                                                 r"a policy of MaskablePPO"),
+    (lambda c, o: c.update(n_step=8),
+     r"AutoProfiler-v0.n_step: not a parameter of MaskablePPO \(did you mean n_steps\?\)"),
+    (lambda c, o: c.update(learning_rate="fast"),
+     r"AutoProfiler-v0.learning_rate: a number or a linear schedule"),
+    (lambda c, o: c.update(batch_size=6.5), r"AutoProfiler-v0.batch_size: a whole number >= 1"),
+    (lambda c, o: c.update(normalize_advantage="yes"),
+     r"AutoProfiler-v0.normalize_advantage: true or false"),
+    (lambda c, o: c.update(seed=1),
+     r"AutoProfiler-v0.seed: not a hyperparameter: it is set by the --seed option"),
+    (lambda c, o: c.update(policy_kwargs={"activation_fn": "tanh"}),
+     r"AutoProfiler-v0.policy_kwargs.activation_fn: a class: write policy_kwargs as the zoo "
+     r"does, a string such as \"dict\(net_arch=\[64, 64\], activation_fn=nn.ReLU\)\""),
+    (lambda c, o: c.update(normalize=True), r"AutoProfiler-v0.normalize: autoprofiler train "
+                                            r"does not normalize"),
+    (lambda c, o: c.update(env_wrapper=["gymnasium.wrappers.TimeLimit"]),
+     r"AutoProfiler-v0.env_wrapper: a key of rl-baselines3-zoo that autoprofiler train does "
+     r"not apply"),
+    (lambda c, o: c["env_kwargs"].update(budgt=0.3),
+     r"AutoProfiler-v0.env_kwargs.budgt: not a make kwarg of the environment \(did you mean "
+     r"budget\?\)"),
+    (lambda c, o: c["env_kwargs"].update(cost_penalty="high"),
+     r"AutoProfiler-v0.env_kwargs.cost_penalty: a number"),
+    (lambda c, o: c.update(env_kwargs=[1, 2]), r"AutoProfiler-v0.env_kwargs: a mapping"),
+    (lambda c, o: c.update(n_envs=0), r"AutoProfiler-v0.n_envs: a whole number >= 1, got 0"),
+    (lambda c, o: c.update(n_envs="2"), r"AutoProfiler-v0.n_envs: a whole number >= 1, "
+                                        r"got '2'"),
+    (lambda c, o: o.update(vec_env="ray"), r"autoprofiler.vec_env: one of dummy, subproc, "
+                                           r"got 'ray'"),
+    (lambda c, o: c.update(n_timesteps="1e5"), r"AutoProfiler-v0.n_timesteps: a whole number"),
+    (lambda c, o: o["eval"].update(frequncy=5), r"autoprofiler.eval.frequncy: unknown key "
+                                                r"\(did you mean autoprofiler.eval.frequency\?\)"),
+    (lambda c, o: o["eval"].update(budgets=[]), r"autoprofiler.eval.budgets: a non-empty list"),
+    (lambda c, o: o["eval"].update(split="validation"),
+     r"autoprofiler.eval.split: one of train, val, test"),
 ]
-
-
 @pytest.mark.parametrize("change, message", BAD, ids=[m.split(":")[0] for _, m in BAD])
 def test_a_bad_config_is_one_error_naming_the_key(change, message):
     with pytest.raises(ConfigError, match=f"^bad.yaml: {message}"):
         config_from_dict(_with(change), "bad.yaml")
 
 
+def test_a_file_without_the_environments_entry_says_what_a_config_is():
+    with pytest.raises(ConfigError, match=r"^f: no AutoProfiler-v0 key \(is 'AutoProfiler-v1' "
+                                          r"a misspelling\?\): a config maps the environment"):
+        config_from_dict({"AutoProfiler-v1": TINY["AutoProfiler-v0"]}, "f")
+    with pytest.raises(ConfigError, match=r"^f: a config maps the environment id"):
+        config_from_dict(["AutoProfiler-v0"], "f")
+    # the zoo's fallback entry, and the algorithm named by the file, as the zoo's <algo>.yml
+    zoo = {"CartPole-v1": {"n_timesteps": 1}, "default": TINY["AutoProfiler-v0"]}
+    assert config_from_dict(zoo, "ppo.yml", algorithm="ppo").algorithm == "ppo"
+
+
 def test_values_the_env_or_sb3_check_are_named_when_built():
-    bad_range = config_from_dict(_with(lambda c: c["env"].update(budget_range=[0.5])), "b")
-    with pytest.raises(ConfigError, match=r"^b: env: budget_range must be a list \[low, high\]"):
+    bad_range = config_from_dict(_with(lambda c, o: c["env_kwargs"].update(
+        budget_range=[0.5])), "b")
+    with pytest.raises(ConfigError, match=r"^b: AutoProfiler-v0.env_kwargs: budget_range must "
+                                          r"be a list \[low, high\]"):
         make_train_env(bad_range, seed=0, source="b")
-    bad_split = config_from_dict(_with(lambda c: c["env"].update(split="nope")), "b")
-    with pytest.raises(ConfigError, match=r"^b: env: no problems in split 'nope'"):
+    bad_split = config_from_dict(_with(lambda c, o: c["env_kwargs"].update(split="nope")), "b")
+    with pytest.raises(ConfigError, match=r"^b: AutoProfiler-v0.env_kwargs: no problems in "
+                                          r"split 'nope'"):
         make_train_env(bad_split, seed=0, source="b")
-    bad_arch = config_from_dict(_with(lambda c: c["hyperparameters"]["policy_kwargs"].update(
-        net_arch="wide")), "b")
+    bad_arch = config_from_dict(_tiny(policy_kwargs="dict(net_arch='wide')"), "b")
     env = make_train_env(config_from_dict(TINY).replace(n_envs=1), seed=0)
     try:
-        with pytest.raises(ConfigError, match=r"^b: hyperparameters: MaskablePPO refused them"):
+        with pytest.raises(ConfigError, match=r"^b: AutoProfiler-v0: MaskablePPO refused its "
+                                              r"arguments"):
             build_model(bad_arch, env, seed=0, source="b")
     finally:
         env.close()
@@ -187,13 +268,13 @@ def test_the_command_reports_a_bad_config_in_one_line(tmp_path, capsys):
     from experiments.cli import main
 
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(_with(lambda c: c["hyperparameters"].update(n_step=8))))
+    path.write_text(yaml.safe_dump(_tiny(n_step=8)))
     assert main(["train", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"autoprofiler: error: {path}: hyperparameters.n_step: not a parameter of "
+    assert err == [f"autoprofiler: error: {path}: AutoProfiler-v0.n_step: not a parameter of "
                    f"MaskablePPO (did you mean n_steps?); its parameters are "
                    + err[0].split("its parameters are ")[1]]
-    path.write_text("algorithm: [maskable_ppo\n")
+    path.write_text("AutoProfiler-v0: [maskable_ppo\n")
     assert main(["train", "--config", str(path)]) == 2
     assert "not valid YAML" in capsys.readouterr().err
     assert main(["train", "--config", "sac"]) == 2
@@ -210,7 +291,7 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    given = _with(lambda c: c.update(total_timesteps=512, n_envs=1) or c["eval"].update(
+    given = _with(lambda c, o: c.update(n_timesteps=512, n_envs=1) or o["eval"].update(
         frequency=256))
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(given))
     assert main(["train", "--config", "tiny.yaml", "--out", "run", "--seed", "1",
@@ -243,8 +324,8 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
 
 
 def test_subproc_vec_env_trains(tmp_path):
-    config = config_from_dict(_with(lambda c: c.update(total_timesteps=256, vec_env="subproc")
-                                    or c["eval"].update(frequency=128, budgets=[0.25])))
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=256) or o.update(
+        vec_env="subproc") or o["eval"].update(frequency=128, budgets=[0.25])))
     result = train(config, tmp_path / "run", progress=False)
     assert result.steps == 256 and [e.step for e in result.evaluations] == [128, 256]
     for rank in (0, 1):  # each subprocess's Monitor wrote its episodes
