@@ -117,8 +117,11 @@ class LiveConfig:
     def env(self, config) -> dict:
         """``AutoProfilerLive-v0``'s kwargs for ``config``'s experiment: its ``env`` (dataset,
         optimizer, tolerance...) with the budget in the replay's unit (seconds by default,
-        the recorded costs), and this config's own."""
-        kwargs = {"budget_unit": "seconds"} | dict(config.env)
+        the recorded costs) and the replay's dataset (the default one where ``env`` names
+        none: the live backend has no default), and this config's own."""
+        from autoprofiler_env.dataset.names import DEFAULT_NAME
+
+        kwargs = {"budget_unit": "seconds", "dataset": DEFAULT_NAME} | dict(config.env)
         kwargs |= {"device": self.device, "evidence": self.evidence}
         if self.source is not None:
             kwargs["source"] = self.source

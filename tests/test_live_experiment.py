@@ -238,6 +238,13 @@ def test_the_shipped_live_comparison_is_compare_played_live():
     compare, live = load_config(config_path("compare")), load_config(config_path("compare_live"))
     assert live.live is not None and live.live.device == "cuda" and live.live.evidence == "ncu"
     assert replace(live, name="compare", path=compare.path, live=None) == compare
+    # its env names no dataset: the live one is the replay's default, budgeted in its seconds
+    kwargs = live.live.env(live)
+    assert kwargs["dataset"] == "suite" and kwargs["budget_unit"] == "seconds"
+    env = gym.make("AutoProfilerLive-v0", problems=[CUMSUM],
+                   **kwargs | {"device": "cpu", "evidence": "recorded"})
+    env.reset(options={"problem": CUMSUM})
+    env.close()
 
 
 class _Judged:
