@@ -100,6 +100,11 @@ class ReportReadError(ProfilingError):
     """An ncu report or its exported pages could not be read."""
 
 
+class MachineError(AutoProfilerError):
+    """This machine cannot run a GPU path (profiling, recording, optimizing live): no CUDA
+    device, or no Nsight Compute."""
+
+
 class OptimizationError(AutoProfilerError):
     """An optimizer could not produce a candidate (a transformation that does not apply to
     the problem, a program it cannot rewrite)."""

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, MachineError
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 
 BUDGET_UNITS = ("passes", "sections")
@@ -53,10 +53,6 @@ are not known before profiling it): SpeedOfLight's 10 passes are 26% of the full
 the replay's seconds, which the shipped trees were learned on, put it at a median 21%; at 25%
 of the passes the trees' first sections would not fit."""
 _FITS = 1e-12  # the slack the environment allows a section's cost against what is left
-
-
-class MachineError(AutoProfilerError):
-    """This machine cannot run the live path: no CUDA device, or no Nsight Compute."""
 
 
 @dataclass(frozen=True)

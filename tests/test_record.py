@@ -1008,3 +1008,17 @@ def test_a_plan_names_the_candidates_and_a_same_source_row_is_reused(tmp_path):
     other = load_problem("relu_16384x16384")
     assert record_candidates([other, problem], out, config, warm_workers=1,
                              plan=plan) == rows
+
+
+def test_recording_on_a_cuda_device_that_torch_does_not_see_is_one_clear_error(
+        tmp_path, monkeypatch, capsys):
+    import torch
+
+    from experiments.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["record", "--out", str(tmp_path / "rec"), "relu_16384x16384"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["autoprofiler: error: recording on --device cuda needs a CUDA GPU, and "
+                   f"torch {torch.__version__} sees none on this machine: record on a GPU "
+                   "machine (docs/dataset.md), or try the pipeline with --device cpu"]

@@ -8,11 +8,20 @@ import time
 
 
 def machine_info(device: str) -> dict:
-    """The versions and the device a recording was made with."""
+    """The versions and the device a recording was made with; a
+    :class:`~autoprofiler_env.errors.MachineError` where ``device`` is a CUDA device that
+    torch does not see."""
     import torch
 
     info = {"torch": torch.__version__, "python": platform.python_version(), "device": device}
     if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            from autoprofiler_env.errors import MachineError
+
+            raise MachineError(f"recording on --device {device} needs a CUDA GPU, and torch "
+                               f"{torch.__version__} sees none on this machine: record on a "
+                               "GPU machine (docs/dataset.md), or try the pipeline with "
+                               "--device cpu")
         props = torch.cuda.get_device_properties(device)
         info.update(gpu=props.name, cuda=torch.version.cuda,
                     sm_count=props.multi_processor_count,
