@@ -440,6 +440,12 @@ def test_complete_keeps_only_problems_with_every_candidates_outcome_and_says_why
     complete = build(run_dirs, reference, rows, complete=True)
     assert set(complete.problems) == study - {softmax}
     assert complete.metadata["left_out"][softmax] == "not every candidate's outcome"
+    # a reference the judge refused (ill-posed, broken) is named as refused, not as untimed
+    refused = [r | {"error": "ill-posed"} if r["uri"] == softmax else r for r in reference]
+    assert build(run_dirs, refused, rows).metadata["left_out"][softmax].startswith(
+        "refused by the judge")
+    untimed = [r for r in reference if r["uri"] != softmax]
+    assert build(run_dirs, untimed, rows).metadata["left_out"][softmax] == "no reference timing"
 
 
 def test_costs_holding_ncus_start_up_are_modelled_or_replaced_by_a_primed_run(tmp_path):

@@ -31,6 +31,8 @@ from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, first_unpr
 
 MODELLED_SETS = ("set:basic", "set:detailed")
 """The sets whose cost a dataset records besides the full set's (measured or modelled)."""
+REFUSED = "refused by the judge (reference.jsonl's error says why: ill-posed or broken)"
+"""Why a problem whose reference the judge refused is left out (``left_out``)."""
 
 
 def kept_metrics() -> frozenset[str]:
@@ -136,6 +138,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                 runs, sections, model, catalogue, keep,
                 unprimed=frozenset(k for u, k in unprimed if u == uri))
     eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
+    refused = {r["uri"] for r in reference_rows if r.get("error") is not None}
     v1 = _outcomes(outcome_rows)
     for r in tolerance_rows or []:  # judged again (judge 2): only what it needs is taken
         old = v1.get(r["uri"], {}).get(r["transformation"])
@@ -186,7 +189,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     records, left_out = {}, {}
     for uri in (list(problems) if problems is not None
                 else sorted(set(alone) | set(eager) | set(outcomes))):
-        why = ("no reference timing" if uri not in eager
+        why = ((REFUSED if uri in refused else "no reference timing") if uri not in eager
                else "not the evidence of every section" if uri not in profiles else None)
         if why is None:
             problem = problems[uri] if problems is not None else load_problem(uri)

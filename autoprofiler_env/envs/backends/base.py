@@ -100,5 +100,6 @@ def warn_ill_posed(ill_posed: dict[str, str]) -> None:
     first = next(iter(ill_posed))
     warnings.warn(f"{len(ill_posed)} of the dataset's problems are left out: a constant output "
                   f"passes at this tolerance, so they are ill-posed here (e.g. {first}: "
-                  f"{ill_posed[first]}); a stricter tolerance serves them (docs/harness.md)",
+                  f"{ill_posed[first]}); a stricter tolerance serves them: "
+                  f"tolerance=\"kernelbench\" (fp32 1e-4; docs/harness.md)",
                   stacklevel=4)
