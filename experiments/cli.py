@@ -338,6 +338,14 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
             return _fail(f"{path} exists: the recording is prepared (its splits and order "
                          "are fixed); remove it to prepare again")
         manifest = prepare_manifest(checkout, levels, seed=args.seed)
+        lacking = {f: why for f, why in manifest.skipped.items()
+                   if "ModuleNotFoundError" in why}
+        if lacking:  # the splits and the order would be another manifest's than a full one's
+            first = next(iter(lacking))
+            return _fail(f"{len(lacking)} files import a package this machine lacks (e.g. "
+                         f"{first}: {lacking[first]}): install it (KernelBench's level 3 "
+                         "needs einops: pip install -e '.[kernelbench]') and prepare again; "
+                         "a manifest without them deals other splits and another order")
         out.mkdir(parents=True, exist_ok=True)
         manifest.save(path)
         strata = Counter((m.provenance.level, m.op) for m in manifest.problems)

@@ -616,6 +616,17 @@ def test_the_cli_prepares_a_manifest_once_and_refuses_parts(tmp_path):
     ray = subprocess.run(cli + ["--workers", "2", "--address", "host:6379"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert ray.returncode == 2 and "--address is the Ray cluster of --workers ray" in ray.stderr
+    # a file that imports a package this machine lacks: no manifest (it would deal other splits)
+    needs = root / "KernelBench" / "level1" / "6_NeedsAPackage.py"
+    needs.write_text("import no_such_package_here\n"
+                     + (root / "KernelBench" / "level1" / "3_ReLU.py").read_text())
+    lacking = subprocess.run([*cli[:-1], str(tmp_path / "rec2"), "--prepare", "--commit",
+                              COMMIT, "--levels", "1"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert lacking.returncode == 2, lacking.stderr[-2000:]
+    assert ("1 files import a package this machine lacks (e.g. level1/6_NeedsAPackage.py"
+            in lacking.stderr and "pip install -e '.[kernelbench]'" in lacking.stderr)
+    assert not (tmp_path / "rec2").exists()
 
 
 # -- building -------------------------------------------------------------------------------
