@@ -234,6 +234,7 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     from baselines import baseline
     from experiments.benchmark import benchmark
 
+    _rliable()  # missing, it is an error now, not after every run
     try:
         envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
         for name in config.baselines:  # a typo is an error now, not after hours of training

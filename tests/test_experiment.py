@@ -27,6 +27,19 @@ reps: 200
 """
 
 
+def test_without_rliable_the_experiment_says_so_before_running_anything(tmp_path,
+                                                                         monkeypatch):
+    import sys
+
+    from autoprofiler_env.errors import AutoProfilerError
+
+    monkeypatch.setitem(sys.modules, "rliable", None)  # its import fails, as when missing
+    with pytest.raises(AutoProfilerError, match=r"needs rliable .*pip install -e "
+                                                r"'.\[experiment\]'"):
+        run_experiment(_config(tmp_path, SMALL), tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
     config = _config(tmp_path, SMALL)
     out = tmp_path / "out"
