@@ -457,10 +457,24 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 # -- benchmark ------------------------------------------------------------------------------
 
+def _budgets(text: str, option: str) -> list[float]:
+    """The budgets of ``--budget(s) 0.1,0.25``; an error naming the option otherwise."""
+    try:
+        budgets = [float(b) for b in text.split(",")]
+    except ValueError:
+        raise AutoProfilerError(f"{option} {text!r}: give fractions of the full set's cost, "
+                                "comma-separated (e.g. 0.1,0.25)") from None
+    if not budgets or any(not (0 < b < math.inf) for b in budgets):
+        raise AutoProfilerError(f"{option} {text!r}: each budget is a finite fraction > 0")
+    return budgets
+
+
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import COLUMNS, benchmark, log_wandb, plot, print_table, write_csv
 
-    budgets = [float(b) for b in args.budgets.split(",")]
+    budgets = _budgets(args.budgets, "--budgets")
+    if args.seeds < 1:
+        return _fail(f"--seeds {args.seeds}: the seeds each stochastic agent runs, at least 1")
     summary, episodes = benchmark(args.dataset, budgets, seeds=args.seeds, split=args.split,
                                   policies=args.policy, optimizer=args.optimizer)
     out = Path(args.out)
@@ -489,13 +503,7 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     from experiments.learn_tree import learn_tree, make_proposer
     from experiments.tracking import wandb_run
 
-    try:
-        budgets = [float(b) for b in args.budget.split(",")]
-    except ValueError:
-        return _fail(f"--budget {args.budget!r}: give fractions of the full set's cost, "
-                     "comma-separated (e.g. 0.1,0.25)")
-    if not budgets or any(not (0 < b < math.inf) for b in budgets):
-        return _fail(f"--budget {args.budget!r}: each budget is a finite fraction > 0")
+    budgets = _budgets(args.budget, "--budget")
     proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
                              args.llm_timeout, args.llm_temperature,
                              None if args.llm_structured == "none" else args.llm_structured,

@@ -121,3 +121,20 @@ def test_record_with_a_bad_plan_reuse_or_timeout_exits_2_with_one_line(tmp_path,
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0] and message in lines[0]
     assert not (tmp_path / "rec").exists()  # nothing started
+
+
+@pytest.mark.parametrize("args, message", [
+    (["benchmark", "--budgets", "abc"], "--budgets 'abc': give fractions of the full set's cost"),
+    (["benchmark", "--budgets", "0.25,0"], "--budgets '0.25,0': each budget is a finite "
+                                           "fraction > 0"),
+    (["benchmark", "--budgets", "-1"], "each budget is a finite fraction > 0"),
+    (["benchmark", "--seeds", "0"], "--seeds 0: the seeds each stochastic agent runs"),
+    (["learn-tree", "--budget", "nan"], "--budget 'nan': each budget is a finite fraction"),
+])
+def test_bad_budgets_and_seeds_exit_2_with_one_line(tmp_path, capsys, args, message):
+    from experiments.cli import main
+
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "out").exists()
