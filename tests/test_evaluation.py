@@ -105,6 +105,11 @@ def test_policy_specs_that_name_nothing_say_what_is_accepted(env, tmp_path):
         load(str(tmp_path / "junk.zip"), env)
     with pytest.raises(AutoProfilerError, match="unknown algorithm 'sac'"):
         load(f"sb3:sac:{_saved(tmp_path, 'ppo', env)}", env)
+    masked = _saved(tmp_path, "maskable_ppo", env)
+    with pytest.raises(AutoProfilerError, match=r"PPO cannot load it \(TypeError: .*\); the "
+                                                r"file holds a maskable_ppo model: give "
+                                                r"sb3:maskable_ppo:"):
+        load(f"sb3:ppo:{masked}", env)
 
 
 def test_the_benchmark_puts_a_trained_policy_beside_the_baselines(study_dataset, env,

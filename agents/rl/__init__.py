@@ -93,7 +93,18 @@ def load_model(path: str | Path, algorithm: str | None = None, device: str = "cp
     name = algorithm.lower() if algorithm else saved_algorithm(path)
     if name not in known:
         raise AutoProfilerError(f"unknown algorithm {algorithm!r}: one of {', '.join(known)}")
-    return known[name].load(path, device=device)
+    try:
+        return known[name].load(path, device=device)
+    except (TypeError, ValueError, KeyError, AssertionError, zipfile.BadZipFile) as e:
+        try:
+            saved = saved_algorithm(path)
+        except AutoProfilerError:
+            saved = None
+        hint = (f"; the file holds a {saved} model: give sb3:{saved}:{path}, or sb3:{path}"
+                if saved is not None and saved != name else "")
+        raise AutoProfilerError(f"{path}: {known[name].__name__} cannot load it "
+                                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                                f"{hint}") from e
 
 
 DATA = Path(__file__).parent / "data"
