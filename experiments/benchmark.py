@@ -26,6 +26,7 @@ import io
 import itertools
 import math
 import statistics
+import warnings
 from pathlib import Path
 
 from tqdm import tqdm
@@ -79,6 +80,15 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     if twice:
         raise ValueError(f"policies named twice: {', '.join(twice)} (give each --policy "
                          "once)")
+    sha256 = env.unwrapped.backend.dataset.metadata.get("sha256")
+    for entry in entries:
+        if entry.learned_on is not None and sha256 is not None and entry.learned_on != sha256:
+            warnings.warn(f"{entry.name} was learned on another dataset (sha256 "
+                          f"{entry.learned_on[:12]}...) than this one "
+                          f"({dataset or 'the default'}, sha256 {sha256[:12]}...): another "
+                          "dataset, or an earlier build of this one; its rows measure how "
+                          "it transfers (learn-tree, or train with env_kwargs naming the "
+                          "dataset, learn one on this one)", stacklevel=2)
     summary, episodes = [], []
     for budget in budgets:
         oracle_speedup, rows = {}, {}

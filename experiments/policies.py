@@ -35,6 +35,8 @@ class Entry:
     name: str
     policy: Policy
     stochastic: bool = False
+    learned_on: str | None = None
+    """The sha256 of the dataset a learned policy was learned on, where its files say."""
 
     def fits_budget(self, sections) -> bool:
         """Whether a fixed configuration ran whole (always, for other policies)."""
@@ -55,7 +57,8 @@ def load(spec: str, env) -> Entry:
             raise AutoProfilerError(f"no MaskablePPO policy is shipped for the optimizer "
                                     f"{env.unwrapped.optimizer!r}: train one with "
                                     "`autoprofiler train` and give sb3:DIR")
-        return Entry(SHIPPED_RL, load_model(path, "maskable_ppo"))
+        return Entry(SHIPPED_RL, load_model(path, "maskable_ppo"),
+                     learned_on=_learned_on(path.with_suffix(".json")))
     if spec.startswith("tree:") or spec == SHIPPED_TREE:
         from agents.tree import TreePolicy, shipped_tree
 
@@ -65,16 +68,21 @@ def load(spec: str, env) -> Entry:
                 raise AutoProfilerError(f"no tree is shipped for the optimizer "
                                         f"{env.unwrapped.optimizer!r}: learn one "
                                         "with `autoprofiler learn-tree` and give tree:FILE")
-            return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE))
+            return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE),
+                         learned_on=_learned_on(path))
         path = Path(spec.removeprefix("tree:"))
-        return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"))
+        return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"),
+                     learned_on=_learned_on(path))
     if spec.startswith("sb3:") or spec.endswith(".zip"):
         from agents.rl import load_model
 
         rest = spec.removeprefix("sb3:")
         head, sep, tail = rest.partition(":")
         algorithm, path = (head, tail) if sep and not Path(rest).exists() else (None, rest)
-        return Entry(spec, load_model(path, algorithm))
+        path = Path(path)
+        run = path / "run.json" if path.is_dir() else path.parent / "run.json"
+        return Entry(spec, load_model(path, algorithm),
+                     learned_on=_learned_on(run if run.is_file() else path.with_suffix(".json")))
     try:
         agent = baseline(env, spec)
     except ValueError as e:
@@ -83,3 +91,20 @@ def load(spec: str, env) -> Entry:
                                 "run; or tree:FILE, a tree "
                                 f"file; or {SHIPPED_TREE}") from None
     return Entry(agent.name, agent, agent.stochastic)
+
+
+def _learned_on(path: Path) -> str | None:
+    """The dataset checksum a learned policy's record names: a training run's ``run.json``
+    (or the ``.json`` shipped beside a model), a tree file's ``meta.learned``; None where
+    there is none to read."""
+    import json
+
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    learned = (record.get("meta") or {}).get("learned") if "meta" in record else record
+    found = learned.get("dataset_sha256") if isinstance(learned, dict) else None
+    return found if isinstance(found, str) else None

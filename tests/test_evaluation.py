@@ -128,6 +128,34 @@ def test_the_benchmark_puts_a_trained_policy_beside_the_baselines(study_dataset,
     assert [r["agent"] for r in again].count("oracle") == 1
 
 
+def test_the_benchmark_says_when_a_learned_policy_was_learned_on_another_dataset(
+        study_dataset, tmp_path):
+    import json
+    import warnings
+
+    from agents.tree import DATA
+    from autoprofiler_env.dataset import Dataset
+
+    # the shipped tree and policy were learned on a build of the suite, not the study dataset
+    with pytest.warns(UserWarning) as caught:
+        benchmark(str(study_dataset), [0.25], seeds=1, split="train")
+    said = [str(w.message) for w in caught if "learned on another dataset" in str(w.message)]
+    learned = json.loads((DATA / "reference-v1.json").read_text())["meta"][
+        "learned"]["dataset_sha256"]
+    assert sorted(m.split()[0] for m in said) == ["autoprofiler-tree", "maskable-ppo"]
+    assert f"(sha256 {learned[:12]}...)" in said[0]
+    # a tree file that names the dataset it is benchmarked on: nothing said
+    tree = json.loads((DATA / "reference-v1.json").read_text())
+    tree["meta"]["learned"]["dataset_sha256"] = Dataset.load(study_dataset).metadata["sha256"]
+    (tmp_path / "mine.json").write_text(json.dumps(tree))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        benchmark(str(study_dataset), [0.25], seeds=1, split="train",
+                  policies=[f"tree:{tmp_path / 'mine.json'}"])
+    said = [str(w.message) for w in caught if "learned on another dataset" in str(w.message)]
+    assert [m.split()[0] for m in said] == ["autoprofiler-tree", "maskable-ppo"]
+
+
 def test_the_observation_tells_one_budget_from_another(env):
     """The observation tells a 10% budget from a 25% one (budget_total), so one policy can
     serve several."""
