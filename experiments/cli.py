@@ -61,6 +61,11 @@ def cmd_problems(args: argparse.Namespace) -> int:
         source = Path(args.source)
         if source.is_dir():
             problems, errors = scan_directory(source)
+            levels = sorted(d.name for d in source.glob("level*") if d.is_dir())
+            if not problems and not errors and levels:  # a KernelBench checkout's root
+                return _fail(f"--source {source}: no problem files here, but level folders "
+                             f"({', '.join(levels)}): give one, e.g. --source "
+                             f"{source / levels[0]}")
         else:
             problems = [load_file(source)]
         problems = [p for p in problems if args.level is None or p.level == args.level]

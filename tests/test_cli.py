@@ -38,6 +38,11 @@ def test_problems_of_a_kernelbench_directory(tmp_path):
     assert [(r["uri"], r["level"], r["tags"]) for r in rows] == [
         ("problem://local/level1/19_ReLU", 1, ["pointwise"])]
     assert "20_Broken.py" in out.stderr and "does not define Model" in out.stderr
+    root = run("problems", "--source", str(tmp_path))  # the checkout's root: say which folder
+    assert root.returncode == 2
+    assert root.stderr.strip() == (f"autoprofiler: error: --source {tmp_path}: no problem "
+                                   f"files here, but level folders (level1): give one, e.g. "
+                                   f"--source {level}")
 
 
 def test_evaluate_prints_a_typed_result():
