@@ -714,7 +714,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>)")
     p.add_argument("--steps", type=int,
                    help="environment steps to train for (default: the config's "
-                   "n_timesteps)")
+                   "n_timesteps); SB3 rounds it up to whole rollouts (n_steps x n_envs "
+                   "on-policy)")
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline unless WANDB_API_KEY or WANDB_MODE is set)")
     p.add_argument("--wandb-group", help="the wandb group (default: train-<config>)")

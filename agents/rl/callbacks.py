@@ -198,8 +198,8 @@ class ProgressBarCallback(BaseCallback):
     def _on_training_start(self) -> None:
         from tqdm.auto import tqdm
 
-        self._bar = tqdm(total=self.total, desc=self.description, unit="step",
-                         dynamic_ncols=True)
+        self._bar = tqdm(total=steps_taken(self.model, self.total), desc=self.description,
+                         unit="step", dynamic_ncols=True)
 
     def _on_step(self) -> bool:
         self._bar.update(self.training_env.num_envs)
@@ -209,3 +209,17 @@ class ProgressBarCallback(BaseCallback):
         if self._bar is not None:
             self._bar.close()
 
+
+def steps_taken(model, total: int) -> int:
+    """The environment steps ``model.learn(total)`` takes: SB3 collects whole rollouts
+    (``n_steps`` x ``n_envs`` for on-policy algorithms, ``train_freq`` steps x ``n_envs`` for
+    off-policy ones counted in steps), so it rounds ``total`` up to a multiple of one."""
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+    from stable_baselines3.common.type_aliases import TrainFrequencyUnit
+
+    chunk = model.n_envs
+    if isinstance(model, OnPolicyAlgorithm):
+        chunk *= model.n_steps
+    elif getattr(getattr(model, "train_freq", None), "unit", None) == TrainFrequencyUnit.STEP:
+        chunk *= model.train_freq.frequency
+    return -(-int(total) // chunk) * chunk
