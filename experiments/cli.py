@@ -566,9 +566,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 # -- experiment -----------------------------------------------------------------------------
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from experiments.experiment import load_config, run_experiment, write
+    from experiments.experiment import config_path, load_config, run_experiment, write
     from experiments.tracking import wandb_run
-    from experiments.train import config_path
 
     config = load_config(config_path(args.config))
     if config.live is None and (args.workers or args.address or args.time_budget):

@@ -51,6 +51,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,15 +138,75 @@ def load_config(path: str | Path) -> ExperimentConfig:
         if not isinstance(options, dict) or options.get("kind") not in AGENT_KINDS:
             raise ConfigError(f"{path}: agents.{name} must be a mapping with kind one of "
                               f"{', '.join(AGENT_KINDS)}, got {options!r}")
-        specs.append(AgentSpec(str(name), options["kind"],
-                               {k: v for k, v in options.items() if k != "kind"}))
+        options = {k: v for k, v in options.items() if k != "kind"}
+        _check_agent(path, str(name), AGENT_OPTIONS[agents[name]["kind"]], options)
+        specs.append(AgentSpec(str(name), agents[name]["kind"], options))
     baselines = need("baselines", list, [])
     reps = need("reps", int, 2000)
     poi_reps = need("poi_reps", int, 200)
+    for key, value in (("reps", reps), ("poi_reps", poi_reps)):
+        if value < 1:  # checked now, not when the statistics come after every run
+            raise ConfigError(f"{path}: {key!r} must be a count of bootstrap resamples >= 1, "
+                              f"got {value}")
+    name = str(need("name", str, path.stem))
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise ConfigError(f"{path}: 'name' must be a folder name (letters, digits, . _ -; it "
+                          f"is runs/experiment/<name>), got {name!r}")
+    env = need("env", dict, {})
+    if "split" in env:
+        raise ConfigError(f"{path}: env.split: the experiment sets each environment's split "
+                          "from 'splits' (and learns on train): leave it out")
+    from agents.rl.config import check_env_kwargs
+
+    check_env_kwargs(env, lambda key, message: ConfigError(f"{path}: {key}: {message}"), "env.")
     live = LiveConfig.parse(data["live"], str(path)) if "live" in data else None
-    return ExperimentConfig(str(need("name", str, path.stem)), tuple(float(b) for b in budgets),
-                            tuple(splits), tuple(seeds), need("env", dict, {}), tuple(specs),
-                            tuple(str(b) for b in baselines), reps, poi_reps, path, live)
+    return ExperimentConfig(name, tuple(float(b) for b in budgets), tuple(splits), tuple(seeds),
+                            env, tuple(specs), tuple(str(b) for b in baselines), reps, poi_reps,
+                            path, live)
+
+
+AGENT_OPTIONS = {
+    "tree": {"rounds": "count", "proposals": "count", "patience": "count0",
+             "margin": "fraction", "start": "str", "proposer": "str"},
+    "rl": {"config": "str", "steps": "count"},
+}
+"""Each agent kind's options and what each takes (:func:`_check_agent`)."""
+
+
+def _check_agent(path: Path, name: str, accepted: dict[str, str], options: dict) -> None:
+    """An agent's options checked when the config is read, not after hours of runs."""
+    for key, value in options.items():
+        where = f"{path}: agents.{name}.{key}"
+        kind = accepted.get(key)
+        if kind is None:
+            raise ConfigError(f"{path}: agents.{name}: unknown key {key!r} "
+                              f"({', '.join(accepted)})")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind in ("count", "count0") and not (
+                isinstance(value, int) and not isinstance(value, bool)
+                and value >= (1 if kind == "count" else 0)):
+            raise ConfigError(f"{where}: a whole number >= {1 if kind == 'count' else 0}, "
+                              f"got {value!r}")
+        if kind == "fraction" and not (number and 0 <= value < math.inf):
+            raise ConfigError(f"{where}: a finite number >= 0, got {value!r}")
+        if kind == "str" and not (isinstance(value, str) and value):
+            raise ConfigError(f"{where}: a name, got {value!r}")
+
+
+def config_path(spec: str | Path) -> Path:
+    """An experiment config: a path, or the name of a shipped one (``compare``)."""
+    from experiments.train import CONFIGS
+
+    path = Path(spec)
+    if path.is_file():
+        return path
+    shipped = CONFIGS / f"{spec}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = ", ".join(sorted(p.stem for p in CONFIGS.glob("*.yaml")
+                             if "\nexperiment:" in "\n" + p.read_text()))
+    raise ConfigError(f"--config {spec}: no such file, nor a shipped experiment config (one "
+                      f"of {names})")
 
 
 # -- running --------------------------------------------------------------------------------

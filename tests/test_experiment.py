@@ -102,14 +102,34 @@ def test_runs_made_on_another_build_of_the_dataset_are_not_reused(tmp_path):
     ("seeds: 0\n", "'seeds' must be a count > 0"),
     ("agents: {a: {kind: genetic}}\n", "agents.a must be a mapping with kind one of tree, rl"),
     ("- just a list\n", "an experiment config is a mapping"),
+    # read when the config is read, not after hours of runs
+    ("env: {bogus: 1}\n", r"env.bogus: not a make kwarg of the environment"),
+    ("env: {cost_penalty: high}\n", r"env.cost_penalty: a number"),
+    ("env: {split: train}\n", r"env.split: the experiment sets each environment's split"),
+    ("agents: {r: {kind: rl, steps: many}}\n", r"agents.r.steps: a whole number >= 1"),
+    ("agents: {t: {kind: tree, rounds: fast}}\n", r"agents.t.rounds: a whole number >= 1"),
+    ("agents: {t: {kind: tree, margin: .nan}}\n", r"agents.t.margin: a finite number >= 0"),
+    ("agents: {t: {kind: tree, epochs: 3}}\n", r"agents.t: unknown key 'epochs' \(rounds, "),
+    ("reps: -5\n", r"'reps' must be a count of bootstrap resamples >= 1, got -5"),
+    ("poi_reps: 0\n", r"'poi_reps' must be a count of bootstrap resamples >= 1"),
+    ("name: ../../escape\n", r"'name' must be a folder name"),
 ])
 def test_a_bad_config_is_one_error_naming_the_key(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):
         _config(tmp_path, text)
 
 
+def test_an_unknown_experiment_config_lists_the_experiment_configs():
+    from experiments.experiment import config_path
+
+    with pytest.raises(ConfigError, match=r"--config compre: no such file, nor a shipped "
+                                          r"experiment config \(one of compare, "
+                                          r"compare_kernelbench, compare_live\)"):
+        config_path("compre")
+
+
 def test_the_shipped_comparison_config_reads():
-    from experiments.train import config_path
+    from experiments.experiment import config_path
 
     config = load_config(config_path("compare"))
     assert config.seeds == (0, 1, 2, 3, 4) and {a.kind for a in config.agents} == {"tree", "rl"}

@@ -202,7 +202,7 @@ def config_from_dict(given: Any, source: str = "config",
     total = _count(settings, "n_timesteps", None, fail, at)
     n_envs = _count(settings, "n_envs", TrainConfig.n_envs, fail, at)
     env = _mapping(settings, "env_kwargs", fail, at)
-    _check_env(env, fail, f"{at}env_kwargs.")
+    check_env_kwargs(env, fail, f"{at}env_kwargs.")
     normalize = settings.get("normalize", False)
     if normalize is not False:
         raise fail(f"{at}normalize", "autoprofiler train does not normalize (VecNormalize "
@@ -456,7 +456,9 @@ def _check_policy_kwargs(value, fail, name: str) -> None:
                        f"string such as \"dict(net_arch=[64, 64], {key}=nn.ReLU)\"")
 
 
-def _check_env(env: dict, fail, at: str) -> None:
+def check_env_kwargs(env: dict, fail, at: str) -> None:
+    """Checks ``env``'s keys against the environment's ``make`` kwargs and their types;
+    ``fail(key, message)`` makes the error raised (``at``: the key's prefix)."""
     from autoprofiler_env.envs.profiling_env import ProfilingEnv
 
     parameters = inspect.signature(ProfilingEnv.__init__).parameters
