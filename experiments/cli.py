@@ -509,6 +509,13 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     from experiments.tracking import wandb_run
 
     budgets = _budgets(args.budget, "--budget")
+    for option, value, least in (("--rounds", args.rounds, 1), ("--proposals", args.proposals, 1),
+                                 ("--patience", args.patience, 0)):
+        if value < least:
+            return _fail(f"{option} {value}: a whole number >= {least}")
+    if not 0 <= args.margin < math.inf:
+        return _fail(f"--margin {args.margin}: the mean log score an edit must add, a finite "
+                     "number >= 0")
     proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
                              args.llm_timeout, args.llm_temperature,
                              None if args.llm_structured == "none" else args.llm_structured,
@@ -529,11 +536,20 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
 
     print(export_text(tree))
     for budget, r in sorted(results.items()):
+        failed = sum(r.failed.values())
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(r.failed.items()))
         print(f"budget {budget:g}: train {r.train:.4f}, validation {r.validation:.4f} "
-              f"({r.accepted} edits kept in {r.rounds} rounds, {r.tree.size()} nodes)")
+              f"({r.accepted} edits kept in {r.rounds} rounds, {r.tree.size()} nodes)"
+              + (f"; {failed} rounds without a usable reply ({kinds})" if failed else ""))
     out = Path(args.out)
     print(f"saved {out / 'tree.json'}, {out / 'tree.txt'}, {out / 'tree.png'}, "
           f"{out / 'curve.png'} and the logs log-<budget>.jsonl")
+    useless = [b for b, r in sorted(results.items()) if r.rounds and sum(r.failed.values())
+               >= r.rounds]
+    if useless:
+        return _fail(f"no round at budget {', '.join(f'{b:g}' for b in useless)} got a usable "
+                     f"reply from the proposer {proposer.name}: the tree saved there is its "
+                     "start; the logs log-<budget>.jsonl say why each round failed")
     return EXIT_OK
 
 

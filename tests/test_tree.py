@@ -441,6 +441,61 @@ def test_learn_tree_refuses_bad_settings(tmp_path, capsys):
     assert main(["learn-tree", "--start", "nowhere.json", "--rounds", "1", "--out",
                  str(tmp_path)]) == 2
     assert "--start must be stop, roofline or a tree file" in capsys.readouterr().err
+    for option, value, says in (("--rounds", "0", "--rounds 0: a whole number >= 1"),
+                                ("--proposals", "-3", "--proposals -3: a whole number >= 1"),
+                                ("--patience", "-1", "--patience -1: a whole number >= 0"),
+                                ("--margin", "nan", "--margin nan: the mean log score")):
+        assert main(["learn-tree", option, value, "--out", str(tmp_path / "x")]) == 2
+        assert says in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+class _Script:
+    """A proposer whose rounds are scripted: each answer is None (no reply: the endpoint
+    down), "junk" (a reply that is not the schema) or "stop" (one usable edit)."""
+
+    name = "script"
+
+    def __init__(self, answers):
+        self.answers, self.asked = list(answers), 0
+
+    def propose(self, feedback, n):
+        from agents.tree.edits import Rewrite
+        from agents.tree.proposers.base import Proposal
+
+        answer = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        if answer is None:
+            return Proposal(edits=[], error="connection: refused", unreached=True)
+        if answer == "junk":
+            return Proposal(edits=[], error="no_json: the reply holds no JSON object")
+        return Proposal(edits=[Rewrite(0, Stop())])
+
+
+def test_rounds_without_a_reply_are_asked_again_and_never_logged_as_done(small, tmp_path):
+    from agents.tree.learner import ProposerUnreachableError
+
+    train_env, val_env = small
+    config = LearnConfig(budget=0.25, rounds=4, proposals=1)
+    log = tmp_path / "log.jsonl"
+    # a reply missing once or twice is asked again: the rounds stay 1..4, none skipped
+    flaky = _Script(["stop", None, None, "junk", "stop", None, "stop"])
+    result = learn(train_env, val_env, flaky, config, log=log, progress=False)
+    rounds = [json.loads(x) for x in log.read_text().splitlines()[1:]]
+    assert [r["round"] for r in rounds] == [1, 2, 3, 4] and flaky.asked == 7
+    assert [r["error"] for r in rounds] == [None, "no_json: the reply holds no JSON object",
+                                            None, None]
+    assert result.rounds == 4 and result.failed == {"no_json": 1}
+    # three in a row: it stops, the done rounds kept; the same command goes on from there
+    log2 = tmp_path / "log2.jsonl"
+    with pytest.raises(ProposerUnreachableError, match=r"no reply 3 times in a row \(the "
+                                                       r"last: connection: refused\): 1 rounds "
+                                                       r"are done .* from round 2"):
+        learn(train_env, val_env, _Script(["stop", None]), config, log=log2, progress=False)
+    assert len(log2.read_text().splitlines()) == 2  # the settings and round 1
+    again = _Script(["stop"])
+    assert learn(train_env, val_env, again, config, log=log2, progress=False).rounds == 4
+    assert again.asked == 3
 
 
 @pytest.mark.parametrize("optimizer", ["reference", "reference-v1"])

@@ -640,3 +640,17 @@ def test_real_small_model_proposes_edits(gemma_server, structured, depth, reques
     if structured is not None:  # the grammar makes every finished reply a list of edits
         assert all(e.startswith("timeout") or finish == "length" for e, finish in errors), \
             errors
+
+
+def test_learn_tree_says_when_no_round_got_a_usable_reply(server, tmp_path, capsys):
+    from experiments.cli import main
+
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    assert main(["learn-tree", "--proposer", "llm", "--llm-base-url", base, "--llm-model",
+                 "prose", "--budget", "0.25", "--rounds", "2", "--out",
+                 str(tmp_path / "t")]) == 2
+    captured = capsys.readouterr()
+    assert "budget 0.25: " in captured.out and "2 rounds without a usable reply (no_json 2)" \
+        in captured.out
+    assert ("no round at budget 0.25 got a usable reply from the proposer" in captured.err
+            and "the logs log-<budget>.jsonl say why" in captured.err)

@@ -35,6 +35,7 @@ import json
 import math
 import statistics
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -85,6 +86,18 @@ class LearnResult:
     rounds: int               # rounds run in all (the resumed ones included)
     accepted: int             # edits kept
     curve: list = field(default_factory=list)  # (round, train, validation) after each round
+    failed: dict = field(default_factory=dict)  # rounds whose whole reply was unusable, by
+    # the error's kind (no_json, schema, ...; the resumed ones included)
+
+
+UNREACHED_LIMIT = 3
+"""Rounds in a row without a reply from the proposer (connection, HTTP, timeout) after which
+learning stops with :class:`ProposerUnreachableError`; such rounds are asked again, never
+logged as done, so that the same command goes on once the endpoint answers."""
+
+
+class ProposerUnreachableError(AutoProfilerError):
+    """The proposer's endpoint gave no reply several rounds in a row."""
 
 
 class Scorer:
@@ -184,6 +197,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     curve = [(line["round"], math.exp(line["train_objective"]),
               math.exp(line["validation_objective"])) for line in lines]
     history = [line["summary"] for line in lines][-config.history:] if config.history else []
+    failed = Counter(line["error"].split(":")[0] for line in lines if line.get("error"))
     oracle = _oracle(train_env, config.budget)
     now, now_val = train(current), val(current)
     first = len(lines) + 1
@@ -191,15 +205,29 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     if out and not lines:
         out.write(json.dumps(header) + "\n")
         out.flush()
-    bar = tqdm(range(first, config.rounds + 1), desc=f"learn-tree {proposer.name}",
-               unit="round", disable=not progress, initial=first - 1, total=config.rounds)
+    bar = tqdm(desc=f"learn-tree {proposer.name}", unit="round", disable=not progress,
+               initial=first - 1, total=config.rounds)
+    unreached: list[str] = []  # the proposer's last rounds without a reply, in a row
+    round_ = first - 1
     try:
-        for round_ in bar:
+        while round_ < config.rounds:
+            round_ += 1
             if config.patience and round_ - best_round > config.patience:
                 break
             started = time.perf_counter()
             fb = feedback(current, now, train, oracle, round_, tuple(history))
             proposal = proposer.propose(fb, config.proposals)
+            if proposal.unreached:  # no reply: the round is asked again, not logged as done
+                unreached.append(proposal.error or "no reply")
+                if len(unreached) >= UNREACHED_LIMIT:
+                    raise ProposerUnreachableError(
+                        f"the proposer {proposer.name} gave no reply {len(unreached)} times "
+                        f"in a row (the last: {unreached[-1]}): {round_ - 1} rounds are "
+                        f"done and logged; fix the endpoint and run the same command again "
+                        f"to go on from round {round_}")
+                round_ -= 1
+                continue
+            unreached.clear()
             rows, candidates = [], []
             for k, edit in enumerate(proposal.edits):
                 try:
@@ -238,6 +266,9 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                 out.write(json.dumps(line) + "\n")
                 out.flush()
             curve.append((round_, now.score, now_val.score))
+            if proposal.error is not None:
+                failed[proposal.error.split(":")[0]] += 1
+            bar.update(1)
             bar.set_postfix(train=f"{now.score:.3f}", val=f"{now_val.score:.3f}",
                             nodes=current.size())
             if on_round is not None:
@@ -247,7 +278,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
         if out:
             out.close()
     return LearnResult(best[2], math.exp(best[1]), math.exp(best[0]),
-                       curve[-1][0] if curve else 0, accepted, curve)
+                       curve[-1][0] if curve else 0, accepted, curve, dict(failed))
 
 
 def _resume(log, header: dict, vocab) -> list[dict]:

@@ -63,6 +63,7 @@ class Proposal:
     seconds: float = 0.0
     tokens: dict | None = None   # the endpoint's usage (prompt/completion tokens), if any
     error: str | None = None     # the whole reply was unusable (a timeout, not JSON, ...)
+    unreached: bool = False      # no reply at all (connection, HTTP, timeout): asked again
 
 
 @runtime_checkable

@@ -541,7 +541,8 @@ class LLMProposer:
                           "response_format, pass LLMProposer(..., structured=None), or "
                           "'json_object' for llama-cpp-python's server)")
             return Proposal(edits=[], seconds=time.perf_counter() - started,
-                            tokens=self._usage(), error=error)
+                            tokens=self._usage(), error=error,
+                            unreached=e.kind in ("connection", "http", "timeout"))
         seconds = time.perf_counter() - started
         self.last_reply = reply
         try:
