@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -108,6 +109,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from autoprofiler_env.harness import Evaluator, HarnessConfig, read_candidate
     from autoprofiler_env.problems import load_problem
 
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
+        return _fail(f"--device {args.device}: cpu, cuda or cuda:N")
+    if not 0 < args.timeout < math.inf:
+        return _fail(f"--timeout {args.timeout:g}: seconds > 0")
+    if args.correctness_trials < 1:
+        return _fail(f"--correctness-trials {args.correctness_trials}: at least 1")
     if args.device.startswith("cuda"):
         import torch
 
@@ -478,10 +485,13 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import COLUMNS, benchmark, log_wandb, plot, print_table, write_csv
 
     budgets = _budgets(args.budgets, "--budgets")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        return _fail(f"--out {args.out}: a file, not a folder")
     if args.seeds < 1:
         return _fail(f"--seeds {args.seeds}: the seeds each stochastic agent runs, at least 1")
-    summary, episodes = benchmark(args.dataset, budgets, seeds=args.seeds, split=args.split,
-                                  policies=args.policy, optimizer=args.optimizer)
+    summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=args.seeds,
+                                       split=args.split, policies=args.policy,
+                                       optimizer=args.optimizer)
     out = Path(args.out)
     write_csv(summary, out / "benchmark.csv", COLUMNS)
     write_csv(episodes, out / "episodes.csv")
@@ -558,7 +568,14 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from agents.rl.config import read_config
     from experiments.tracking import wandb_run
-    from experiments.train import check_out, config_path, default_out, print_summary, train
+    from experiments.train import (
+        check_out,
+        config_path,
+        default_out,
+        interrupted_run,
+        print_summary,
+        train,
+    )
 
     path = config_path(args.config)
     config, given = read_config(path)
@@ -933,6 +950,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except AutoProfilerError as e:
         return _fail(str(e).splitlines()[0])
+    except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
+        # an --out that is a file, a folder that cannot be written: the user's to change
+        return _fail(f"cannot write {e.filename}: {e.strerror}")
     except KeyboardInterrupt:
         return _fail("interrupted")
 

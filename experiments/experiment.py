@@ -102,8 +102,14 @@ def load_config(path: str | Path) -> ExperimentConfig:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{path}: cannot read the experiment config ({e})") from e
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the experiment config ({e.strerror or e})"
+                          ) from e
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{line}: "
+                          f"{getattr(e, 'problem', None) or e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: an experiment config is a mapping of keys "
                           f"({', '.join(sorted(_KEYS))})")

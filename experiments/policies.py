@@ -57,7 +57,7 @@ def load(spec: str, env) -> Entry:
             raise AutoProfilerError(f"no MaskablePPO policy is shipped for the optimizer "
                                     f"{env.unwrapped.optimizer!r}: train one with "
                                     "`autoprofiler train` and give sb3:DIR")
-        return Entry(SHIPPED_RL, load_model(path, "maskable_ppo"),
+        return Entry(SHIPPED_RL, _fitting(load_model(path, "maskable_ppo"), env, spec),
                      learned_on=_learned_on(path.with_suffix(".json")))
     if spec.startswith("tree:") or spec == SHIPPED_TREE:
         from agents.tree import TreePolicy, shipped_tree
@@ -81,7 +81,10 @@ def load(spec: str, env) -> Entry:
         algorithm, path = (head, tail) if sep and not Path(rest).exists() else (None, rest)
         path = Path(path)
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
-        return Entry(spec, load_model(path, algorithm),
+        if not str(path) or str(path) == ".":
+            raise AutoProfilerError(f"--policy {spec!r}: give the model after sb3: (sb3:FILE, "
+                                    "sb3:ALGO:FILE or sb3:DIR, a training run)")
+        return Entry(spec, _fitting(load_model(path, algorithm), env, spec),
                      learned_on=_learned_on(run if run.is_file() else path.with_suffix(".json")))
     try:
         agent = baseline(env, spec)
@@ -91,6 +94,27 @@ def load(spec: str, env) -> Entry:
                                 "run; or tree:FILE, a tree "
                                 f"file; or {SHIPPED_TREE}") from None
     return Entry(agent.name, agent, agent.stochastic)
+
+
+def _fitting(model, env, spec: str):
+    """``model``, if its observation and action spaces have the environment's shapes; an
+    error naming the difference otherwise (a policy trained on a dataset of other
+    sections or metrics)."""
+    def shapes(space) -> dict:
+        inner = getattr(space, "spaces", None)
+        return ({k: tuple(v.shape or ()) for k, v in inner.items()} if inner is not None
+                else {"": tuple(space.shape or ())})
+
+    mine, theirs = shapes(model.observation_space), shapes(env.observation_space)
+    differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    if differ or getattr(model.action_space, "n", None) != getattr(env.action_space, "n", None):
+        what = (f"observation {differ[0]!r}: {mine.get(differ[0])} against the "
+                f"environment's {theirs.get(differ[0])}" if differ else
+                f"{model.action_space} actions against the environment's {env.action_space}")
+        raise AutoProfilerError(f"--policy {spec}: the model was trained on another "
+                                f"environment ({what}): a dataset with other sections or "
+                                "metrics; train one on this dataset")
+    return model
 
 
 def _learned_on(path: Path) -> str | None:

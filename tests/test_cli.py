@@ -143,3 +143,42 @@ def test_bad_budgets_and_seeds_exit_2_with_one_line(tmp_path, capsys, args, mess
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--device", "tpu"], "--device tpu: cpu, cuda or cuda:N"),
+    (["--timeout", "-5"], "--timeout -5: seconds > 0"),
+    (["--correctness-trials", "0"], "--correctness-trials 0: at least 1"),
+])
+def test_evaluate_refuses_bad_arguments_before_blaming_the_problem(capsys, args, message):
+    from experiments.cli import main
+
+    assert main(["evaluate", "--problem", PROBLEM, "--candidate",
+                 str(DATA / "candidates" / "relu_correct.py"), *args]) == 2
+    assert capsys.readouterr().err.strip() == f"autoprofiler: error: {message}"
+
+
+def test_files_that_are_not_utf8_or_hold_a_null_byte_are_named_not_a_traceback(tmp_path,
+                                                                            capsys):
+    from experiments.cli import main
+
+    source = (DATA / "problems" / "relu_small.py").read_bytes()
+    (tmp_path / "latin1.py").write_bytes(b'name = "caf\xe9"\n' + source)
+    (tmp_path / "nul.py").write_bytes(source + b"\x00\n")
+    (tmp_path / "ok.py").write_bytes(source)
+    assert main(["problems", "--source", str(tmp_path)]) == 0  # the others are still listed
+    captured = capsys.readouterr()
+    assert "1 problems, 2 skipped" in captured.out
+    assert "latin1.py: not Python source text" in captured.err
+    assert "nul.py: syntax error" in captured.err
+    assert main(["evaluate", "--problem", PROBLEM, "--candidate",
+                 str(tmp_path / "latin1.py")]) == 2
+    assert "not Python source text" in capsys.readouterr().err
+
+
+def test_an_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    from experiments.cli import main
+
+    (tmp_path / "f").write_text("")
+    assert main(["benchmark", "--out", str(tmp_path / "f")]) == 2
+    assert capsys.readouterr().err.strip().endswith("a file, not a folder")

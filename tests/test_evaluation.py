@@ -156,6 +156,31 @@ def test_the_benchmark_says_when_a_learned_policy_was_learned_on_another_dataset
     assert [m.split()[0] for m in said] == ["autoprofiler-tree", "maskable-ppo"]
 
 
+def test_a_model_of_another_environments_shapes_is_refused_naming_the_difference(env):
+    import types
+
+    from gymnasium import spaces
+
+    from experiments.policies import _fitting
+
+    same = types.SimpleNamespace(observation_space=env.observation_space,
+                                 action_space=env.action_space)
+    assert _fitting(same, env, "sb3:x") is same
+    fewer = types.SimpleNamespace(observation_space=spaces.Dict(
+        {**env.observation_space.spaces, "action_mask": spaces.MultiBinary(15)}),
+        action_space=env.action_space)
+    with pytest.raises(AutoProfilerError, match=r"--policy sb3:x: the model was trained on "
+                                                r"another environment \(observation "
+                                                r"'action_mask': \(15,\) against the "
+                                                r"environment's \(16,\)\)"):
+        _fitting(fewer, env, "sb3:x")
+    with pytest.raises(AutoProfilerError, match=r"Discrete\(15\) actions"):
+        _fitting(types.SimpleNamespace(observation_space=env.observation_space,
+                                       action_space=spaces.Discrete(15)), env, "sb3:x")
+    with pytest.raises(AutoProfilerError, match=r"give the model after sb3:"):
+        load("sb3:", env)
+
+
 def test_the_observation_tells_one_budget_from_another(env):
     """The observation tells a 10% budget from a 25% one (budget_total), so one policy can
     serve several."""

@@ -809,7 +809,11 @@ def evaluate(problem: Problem, source: str, config: HarnessConfig | None = None,
 
 
 def read_candidate(path: str | Path) -> str:
+    from autoprofiler_env.problems.problem import read_source
+
     try:
-        return Path(path).read_text()
+        return read_source(path)
     except OSError as e:
         raise EvaluationError(f"cannot read the candidate {path}: {e.strerror}") from e
+    except ValueError as e:
+        raise EvaluationError(f"the candidate {path}: {e}") from None

@@ -54,7 +54,7 @@ class Problem:
     @property
     def source(self) -> str:
         """The file's text."""
-        return self.path.read_text()
+        return read_source(self.path)
 
     def to_dict(self) -> dict:
         return {
@@ -67,6 +67,17 @@ class Problem:
         }
 
 
+def read_source(path: str | Path) -> str:
+    """A Python file's text, decoded as Python decodes it (UTF-8 unless it declares another
+    encoding); a ``ValueError`` saying so for bytes that are not; ``OSError`` as it comes."""
+    data = Path(path).read_bytes()
+    try:
+        return importlib.util.decode_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as e:
+        raise ValueError(f"not Python source text: {getattr(e, 'msg', None) or e} (a Python "
+                         "file is UTF-8 unless it declares its encoding)") from None
+
+
 def check_problem_file(path: Path) -> None:
     """Checks without running it that ``path`` parses and defines the KernelBench names.
 
@@ -74,13 +85,17 @@ def check_problem_file(path: Path) -> None:
         ProblemError: the file is missing, is not Python, or lacks a required name.
     """
     try:
-        text = path.read_text()
+        text = read_source(path)
     except OSError as e:
         raise ProblemError(path, f"cannot read the problem file: {e.strerror}") from e
+    except ValueError as e:
+        raise ProblemError(path, str(e)) from None
     try:
         tree = ast.parse(text, filename=str(path))
-    except SyntaxError as e:
-        raise ProblemError(path, f"syntax error at line {e.lineno}: {e.msg}") from e
+    except (SyntaxError, ValueError) as e:  # ValueError: a null byte (Python 3.10, 3.11)
+        where = f" at line {e.lineno}" if getattr(e, "lineno", None) else ""
+        raise ProblemError(path, f"syntax error{where}: {getattr(e, 'msg', None) or e}"
+                           ) from e
     defined = set()
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
