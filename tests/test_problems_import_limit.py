@@ -47,6 +47,17 @@ def test_a_network_bound_import_fails_at_the_import_limit_naming_the_host(tmp_pa
     assert "--import-timeout" in e.value.hint
 
 
+def test_an_import_stopped_by_the_files_whole_limit_names_that_limits_option(tmp_path):
+    path = tmp_path / "slow_import.py"
+    path.write_text("import time\ntime.sleep(60)\n" + GOOD)
+    with IsolatedFeatures(timeout_s=1, import_timeout_s=10) as isolated:
+        with pytest.raises(ProblemTimeoutError) as e:
+            isolated.static_features(path)
+    assert (e.value.phase, e.value.limit_s) == ("import", 1.0)
+    assert "autoprofiler problems --timeout S" in e.value.hint
+    assert "--import-timeout" not in e.value.hint
+
+
 def test_a_slow_cpu_trace_is_named_as_one(tmp_path):
     path = tmp_path / "slow_on_cpu.py"
     path.write_text(GOOD.replace("def forward(self, x):\n",

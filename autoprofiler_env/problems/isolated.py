@@ -291,7 +291,8 @@ class IsolatedFeatures:
                 else:
                     break
         except _WorkerTimeout:
-            raise self._timeout(path, phase, limit, network) from None
+            raise self._timeout(path, phase, limit, network,
+                                limit < self.import_timeout_s) from None
         except _WorkerGone as e:
             raise ProblemError(path, f"{phase.what} {e}",
                                "the file, or a library it calls, ends its Python process"
@@ -304,11 +305,13 @@ class IsolatedFeatures:
         raise ProblemError(path, cause, str(message.get("hint") or ""))
 
     @staticmethod
-    def _timeout(path: Path, phase: _Phase, limit: float, network: str | None
-                 ) -> ProblemTimeoutError:
+    def _timeout(path: Path, phase: _Phase, limit: float, network: str | None,
+                 by_total: bool = False) -> ProblemTimeoutError:
+        """``by_total``: the import was stopped by the file's whole limit (``--timeout``,
+        below ``--import-timeout``), whose option the hint then names."""
         cause = f"{phase.slow} took longer than {limit:g} s"
         if phase is _IMPORT:
-            hint = _IMPORT_HINT
+            hint = _HINT if by_total else _IMPORT_HINT
             if network is not None:
                 cause += f": a network-bound import, trying to reach {network}"
                 hint = _NETWORK_HINT
