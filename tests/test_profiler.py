@@ -263,6 +263,26 @@ def test_a_hanging_program_is_killed_and_named(tmp_path):
     assert timed_out(run.status) and run.status[-1]["problem_timeout_s"] == 1.5
 
 
+@pytest.mark.parametrize("body, says", [
+    ("exit 1\n", "ncu or the profiled program exited with code 1 before the first problem "
+                 "began; it printed nothing (check ncu alone: `ncu --version`)"),
+    ("echo '==ERROR== unrecognised option' >&2; exit 1\n",
+     "exited with code 1 before the first problem began; its last output: '==ERROR== "
+     "unrecognised option'"),
+    ("sleep 600\n", "ncu or the profiled program was stopped by signal"),
+])
+def test_an_ncu_that_fails_before_the_program_starts_is_named_in_one_line(tmp_path, body,
+                                                                         says):
+    from autoprofiler_env.errors import ProfiledProgramError
+    from autoprofiler_env.profiler import profile_problems
+
+    with pytest.raises(ProfiledProgramError) as e:
+        profile_problems([load_problem("relu_16384x16384")], ["SpeedOfLight"],
+                         ncu=_fake_ncu(tmp_path, body), problem_timeout_s=1.5,
+                         workdir=tmp_path / "work")
+    assert says in str(e.value).splitlines()[0]
+
+
 def test_a_hang_is_stopped_at_once_when_the_caller_was_started_with_sigint_ignored(tmp_path):
     """A background job of a script (``cmd &``) starts with SIGINT ignored, and a child
     inherits that: ncu would ignore the runner's SIGINT and wait out the 30 s grace before

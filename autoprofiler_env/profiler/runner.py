@@ -121,8 +121,12 @@ def check_log(log: str) -> None:
 
 
 def ncu_version(ncu: str) -> str:
-    out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60,
-                         check=False).stdout
+    try:
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60,
+                             check=False).stdout
+    except subprocess.TimeoutExpired:
+        raise ProfilingError(f"`{ncu} --version` did not answer within 60 s: this ncu does not "
+                             "work here; check the Nsight Compute install (or NCU=)") from None
     match = re.search(r"Version (\S+)", out)
     return match.group(1) if match else out.strip().splitlines()[-1] if out.strip() else ""
 
@@ -360,6 +364,14 @@ def raise_for_run(run: NcuRun) -> None:
     """Raises ProfiledProgramError when the run failed before any problem began."""
     if run.raw_csv or any(r.get("event") == "begin" for r in run.status):
         return
-    tail = "\n".join(run.log.strip().splitlines()[-5:])
-    raise ProfiledProgramError(f"the profiled program failed before the first problem "
-                               f"(exit code {run.returncode}):\n{tail}")
+    lines = [ln.strip() for ln in run.log.strip().splitlines() if ln.strip()]
+    code = run.returncode
+    how = (f"was stopped by signal {-code} (the runner stops a run that outlasts its time "
+           "limit: a hang?)" if code is not None and code < 0 else f"exited with code {code}")
+    started = any(r.get("event") == "started" for r in run.status)  # ncu ran the driver
+    who = "the profiled program" if started else "ncu or the profiled program"
+    last = f"; its last output: {lines[-1][:300]!r}" if lines else "; it printed nothing"
+    check = "" if started else " (check ncu alone: `ncu --version`)"
+    tail = "\n".join(lines[-5:])
+    raise ProfiledProgramError(f"{who} {how} before the first problem began{last}{check}"
+                               + (f"\n{tail}" if tail else ""))
