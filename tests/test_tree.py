@@ -112,6 +112,14 @@ def test_a_file_that_is_not_a_tree_is_refused(tmp_path):
                 "else": {"stop": True}}
     with pytest.raises(TreeFormatError, match="deeper than 64"):
         from_dict({"format": "autoprofiler-tree", "version": 1, "root": deep})
+    n = 5000  # deeper than Python's recursion: refused as the 70 levels are, not a crash
+    (tmp_path / "deep.json").write_text(
+        '{"format": "autoprofiler-tree", "version": "1", "root": '
+        + '{"if": {"feature": "log_flops", "at_least": 1}, "then": ' * n + '{"stop": true}'
+        + ', "else": {"stop": true}}' * n + "}")
+    with pytest.raises(TreeFormatError, match=r"deep.json: .*(deeper than Python's recursion "
+                                              r"limit|deeper than 64)"):
+        load(tmp_path / "deep.json")
 
 
 def test_the_rendering_numbers_the_nodes_as_edits_do(tmp_path):

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -373,8 +374,13 @@ def from_dict(data: Any, vocab: Vocabulary | None = None, where: str = "the tree
             raise TreeFormatError("meta must be an object")
         if "root" not in data:
             raise TreeFormatError("no root")
-        root = node_from_dict(data["root"])
-        check(root, vocab)
+        try:
+            root = node_from_dict(data["root"])
+            check(root, vocab)
+        except RecursionError:
+            raise TreeFormatError("nested deeper than Python's recursion limit "
+                                  f"({sys.getrecursionlimit()}): not a tree this "
+                                  "project writes") from None
     except TreeFormatError as e:
         raise TreeFormatError(f"{where}: {e}") from None
     return Tree(root, meta)
@@ -391,6 +397,10 @@ def load(path: str | Path, vocab: Vocabulary | None = None) -> Tree:
         data = json.loads(text)
     except ValueError as e:
         raise TreeFormatError(f"{path}: not JSON ({e})") from e
+    except RecursionError:
+        raise TreeFormatError(f"{path}: nested deeper than Python's recursion limit "
+                              f"({sys.getrecursionlimit()}): not a tree this project "
+                              "writes") from None
     return from_dict(data, vocab, where=str(path))
 
 
