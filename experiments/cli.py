@@ -577,13 +577,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         train,
     )
 
+    if args.seed < 0:
+        return _fail(f"--seed {args.seed}: a whole number >= 0 (Gymnasium's seeds)")
     path = config_path(args.config)
     config, given = read_config(path)
     if args.steps is not None:
         if args.steps < 1:
             return _fail(f"--steps must be a whole number of steps >= 1, got {args.steps}")
         config = config.replace(total_timesteps=args.steps)
-    out = check_out(args.out or default_out(path, args.seed))
+    # an interrupted run in --out resumes: refused now, before wandb, if its config differs
+    out = check_out(args.out or default_out(path, args.seed), config, args.seed)
+    interrupted = interrupted_run(out)
+    if interrupted is not None:
+        print(f"resuming the interrupted run in {out} at step {interrupted.get('steps')} of "
+              f"{config.total_timesteps}", flush=True)
     run = wandb_run("train", {"config_file": str(path), "seed": args.seed},
                     group=args.wandb_group or f"train-{path.stem}") if args.wandb else None
     try:
@@ -738,16 +745,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_optimize)
 
     p = sub.add_parser("train", help="train an RL policy (stable-baselines3 / sb3-contrib) "
-                       "from a config")
+                       "from a config; the same command on an interrupted run resumes it",
+                       description="Train an RL policy from a config into --out. Ctrl-C "
+                       "saves the run (status interrupted); the same command again resumes "
+                       "it to its total steps (the config, --steps and --seed must be the "
+                       "run's, and the dataset too). A finished run is never overwritten.")
     p.add_argument("--config", default="maskable_ppo",
                    help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
                    "experiments/configs: maskable_ppo (default), ppo, a2c, dqn, qrdqn")
     p.add_argument("--seed", type=int, default=0, help="the seed (default: 0)")
-    p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>)")
+    p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>); "
+                   "one holding an interrupted run resumes it")
     p.add_argument("--steps", type=int,
                    help="environment steps to train for (default: the config's "
                    "n_timesteps); SB3 rounds it up to whole rollouts (n_steps x n_envs "
-                   "on-policy)")
+                   "on-policy); to resume a run, give the same as it was started with")
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline unless WANDB_API_KEY or WANDB_MODE is set)")
     p.add_argument("--wandb-group", help="the wandb group (default: train-<config>)")

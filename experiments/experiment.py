@@ -277,13 +277,14 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
         train_config = train_config.replace(env=dict(train_config.env) | config.env)
     run_dir = out / "agents" / spec.name / f"seed-{seed}"
     run_file = run_dir / "run.json"
-    finished = run_file.is_file() and _json.loads(run_file.read_text()).get(
-        "status") == "finished"
-    if not finished:
-        if run_dir.exists():  # an interrupted training: start that seed again
+    status = (_json.loads(run_file.read_text()).get("status") if run_file.is_file()
+              else None)
+    if status != "finished":
+        if run_dir.exists() and status != "interrupted":  # killed before it could save
             import shutil
 
             shutil.rmtree(run_dir)
+        # an interrupted training (Ctrl-C, SIGTERM) resumes where it was saved
         train(train_config, run_dir, seed=seed, given=given, source=str(path),
               progress=False, command=["autoprofiler", "experiment", "--config",
                                        portable(config.path)])

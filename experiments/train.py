@@ -24,6 +24,23 @@ the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N
 - ``progress.csv`` (SB3's logger) and ``monitor/<rank>.monitor.csv`` (every episode: its
   return, length, problem, sections, cost, speedup, correctness).
 
+A long run that is interrupted loses nothing and resumes. Ctrl-C (a ``KeyboardInterrupt``)
+saves ``model.zip`` (and an off-policy algorithm's replay buffer, ``replay_buffer.pkl``) and
+``run.json`` with the status ``interrupted`` and the steps done; the same command again
+resumes the run (:func:`train`): the model is loaded with the run's algorithm, the training
+environments are made again as they were (seeded), training goes on to the run's total steps,
+the evaluations continue on their schedule and the best model kept stays the best unless an
+evaluation beats it; ``evaluations.jsonl``, ``progress.csv`` and the monitor files are
+appended to, and ``run.json``'s ``resumed`` lists the steps at which the run resumed. The
+config and ``--steps`` must resolve to the run's config, and ``--seed`` and the dataset (its
+sha256) must be the run's, else the command refuses, naming the first difference (give
+another ``--out`` to train anew). A resumed run is not bit-identical to an uninterrupted one:
+the environments' and the random number generators' states are not restored (:func:`train`
+says what). With ``--wandb`` a resumption is another wandb run of the group (``run.json``'s
+``wandb`` names the first, ``wandb_resumed`` the others). A finished run is never trained
+again; a run whose status is ``running`` (still training, or killed by a signal other than
+SIGINT) is refused too: remove its directory.
+
 ``autoprofiler benchmark --policy sb3:DIR`` puts the run's best model beside the baselines
 (:func:`agents.rl.load_run`). With ``--wandb`` the run (one group per config unless
 ``--wandb-group`` says otherwise; offline without a key) gets SB3's logger
@@ -37,13 +54,17 @@ from __future__ import annotations
 import json
 import math
 import platform
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.rl.callbacks import Evaluation, save_model
+from agents.rl.callbacks import Evaluation, read_evaluations, save_model
 from agents.rl.config import ENV_ID as CONFIG_ENV_ID
+from agents.rl.config import OWN as CONFIG_OWN
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import AutoProfilerError
@@ -58,6 +79,9 @@ RUN_SCHEMA = 1
 INFO_KEYWORDS = ("problem", "sections", "cost", "speedup", "correct")
 """What each episode's line of ``monitor/<rank>.monitor.csv`` holds besides SB3's return,
 length and time."""
+REPLAY_BUFFER = "replay_buffer.pkl"
+"""An interrupted off-policy run's replay buffer (SB3's ``save_replay_buffer``), which its
+resumption loads; removed when the run finishes."""
 
 
 def config_path(spec: str | Path) -> Path:
@@ -94,14 +118,130 @@ def default_out(config_file: Path, seed: int) -> Path:
     return Path("runs") / "train" / f"{config_file.stem}-seed{seed}"
 
 
-def check_out(out: str | Path) -> Path:
-    """``out`` as a path, or an error if it holds a run already (a run is never
-    overwritten)."""
+def read_run(out: str | Path) -> dict | None:
+    """The ``run.json`` of the run directory ``out`` (None: it has none)."""
+    path = Path(out) / "run.json"
+    try:
+        run = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise AutoProfilerError(f"{path}: unreadable ({e}): remove the directory to train "
+                                "again, or give another --out") from e
+    if not isinstance(run, dict):
+        raise AutoProfilerError(f"{path}: not a run's record (a JSON object): remove the "
+                                "directory to train again, or give another --out")
+    return run
+
+
+def interrupted_run(out: str | Path) -> dict | None:
+    """The ``run.json`` of ``out`` where it is a run that :func:`train` resumes (its status
+    ``interrupted``, its ``model.zip`` saved); None otherwise."""
+    run = read_run(out)
+    if run is not None and run.get("status") == "interrupted" \
+            and (Path(out) / "model.zip").is_file():
+        return run
+    return None
+
+
+def check_out(out: str | Path, config: TrainConfig | None = None, seed: int | None = None,
+              resume: bool = True) -> Path:
+    """``out`` as a path, or an error if it holds a run that is not to be trained into: a
+    finished one (a run is never overwritten), one still running (or killed before it
+    could save), an interrupted one where ``resume`` is false, or one whose config
+    (``config``, resolved, with ``--steps``) or seed differs from the run's
+    (:func:`check_resumable`; not checked where ``config`` is None). An interrupted run
+    without its ``model.zip`` passes: :func:`train` starts it afresh."""
     out = Path(out)
-    if (out / "run.json").exists():
+    run = read_run(out)
+    if run is None:
+        return out
+    status = run.get("status")
+    if status == "interrupted":
+        if not resume:
+            raise AutoProfilerError(f"{out} holds an interrupted run (run.json): resume it "
+                                    "(train(..., resume=True), or the same `autoprofiler "
+                                    "train` command), give another --out, or remove the "
+                                    "directory to train again")
+        if config is not None and (out / "model.zip").is_file():
+            check_resumable(out, run, config, seed)
+        return out
+    if status == "finished":
         raise AutoProfilerError(f"{out} holds a run already (run.json): give another --out, "
                                 "or remove the directory to train again")
-    return out
+    raise AutoProfilerError(f"{out} holds a run already (run.json, status {status}: it is "
+                            "training in another process, or was killed before it could "
+                            "save; only an interrupted one resumes): give another --out, or "
+                            "remove the directory to train again")
+
+
+def _config_key(path: tuple[str, ...]) -> str:
+    """A key of :meth:`TrainConfig.to_dict` as a config file spells it
+    (``hyperparameters.n_steps`` -> ``AutoProfiler-v0.n_steps``)."""
+    head, rest = path[0], list(path[1:])
+    spelled = {"hyperparameters": [CONFIG_ENV_ID], "env": [CONFIG_ENV_ID, "env_kwargs"],
+               "policy": [CONFIG_ENV_ID, "policy"], "n_envs": [CONFIG_ENV_ID, "n_envs"],
+               "total_timesteps": [CONFIG_ENV_ID, "n_timesteps"],
+               "algorithm": [CONFIG_OWN, "algorithm"], "vec_env": [CONFIG_OWN, "vec_env"],
+               "log_interval": [CONFIG_OWN, "log_interval"], "eval": [CONFIG_OWN, "eval"]}
+    key = ".".join(spelled.get(head, [head]) + rest)
+    return key + " (or --steps)" if head == "total_timesteps" else key
+
+
+_MISSING = "(not set)"
+
+
+def _first_difference(old, new, path: tuple[str, ...] = ()):
+    """The first key (as a path) whose value differs between two JSON values, with the two
+    values; None if they are equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in [*old, *(k for k in new if k not in old)]:
+            if key not in old or key not in new:
+                return (*path, key), old.get(key, _MISSING), new.get(key, _MISSING)
+            found = _first_difference(old[key], new[key], (*path, key))
+            if found is not None:
+                return found
+        return None
+    return None if old == new else (path, old, new)
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def check_resumable(out: Path, run: dict, config: TrainConfig, seed: int | None) -> None:
+    """A :class:`ConfigError` naming the first difference, where ``config`` (resolved, its
+    ``total_timesteps`` from ``--steps`` where given) or ``seed`` is not the interrupted
+    run's: a run resumes only as it was started."""
+    head = f"{out}: cannot resume the interrupted run"
+    tail = ("resume it with the run's --config, --steps and --seed (its run.json says "
+            "them), or give another --out to train anew")
+    if seed is not None and run.get("seed") is not None and int(seed) != run["seed"]:
+        raise ConfigError(f"{head}: --seed is {seed} now, the run's is {run['seed']}: {tail}")
+    found = _first_difference(_as_json(run.get("config")), _as_json(config.to_dict()))
+    if found is not None:
+        path, old, new = found
+        raise ConfigError(f"{head}: {_config_key(path) if path else 'the config'} is "
+                          f"{json.dumps(new)} now, the run's is {json.dumps(old)}: {tail}")
+
+
+def _check_same_environment(out: Path, run: dict, dataset_sha256, kwargs: dict) -> None:
+    """A :class:`ConfigError` where the environment a run resumes on is not the one it was
+    trained on: another dataset (its sha256), other ``make`` kwargs (the registered
+    defaults changed)."""
+    head = f"{out}: cannot resume the interrupted run"
+    if run.get("dataset_sha256") != dataset_sha256:
+        raise ConfigError(f"{head}: it was trained on the dataset of sha256 "
+                          f"{run.get('dataset_sha256')}, the environment's now is "
+                          f"{dataset_sha256}: resume it with the run's dataset, or give "
+                          "another --out to train anew")
+    found = _first_difference(_as_json(run.get("env_kwargs")), _as_json(kwargs))
+    if found is not None:
+        path, old, new = found
+        raise ConfigError(f"{head}: the environment's make kwarg {'.'.join(path)} is "
+                          f"{json.dumps(new)} now, the run's is {json.dumps(old)} (its default "
+                          "changed?): resume it with the run's package version, or give "
+                          "another --out to train anew")
 
 
 def env_kwargs(config: TrainConfig, split: str | None = None) -> dict:
@@ -124,8 +264,10 @@ def make_eval_env(config: TrainConfig, source: str = "config"):
 
 
 def make_train_env(config: TrainConfig, seed: int, monitor_dir: Path | None = None,
-                   source: str = "config"):
-    """``n_envs`` Monitor-wrapped training environments in the config's vector env."""
+                   source: str = "config", append: bool = False):
+    """``n_envs`` Monitor-wrapped training environments in the config's vector env.
+    ``append``: the monitor files are a resumed run's, appended to (their ``t`` keeps
+    counting from their header's ``t_start``), not started anew."""
     import gymnasium as gym
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
@@ -133,12 +275,38 @@ def make_train_env(config: TrainConfig, seed: int, monitor_dir: Path | None = No
     kwargs = env_kwargs(config)
     if config.vec_env == "subproc":  # a bad kwarg would only surface as a dead subprocess
         _checked(lambda: gym.make(ENV_ID, **kwargs), source).close()
-    return _checked(lambda: make_vec_env(
+    starts = (_monitor_starts(Path(monitor_dir), config.n_envs)
+              if append and monitor_dir is not None else None)
+    vec_env = _checked(lambda: make_vec_env(
         # render_mode: make_vec_env would ask for rgb_array, which the environment lacks
         ENV_ID, n_envs=config.n_envs, seed=seed, env_kwargs={"render_mode": None} | kwargs,
         monitor_dir=str(monitor_dir) if monitor_dir is not None else None,
-        monitor_kwargs={"info_keywords": INFO_KEYWORDS},
+        monitor_kwargs={"info_keywords": INFO_KEYWORDS, "override_existing": starts is None},
         vec_env_cls=SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv), source)
+    for rank, start in enumerate(starts or ()):
+        vec_env.set_attr("t_start", start, indices=[rank])
+    return vec_env
+
+
+def _monitor_starts(monitor_dir: Path, n_envs: int) -> list[float]:
+    """Each rank's monitor file's ``t_start`` (its JSON header line), the file created with
+    its header where it is missing (Monitor appends to a file without writing one)."""
+    from stable_baselines3.common.monitor import ResultsWriter
+
+    monitor_dir.mkdir(parents=True, exist_ok=True)
+    starts = []
+    for rank in range(n_envs):
+        path = monitor_dir / f"{rank}.monitor.csv"
+        try:
+            with path.open() as file:
+                starts.append(float(json.loads(file.readline().removeprefix("#"))["t_start"]))
+            continue
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        starts.append(time.time())
+        ResultsWriter(str(path), header={"t_start": starts[-1], "env_id": ENV_ID.split(":")[1]},
+                      extra_keys=INFO_KEYWORDS).close()
+    return starts
 
 
 def _checked(make, source: str):
@@ -161,7 +329,7 @@ def build_model(config: TrainConfig, env, seed: int, source: str = "config"):
     cls = algorithms()[config.algorithm]
     try:
         return cls(config.policy, env, seed=seed, verbose=0, **algorithm_kwargs(config))
-    except (ValueError, TypeError, AssertionError, KeyError) as e:
+    except (ValueError, TypeError, AssertionError, KeyError, RuntimeError) as e:
         raise ConfigError(f"{source}: {CONFIG_ENV_ID}: {cls.__name__} refused its arguments: "
                           f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
 
@@ -184,6 +352,95 @@ class TrainResult:
         return self.steps / self.seconds if self.seconds > 0 else math.nan
 
 
+def _appending_logger(out: Path, verbose: int):
+    """SB3's logger of a resumed run: its ``progress.csv`` appended to (SB3's ``configure``
+    opens the file ``w+``, truncating it)."""
+    from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
+
+    class AppendingCSV(CSVOutputFormat):
+        """SB3's CSV format on an existing file: its header's keys kept, rows appended (a
+        new key rewrites the file with an empty column for the rows before, as SB3's
+        does)."""
+
+        def __init__(self, path: Path) -> None:
+            if not path.is_file() or path.stat().st_size == 0:
+                super().__init__(str(path))
+                return
+            self.file = open(path, "r+")  # noqa: SIM115  (SB3's format closes it)
+            header = self.file.readline().rstrip("\n")
+            self.keys = header.split(",") if header else []
+            self.separator, self.quotechar = ",", '"'
+            self.file.seek(0, 2)
+            if not path.read_bytes().endswith(b"\n"):  # a row cut off by the interruption
+                self.file.write("\n")
+
+    formats = [AppendingCSV(out / "progress.csv")]
+    if verbose:
+        formats.append(make_output_format("stdout", str(out)))
+    return Logger(folder=str(out), output_formats=formats)
+
+
+def _load_for_resume(config: TrainConfig, out: Path, vec_env):
+    """An interrupted run's ``model.zip`` with the run's algorithm, on ``vec_env`` (reset
+    when training resumes); an off-policy one's replay buffer loaded."""
+    import warnings
+
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+
+    from agents.rl import load_model
+
+    device = algorithm_kwargs(config).get("device", "cpu")
+    model = load_model(out / "model.zip", config.algorithm, device=device)
+    try:
+        model.set_env(vec_env)  # force_reset: the environments restart, seeded
+    except (AssertionError, ValueError) as e:
+        raise ConfigError(f"{out}: cannot resume the interrupted run: its model does not "
+                          f"fit the training environment ({str(e).splitlines()[0]}); give "
+                          "another --out to train anew") from e
+    if isinstance(model, OffPolicyAlgorithm):
+        if (out / REPLAY_BUFFER).is_file():
+            model.load_replay_buffer(out / REPLAY_BUFFER)
+        else:
+            warnings.warn(f"{out}: no {REPLAY_BUFFER}: the resumed {config.algorithm} run "
+                          "starts with an empty replay buffer", stacklevel=3)
+    return model
+
+
+def _save_interrupted(model, out: Path) -> dict:
+    """What an interruption saves to resume from: the model, an off-policy algorithm's
+    replay buffer; returns what ``run.json`` says of it."""
+    import io
+
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+
+    save_model(model, out / "model.zip")
+    if isinstance(model, OffPolicyAlgorithm) and model.replay_buffer is not None:
+        buffer = io.BytesIO()
+        model.save_replay_buffer(buffer)
+        write_atomic(out / REPLAY_BUFFER, buffer.getvalue())
+        return {"replay_buffer": REPLAY_BUFFER}
+    return {}
+
+
+@contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (``timeout``, a job scheduler, ``kill``) as Ctrl-C inside the block, so that
+    the run is saved as interrupted and resumes; Python's default would exit without saving.
+    A no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(*_):
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def versions() -> dict:
     """The versions a model's results depend on."""
     import importlib.metadata as metadata
@@ -200,10 +457,33 @@ def versions() -> dict:
 
 def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = None,
           source: str = "config", wandb_run=None, progress: bool = True,
-          command: list[str] | None = None, verbose: int = 0) -> TrainResult:
+          command: list[str] | None = None, verbose: int = 0,
+          resume: bool = True) -> TrainResult:
     """Trains a model as ``config`` says and writes ``out`` (the module docstring says
     what); returns what it wrote and scored. ``given``: the config file's content, kept in
-    ``run.json`` beside the resolved config."""
+    ``run.json`` beside the resolved config.
+
+    Where ``out`` holds an interrupted run (``run.json``'s status ``interrupted``: a
+    ``KeyboardInterrupt``, Ctrl-C, saved it) and ``resume`` is true, the run is resumed
+    rather than started: its ``model.zip`` loaded with its algorithm (an off-policy one's
+    ``replay_buffer.pkl`` too), the training environments made again as they were
+    (:func:`make_train_env`, seeded with ``seed``), the evaluations so far restored
+    (:meth:`RolloutEvalCallback.restore`: the best model kept stays the best unless beaten,
+    the evaluations continue on their schedule) and training continued to the config's
+    ``total_timesteps``; ``evaluations.jsonl``, ``progress.csv`` and the monitor files are
+    appended to, ``run.json``'s ``resumed`` lists the steps at which the run resumed. The
+    config (with ``--steps``) and the seed must be the run's, and the dataset (its sha256)
+    and the environment's kwargs too, else a :class:`ConfigError` names the first
+    difference. An interrupted run without a ``model.zip`` (stopped before it could save)
+    is started afresh.
+
+    What is not restored: the environments' state (an episode under way is dropped, the
+    environments restart from their seeded reset, so the first episodes' problems and
+    budgets repeat the run's start), the random number generators (SB3 seeds torch's and
+    the action space's with the run's seed again when loading) and an on-policy rollout
+    under way (its steps, counted in the run's steps, are not learned from; the run may end
+    up to one rollout past where an uninterrupted one would). A resumed run is therefore
+    not bit-identical to an uninterrupted one of the same seed."""
     import gymnasium as gym
     from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.logger import configure
@@ -214,33 +494,53 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
         RolloutEvalCallback,
     )
 
-    out = check_out(out)
+    out = check_out(out, config, seed, resume=resume)
+    previous = read_run(out)  # None, or an interrupted run (check_out refused the others)
+    if previous is not None and not (out / "model.zip").is_file():
+        for name in ("best_model.zip", "evaluations.jsonl", REPLAY_BUFFER):
+            (out / name).unlink(missing_ok=True)  # stopped before it saved: start afresh
+        previous = None
     out.mkdir(parents=True, exist_ok=True)
     eval_env = make_eval_env(config, source)
     base = eval_env.unwrapped
+    dataset_sha256 = base.backend.dataset.metadata.get("sha256")
+    kwargs = dict(gym.spec(ENV_ID.split(":")[1]).kwargs) | env_kwargs(config)
     try:
-        vec_env = make_train_env(config, seed, out / "monitor", source)
+        if previous is not None:
+            _check_same_environment(out, previous, dataset_sha256, kwargs)
+        vec_env = make_train_env(config, seed, out / "monitor", source,
+                                 append=previous is not None)
     except BaseException:
         eval_env.close()
         raise
     try:
-        model = build_model(config, vec_env, seed, source)
-        found = versions()
-        meta = {"schema": RUN_SCHEMA, "algorithm": config.algorithm, "seed": seed,
-                "config_file": portable(source) if source != "config" else source,
-                "config_given": given, "config": config.to_dict(),
-                "env_kwargs": dict(gym.spec(ENV_ID.split(":")[1]).kwargs)
-                | env_kwargs(config),
-                "optimizer": base.optimizer,
-                "dataset_sha256": base.backend.dataset.metadata.get("sha256"),
-                "package_version": found["autoprofiler-env"], "versions": found,
-                "command": list(command if command is not None
-                                else ["autoprofiler", *sys.argv[1:]]),
-                "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "models": {"final": "model.zip", "best": "best_model.zip"},
-                "wandb": _wandb_identity(wandb_run)}
+        if previous is None:
+            model = build_model(config, vec_env, seed, source)
+            found = versions()
+            meta = {"schema": RUN_SCHEMA, "algorithm": config.algorithm, "seed": seed,
+                    "config_file": portable(source) if source != "config" else source,
+                    "config_given": given, "config": config.to_dict(),
+                    "env_kwargs": kwargs, "optimizer": base.optimizer,
+                    "dataset_sha256": dataset_sha256,
+                    "package_version": found["autoprofiler-env"], "versions": found,
+                    "command": list(command if command is not None
+                                    else ["autoprofiler", *sys.argv[1:]]),
+                    "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "models": {"final": "model.zip", "best": "best_model.zip"},
+                    "wandb": _wandb_identity(wandb_run)}
+            logger = configure(str(out), ["csv"] + (["stdout"] if verbose else []))
+            done, before = 0, 0.0
+        else:
+            model = _load_for_resume(config, out, vec_env)
+            done, before = int(model.num_timesteps), float(previous.get("seconds") or 0.0)
+            meta = {k: v for k, v in previous.items() if k not in (
+                "replay_buffer", "interrupted")} | {
+                "status": "running", "resumed": [*previous.get("resumed", []), done]}
+            if wandb_run is not None:  # the run's first wandb run stays "wandb"
+                meta["wandb_resumed"] = [*previous.get("wandb_resumed", []),
+                                         _wandb_identity(wandb_run)]
+            logger = _appending_logger(out, verbose)
         _write_json(out / "run.json", meta)
-        logger = configure(str(out), ["csv"] + (["stdout"] if verbose else []))
         if wandb_run is not None:
             from experiments.sb3_wandb import WandbOutputFormat
 
@@ -259,20 +559,31 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
                                         best_model_path=out / "best_model.zip",
                                         log_path=out / "evaluations.jsonl", seed=seed,
                                         on_evaluation=on_evaluation, verbose=verbose)
+        if previous is not None:
+            evaluator.restore(read_evaluations(out / "evaluations.jsonl"))
         callbacks = [EpisodeOutcomeCallback(), evaluator]
-        if progress:
-            callbacks.append(ProgressBarCallback(config.total_timesteps,
-                                                 f"{config.algorithm} seed {seed}"))
+        bar = ProgressBarCallback(config.total_timesteps,
+                                  f"{config.algorithm} seed {seed}") if progress else None
+        if bar is not None:
+            callbacks.append(bar)
         learn = {"log_interval": config.log_interval} if config.log_interval else {}
         started = time.perf_counter()
         try:
-            model.learn(config.total_timesteps, callback=CallbackList(callbacks), **learn)
+            # reset_num_timesteps=False: SB3 adds the steps done, training to the total
+            with _sigterm_interrupts():
+                model.learn(max(config.total_timesteps - done, 0),
+                            callback=CallbackList(callbacks),
+                            reset_num_timesteps=previous is None, **learn)
         except KeyboardInterrupt:
-            save_model(model, out / "model.zip")
-            _write_json(out / "run.json", meta | {"status": "interrupted",
-                                                  "steps": int(model.num_timesteps)})
+            if bar is not None:
+                bar.close()  # the error's line after the bar's, not on it
+            saved = _save_interrupted(model, out)
+            _write_json(out / "run.json", meta | saved | {
+                "status": "interrupted", "interrupted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "steps": int(model.num_timesteps),
+                "seconds": before + time.perf_counter() - started})
             raise
-        seconds = time.perf_counter() - started
+        seconds = before + time.perf_counter() - started
         save_model(model, out / "model.zip")
         result = TrainResult(out, out / "model.zip", out / "best_model.zip", evaluator.best,
                              evaluator.evaluations[-1], int(model.num_timesteps), seconds,
@@ -282,6 +593,7 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
                  "steps_per_second": result.steps_per_second,
                  "best": result.best.to_dict(), "last": result.last.to_dict()}
         _write_json(out / "run.json", meta)
+        (out / REPLAY_BUFFER).unlink(missing_ok=True)  # only a resumption reads it
         if wandb_run is not None:
             _log_wandb(wandb_run, result, last_records)
         return result

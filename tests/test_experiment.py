@@ -133,3 +133,20 @@ def test_the_shipped_comparison_config_reads():
 
     config = load_config(config_path("compare"))
     assert config.seeds == (0, 1, 2, 3, 4) and {a.kind for a in config.agents} == {"tree", "rl"}
+
+
+def test_an_interrupted_rl_agent_resumes_its_training_rather_than_starting_again(
+        tmp_path, monkeypatch):
+    from experiments.experiment import AgentSpec, _rl_policy
+    from tests.test_train import _interrupt_at
+
+    config = _config(tmp_path, SMALL)
+    spec = AgentSpec("ppo", "rl", {"config": "maskable_ppo", "steps": 2048})
+    _interrupt_at(monkeypatch, 1500)
+    with pytest.raises(KeyboardInterrupt):
+        _rl_policy(spec, 0, config, tmp_path / "out")
+    run_file = tmp_path / "out" / "agents" / "ppo" / "seed-0" / "run.json"
+    assert json.loads(run_file.read_text())["status"] == "interrupted"
+    _rl_policy(spec, 0, config, tmp_path / "out")  # the experiment run again
+    run = json.loads(run_file.read_text())
+    assert run["status"] == "finished" and run["resumed"] and run["resumed"][0] >= 1024

@@ -344,3 +344,220 @@ def test_a_directory_that_is_not_a_finished_run_is_named(tmp_path):
     with pytest.raises(AutoProfilerError, match=r"no best_model.zip \(the run's status: "
                                                 r"running"):
         load_run(tmp_path)
+
+
+# -- an interrupted run resumes -------------------------------------------------------------
+
+def _interrupt_at(monkeypatch, step: int, seen: dict | None = None) -> None:
+    """Ctrl-C once the run reaches ``step``: a KeyboardInterrupt raised inside
+    ``model.learn`` (from a callback, where SIGINT would raise it too); ``seen`` gets the
+    model's replay buffer's size at that moment."""
+    from agents.rl.callbacks import EpisodeOutcomeCallback
+
+    original, armed = EpisodeOutcomeCallback._on_step, [True]
+
+    def on_step(self):
+        if armed[0] and self.num_timesteps >= step:
+            armed[0] = False
+            if seen is not None and getattr(self.model, "replay_buffer", None) is not None:
+                seen["interrupted"] = self.model.replay_buffer.size()
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(EpisodeOutcomeCallback, "_on_step", on_step)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
+    from experiments.policies import load
+
+    out, config = tmp_path / "run", config_from_dict(TINY, "tiny")
+    args = {"seed": 3, "given": TINY, "source": "tiny", "progress": False,
+            "command": ["autoprofiler", "train", "test"]}
+    _interrupt_at(monkeypatch, 1100)  # mid-rollout (128 steps each), after the 1000's evaluation
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, **args)
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "interrupted" and run["steps"] == 1100 and run["seconds"] > 0
+    assert (out / "model.zip").is_file() and not (out / "replay_buffer.pkl").exists()
+    assert [line["step"] for line in read_jsonl(out / "evaluations.jsonl")] == [1000]
+    before = {name: _lines(out / name) for name in (
+        "progress.csv", "monitor/0.monitor.csv", "monitor/1.monitor.csv")}
+
+    result = train(config, out, **args)  # the same call again: it resumes
+    # SB3 goes on from step 1100 in whole rollouts to the total (2000): 1100 + 8 x 128
+    assert result.steps == 2124 and result.seconds > run["seconds"]
+    lines = read_jsonl(out / "evaluations.jsonl")
+    assert [line["step"] for line in lines] == [1000, 2000, 2124] == [
+        e.step for e in result.evaluations]
+    # the best is kept across the interruption: an evaluation is the best only if it beats
+    # every one before it, the 1000's included
+    assert [line["best"] for line in lines] == [
+        i == 0 or line["objective"] > max(e["objective"] for e in lines[:i])
+        for i, line in enumerate(lines)]
+    best = max(lines, key=lambda line: line["objective"])  # the first of the highest
+    assert best["best"] and result.best.step == best["step"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "finished" and run["steps"] == 2124 and run["resumed"] == [1100]
+    assert run["best"]["step"] == best["step"] and run["last"]["step"] == 2124
+    assert run["command"] == ["autoprofiler", "train", "test"] and run["config_given"] == TINY
+    val = make_eval_env(config)
+    entry = load(f"sb3:{out}", val)  # best_model.zip: the best of all the evaluations
+    for budget in ("0.25", "1"):
+        records = rollout(val, entry.policy, budget=float(budget), seed=3)
+        assert score(records) == pytest.approx(best["budgets"][budget]["geomean_speedup"])
+    # SB3's logger and the monitors were appended to, not started anew
+    for name, kept in before.items():
+        now = _lines(out / name)
+        assert len(now) > len(kept) and now[0] == kept[0], name
+    progress = [row.split(",") for row in _lines(out / "progress.csv")]
+    column = progress[0].index("time/total_timesteps")
+    steps = [int(row[column]) for row in progress[1:] if row[column]]
+    assert steps[:steps.index(1000) + 1] == [128 * i for i in range(1, 8)] + [1000]
+    assert max(steps) == 2124 and 1228 in steps and steps == sorted(steps)
+    for rank in (0, 1):  # an episode's t keeps counting from the file's t_start
+        times = [float(row.split(",")[2]) for row in _lines(
+            out / "monitor" / f"{rank}.monitor.csv")[2:]]
+        assert times == sorted(times)
+    # finished, it is never trained again
+    with pytest.raises(Exception, match=r"holds a run already \(run.json\): give another "
+                                        r"--out, or remove the directory to train again$"):
+        train(config, out, **args)
+
+
+def test_the_command_resumes_only_the_runs_own_config(tmp_path, monkeypatch, capsys):
+    from experiments.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    given = _with(lambda c, o: c.update(n_timesteps=512, n_envs=1) or o["eval"].update(
+        frequency=256, budgets=[1.0]))
+    Path("tiny.yaml").write_text(yaml.safe_dump(given))
+    command = ["train", "--config", "tiny.yaml", "--out", "run", "--seed", "1"]
+    _interrupt_at(monkeypatch, 300)
+    assert main(command) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "autoprofiler: error: interrupted"
+    assert json.loads(Path("run/run.json").read_text())["status"] == "interrupted"
+
+    def refused(args) -> str:
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("autoprofiler: error: run: cannot resume "
+                                                   "the interrupted run: ")
+        return err[0].split("cannot resume the interrupted run: ")[1]
+
+    assert refused(command + ["--steps", "600"]).startswith(
+        "AutoProfiler-v0.n_timesteps (or --steps) is 600 now, the run's is 512: resume it "
+        "with the run's --config, --steps and --seed")
+    changed = copy.deepcopy(given)
+    changed["AutoProfiler-v0"]["learning_rate"] = "lin_2.0e-3"
+    Path("changed.yaml").write_text(yaml.safe_dump(changed))
+    assert refused(["train", "--config", "changed.yaml", "--out", "run", "--seed", "1"]
+                   ).startswith('AutoProfiler-v0.learning_rate is "lin_2.0e-3" now, the '
+                                "run's is \"lin_1.0e-3\"")
+    changed = _with(lambda c, o: c.update(n_timesteps=512, n_envs=1) or o["eval"].update(
+        frequency=128, budgets=[1.0]))
+    Path("changed.yaml").write_text(yaml.safe_dump(changed))
+    assert refused(["train", "--config", "changed.yaml", "--out", "run", "--seed", "1"]
+                   ).startswith("autoprofiler.eval.frequency is 128 now, the run's is 256")
+    assert refused(command[:-1] + ["2"]).startswith("--seed is 2 now, the run's is 1")
+    run = json.loads(Path("run/run.json").read_text())
+    Path("run/run.json").write_text(json.dumps(run | {"dataset_sha256": "0" * 64}))
+    assert refused(command).startswith(f"it was trained on the dataset of sha256 {'0' * 64}, "
+                                       f"the environment's now is {run['dataset_sha256']}")
+    Path("run/run.json").write_text(json.dumps(run))
+    with pytest.raises(ConfigError, match=r"^run: cannot resume the interrupted run: "
+                                          r"AutoProfiler-v0.n_envs is 2 now, the run's is 1"):
+        train(config_from_dict(given).replace(n_envs=2), Path("run"), seed=1, progress=False)
+    assert json.loads(Path("run/run.json").read_text())["status"] == "interrupted"
+    # the run's own command resumes it
+    assert main(command) == 0
+    assert "resuming the interrupted run in run at step 300 of 512" in capsys.readouterr().out
+    run = json.loads(Path("run/run.json").read_text())
+    assert run["status"] == "finished" and run["resumed"] == [300] and run["steps"] >= 512
+    assert [line["step"] for line in read_jsonl(Path("run/evaluations.jsonl"))] == [
+        256, 512, run["steps"]][:2 + (run["steps"] != 512)]
+    assert main(command) == 2
+    assert "holds a run already (run.json): give another --out" in capsys.readouterr().err
+
+
+def test_an_interrupted_run_without_its_model_starts_afresh(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    # stopped before it could save: a run.json and a stale evaluation, no model.zip
+    (out / "run.json").write_text(json.dumps({"status": "interrupted", "steps": 64,
+                                              "config": {"n_envs": 7}, "seed": 9}))
+    (out / "evaluations.jsonl").write_text(json.dumps({"step": 64}) + "\n")
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=256, n_envs=1)
+                                    or o["eval"].update(frequency=128, budgets=[1.0])))
+    result = train(config, out, seed=0, progress=False)
+    assert result.steps == 256 and [e.step for e in result.evaluations] == [128, 256]
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "finished" and "resumed" not in run and run["seed"] == 0
+    assert [line["step"] for line in read_jsonl(out / "evaluations.jsonl")] == [128, 256]
+
+
+def test_an_interrupted_dqn_run_resumes_with_its_replay_buffer(tmp_path, monkeypatch):
+    from agents.rl.callbacks import EpisodeOutcomeCallback
+
+    given = {"AutoProfiler-v0": {
+        "policy": "MultiInputPolicy", "n_timesteps": 600, "n_envs": 1,
+        "env_kwargs": {"split": "train", "budget_range": [0.05, 1.0]},
+        "buffer_size": 2000, "learning_starts": 100, "batch_size": 16, "train_freq": 4,
+        "target_update_interval": 100, "gamma": 1.0, "policy_kwargs": "dict(net_arch=[16])"},
+        "autoprofiler": {"algorithm": "dqn", "vec_env": "dummy",
+                         "eval": {"frequency": 300, "split": "val", "budgets": [1.0]}}}
+    config, out, seen = config_from_dict(given, "dqn"), tmp_path / "run", {}
+    _interrupt_at(monkeypatch, 400, seen)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, seed=0, progress=False)
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "interrupted" and run["replay_buffer"] == "replay_buffer.pkl"
+    assert (out / "replay_buffer.pkl").is_file()
+    assert seen["interrupted"] == 399  # the 400th step's transition was not stored yet
+
+    def on_training_start(self):  # the resumed model's replay buffer, before its first step
+        seen["resumed"] = self.model.replay_buffer.size()
+
+    monkeypatch.setattr(EpisodeOutcomeCallback, "_on_training_start", on_training_start,
+                        raising=False)
+    result = train(config, out, seed=0, progress=False)
+    assert seen["resumed"] == seen["interrupted"]
+    assert result.steps == 600 and [e.step for e in result.evaluations] == [300, 600]
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "finished" and run["resumed"] == [400]
+    assert "replay_buffer" not in run and not (out / "replay_buffer.pkl").exists()
+
+
+def test_sigterm_saves_the_run_as_interrupted_and_the_same_command_resumes_it(tmp_path):
+    """A job scheduler's (or timeout's) SIGTERM is Ctrl-C: the run is saved, not lost."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(_tiny(n_timesteps=200_000)))
+    command = [sys.executable, "-m", "experiments.cli", "train", "--config", "tiny.yaml",
+               "--out", "run"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    monitor = tmp_path / "run" / "monitor" / "0.monitor.csv"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and (
+            not monitor.is_file() or len(monitor.read_text().splitlines()) < 50):
+        time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 2 and "interrupted" in err, err[-2000:]
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "interrupted" and run["steps"] > 0
+    assert (tmp_path / "run" / "model.zip").is_file()
+
+
+def test_a_linear_schedule_stops_at_zero_past_the_total():
+    from agents.rl.config import LinearSchedule
+
+    assert LinearSchedule(1e-3)(0.5) == 5e-4
+    assert LinearSchedule(1e-3)(-0.05) == 0.0  # SB3's last rollout past the total

@@ -65,6 +65,24 @@ class Evaluation:
                 "objective": self.objective, "best": self.best, "seconds": self.seconds,
                 "budgets": {f"{r.budget:g}": asdict(r) for r in self.results}}
 
+    @classmethod
+    def from_dict(cls, line: dict) -> Evaluation:
+        """The evaluation one line of ``evaluations.jsonl`` holds (:meth:`to_dict`'s
+        inverse)."""
+        results = tuple(BudgetResult(**{k: v[k] for k in (
+            "budget", "geomean_speedup", "mean_sections", "mean_cost", "correct")})
+            for v in line["budgets"].values())
+        return cls(int(line["step"]), results, float(line["objective"]), bool(line["best"]),
+                   float(line["seconds"]))
+
+
+def read_evaluations(path: Path) -> list[Evaluation]:
+    """The evaluations ``evaluations.jsonl`` holds (none where it is missing), in order."""
+    from autoprofiler_env.jsonlines import read_jsonl
+
+    path = Path(path)
+    return [Evaluation.from_dict(line) for line in read_jsonl(path)] if path.is_file() else []
+
 
 def evaluate(env, model, budgets, seed: int | None = 0, step: int = 0
              ) -> tuple[Evaluation, dict[float, list]]:
@@ -94,7 +112,12 @@ class RolloutEvalCallback(BaseCallback):
     ``.../correct`` in SB3's logger.
 
     ``on_evaluation(evaluation, records)``, when given, is called after each evaluation
-    (the command logs the records to wandb there)."""
+    (the command logs the records to wandb there).
+
+    A resumed run restores what the interrupted one evaluated (:meth:`restore`): the best
+    model kept stays the best unless an evaluation beats it, and the evaluations continue on
+    the same schedule (an evaluation the interruption missed is made up when training
+    resumes)."""
 
     def __init__(self, eval_env, budgets, frequency: int, best_model_path: Path | None = None,
                  log_path: Path | None = None, seed: int | None = 0, on_evaluation=None,
@@ -112,6 +135,25 @@ class RolloutEvalCallback(BaseCallback):
         self.evaluations: list[Evaluation] = []
         self.best: Evaluation | None = None
         self._next = self.frequency
+
+    def restore(self, evaluations) -> None:
+        """Takes ``evaluations`` (an interrupted run's, as :func:`read_evaluations` reads
+        them) as this callback's own: the best of them (the first of the highest objective,
+        as :meth:`evaluate` keeps it) is the one to beat, and the next evaluation is the
+        schedule's next after the last of them."""
+        self.evaluations = list(evaluations)
+        self.best = None
+        for evaluation in self.evaluations:
+            if self.best is None or evaluation.objective > self.best.objective:
+                self.best = evaluation
+        last = self.evaluations[-1].step if self.evaluations else 0
+        self._next = (last // self.frequency + 1) * self.frequency
+
+    def _on_training_start(self) -> None:
+        # a resumed run whose interruption came between a due evaluation and its end
+        if self.num_timesteps >= self._next:
+            self._next = (self.num_timesteps // self.frequency + 1) * self.frequency
+            self.evaluate()
 
     def _on_step(self) -> bool:
         if self.num_timesteps >= self._next:
@@ -188,7 +230,7 @@ class EpisodeOutcomeCallback(BaseCallback):
 
 class ProgressBarCallback(BaseCallback):
     """A tqdm bar over the environment steps (SB3's own needs rich, which the project does
-    not depend on)."""
+    not depend on); a resumed run's bar starts at the steps it had taken."""
 
     def __init__(self, total: int, description: str = "training") -> None:
         super().__init__()
@@ -198,16 +240,23 @@ class ProgressBarCallback(BaseCallback):
     def _on_training_start(self) -> None:
         from tqdm.auto import tqdm
 
-        self._bar = tqdm(total=steps_taken(self.model, self.total), desc=self.description,
-                         unit="step", dynamic_ncols=True)
+        done = int(self.model.num_timesteps)
+        self._bar = tqdm(total=done + steps_taken(self.model, max(self.total - done, 0)),
+                         initial=done, desc=self.description, unit="step",
+                         dynamic_ncols=True)
 
     def _on_step(self) -> bool:
         self._bar.update(self.training_env.num_envs)
         return True
 
     def _on_training_end(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the bar (training that ends in an exception does not end it)."""
         if self._bar is not None:
             self._bar.close()
+            self._bar = None
 
 
 def steps_taken(model, total: int) -> int:

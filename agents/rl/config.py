@@ -263,7 +263,8 @@ class LinearSchedule:
     initial: float
 
     def __call__(self, progress_remaining: float) -> float:
-        return progress_remaining * self.initial
+        # SB3's last rollout may run past the total: the remaining progress goes below 0
+        return max(progress_remaining, 0.0) * self.initial
 
 
 class _ClassName(str):
