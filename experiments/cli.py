@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -967,6 +968,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"cannot write {e.filename}: {e.strerror}")
     except KeyboardInterrupt:
         return _fail("interrupted")
+    except BrokenPipeError:  # `autoprofiler dataset info | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -182,3 +182,18 @@ def test_an_out_that_is_a_file_is_one_line(tmp_path, capsys):
     (tmp_path / "f").write_text("")
     assert main(["benchmark", "--out", str(tmp_path / "f")]) == 2
     assert capsys.readouterr().err.strip().endswith("a file, not a folder")
+
+
+def test_output_piped_into_a_reader_that_stops_early_is_no_traceback(monkeypatch):
+    import contextlib
+    import os
+
+    from experiments.cli import main
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone, as `| head` goes after its lines
+    stdout = os.fdopen(write, "w", buffering=1)  # each line written at once, as to a tty
+    monkeypatch.setattr("sys.stdout", stdout)
+    assert main(["dataset", "info"]) == 0  # was a BrokenPipeError traceback
+    with contextlib.suppress(OSError):  # the test's own buffer, left for the broken pipe
+        stdout.close()
