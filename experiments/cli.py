@@ -779,7 +779,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", action="append", default=[], metavar="SPEC",
                    help="add a policy beside the baselines (repeatable): sb3:FILE or "
                    "sb3:ALGO:FILE (a saved stable-baselines3 model), or a baseline's name")
-    p.add_argument("--out", default="runs/benchmark", help="where the CSVs and plot go")
+    p.add_argument("--out", default="runs/benchmark",
+                   help="where the CSVs and plot go (default: runs/benchmark, overwritten)")
     p.add_argument("--wandb", action="store_true",
                    help="log to wandb (offline when no WANDB_API_KEY is set)")
     p.set_defaults(func=cmd_benchmark)

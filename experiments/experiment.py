@@ -499,7 +499,7 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
     lines = [f"# Experiment `{config.name}`", "",
              f"`{command}`", "", *((header, "") if header else ()),
              f"Learned agents: {', '.join(s.name for s in config.agents) or 'none'}, each run "
-             f"with {seeds} seeds; deterministic baselines once. Scores: the shipped speedup "
+             f"with {seeds} seed{'s' if seeds != 1 else ''}; deterministic baselines once. Scores: the shipped speedup "
              "per problem (an incorrect candidate counts as eager, 1.0x), aggregated over runs "
              "x problems with rliable: the geometric mean and the IQM, with 95% stratified "
              "bootstrap intervals resampling problems and runs; P(> fixed): the probability "
