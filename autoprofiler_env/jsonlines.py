@@ -5,6 +5,7 @@ writing."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 
@@ -18,6 +19,43 @@ def read_jsonl(path: Path) -> list[dict]:
             except json.JSONDecodeError:
                 continue
     return rows
+
+
+def read_jsonl_checked(path: Path) -> tuple[list[dict], list[int]]:
+    """:func:`read_jsonl`'s records (JSON objects), and the numbers (from 1) of the other lines
+    it drops that are not a record cut off by a kill: lines that are not JSON, or JSON but not
+    an object. A torn record (an object's beginning, wherever it lies: an appender that resumes
+    after it ends its line) and a blank line are dropped without being counted."""
+    rows, unreadable = [], []
+    if Path(path).exists():
+        for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                if line.strip() and not _torn(line, e):
+                    unreadable.append(number)
+                continue
+            if type(row) is dict:
+                rows.append(row)
+            else:
+                unreadable.append(number)
+    return rows, unreadable
+
+
+_TOKEN_PREFIX = re.compile(r"-?[0-9.eE+-]*|\\?u[0-9a-fA-F]{0,4}")
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
+
+
+def _torn(line: str, error: json.JSONDecodeError) -> bool:
+    """Whether an undecodable line is the beginning of a JSON object cut off: it fails only
+    where its text ends (in a string, or in a last number, literal or escape)."""
+    if not line.lstrip().startswith("{"):
+        return False
+    if error.msg.startswith("Unterminated string"):
+        return True
+    rest = line[error.pos:].strip()
+    return (not rest or any(word.startswith(rest) for word in _LITERALS)
+            or _TOKEN_PREFIX.fullmatch(rest) is not None)
 
 
 class JsonlAppender:

@@ -681,3 +681,285 @@ def test_candidates_option_errors(values, says, tmp_path, capsys):
     assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
     assert parse_candidates([f" reference = {file}", f"other={file}"]) == {
         "reference": file, "other": file}
+
+
+# -- a damaged copy of the shipped suite's file, its checksum recomputed: refused at load -------
+
+@pytest.fixture(scope="module")
+def suite_part():
+    """The shipped suite's document cut to four problems (two of train, two of test): small
+    enough to damage, seal again and load in a test."""
+    from autoprofiler_env.dataset.names import SHIPPED
+
+    _, body = _read(SHIPPED["suite"].path)
+    body["problems"] = ([r for r in body["problems"] if r["split"] == "train"][:2]
+                        + [r for r in body["problems"] if r["split"] == "test"][:2])
+    return json.dumps(body)
+
+
+def _damaged(suite_part, tmp_path, damage, name="damaged"):
+    """A copy of ``suite_part`` with ``damage(body)`` done, its checksum matching."""
+    body = json.loads(suite_part)
+    damage(body)
+    path = tmp_path / f"{name}.json.gz"
+    _resealed(path, body)
+    return path
+
+
+def _refused(path, says, uri=None):
+    """Loading ``path`` is one DatasetError naming the file (the problem) and the field, and
+    saying what to do."""
+    with pytest.raises(DatasetError) as e:
+        DatasetFile.load(path)
+    message = str(e.value)
+    assert message.startswith(f"{path}: " + (f"{uri}: " if uri else "")), message
+    assert says in message, message
+    assert message.endswith(REPAIR) and "\n" not in message
+    return message
+
+
+def test_the_cut_suite_loads_and_replays_without_a_warning(suite_part, tmp_path):
+    """The control of the tests below: undamaged, the cut file loads, replays its default
+    optimizer, the package's, and warns of nothing."""
+    import warnings
+
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+
+    path = _damaged(suite_part, tmp_path, lambda body: None, "intact")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = Dataset.load(path)
+        assert len(ds.uris()) == 4 and ds.info()["complete"]
+        assert ds.default_optimizer() == "reference"
+        env = gym.make("AutoProfiler-v0", dataset=str(path), split="test").unwrapped
+        env.reset(seed=0)
+        *_, terminated, _, info = env.step(env.STOP)
+    assert terminated and info["correct"] in (True, False)
+
+
+def test_a_problem_lacking_a_sections_profile_is_refused_naming_problem_and_section(
+        suite_part, tmp_path):
+    """A build keeps only the problems with every section's profile (``complete`` in
+    ``dataset info`` is always true of a built file): a record without one is damage, which
+    the replay met as a raw ``KeyError: 'SpeedOfLight'`` at the episode's start."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+
+    uri = json.loads(suite_part)["problems"][2]["uri"]
+    path = _damaged(suite_part, tmp_path,
+                    lambda body: body["problems"][2]["profiles"].pop("SpeedOfLight"))
+    _refused(path, "profiles lacks the section 'SpeedOfLight' (1 of the dataset's 15 "
+             "sections missing", uri)
+    with pytest.raises(DatasetError, match="profiles lacks the section 'SpeedOfLight'"):
+        gym.make("AutoProfiler-v0", dataset=str(path), split="test")
+    # a section the dataset lists and no problem has: every problem lacks it
+    path = _damaged(suite_part, tmp_path, lambda body: body["sections"].append("Nvlink"),
+                    "listed")
+    _refused(path, "profiles lacks the section 'Nvlink' (1 of the dataset's 16")
+
+
+@pytest.mark.parametrize("tolerance, says", [
+    ("loose", "metadata.tolerance is 'loose', not a mapping of atol and rtol"),
+    ([0.01, 0.01], "metadata.tolerance is [0.01, 0.01]"),
+    ({"atol": -1.0, "rtol": 0.01}, "metadata.tolerance.atol is -1.0, not a finite number >= 0"),
+    ({"atol": 0.01, "rtol": "1e-2"}, "metadata.tolerance.rtol is '1e-2'"),
+])
+def test_a_recorded_tolerance_that_is_not_a_mapping_of_numbers_is_refused(
+        suite_part, tmp_path, tolerance, says):
+    """It was an ``AttributeError`` in ``Dataset.ill_posed`` at the environment's making."""
+    path = _damaged(suite_part, tmp_path,
+                    lambda body: body["metadata"].update(tolerance=tolerance))
+    _refused(path, says)
+
+
+def test_a_default_optimizer_no_backend_knows_is_refused(suite_part, tmp_path):
+    """It was an untyped ValueError from the backend; a known one, and none, load."""
+    path = _damaged(suite_part, tmp_path,
+                    lambda body: body["metadata"].update(default_optimizer="nonexistent-opt"))
+    _refused(path, "metadata.default_optimizer is 'nonexistent-opt', not null or an "
+             "optimizer's name (reference, reference-v1 or 'llm:<model>')")
+    path = _damaged(suite_part, tmp_path,
+                    lambda body: body["metadata"].update(default_optimizer=["reference"]),
+                    "listed")
+    _refused(path, "metadata.default_optimizer is ['reference']")
+    for named, replayed in (("reference-v1", "reference-v1"), (None, "reference")):
+        path = _damaged(suite_part, tmp_path,
+                        lambda body, named=named: body["metadata"].update(
+                            default_optimizer=named), "ok")
+        assert Dataset(DatasetFile.load(path)).default_optimizer() == replayed
+
+
+@pytest.mark.parametrize("feature, value, says", [
+    ("flops", -5, "features.flops is -5, not a finite number >= 0"),
+    ("bytes_min", math.nan, "features.bytes_min is nan"),
+    ("n_ops", math.inf, "features.n_ops is inf"),
+    ("param_bytes", "1024", "features.param_bytes is '1024'"),
+    ("n_inputs", True, "features.n_inputs is True"),
+    ("op_histogram", {"matmul": -1}, "features.op_histogram['matmul'] is -1"),
+    ("op_histogram", {"pointwise": math.nan}, "features.op_histogram['pointwise'] is nan"),
+    ("op_histogram", [1, 2], "features.op_histogram is [1, 2]"),
+])
+def test_a_static_feature_that_is_not_a_finite_count_is_refused(suite_part, tmp_path, feature,
+                                                                value, says):
+    """Every static feature is a count or size, log10(1 + x) in the observation: a NaN or a
+    negative one reached the observation, outside its space (NaN logits in a policy)."""
+    uri = json.loads(suite_part)["problems"][0]["uri"]
+    path = _damaged(suite_part, tmp_path,
+                    lambda body: body["problems"][0]["features"].update({feature: value}))
+    _refused(path, says, uri)
+
+
+def test_a_problem_without_the_packages_optimizer_says_that_another_one_is_replayed(
+        suite_part, tmp_path):
+    """A problem lacking the ``reference`` optimizer's outcomes (while every problem keeps
+    ``reference-v1``'s) switched the whole dataset's default to ``reference-v1`` without a
+    word (the suite's oracle 2.207 -> 2.040); as when a problem lacks every outcome, it
+    warns, naming the problem, and the choice is the documented one."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401
+
+    uri = json.loads(suite_part)["problems"][3]["uri"]
+    says = (r"the dataset records the optimizer 'reference' for 3 of its 4 problems \(not "
+            f"for {re.escape(uri)}\\): it replays 'reference-v1', recorded for every problem")
+
+    def damage(body):
+        body["problems"][3]["outcomes"].pop("reference")
+
+    ds = Dataset.load(_damaged(suite_part, tmp_path, damage))
+    with pytest.warns(UserWarning, match=says):
+        assert ds.default_optimizer() == "reference-v1"
+    with pytest.warns(UserWarning, match=says):
+        env = gym.make("AutoProfiler-v0", dataset=str(_damaged(suite_part, tmp_path, damage,
+                                                                "again")))
+    assert env.unwrapped.optimizer == "reference-v1"
+
+
+@pytest.mark.parametrize("split", ["tset", "", "TEST", 3])
+def test_a_split_other_than_train_val_test_is_refused(suite_part, tmp_path, split):
+    """A problem of no split was never served (a misspelt test split: no test problems);
+    null stays allowed (a problem of no split, as a user's own problems are)."""
+    uri = json.loads(suite_part)["problems"][2]["uri"]
+    path = _damaged(suite_part, tmp_path, lambda body: body["problems"][2].update(split=split))
+    _refused(path, f"split is {split!r}, not one of train, val, test (or null)", uri)
+    path = _damaged(suite_part, tmp_path, lambda body: body["problems"][2].update(split=None),
+                    "null")
+    assert DatasetFile.load(path).problems[uri].split is None
+
+
+@pytest.mark.parametrize("where, value, says", [
+    (("level",), "one", "level is 'one', not an integer >= 1 or null"),
+    (("level",), 0, "level is 0"),
+    (("level",), 1.0, "level is 1.0"),
+    (("tags",), "matmul", "tags is 'matmul', not a list of strings"),
+    (("tags",), ["matmul", 3], "tags is ['matmul', 3]"),
+    (("features", "tags"), "matmul", "features.tags is 'matmul', not a list of strings"),
+    (("transformations", 0), "", "transformations[0] is '', not a string naming a transformation"),
+    (("transformations", 0), "compile+tf32", "transformations[0] is 'compile+tf32'"),
+    (("outcomes", "reference", ""), None, "outcomes['reference']'s candidate is ''"),
+    (("outcomes", "reference", "compile+"), None,
+     "outcomes['reference']'s candidate is 'compile+', not a candidate's name"),
+    (("outcomes", "reference", "tf32+"), "tf32", "outcomes['reference']'s candidate is 'tf32+'"),
+    (("outcomes", "reference", "cuda_graph"), "compile",
+     ("outcomes['reference']['cuda_graph'].transformation is 'compile', not its key "
+      "'cuda_graph'")),
+])
+def test_a_malformed_level_tag_or_name_is_refused(suite_part, tmp_path, where, value, says):
+    """A string of tags was read as its characters, a level "one" went through; a candidate
+    named nothing, or not by its key, is malformed (a name unknown to this version's
+    catalogue is not: another version's candidates load)."""
+    record = json.loads(suite_part)["problems"][0]
+
+    def damage(body):
+        target = body["problems"][0]
+        for key in where[:-1]:
+            target = target[key]
+        if where[0] == "outcomes":  # a recorded outcome under another key
+            outcome = next(iter(target.values()))
+            target[where[-1]] = {**outcome, "transformation": value or where[-1]}
+        else:
+            target[where[-1]] = value
+
+    _refused(_damaged(suite_part, tmp_path, damage), says, record["uri"])
+
+
+def test_a_candidate_or_transformation_unknown_to_the_catalogue_loads(suite_part, tmp_path):
+    """What is not certainly malformed loads: a KernelBench dataset's candidates are not the
+    suite's, and another version's catalogue may name others."""
+    def damage(body):
+        record = body["problems"][0]
+        record["transformations"].append("a_future_transformation")
+        outcome = next(iter(record["outcomes"]["reference"].values()))
+        record["outcomes"]["reference"]["compile+a_future_transformation"] = {
+            **outcome, "transformation": "compile+a_future_transformation"}
+
+    uri = json.loads(suite_part)["problems"][0]["uri"]
+    loaded = DatasetFile.load(_damaged(suite_part, tmp_path, damage)).problems[uri]
+    assert "compile+a_future_transformation" in loaded.outcomes["reference"]
+
+
+# -- building from logs with unreadable lines ---------------------------------------------------
+
+def test_a_log_line_that_is_not_a_record_is_reported_and_a_torn_one_is_not(tmp_path):
+    """A record cut off by a kill is dropped without a word, at the end or where a resumed
+    appender left it (it ends the torn line first); any other line that is not a JSON record
+    is counted in a warning naming the file."""
+    import warnings
+
+    from autoprofiler_env.dataset.build import read_log
+    from autoprofiler_env.jsonlines import JsonlAppender
+
+    log = tmp_path / "reference.jsonl"
+    log.write_text(json.dumps({"uri": "a"}) + "\n" + '{"uri": "b", "median_ms": 1.')
+    with JsonlAppender(log) as appender:  # a resume
+        appender.write({"uri": "c", "ok": True})
+    with log.open("a") as f:
+        f.write('{"uri": "d", "ok": tr')  # torn again, last
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [r["uri"] for r in read_log(log)] == ["a", "c"]
+    assert read_log(log) == read_jsonl(log)  # what the recorder resumes from
+    log.write_text(log.read_text() + "\ngarbage\n[1, 2]\n" + json.dumps({"uri": "e"}) + "\n")
+    with pytest.warns(UserWarning, match=f"{re.escape(str(log))}: 2 lines that are not a JSON "
+                      r"record \(line 5, 6\) left out of the build, which read 3 records"):
+        assert [r["uri"] for r in read_log(log)] == ["a", "c", "e"]
+
+
+def test_a_build_that_keeps_no_problem_is_refused_and_says_its_logs_were_unreadable(
+        tmp_path, capsys):
+    """Every line of the logs garbage: the build printed "0 problems" and exited 0."""
+    from autoprofiler_env.dataset.build import build_from_recording
+    from experiments.cli import main
+
+    recording = tmp_path / "rec"
+    recording.mkdir()
+    (recording / "reference.jsonl").write_text("garbage\nnot json either\n")
+    (recording / "candidates.jsonl").write_text("{{{\n")
+    with pytest.warns(UserWarning) as warned, pytest.raises(DatasetError, match=re.escape(
+            f"{recording}: the build keeps no problem (reference.jsonl holds no problem's "
+            "record): nothing saved")):
+        build_from_recording(recording)
+    assert sorted(str(w.message) for w in warned) == [
+        f"{recording / name}: {n} that {verb} not a JSON record (line {lines}) left out of the "
+        "build, which read 0 records from it: check the file"
+        for name, n, verb, lines in (("candidates.jsonl", "1 line", "is", "1"),
+                                     ("reference.jsonl", "2 lines", "are", "1, 2"))]
+    out = tmp_path / "out.json.gz"
+    with pytest.warns(UserWarning) as warned:
+        assert main(["dataset", "build", "--recording", str(recording), "--out",
+                     str(out)]) == 2
+    assert len(warned) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err.startswith(f"autoprofiler: error: {recording}: the build keeps no "
+                                   "problem") and len(captured.err.splitlines()) == 1
+    # a recording of problems without their ncu runs: why each was left out, counted
+    (recording / "reference.jsonl").write_text(
+        (DATA / "recording_h200" / "reference.jsonl").read_text())
+    (recording / "candidates.jsonl").unlink()
+    with pytest.raises(DatasetError, match=r"keeps no problem \(\d+ with not the evidence of "
+                       "every section\\)"):
+        build_from_recording(recording)

@@ -13,6 +13,7 @@ the manifest dealt (docs/kernelbench.md)."""
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from autoprofiler_env.dataset.costs import CostModel
 from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRecord, compact
 from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import static_features
-from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.jsonlines import read_jsonl_checked
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
 from autoprofiler_env.problems import Problem, load_problem
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
@@ -33,6 +34,23 @@ MODELLED_SETS = ("set:basic", "set:detailed")
 """The sets whose cost a dataset records besides the full set's (measured or modelled)."""
 REFUSED = "refused by the judge (reference.jsonl's error says why: ill-posed or broken)"
 """Why a problem whose reference the judge refused is left out (``left_out``)."""
+
+
+def read_log(path: Path) -> list[dict]:
+    """A recording's JSON-lines log's records (:func:`~autoprofiler_env.jsonlines.read_jsonl`);
+    a warning names the file and counts the lines dropped that are not a record cut off by an
+    interrupted run (lines that are not JSON objects), which a build would otherwise leave out
+    unsaid."""
+    import warnings
+
+    rows, unreadable = read_jsonl_checked(path)
+    if unreadable:
+        shown = ", ".join(map(str, unreadable[:5])) + (", ..." if len(unreadable) > 5 else "")
+        warnings.warn(f"{path}: {len(unreadable)} line{'s' if len(unreadable) > 1 else ''} "
+                      f"that {'are' if len(unreadable) > 1 else 'is'} not a JSON record (line "
+                      f"{shown}) left out of the build, which read {len(rows)} records from "
+                      "it: check the file", stacklevel=2)
+    return rows
 
 
 def kept_metrics() -> frozenset[str]:
@@ -343,10 +361,10 @@ def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = 
             plans[name] = load_plan(plan)
     run_dirs = sorted(p.parent for root in (*more_runs, run_root)
                       for p in Path(root).rglob("run.json"))
-    return build(run_dirs, read_jsonl(reference), read_jsonl(outcomes) if outcomes else [],
-                 metadata, read_jsonl(llm) if llm else None, complete=complete,
-                 tolerance_rows=read_jsonl(tolerances) if tolerances else None,
-                 optimizer_rows={name: read_jsonl(path) for name, path in extra.items()}
+    return build(run_dirs, read_log(reference), read_log(outcomes) if outcomes else [],
+                 metadata, read_log(llm) if llm else None, complete=complete,
+                 tolerance_rows=read_log(tolerances) if tolerances else None,
+                 optimizer_rows={name: read_log(path) for name, path in extra.items()}
                  if extra else None, plans=plans)
 
 
@@ -363,10 +381,30 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
     A recording of a KernelBench checkout (it holds ``kernelbench.json``) is built from that
     checkout, ``source``: :func:`build_kernelbench`.
 
+    A log's lines that are not records are left out with a warning (:func:`read_log`).
+
     Raises:
         DatasetError: not a recording; a KernelBench recording without ``source``, or
-            ``source`` for a recording of the suite.
+            ``source`` for a recording of the suite; a build that keeps no problem (its
+            message counts the problems left out, by why).
     """
+    content = _build_recording(recording, metadata, more_runs, complete, tolerances, extra,
+                               source)
+    if not content.problems:
+        left_out = content.metadata.get("left_out", {})
+        reasons = Counter(left_out.values())
+        why = ("; ".join(f"{n} with {reason}" for reason, n in reasons.most_common())
+               if reasons else "reference.jsonl holds no problem's record")
+        raise DatasetError(f"{recording}: the build keeps no problem ({why}): nothing saved; "
+                           "record them (`autoprofiler record --out DIR`), or check the "
+                           "recording's logs")
+    return content
+
+
+def _build_recording(recording: Path, metadata: dict | None, more_runs: tuple[Path, ...],
+                     complete: bool, tolerances: Path | None, extra: dict[str, Path] | None,
+                     source: Path | None) -> DatasetFile:
+    """:func:`build_from_recording`'s build, kept problems or none."""
     from autoprofiler_env.dataset.record.kernelbench import MANIFEST
 
     recording = Path(recording)
@@ -451,8 +489,8 @@ def build_kernelbench(recording: Path, source: Path | None, metadata: dict | Non
     problems.sort(key=lambda p: (p.level, _natural(p.path.name)))
     plan_path = recording / "plan.json"
     plans = {KERNELBENCH_OPTIMIZER: load_plan(plan_path)} if plan_path.is_file() else {}
-    rows = {KERNELBENCH_OPTIMIZER: read_jsonl(recording / "candidates.jsonl"),
-            **{name: read_jsonl(path) for name, path in extra.items()}}
+    rows = {KERNELBENCH_OPTIMIZER: read_log(recording / "candidates.jsonl"),
+            **{name: read_log(path) for name, path in extra.items()}}
     run_dirs = sorted(p.parent for root in (*more_runs, recording)
                       for p in Path(root).rglob("run.json"))
     suite_model, suite_sha = suite_cost_model()
@@ -467,7 +505,7 @@ def build_kernelbench(recording: Path, source: Path | None, metadata: dict | Non
             "recording_cost": {**costs, "problems": {p.uri: by_problem[p.uri]
                                                     for p in problems if p.uri in by_problem}},
             **(metadata or {})}
-    content = build(run_dirs, read_jsonl(recording / "reference.jsonl"), [], meta,
+    content = build(run_dirs, read_log(recording / "reference.jsonl"), [], meta,
                     complete=complete, optimizer_rows=rows, plans=plans,
                     problems={p.uri: p for p in problems},
                     splits={m.uri: m.split for m in manifest.problems},

@@ -52,9 +52,13 @@ every applicable transformation). Saving writes schema 4.
 
 Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not
 gzip or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
-does not match, and one whose values are out of range (:meth:`ProblemRecord.invalid`: a
-speedup that is not a positive number, a NaN or negative time or cost, a correct outcome
-without a speedup), which would otherwise fail later, far from the file.
+does not match, one whose values are out of range (:meth:`ProblemRecord.invalid`: a
+speedup that is not a positive number, a NaN or negative time, cost or static feature, a
+correct outcome without a speedup, a split other than train, val and test, a level that is
+not an integer, tags that are not a list of strings), one whose metadata names a tolerance
+that is not a mapping or an optimizer no backend knows, and one with a problem lacking the
+profile of one of its ``sections`` (a build keeps only the problems with all of them), which
+would otherwise fail later, far from the file, or give a wrong result.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.dataset.splits import SPLITS
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
@@ -102,8 +107,60 @@ _EAGER_VALUES = (("p20_ms", _POSITIVE), ("p80_ms", _POSITIVE), ("n_trials", _AT_
 """The eager timing's other numbers, each also None or absent; its median is required."""
 
 
+_FEATURE_COUNTS = ("flops", "pointwise_flops", "bytes_min", "bytes_unfused", "n_ops",
+                   "param_count", "param_bytes", "input_bytes", "output_bytes", "n_inputs",
+                   "max_input_rank")
+"""The static features' numbers: counts and sizes, each >= 0 (the feature vector is their
+log10(1 + x): a negative one or a NaN would put the observation outside its space)."""
+
+
 def _bad(where: str, value, rule: tuple) -> str:
     return f"{where} is {value!r}, not {rule[0]}"
+
+
+class _BadValue(ValueError):
+    """A value of a record that cannot be read as its field (a string where a list of strings
+    belongs): said as :meth:`ProblemRecord.invalid` says a value out of range."""
+
+
+def _strings(value, where: str) -> tuple[str, ...]:
+    """``value``, a list of strings, as a tuple (a string would be read as its characters)."""
+    if type(value) not in (list, tuple) or any(type(v) is not str for v in value):
+        raise _BadValue(_bad(where, value, ("a list of strings",)))
+    return tuple(value)
+
+
+def _invalid_name(name) -> bool:
+    """Whether a candidate's name is malformed: not a string, empty, or a composition with an
+    empty part (``"compile+"``). Its parts are not checked against the catalogue: a dataset may
+    hold candidates another version of the optimizers produces."""
+    return type(name) is not str or not all(name.split("+"))
+
+
+def _invalid_metadata(metadata: dict) -> str | None:
+    """The first metadata value that would fail far from the file: the recording's
+    tolerance (null, or a mapping whose ``atol`` and ``rtol`` are numbers >= 0) and the
+    dataset's default optimizer (null, or one the backends accept: a reference optimizer's
+    name or ``"llm:<model>"``)."""
+    tolerance = metadata.get("tolerance")
+    if tolerance is not None:
+        if type(tolerance) is not dict:
+            return _bad("metadata.tolerance", tolerance,
+                        ("a mapping of atol and rtol (numbers >= 0)",))
+        for name in ("atol", "rtol"):
+            value = tolerance.get(name)
+            if value is not None and not _NON_NEGATIVE[1](value):
+                return _bad(f"metadata.tolerance.{name}", value, _NON_NEGATIVE)
+    named = metadata.get("default_optimizer")
+    if named is not None:
+        from autoprofiler_env.optimizers import REFERENCE_OPTIMIZERS
+
+        if type(named) is not str or not (named in REFERENCE_OPTIMIZERS or (
+                named.startswith("llm:") and len(named) > 4)):
+            return _bad("metadata.default_optimizer", named,
+                        ((f"null or an optimizer's name ({', '.join(REFERENCE_OPTIMIZERS)} or "
+                          "'llm:<model>')"),))
+    return None
 
 
 def _invalid_outcome(where: str, o: Outcome) -> str | None:
@@ -235,8 +292,11 @@ class ProblemRecord:
     @classmethod
     def from_dict(cls, d: dict) -> ProblemRecord:
         return cls(
-            uri=d["uri"], level=d["level"], split=d["split"], tags=tuple(d["tags"]),
-            features=StaticFeatures.from_dict(d["features"]), eager=d["eager"],
+            uri=d["uri"], level=d["level"], split=d["split"], tags=_strings(d["tags"], "tags"),
+            features=StaticFeatures.from_dict(
+                {**d["features"], "tags": _strings(d["features"].get("tags", ()),
+                                                   "features.tags")}),
+            eager=d["eager"],
             profiles={s: Profile.from_dict(p) for s, p in d["profiles"].items()},
             set_costs={s: ProfileCost(**c) for s, c in d["set_costs"].items()},
             outcomes={m: {c: Outcome(**o) for c, o in keyed.items()}
@@ -252,14 +312,34 @@ class ProblemRecord:
         """The first recorded value out of its range, said as ``field is value, not what it
         must be``; None when every value is in range.
 
-        Checked: the eager timing (a positive, finite median; where recorded, a positive p20
-        and p80, at least one trial, a non-negative peak memory), the transformations' names
-        (strings), every outcome (``outcomes[optimizer][candidate]``) and LLM outcome
+        Checked: the level (an integer >= 1 or null), the split (train, val, test or null),
+        the static features (finite counts >= 0, which the observation's feature vector
+        log-scales), the eager timing (a positive, finite median; where recorded, a positive
+        p20 and p80, at least one trial, a non-negative peak memory), the transformations'
+        names (non-empty strings), every outcome (``outcomes[optimizer][candidate]``: the
+        candidate's name non-empty, and its outcome's ``transformation``) and LLM outcome
         (positive, finite times and speedup; a correct one has a speedup; a non-negative max
         abs error and ``tolerance_needed`` per dtype, inf allowed), every profile's and set's
         cost (non-negative seconds and counts), each kernel's duration, and the provenance
         (a level, a ``.py`` file name, a sha256 of 64 hexadecimal digits, a commit or null).
+        Names are not checked against the catalogue: another version's candidates load.
         """
+        level = self.level
+        if level is not None and (type(level) is not int or level < 1):
+            return _bad("level", level, ("an integer >= 1 or null",))
+        if self.split is not None and self.split not in SPLITS:
+            return _bad("split", self.split, (f"one of {', '.join(SPLITS)} (or null)",))
+        features = self.features
+        for name in _FEATURE_COUNTS:
+            value = getattr(features, name)
+            if not _NON_NEGATIVE[1](value):
+                return _bad(f"features.{name}", value, _NON_NEGATIVE)
+        if type(features.op_histogram) is not dict:
+            return _bad("features.op_histogram", features.op_histogram,
+                        ("a mapping of operator category to count",))
+        for category, value in features.op_histogram.items():
+            if not _NON_NEGATIVE[1](value):
+                return _bad(f"features.op_histogram[{category!r}]", value, _NON_NEGATIVE)
         if self.provenance is not None:
             if not isinstance(self.provenance, KernelBenchProvenance):
                 return _bad("provenance", self.provenance, ("null or a KernelBench record",))
@@ -285,13 +365,24 @@ class ProblemRecord:
                     return _bad(f"eager.constant_needed[{dtype!r}]", value,
                                 _NON_NEGATIVE_OR_INF)
         for i, name in enumerate(self.transformations):
-            if type(name) is not str:
-                return _bad(f"transformations[{i}]", name, ("a string",))
+            if type(name) is not str or not name or "+" in name:
+                return _bad(f"transformations[{i}]", name,
+                            ("a string naming a transformation (non-empty, without '+')",))
         for optimizer, keyed in self.outcomes.items():
+            if not optimizer:
+                return _bad("outcomes' optimizer", optimizer, ("an optimizer's name",))
             for candidate, outcome in keyed.items():
-                why = _invalid_outcome(f"outcomes[{optimizer!r}][{candidate!r}]", outcome)
+                where = f"outcomes[{optimizer!r}][{candidate!r}]"
+                if _invalid_name(candidate):
+                    return _bad(f"outcomes[{optimizer!r}]'s candidate", candidate,
+                                (("a candidate's name (a non-empty string; a composition's "
+                                  "parts, joined with '+', each non-empty)"),))
+                why = _invalid_outcome(where, outcome)
                 if why:
                     return why
+                if outcome.transformation != candidate:
+                    return _bad(f"{where}.transformation", outcome.transformation,
+                                (f"its key {candidate!r}",))
         for model, keyed in self.llm_outcomes.items():
             for key, repeats in keyed.items():
                 for i, outcome in enumerate(repeats):
@@ -416,12 +507,25 @@ class DatasetFile:
             uri = None
             metadata = {**body["metadata"], "sha256": actual}
             sections = tuple(body["sections"])
+        except _BadValue as e:
+            raise DatasetError(f"{path}: {uri}: {e}; the file was written with a bad value: "
+                               f"{_REPAIR}") from e
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             where = f"the record of {uri}" if uri is not None else "its document"
             raise DatasetError(f"{path}: {where} is malformed: {e!r}; {_REPAIR}") from e
+        why = _invalid_metadata(metadata)
+        if why is not None:
+            raise DatasetError(f"{path}: {why}; the file was written with a bad value: "
+                               f"{_REPAIR}")
         for uri, record in problems.items():
             why = record.invalid()
             if why is not None:
                 raise DatasetError(f"{path}: {uri}: {why}; the file was written with a bad "
                                    f"value: {_REPAIR}")
+            missing = [s for s in sections if s not in record.profiles]
+            if missing:  # a build leaves out a problem without every section's evidence
+                raise DatasetError(
+                    f"{path}: {uri}: profiles lacks the section {missing[0]!r} ({len(missing)} "
+                    f"of the dataset's {len(sections)} sections missing; a build keeps only "
+                    f"the problems with every section's profile); {_REPAIR}")
         return cls(metadata, sections, problems)

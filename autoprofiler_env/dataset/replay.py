@@ -106,7 +106,11 @@ class Dataset:
         for every problem; else a reference optimizer it records for every problem (a
         study's dataset of ``reference-v1`` alone, or one whose re-recording is partial,
         replays ``reference-v1``); else the package's where recorded at all; else the first
-        optimizer it records."""
+        optimizer it records.
+
+        Where the package's is recorded for some problems but another is chosen (a partial
+        re-recording, or a problem's outcomes lost), a warning says so once, naming a problem
+        without it: the replay then answers with another optimizer for every problem."""
         if self._default_optimizer is None:
             self._default_optimizer = self._choose_default_optimizer()
         return self._default_optimizer
@@ -122,10 +126,27 @@ class Dataset:
         complete = [m for m in recorded if all(m in r.outcomes for r in problems)]
         for name in (DEFAULT_OPTIMIZER, *REFERENCE_OPTIMIZERS):
             if name in complete:
+                if name != DEFAULT_OPTIMIZER and DEFAULT_OPTIMIZER in recorded:
+                    self._warn_fallback(name)
                 return name
         if DEFAULT_OPTIMIZER in recorded or not recorded:
             return DEFAULT_OPTIMIZER
         return recorded[0]
+
+    def _warn_fallback(self, chosen: str) -> None:
+        """Says that the package's optimizer, recorded for only some problems, is not the one
+        replayed by default."""
+        import warnings
+
+        records = self.content.problems.values()
+        lacking = [r.uri for r in records if DEFAULT_OPTIMIZER not in r.outcomes]
+        warnings.warn(
+            f"the dataset records the optimizer {DEFAULT_OPTIMIZER!r} for "
+            f"{len(records) - len(lacking)} of its {len(records)} problems (not for "
+            f"{lacking[0]}{f' and {len(lacking) - 1} more' if len(lacking) > 1 else ''}): it "
+            f"replays {chosen!r}, recorded for every problem, unless told; name "
+            f"optimizer={DEFAULT_OPTIMIZER!r} to replay that one on its problems, or restore "
+            "the dataset if it lost outcomes", stacklevel=4)
 
     @property
     def metadata(self) -> dict:
