@@ -201,18 +201,12 @@ def _check_agent(path: Path, name: str, accepted: dict[str, str], options: dict)
 
 def config_path(spec: str | Path) -> Path:
     """An experiment config: a path, or the name of a shipped one (``compare``)."""
-    from experiments.train import CONFIGS
+    from experiments.train import config_path as find
 
-    path = Path(spec)
-    if path.is_file():
-        return path
-    shipped = CONFIGS / f"{spec}.yaml"
-    if shipped.is_file():
-        return shipped
-    names = ", ".join(sorted(p.stem for p in CONFIGS.glob("*.yaml")
-                             if "\nexperiment:" in "\n" + p.read_text()))
-    raise ConfigError(f"--config {spec}: no such file, nor a shipped experiment config (one "
-                      f"of {names})")
+    try:
+        return find(spec, experiment=True)
+    except AutoProfilerError as e:
+        raise ConfigError(str(e)) from None
 
 
 # -- running --------------------------------------------------------------------------------
@@ -262,14 +256,15 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
 
     from agents.rl import load_run
     from agents.rl.config import read_config
-    from experiments.train import config_path, portable, train
+    from experiments.train import config_path as train_config_path
+    from experiments.train import portable, train
 
     options = dict(spec.options)
     unknown = set(options) - {"config", "steps"}
     if unknown:
         raise ConfigError(f"{config.path}: agents.{spec.name}: unknown key "
                           f"{sorted(unknown)[0]!r} (config, steps)")
-    path = config_path(options.get("config", "maskable_ppo"))
+    path = train_config_path(options.get("config", "maskable_ppo"))
     train_config, given = read_config(path)
     if "steps" in options:
         train_config = train_config.replace(total_timesteps=int(options["steps"]))

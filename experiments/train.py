@@ -84,18 +84,23 @@ REPLAY_BUFFER = "replay_buffer.pkl"
 resumption loads; removed when the run finishes."""
 
 
-def config_path(spec: str | Path) -> Path:
-    """A config file: a path, or the name of a shipped one (``maskable_ppo``)."""
+def config_path(spec: str | Path, experiment: bool = False) -> Path:
+    """A config file: a path, or the name of a shipped one: a training config
+    (``maskable_ppo``), or with ``experiment`` an experiment's (``compare``: its first key is
+    ``experiment:``)."""
+    def is_experiment(path: Path) -> bool:
+        return "\nexperiment:" in "\n" + path.read_text()
+
     path = Path(spec)
     if path.is_file():
         return path
     shipped = CONFIGS / f"{spec}.yaml"
-    if shipped.is_file():
+    if shipped.is_file() and is_experiment(shipped) == experiment:
         return shipped
-    # an experiment's config (its first key is ``experiment:``) is not a training config
     names = ", ".join(sorted(p.stem for p in CONFIGS.glob("*.yaml")
-                             if "\nexperiment:" not in "\n" + p.read_text()))
-    raise ConfigError(f"--config {spec}: no such file, nor a shipped config (one of {names})")
+                             if is_experiment(p) == experiment))
+    raise ConfigError(f"--config {spec}: no such file, nor a shipped "
+                      f"{'experiment config' if experiment else 'config'} (one of {names})")
 
 
 def portable(path: str | Path) -> str:

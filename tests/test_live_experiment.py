@@ -233,7 +233,7 @@ def test_the_shipped_live_comparison_is_compare_played_live():
     folder it evaluates compare's finished runs rather than learning them again."""
     from dataclasses import replace
 
-    from experiments.train import config_path
+    from experiments.experiment import config_path
 
     compare, live = load_config(config_path("compare")), load_config(config_path("compare_live"))
     assert live.live is not None and live.live.device == "cuda" and live.live.evidence == "ncu"
