@@ -10,15 +10,9 @@ from pathlib import Path
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The complete records of a JSON-lines file; a line cut off by a kill is dropped."""
-    rows = []
-    if Path(path).exists():
-        for line in Path(path).read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
+    """The complete records of a JSON-lines file; a line cut off by a kill is dropped (and
+    any other line that is not a record: :func:`read_jsonl_checked` counts those)."""
+    return read_jsonl_checked(path)[0]
 
 
 def read_jsonl_checked(path: Path) -> tuple[list[dict], list[int]]:

@@ -546,17 +546,18 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     from agents.tree.render import export_text
 
     print(export_text(tree))
+    useless = []  # the budgets where no round got a usable reply
     for budget, r in sorted(results.items()):
         failed = sum(r.failed.values())
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(r.failed.items()))
         print(f"budget {budget:g}: train {r.train:.4f}, validation {r.validation:.4f} "
               f"({r.accepted} edits kept in {r.rounds} rounds, {r.tree.size()} nodes)"
               + (f"; {failed} rounds without a usable reply ({kinds})" if failed else ""))
+        if r.rounds and failed >= r.rounds:
+            useless.append(budget)
     out = Path(args.out)
     print(f"saved {out / 'tree.json'}, {out / 'tree.txt'}, {out / 'tree.png'}, "
           f"{out / 'curve.png'} and the logs log-<budget>.jsonl")
-    useless = [b for b, r in sorted(results.items()) if r.rounds and sum(r.failed.values())
-               >= r.rounds]
     if useless:
         return _fail(f"no round at budget {', '.join(f'{b:g}' for b in useless)} got a usable "
                      f"reply from the proposer {proposer.name}: the tree saved there is its "

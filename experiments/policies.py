@@ -79,11 +79,11 @@ def load(spec: str, env) -> Entry:
         rest = spec.removeprefix("sb3:")
         head, sep, tail = rest.partition(":")
         algorithm, path = (head, tail) if sep and not Path(rest).exists() else (None, rest)
-        path = Path(path)
-        run = path / "run.json" if path.is_dir() else path.parent / "run.json"
-        if not str(path) or str(path) == ".":
+        if not path:
             raise AutoProfilerError(f"--policy {spec!r}: give the model after sb3: (sb3:FILE, "
                                     "sb3:ALGO:FILE or sb3:DIR, a training run)")
+        path = Path(path)
+        run = path / "run.json" if path.is_dir() else path.parent / "run.json"
         return Entry(spec, _fitting(load_model(path, algorithm), env, spec),
                      learned_on=_learned_on(run if run.is_file() else path.with_suffix(".json")))
     try:

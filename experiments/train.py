@@ -54,11 +54,8 @@ from __future__ import annotations
 import json
 import math
 import platform
-import signal
 import sys
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +65,7 @@ from agents.rl.config import OWN as CONFIG_OWN
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
 CONFIGS = Path(__file__).parent / "configs"
 """The shipped configs, one per algorithm."""
@@ -427,25 +425,6 @@ def _save_interrupted(model, out: Path) -> dict:
     return {}
 
 
-@contextmanager
-def _sigterm_interrupts():
-    """SIGTERM (``timeout``, a job scheduler, ``kill``) as Ctrl-C inside the block, so that
-    the run is saved as interrupted and resumes; Python's default would exit without saving.
-    A no-op off the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(*_):
-        raise KeyboardInterrupt("SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def versions() -> dict:
     """The versions a model's results depend on."""
     import importlib.metadata as metadata
@@ -575,7 +554,8 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
         started = time.perf_counter()
         try:
             # reset_num_timesteps=False: SB3 adds the steps done, training to the total
-            with _sigterm_interrupts():
+            # SIGTERM (a job scheduler, timeout) as Ctrl-C: the run is saved and resumes
+            with terminate_becomes_exit(lambda: KeyboardInterrupt("SIGTERM")):
                 model.learn(max(config.total_timesteps - done, 0),
                             callback=CallbackList(callbacks),
                             reset_num_timesteps=previous is None, **learn)

@@ -214,9 +214,6 @@ def config_from_dict(given: Any, source: str = "config",
                        "does not apply: remove it (the zoo's wrappers and callbacks are the "
                        "zoo's to run)")
     hyperparameters = {k: v for k, v in settings.items() if k not in ZOO_KEYS}
-    bad = [k for k in hyperparameters if not isinstance(k, str)]
-    if bad:
-        raise fail(f"{at}{bad[0]}", "keys are names (strings)")
     _check_hyperparameters(hyperparameters, cls, fail, at)
     vec_env = own.get("vec_env", TrainConfig.vec_env)
     if vec_env not in VEC_ENVS:

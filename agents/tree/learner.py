@@ -208,10 +208,9 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     bar = tqdm(desc=f"learn-tree {proposer.name}", unit="round", disable=not progress,
                initial=first - 1, total=config.rounds)
     unreached: list[str] = []  # the proposer's last rounds without a reply, in a row
-    round_ = first - 1
+    round_ = first
     try:
-        while round_ < config.rounds:
-            round_ += 1
+        while round_ <= config.rounds:
             if config.patience and round_ - best_round > config.patience:
                 break
             started = time.perf_counter()
@@ -225,8 +224,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                         f"in a row (the last: {unreached[-1]}): {round_ - 1} rounds are "
                         f"done and logged; fix the endpoint and run the same command again "
                         f"to go on from round {round_}")
-                round_ -= 1
-                continue
+                continue  # the same round, asked again
             unreached.clear()
             rows, candidates = [], []
             for k, edit in enumerate(proposal.edits):
@@ -273,6 +271,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                             nodes=current.size())
             if on_round is not None:
                 on_round(line)
+            round_ += 1
     finally:
         bar.close()
         if out:

@@ -378,12 +378,16 @@ def from_dict(data: Any, vocab: Vocabulary | None = None, where: str = "the tree
             root = node_from_dict(data["root"])
             check(root, vocab)
         except RecursionError:
-            raise TreeFormatError("nested deeper than Python's recursion limit "
-                                  f"({sys.getrecursionlimit()}): not a tree this "
-                                  "project writes") from None
+            raise TreeFormatError(_too_deep()) from None
     except TreeFormatError as e:
         raise TreeFormatError(f"{where}: {e}") from None
     return Tree(root, meta)
+
+
+def _too_deep() -> str:
+    """What a tree file nested past Python's recursion is told."""
+    return (f"nested deeper than Python's recursion limit ({sys.getrecursionlimit()}): not a "
+            "tree this project writes")
 
 
 def load(path: str | Path, vocab: Vocabulary | None = None) -> Tree:
@@ -398,9 +402,7 @@ def load(path: str | Path, vocab: Vocabulary | None = None) -> Tree:
     except ValueError as e:
         raise TreeFormatError(f"{path}: not JSON ({e})") from e
     except RecursionError:
-        raise TreeFormatError(f"{path}: nested deeper than Python's recursion limit "
-                              f"({sys.getrecursionlimit()}): not a tree this project "
-                              "writes") from None
+        raise TreeFormatError(f"{path}: {_too_deep()}") from None
     return from_dict(data, vocab, where=str(path))
 
 

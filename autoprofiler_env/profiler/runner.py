@@ -295,14 +295,19 @@ def _stop(process: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 
 @contextmanager
-def terminate_becomes_exit():
-    """Turns SIGTERM (``timeout``, a job scheduler) into SystemExit inside the block, so that
-    ``finally`` clauses run (ncu is killed, the recorder logs its time); Python's default would
+def terminate_becomes_exit(raised=lambda: SystemExit(128 + signal.SIGTERM)):
+    """Turns SIGTERM (``timeout``, a job scheduler) into the exception ``raised()`` makes
+    (SystemExit by default) inside the block, so that ``finally`` clauses run (ncu is killed,
+    the recorder logs its time) and handlers may save what is done; Python's default would
     exit without cleaning up. A no-op off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+
+    def handler(*_):
+        raise raised()
+
+    previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
