@@ -34,6 +34,8 @@ def rate(algorithm: str, vec_env: str | None, n_envs: int | None, steps: int, wa
     """Environment steps per second of ``model.learn`` for the algorithm's shipped config in
     ``vec_env`` with ``n_envs`` environments (None: the config's), after ``warmup`` untimed
     steps."""
+    from stable_baselines3.common.logger import Logger
+
     from experiments.train import CONFIGS, build_model, make_train_env
 
     config = load_config(CONFIGS / f"{algorithm}.yaml")
@@ -41,6 +43,7 @@ def rate(algorithm: str, vec_env: str | None, n_envs: int | None, steps: int, wa
     env = make_train_env(config, seed)
     try:
         model = build_model(config, env, seed)
+        model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-<time> folder in /tmp
         model.learn(warmup)
         before = model.num_timesteps
         started = time.perf_counter()

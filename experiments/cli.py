@@ -779,7 +779,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(reference on the shipped ones)")
     p.add_argument("--policy", action="append", default=[], metavar="SPEC",
                    help="add a policy beside the baselines (repeatable): sb3:FILE or "
-                   "sb3:ALGO:FILE (a saved stable-baselines3 model), or a baseline's name")
+                   "sb3:ALGO:FILE (a saved stable-baselines3 model), sb3:DIR (a run of "
+                   "`autoprofiler train` or rl-baselines3-zoo: its best model), "
+                   "tree:FILE, or a baseline's name")
     p.add_argument("--out", default="runs/benchmark",
                    help="where the CSVs and plot go (default: runs/benchmark, overwritten)")
     p.add_argument("--wandb", action="store_true",

@@ -5,7 +5,8 @@
 - ``sb3:FILE`` or ``sb3:ALGO:FILE``, or a path ending in ``.zip``: a saved stable-baselines3 /
   sb3-contrib model (:func:`agents.rl.load_model`; ALGO one of maskable_ppo, ppo, a2c, dqn,
   qrdqn, read from the file when left out); ``sb3:DIR``: a run directory of
-  ``autoprofiler train``, its best model (:func:`agents.rl.load_run`);
+  ``autoprofiler train`` or of rl-baselines3-zoo (``logs/<algo>/AutoProfiler-v0_<N>``), its
+  best model (:func:`agents.rl.load_run`);
 - ``tree:FILE``: an AutoProfiler tree file (:mod:`agents.tree`), named ``tree:<file stem>``
   in the tables; ``autoprofiler-tree``: the tree the project ships for the environment's
   optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default;

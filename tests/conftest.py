@@ -66,6 +66,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def sb3_logs_in_pytests_folder(tmp_path_factory):
+    """SB3's ``learn`` without a logger set makes a ``SB3-<date-time>`` folder in the system's
+    temporary folder each time (hundreds per run of the suite, never removed): here they go
+    to one folder of pytest's, which pytest prunes."""
+    before = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3"))
+    yield
+    if before is None:
+        os.environ.pop("SB3_LOGDIR")
+    else:
+        os.environ["SB3_LOGDIR"] = before
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA

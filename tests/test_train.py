@@ -8,6 +8,8 @@ import json
 import math
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -344,6 +346,45 @@ def test_a_directory_that_is_not_a_finished_run_is_named(tmp_path):
     with pytest.raises(AutoProfilerError, match=r"no best_model.zip \(the run's status: "
                                                 r"running"):
         load_run(tmp_path)
+
+
+def test_a_run_directory_of_rl_baselines3_zoo_loads_as_the_zoo_laid_it_out(tmp_path):
+    """rl_zoo3.train's layout (rl_zoo3 2.9.2, trained from experiments/configs/ppo.yaml):
+    logs/ppo/AutoProfiler-v0_1/{AutoProfiler-v0.zip, best_model.zip, AutoProfiler-v0/
+    {config.yml, args.yml}}; the config as the zoo saves it (an OrderedDict's YAML)."""
+    from stable_baselines3 import PPO
+
+    from agents.rl import load_run, zoo_run
+    from autoprofiler_env.errors import AutoProfilerError
+    from experiments.policies import load
+
+    env = gym.make("AutoProfiler-v0", split="val")
+    run = tmp_path / "logs" / "ppo" / "AutoProfiler-v0_1"
+    (run / "AutoProfiler-v0").mkdir(parents=True)
+    (run / "AutoProfiler-v0" / "config.yml").write_text(
+        "!!python/object/apply:collections.OrderedDict\n- - - n_timesteps\n    - 2048\n"
+        "  - - policy\n    - MultiInputPolicy\n")
+    final, best = (PPO("MultiInputPolicy", env, seed=seed, n_steps=64, batch_size=64)
+                   for seed in (0, 1))
+    final.save(run / "AutoProfiler-v0.zip")
+    assert zoo_run(run) == "AutoProfiler-v0" and zoo_run(tmp_path) is None
+    with pytest.raises(AutoProfilerError, match=r"no best_model.zip \(the zoo writes it when "
+                                                r"--eval-freq .* give sb3:.*AutoProfiler-v0.zip"):
+        load_run(run)
+    best.save(run / "best_model.zip")
+    obs, _ = env.reset(seed=0)
+    for which, model in (("best", best), ("final", final)):
+        loaded = load_run(run, which=which)
+        assert type(loaded) is PPO
+        assert np.array_equal(loaded.predict(obs, deterministic=True)[0],
+                              model.predict(obs, deterministic=True)[0])
+        for key, value in model.policy.state_dict().items():
+            assert torch.equal(loaded.policy.state_dict()[key], value)
+    entry = load(f"sb3:{run}", env)  # the benchmark's --policy sb3:DIR
+    assert entry.name == f"sb3:{run}" and entry.learned_on is None
+    (run / "AutoProfiler-v0" / "vecnormalize.pkl").write_bytes(b"")
+    with pytest.raises(AutoProfilerError, match="trained it with `normalize`"):
+        load_run(run)
 
 
 # -- an interrupted run resumes -------------------------------------------------------------

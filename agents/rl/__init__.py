@@ -4,7 +4,10 @@ the environment.
 A saved model (SB3's ``.zip``) is a :class:`~autoprofiler_env.policy.Policy` as it is: its
 ``predict`` is the interface. :func:`load_model` loads one, naming the algorithm or reading it
 from the policy class saved in the file; given a run directory of ``autoprofiler train``, it
-loads the run's best model with the algorithm its ``run.json`` names (:func:`load_run`).
+loads the run's best model with the algorithm its ``run.json`` names (:func:`load_run`), and
+given one of rl-baselines3-zoo's (``logs/<algo>/AutoProfiler-v0_<N>``, trained with
+``python -m rl_zoo3.train --env AutoProfiler-v0 --gym-packages autoprofiler_env -conf
+experiments/configs/<algo>.yaml``), the zoo's best model (or its final one).
 Training: :mod:`agents.rl.config` (the YAML configs), :mod:`agents.rl.callbacks` (the
 evaluation during training), ``experiments/train.py`` (the command).
 """
@@ -55,22 +58,33 @@ RUN_FILE, BEST_MODEL, FINAL_MODEL = "run.json", "best_model.zip", "model.zip"
 
 def load_run(directory: str | Path, algorithm: str | None = None, device: str = "cpu",
              which: str = "best"):
-    """The model of a training run directory: its ``best_model.zip`` (``which="best"``,
-    the model the evaluation during training kept) or its ``model.zip`` (``"final"``),
-    loaded with the algorithm its ``run.json`` names (or ``algorithm``)."""
+    """The model of a training run directory: its best model (``which="best"``, the model
+    the evaluation during training kept) or its final one (``"final"``).
+
+    A run of ``autoprofiler train`` (its ``run.json``): ``best_model.zip`` or ``model.zip``,
+    loaded with the algorithm ``run.json`` names (or ``algorithm``). A run of
+    rl-baselines3-zoo (its saved hyperparameters in ``<env id>/``): ``best_model.zip`` (the
+    zoo's ``EvalCallback`` writes it where ``--eval-freq`` evaluated) or ``<env id>.zip``,
+    with ``algorithm`` or the one the file's policy class names; a zoo run trained with
+    ``normalize`` is refused (its observations were normalized by the
+    ``vecnormalize.pkl`` statistics, which a policy here is not given)."""
     directory = Path(directory)
-    run_file = directory / RUN_FILE
-    try:
-        run = json.loads(run_file.read_text())
-    except FileNotFoundError:
-        raise AutoProfilerError(f"{directory}: no {RUN_FILE}; not a run directory of "
-                                "`autoprofiler train --out DIR` (or give the model's .zip)"
-                                ) from None
-    except (OSError, ValueError) as e:
-        raise AutoProfilerError(f"{run_file}: unreadable ({e})") from e
     names = {"best": BEST_MODEL, "final": FINAL_MODEL}
     if which not in names:
         raise AutoProfilerError(f"which must be best or final, got {which!r}")
+    run_file = directory / RUN_FILE
+    if not run_file.is_file():
+        env_id = zoo_run(directory)
+        if env_id is None:
+            raise AutoProfilerError(
+                f"{directory}: no {RUN_FILE}; not a run directory of `autoprofiler train "
+                "--out DIR` nor of rl-baselines3-zoo (logs/<algo>/<env id>_<N>) (or give the "
+                "model's .zip)")
+        return _load_zoo_run(directory, env_id, algorithm, device, which)
+    try:
+        run = json.loads(run_file.read_text())
+    except (OSError, ValueError) as e:
+        raise AutoProfilerError(f"{run_file}: unreadable ({e})") from e
     path = directory / names[which]
     if not path.is_file():
         status = run.get("status", "unknown") if isinstance(run, dict) else "unknown"
@@ -78,6 +92,34 @@ def load_run(directory: str | Path, algorithm: str | None = None, device: str = 
                                 "a run writes it at its first evaluation)")
     name = algorithm or (run.get("algorithm") if isinstance(run, dict) else None)
     return load_model(path, name, device)
+
+
+def zoo_run(directory: str | Path) -> str | None:
+    """The environment id of an rl-baselines3-zoo run directory (``<folder>/<algo>/<env
+    id>_<N>``, which holds the run's saved hyperparameters in ``<env id>/config.yml`` or
+    ``args.yml``); None where ``directory`` is not one."""
+    directory = Path(directory)
+    env_id = directory.name.rpartition("_")[0]
+    saved = directory / env_id
+    if env_id and ((saved / "config.yml").is_file() or (saved / "args.yml").is_file()):
+        return env_id
+    return None
+
+
+def _load_zoo_run(directory: Path, env_id: str, algorithm: str | None, device: str,
+                  which: str):
+    if (directory / env_id / "vecnormalize.pkl").is_file():
+        raise AutoProfilerError(
+            f"{directory}: the zoo trained it with `normalize` (VecNormalize; "
+            f"{env_id}/vecnormalize.pkl): its policy expects normalized observations, which "
+            "the environment here does not give; train it without `normalize`")
+    path = directory / (BEST_MODEL if which == "best" else f"{env_id}.zip")
+    if not path.is_file():
+        hint = (f"the zoo writes it when --eval-freq evaluates during training; give "
+                f"sb3:{directory / (env_id + '.zip')} for the final model"
+                if which == "best" else "the zoo writes it when training ends")
+        raise AutoProfilerError(f"{directory}: no {path.name} ({hint})")
+    return load_model(path, algorithm, device)
 
 
 def load_model(path: str | Path, algorithm: str | None = None, device: str = "cpu"):
