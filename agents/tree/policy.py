@@ -19,7 +19,8 @@ the next steps do not change (``check`` makes sure of that). So the path of an e
 path of its last walk, and :meth:`TreePolicy.path` gives it.
 
 >>> policy = TreePolicy(load("tree.json"), env)
->>> action, _ = policy.predict(obs, action_masks=env.action_masks())
+>>> obs, info = env.reset()
+>>> action, _ = policy.predict(obs)  # the valid actions: the observation's action_mask
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class TreePolicy:
     stochastic = False
 
     def __init__(self, tree: Tree | str | Path, env, name: str = "autoprofiler-tree") -> None:
+        if tree is None:  # shipped_tree(optimizer) where none ships
+            raise TreeFormatError("no tree given (shipped_tree returns None for an optimizer "
+                                  "without a shipped tree): learn one with `autoprofiler "
+                                  "learn-tree` and give its file")
         base = env.unwrapped
         self.sections = tuple(base.sections)
         self.metric_names = tuple(base.metric_names)
