@@ -189,6 +189,30 @@ def test_render_is_deterministic_and_shows_sections_and_findings():
     assert render_markdown(empty) == "No profile was collected for this program.\n"
 
 
+def test_each_finding_names_its_kernel_and_one_outside_the_table_its_share():
+    """A rule fires per kernel: the rendering says which (the suite's tiny MLP, 32 kernels of
+    about 6% each: its CPIStall finding stands for an elementwise kernel outside the three
+    rows); a rule without estimates is the longest kernel's where it fires there, not the
+    first launched one's."""
+    profiles, _ = profiles_from_run(_run("subset-SpeedOfLight+WarpStateStats"))
+    by = {p.problem_uri.rsplit("/", 1)[-1]: p for p in profiles}
+    mlp = render_markdown(by["mlp_tiny_8layer_64x256"])
+    assert ("**OPT CPIStall** (est. speedup 71%, local, on `vectorized_elementwise_kernel`, 2% "
+            "of the time; 25.1% weighted by the kernels' time)") in mlp
+    assert "**WRN CPIStall** (on kernel 1)" in mlp
+    softmax = render_markdown(by["softmax_16384x4096"])
+    assert softmax.splitlines()[2] == "1 kernel, 211.7 us of GPU time in total. It:"
+    assert "**OPT SOLBottleneck** (on kernel 1)" in softmax
+    gemm = by["linear_gelu_layernorm_4096x4096"]  # SOLBottleneck fires on two of its kernels
+    found = {(f.section, f.rule, f.kind): f for f, _ in gemm.findings()}
+    sol = found[("SpeedOfLight", "SOLBottleneck", "OPT")]
+    owners = [(k, s) for k, s in zip(gemm.kernels, gemm.shares())
+              if any(f.rule == "SOLBottleneck" and f.kind == "OPT" for f in k.findings)]
+    assert len(owners) > 1
+    longest = max(owners, key=lambda ks: ks[1])[0]
+    assert any(f is sol for f in longest.findings)
+
+
 # -- failures -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fixture, error", [

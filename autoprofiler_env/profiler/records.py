@@ -165,17 +165,19 @@ class Profile:
 
     def findings(self) -> list[tuple[Finding, float]]:
         """The problem's findings, one per (section, rule, kind): the kernel's finding with the
-        largest time-weighted estimated speedup stands for the rule, with the weighted speedup
-        summed over kernels (a rule that fires on a kernel taking 10% of the time can save at
-        most 10% of the problem's time). Largest first; those without estimates last."""
-        best: dict[tuple, tuple[Finding, float, float]] = {}
+        largest time-weighted estimated speedup stands for the rule (among equals, that of
+        the kernel taking most of the time: a rule without estimates is the longest kernel's
+        where it fires there), with the weighted speedup summed over kernels (a rule that
+        fires on a kernel taking 10% of the time can save at most 10% of the problem's time).
+        Largest first; those without estimates last."""
+        best: dict[tuple, tuple[Finding, float, tuple[float, float]]] = {}
         for kernel, share in zip(self.kernels, self._shares):
             for f in kernel.findings:
                 key = (f.section, f.rule, f.kind)
                 weighted = share * (f.speedup_pct or 0.0)
-                found, total, top = best.get(key, (f, 0.0, -1.0))
-                if weighted > top:
-                    found, top = f, weighted
+                found, total, top = best.get(key, (f, 0.0, (-1.0, -1.0)))
+                if (weighted, share) > top:
+                    found, top = f, (weighted, share)
                 best[key] = (found, total + weighted, top)
         ranked = [(f, total) for f, total, _ in best.values()]
         return sorted(ranked, key=lambda ft: (-ft[1], ft[0].section, ft[0].rule, ft[0].kind))

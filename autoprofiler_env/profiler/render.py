@@ -1,7 +1,9 @@
 """A profile as a short, deterministic markdown text for an LLM (or a person).
 
 Per section: the header metrics of the kernels that take most of the time, as ncu formats
-them, then the section's findings, largest time-weighted estimated speedup first. The same
+them, then the section's findings, largest time-weighted estimated speedup first, each naming
+the kernel it stands for (a rule fires per kernel; a finding of a kernel outside the table is
+named with its share of the time, so that it is not read as the longest kernel's). The same
 profile always renders to the same text.
 """
 
@@ -21,8 +23,10 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
     ranked = sorted(zip(profile.kernels, shares), key=lambda ks: (-ks[1], ks[0].id))
     top = ranked[:max_kernels]
     lines = [f"# Nsight Compute profile ({', '.join(profile.sections)})", ""]
-    lines.append(f"{len(profile.kernels)} kernels, {profile.duration_ns / 1e3:.1f} us of GPU "
-                 f"time in total. The {len(top)} longest:")
+    n = len(profile.kernels)
+    lines.append(f"{n} kernel{'s' if n != 1 else ''}, {profile.duration_ns / 1e3:.1f} us of "
+                 "GPU time in total. " + (f"The {len(top)} longest:" if len(top) > 1 else
+                                           "The longest:" if n > 1 else "It:"))
     part = None  # a part of the forward: said, so that no total is misread
     if profile.kernels_capped:
         part = (f"Only the forward's first {len(profile.kernels)} kernels were profiled "
@@ -39,6 +43,9 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
         lines.append(f"| {i} | `{kernel.short_name}` | {kernel.grid} | {kernel.block} | "
                      f"{(kernel.duration_ns or 0) / 1e3:.1f} | {share:.0%} |")
     findings = profile.findings()
+    row = {kernel.id: i for i, (kernel, _) in enumerate(top, 1)}  # the table's rows
+    owner = {id(f): (kernel, share) for kernel, share in zip(profile.kernels, shares)
+             for f in kernel.findings}  # findings() hands back the kernels' own objects
     for section_id in profile.sections:
         section = catalogue.sections.get(section_id)
         title = section.display_name if section else section_id
@@ -51,8 +58,11 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
                 lines.append(f"- kernel {i}: {cells}")
         ours = [(f, w) for f, w in findings if f.section == section_id and f.kind != "INF"]
         for finding, weighted in ours[:max_findings]:
-            estimate = (f" (est. speedup {finding.speedup_pct:.0f}%, {finding.speedup_type}, on "
-                        f"its kernel; {weighted:.1f}% weighted by the kernels' time)"
-                        if finding.speedup_pct is not None else "")
-            lines.append(f"- **{finding.kind} {finding.rule}**{estimate}: {finding.message}")
+            kernel, share = owner[id(finding)]
+            where = (f"kernel {row[kernel.id]}" if kernel.id in row else
+                     f"`{kernel.short_name}`, {share:.0%} of the time")
+            estimate = (f"est. speedup {finding.speedup_pct:.0f}%, {finding.speedup_type}, on "
+                        f"{where}; {weighted:.1f}% weighted by the kernels' time"
+                        if finding.speedup_pct is not None else f"on {where}")
+            lines.append(f"- **{finding.kind} {finding.rule}** ({estimate}): {finding.message}")
     return "\n".join(lines) + "\n"
