@@ -113,6 +113,8 @@ class OptimizeResult:
     costs: tuple[SectionCost, ...]
     profile_markdown: str
     verdict: Verdict | None
+    explanation: tuple[str, ...] = ()
+    """Why the tree took its path: a line per node (:meth:`agents.tree.TreePolicy.explain`)."""
 
     @property
     def spent(self) -> float:
@@ -316,7 +318,8 @@ def _episode(env, policy, uri: str, tree: str, optimizer: str,
                           _number(final["candidate_ms"]), final["error_kind"])
     return OptimizeResult(uri, tree, optimizer, float(base.budget), base.budget_unit,
                           float(base.episode_budget), tuple(policy.path(obs)), sections,
-                          tuple(section_costs), render_profile(profile), verdict)
+                          tuple(section_costs), render_profile(profile), verdict,
+                          tuple(policy.explain(obs)))
 
 
 def _ends_episode(costs: np.ndarray, budget: float, spent: float, collected: list[int]) -> bool:
@@ -343,7 +346,9 @@ def format_text(result: OptimizeResult) -> str:
             f"{result.budget_unit}; tree path {' -> '.join(map(str, result.path))} -->")
     lines = [head, "<!-- profile -->",
              result.profile_markdown.rstrip(),
-             "<!-- /profile -->", "", "## What the profile cost", ""]
+             "<!-- /profile -->", "", "## Why these sections", ""]
+    lines += [f"    {line}" for line in result.explanation] or ["(no tree walk)"]
+    lines += ["", "## What the profile cost", ""]
     if result.costs:
         header = (f"| section | ncu passes | ncu replay (s) | wall (s) | charged "
                   f"({result.budget_unit}) |")

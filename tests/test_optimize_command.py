@@ -174,8 +174,12 @@ def test_the_profile_is_the_optimizers_and_the_verdict_the_episodes(tmp_path):
     assert result.spent == pytest.approx(record.cost) and result.spent <= result.budget_total
     assert (result.budget, result.budget_unit, result.budget_total) == (0.25, "passes", 9.5)
     assert result.path == (0, 1, 2, 3)
+    assert result.explanation == ("[0] collect LaunchStats: collected",
+                                  "[1] collect InstructionStats: collected",
+                                  "[2] collect SourceCounters: collected", "[3] stop: the action")
 
     text = command.format_text(result)
+    assert "## Why these sections\n\n    [0] collect LaunchStats: collected\n" in text
     assert result.profile_markdown.rstrip() in text
     assert "| **total** | " in text and f"of {result.budget_total:g} |" in text
     assert "- candidate: `compile`" in text and "- correct; speedup 1.93x" in text

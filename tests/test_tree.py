@@ -186,6 +186,45 @@ def test_a_section_that_does_not_fit_is_passed_over_and_its_values_are_unknown(t
     assert policy.predict(_obs(train), action_masks=mask)[0] == sections.index("SpeedOfLight")
 
 
+def test_the_explanation_says_each_visited_node_its_value_and_side(train):
+    sections = train.unwrapped.sections
+    tree = Tree(Collect("SpeedOfLight", Branch(Condition("metric", SM, 60.0), Stop(),
+                                               Collect("Occupancy"))))
+    policy = TreePolicy(tree, train)
+    obs = _obs(train)
+    obs["action_mask"][sections.index("SpeedOfLight")] = 0
+    assert policy.explain(obs) == [
+        "[0] collect SpeedOfLight: does not fit the budget left",
+        f"[1] if {SM} >= 60: unknown (its section is not collected), no",
+        "[3] collect Occupancy: the action"]
+    high = _obs(train, ["SpeedOfLight"], metrics={SM: 75.0})
+    assert policy.explain(high) == ["[0] collect SpeedOfLight: collected",
+                                    f"[1] if {SM} >= 60: 75, yes", "[2] stop: the action"]
+    feature = TreePolicy(Tree(Branch(Condition("feature", "log_flops", 9.0),
+                                     Collect("Occupancy"), Stop())), train)
+    assert feature.explain(_obs(train, features={"log_flops": 8.5})) == [
+        "[0] if log_flops >= 9: 8.5, no", "[3] stop: the action"]
+
+
+def test_the_shipped_trees_explanation_follows_its_path_on_every_test_problem():
+    env = gym.make("AutoProfiler-v0", split="test")
+    policy = TreePolicy(shipped_tree("reference"), env)
+    for budget in (0.05, 0.3, 1.0):
+        for problem in env.unwrapped.problems:
+            obs, _ = env.reset(options={"problem": problem, "budget": budget})
+            while True:
+                action, _ = policy.predict(obs)
+                path, lines = policy.path(obs), policy.explain(obs)
+                assert [int(line[1:line.index("]")]) for line in lines] == path
+                for number, following, line in zip(path, path[1:], lines):
+                    if " if " in f" {line}":  # a branch: yes goes to the node after it
+                        assert line.endswith(", yes") == (following == number + 1), line
+                assert lines[-1].endswith(": the action")
+                obs, _, terminated, truncated, _ = env.step(int(action))
+                if terminated or truncated:
+                    break
+
+
 def test_findings_features_and_the_budget_are_read_in_their_units(train):
     sections = train.unwrapped.sections
     occupancy, stop = sections.index("Occupancy"), len(sections)

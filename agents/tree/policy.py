@@ -40,7 +40,7 @@ from agents.tree.nodes import (
     vocabulary,
     walk,
 )
-from agents.tree.reading import locate, raw, threshold
+from agents.tree.reading import locate, observed, raw, threshold
 
 
 class TreePolicy:
@@ -74,6 +74,7 @@ class TreePolicy:
                 raise TreeFormatError(f"the tree reads {used[0]}, which this environment's "
                                       "observation does not hold")
         self.tree, self.name = tree, name
+        self._vocab = vocab
         self.stop = len(self.sections)
         self._program = self._compile(tree.root, vocab)
 
@@ -120,6 +121,45 @@ class TreePolicy:
         observation gives the episode's whole path)."""
         mask = observation["action_mask"] if action_mask is None else action_mask
         return self._walk(observation, np.asarray(mask, dtype=bool))[1]
+
+    def explain(self, observation: dict, action_mask: np.ndarray | None = None) -> list[str]:
+        """Why the walk on ``observation`` takes its action: one line per node it visits,
+        numbered as :func:`~agents.tree.render.export_text` numbers them: a branch's
+        condition, the value it read (in the condition's units; unknown where its section is
+        not collected) and the side taken; a collect node's section, and whether it is the
+        action or why the walk passes over it; stop. On an episode's last observation it
+        explains the episode's whole path (:meth:`path`)::
+
+            [0] if budget >= 0.25 of the full set: 0.3, yes
+            [21] if log_arithmetic_intensity >= 2.2: 1.72, no
+            [39] collect Occupancy: collected
+            [40] collect SpeedOfLight_RooflineChart: does not fit the budget left
+            [43] stop: the action
+        """
+        mask = np.asarray(observation["action_mask"] if action_mask is None else action_mask,
+                          dtype=bool).reshape(-1)
+        action, path = self._walk(observation, mask)
+        nodes = [node for _, node in walk(self.tree.root)]
+        lines = []
+        for number in path:
+            node = nodes[number]
+            if isinstance(node, Branch):
+                c = node.condition
+                value = observed(observation, c.kind, c.name, self._vocab, self.metric_names)
+                holds = value is not None and raw(observation, locate(
+                    c.kind, c.name, self._vocab, self.metric_names)) >= threshold(c)
+                read = ("unknown (its section is not collected)" if value is None
+                        else f"{value:.3g}")
+                lines.append(f"[{number}] if {c.describe()}: {read}, {'yes' if holds else 'no'}")
+            elif isinstance(node, Collect):
+                index = self.sections.index(node.section)
+                why = ("the action" if index == action and number == path[-1] else
+                       "collected" if observation["collected"][index] else
+                       "does not fit the budget left")
+                lines.append(f"[{number}] collect {node.section}: {why}")
+            else:
+                lines.append(f"[{number}] stop: the action")
+        return lines
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True,
                 action_masks=None):
