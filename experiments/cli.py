@@ -23,7 +23,9 @@
     autoprofiler dataset info [FILE | --dataset NAME] [--problems]
 
 Exit codes: 0 success; 1 the candidate was judged incorrect; 2 bad input (a usage error, a
-broken problem file, a harness failure), with a one-line reason on stderr.
+broken problem file, a harness failure), with a one-line reason on stderr (and, where the
+command was given ``--json``, ``{"error": {"kind": ..., "message": ...}}`` on stdout: the kind
+is the error's class, ``MachineError``, ``ProblemError``, ..., or ``usage``).
 """
 
 from __future__ import annotations
@@ -41,8 +43,14 @@ from autoprofiler_env.errors import AutoProfilerError
 EXIT_OK, EXIT_INCORRECT, EXIT_ERROR = 0, 1, 2
 
 
-def _fail(message: str) -> int:
+_JSON_ERRORS = False
+"""Whether the running command was given ``--json``: its errors are then JSON on stdout too."""
+
+
+def _fail(message: str, kind: str = "usage") -> int:
     print(f"autoprofiler: error: {message}", file=sys.stderr)
+    if _JSON_ERRORS:  # a program reading the JSON gets the error where it reads
+        print(json.dumps({"error": {"kind": kind, "message": message}}))
     return EXIT_ERROR
 
 
@@ -148,9 +156,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from autoprofiler_env.problems import load_problem
     from autoprofiler_env.profiler import profile_problems, render_markdown
 
+    from experiments.optimize import check_machine
+
     problems = [load_problem(ref) for ref in args.problem]
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    profiles, failures = profile_problems(problems, sections, ncu=args.ncu,
+    ncu = check_machine(command="profile", ncu=args.ncu)
+    profiles, failures = profile_problems(problems, sections, ncu=ncu,
                                           problem_timeout_s=args.timeout)
     if args.json:
         json.dump({"profiles": [p.to_dict() for p in profiles],
@@ -178,7 +189,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                           budget_unit=args.budget_unit, device=args.device,
                           profile_only=args.profile_only)
     except ValueError as e:
-        return _fail(str(e).splitlines()[0])
+        return _fail(str(e).splitlines()[0], type(e).__name__)
     print(format_json(result) if args.json else format_text(result).rstrip("\n"))
     verdict = result.verdict
     if verdict is not None and not verdict.correct:
@@ -705,7 +716,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "writes files, opens sockets, ... (default: enforce; docs/harness.md)")
     p.add_argument("--correctness-trials", type=int, default=3,
                    help="fresh random input sets the candidate must match (default: 3)")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=42,
+                   help="seeds the weights (the same for Model and ModelNew) and the input "
+                   "sets (default: 42)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_evaluate)
 
@@ -717,7 +730,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated section ids, e.g. SpeedOfLight,WarpStateStats")
     p.add_argument("--ncu", help="the ncu executable (default: $NCU, else ncu on the PATH)")
     p.add_argument("--timeout", type=float, default=300.0,
-                   help="seconds a problem may take under replay before it counts as hung")
+                   help="seconds a problem may take under replay before it counts as hung "
+                   "(default: 300)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true", help="print the profiles as JSON")
     group.add_argument("--markdown", action="store_true",
@@ -779,9 +793,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(reference on the shipped ones)")
     p.add_argument("--policy", action="append", default=[], metavar="SPEC",
                    help="add a policy beside the baselines (repeatable): sb3:FILE or "
-                   "sb3:ALGO:FILE (a saved stable-baselines3 model), sb3:DIR (a run of "
-                   "`autoprofiler train` or rl-baselines3-zoo: its best model), "
-                   "tree:FILE, or a baseline's name")
+                   "sb3:ALGO:FILE (a saved stable-baselines3 / sb3-contrib model, "
+                   "RecurrentPPO and TRPO included), sb3:DIR (a run of `autoprofiler "
+                   "train` or rl-baselines3-zoo: its best model), tree:FILE, "
+                   "py:MODULE:ATTR (your own: a class or function of a module importable "
+                   "from here, called with the environment, returning an object with "
+                   "SB3's predict), or a baseline's name")
     p.add_argument("--out", default="runs/benchmark",
                    help="where the CSVs and plot go (default: runs/benchmark, overwritten)")
     p.add_argument("--wandb", action="store_true",
@@ -962,11 +979,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _JSON_ERRORS
     args = build_parser().parse_args(argv)
+    _JSON_ERRORS = bool(getattr(args, "json", False))
     try:
         return args.func(args)
     except AutoProfilerError as e:
-        return _fail(str(e).splitlines()[0])
+        return _fail(str(e).splitlines()[0], type(e).__name__)
     except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
         # an --out that is a file, a folder that cannot be written: the user's to change
         return _fail(f"cannot write {e.filename}: {e.strerror}")

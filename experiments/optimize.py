@@ -162,14 +162,16 @@ def shipped_tree(optimizer: str) -> Path:
     return path
 
 
-def check_machine(device: str = "cuda") -> str:
+def check_machine(device: str = "cuda", command: str = "optimize",
+                  ncu: str | None = None) -> str:
     """The ncu executable, once this machine is seen to have what the live path needs: a CUDA
-    device torch can use and Nsight Compute (``$NCU``, else ``ncu`` on the PATH).
+    device torch can use and Nsight Compute (``ncu``, else ``$NCU``, else ``ncu`` on the PATH);
+    the error names ``command``.
 
     Raises:
         MachineError: ``device`` is not a CUDA device, torch sees none, or there is no ncu.
     """
-    need = "optimize needs a CUDA GPU and Nsight Compute (ncu)"
+    need = f"{command} needs a CUDA GPU and Nsight Compute (ncu)"
     if not re.fullmatch(r"cuda(:\d+)?", device):
         raise MachineError(f"{need}: --device must be cuda or cuda:N, got {device!r}")
     import torch
@@ -181,7 +183,7 @@ def check_machine(device: str = "cuda") -> str:
     from autoprofiler_env.profiler.runner import find_ncu
 
     try:
-        return find_ncu()
+        return find_ncu(ncu)
     except NcuNotFoundError as e:
         raise MachineError(f"{need}; {e}") from None
 

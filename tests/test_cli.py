@@ -197,3 +197,44 @@ def test_output_piped_into_a_reader_that_stops_early_is_no_traceback(monkeypatch
     assert main(["dataset", "info"]) == 0  # was a BrokenPipeError traceback
     with contextlib.suppress(OSError):  # the test's own buffer, left for the broken pipe
         stdout.close()
+
+
+def test_with_json_an_error_is_json_on_stdout_too(capsys, tmp_path):
+    """A program reading ``--json`` output gets the error where it reads (and the exit code
+    and the stderr line stay)."""
+    from experiments.cli import main
+
+    assert main(["evaluate", "--problem", PROBLEM, "--candidate",
+                 str(DATA / "candidates" / "relu_correct.py"), "--timeout", "-5",
+                 "--json"]) == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {"error": {"kind": "usage",
+                                                  "message": "--timeout -5: seconds > 0"}}
+    assert captured.err.strip() == "autoprofiler: error: --timeout -5: seconds > 0"
+    assert main(["evaluate", "--problem", str(tmp_path / "nope.py"), "--candidate",
+                 str(DATA / "candidates" / "relu_correct.py"), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["kind"] == "ProblemNotFoundError" and "nope.py" in error["message"]
+    # without --json, stdout stays empty
+    assert main(["evaluate", "--problem", PROBLEM, "--candidate",
+                 str(DATA / "candidates" / "relu_correct.py"), "--timeout", "-5"]) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_profile_without_a_gpu_says_so_in_one_line(capsys, tmp_path):
+    import torch
+
+    from experiments.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    fake = tmp_path / "ncu"  # an ncu that exists: the missing GPU is what is said
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    assert main(["profile", "--problem", PROBLEM, "--sections", "LaunchStats",
+                 "--ncu", str(fake), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().startswith(
+        "autoprofiler: error: profile needs a CUDA GPU and Nsight Compute (ncu); this machine "
+        "has no CUDA device")
+    assert json.loads(captured.out)["error"]["kind"] == "MachineError"

@@ -292,7 +292,7 @@ def check(root: Node, vocab: Vocabulary | None = None) -> None:
                                       f"not {c.kind!r}")
             names = vocab.names(c.kind)
             if c.name not in names:
-                shown = ", ".join(names) if len(names) <= 20 else f"{len(names)} names"
+                shown = ", ".join(names) if len(names) <= 30 else f"{len(names)} names"
                 raise TreeFormatError(f"{path}: {c.kind} {c.name!r} is not known"
                                       f"{_close(c.name, names)}; the {c.kind}s are {shown}")
             if not (isinstance(c.at_least, (int, float)) and not isinstance(c.at_least, bool)
