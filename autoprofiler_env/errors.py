@@ -100,6 +100,21 @@ class ReportReadError(ProfilingError):
     """An ncu report or its exported pages could not be read."""
 
 
+class UnknownProblemError(AutoProfilerError, ValueError):
+    """A problem asked of an environment that is not one of its problems
+    (``reset(options={"problem": ...})`` names one of ``env.unwrapped.problems``: its split's,
+    or the ``problems`` kwarg's). A ``ValueError`` too, as every bad argument of the
+    environment is."""
+
+
+class RenderModeError(AutoProfilerError, ValueError, TypeError):
+    """An environment was made with a ``render_mode`` that is not one of its
+    ``metadata["render_modes"]``; the message names them. A ``ValueError`` (a bad argument of
+    the environment), and a ``TypeError`` for stable-baselines3: its ``make_vec_env`` asks
+    every environment for ``render_mode="rgb_array"`` and, on a ``TypeError``, makes it
+    again without a render mode."""
+
+
 class MachineError(AutoProfilerError):
     """This machine cannot run a GPU path (profiling, recording, optimizing live): no CUDA
     device, or no Nsight Compute."""

@@ -174,11 +174,9 @@ def check_machine(device: str = "cuda", command: str = "optimize",
     need = f"{command} needs a CUDA GPU and Nsight Compute (ncu)"
     if not re.fullmatch(r"cuda(:\d+)?", device):
         raise MachineError(f"{need}: --device must be cuda or cuda:N, got {device!r}")
-    import torch
+    from autoprofiler_env.envs.backends.live import require_cuda  # the live env's own check
 
-    if not torch.cuda.is_available():
-        raise MachineError(f"{need}; this machine has no CUDA device (torch "
-                           f"{torch.__version__} sees none)")
+    require_cuda(device, need)
     from autoprofiler_env.errors import NcuNotFoundError
     from autoprofiler_env.profiler.runner import find_ncu
 

@@ -21,7 +21,13 @@ from autoprofiler_env.envs.observation import (
     budget_entries,
     observation_space,
 )
-from autoprofiler_env.errors import AutoProfilerError, NotRecordedError, ProblemNotFoundError
+from autoprofiler_env.errors import (
+    AutoProfilerError,
+    NotRecordedError,
+    ProblemNotFoundError,
+    RenderModeError,
+    UnknownProblemError,
+)
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
@@ -29,6 +35,8 @@ REWARDS = ("log_speedup", "speedup")
 RESET_OPTIONS = ("problem", "budget")
 """The keys ``reset(options=...)`` accepts; any other key is a ``ValueError``."""
 _RESET_KEYS = frozenset(RESET_OPTIONS)
+_RESET_MEANINGS = {"problem": "the episode's problem URI, one of env.unwrapped.problems",
+                   "budget": "the episode's budget, in the budget kwarg's terms"}
 _STARTS_KEPT = 4096
 """How many (problem, budget) starts an environment keeps (about 4 KB each)."""
 
@@ -73,9 +81,11 @@ class ProfilingEnv(gym.Env):
 
     ``Discrete(n_sections + 1)``: action ``i < n_sections`` collects ``env.unwrapped.sections[i]``
     (the 15 action sections of ``autoprofiler_env.profiler.catalogue.ACTION_SECTIONS``); action
-    ``n_sections`` is STOP. ``action_masks()`` (what sb3-contrib's ``MaskablePPO`` calls) and
-    ``info["action_mask"]`` mark the valid ones: sections not yet collected whose cost fits the
-    remaining budget, and STOP (always valid). A masked action (a section already collected,
+    ``n_sections`` is STOP. ``action_masks()`` (what sb3-contrib's ``MaskablePPO`` calls: a
+    bool array) and ``info["action_mask"]`` (an ``int8`` array, as Gymnasium's own Taxi gives
+    it, so that ``env.action_space.sample(mask=info["action_mask"])`` draws a valid action)
+    mark the valid ones: sections not yet collected whose cost fits the remaining budget, and
+    STOP (always valid). A masked action (a section already collected,
     or one the remaining budget cannot pay) is treated as STOP and ``info["invalid_action"]``
     is True: the episode ends, with the reward of the profile collected so far.
 
@@ -146,7 +156,19 @@ class ProfilingEnv(gym.Env):
     full set's cost, or an absolute amount with ``budget_is_fraction=False``), so that one
     environment serves an evaluation at several budgets. These are the only options: any
     other key is a ``ValueError``, so that a misspelt option does not silently give a random
-    problem.
+    problem; a ``problem`` that is not one of ``env.unwrapped.problems`` is an
+    :class:`~autoprofiler_env.errors.UnknownProblemError` (a ``ValueError`` too).
+
+    The live environment's ``reset`` on a CUDA ``device`` (the default) raises
+    :class:`~autoprofiler_env.errors.MachineError` on a machine where torch sees no CUDA
+    device: on a CPU, use the replay environment ``AutoProfiler-v0``. (``device="cpu"``
+    judges the candidates on the CPU, a check of the pipeline; ncu profiles on a GPU only,
+    so without one such an episode collects sections only from the dataset's recorded
+    profiles, ``evidence="recorded"``.)
+
+    ``render_mode``: None (default) or ``"ansi"`` (``render()`` gives a line of text: the
+    problem, the sections collected, the budget spent); any other mode is a
+    :class:`~autoprofiler_env.errors.RenderModeError` (a ``ValueError``) naming them.
 
     ## Registered Configurations
 
@@ -212,6 +234,10 @@ class ProfilingEnv(gym.Env):
                  device: str = "cuda", tolerance: str | float | None = None,
                  render_mode: str | None = None, source: str | None = None,
                  evidence: str | None = None, harness: dict | None = None) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise RenderModeError(  # as Gymnasium's environment template asserts
+                f"render_mode must be None or one of {self.metadata['render_modes']} (this "
+                f"environment renders text), got {render_mode!r}")
         if budget_unit not in BUDGET_UNITS:
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
         if reward not in REWARDS:
@@ -283,6 +309,7 @@ class ProfilingEnv(gym.Env):
             raise AutoProfilerError(f"no problems in split {split!r} of this backend (give "
                                     "split=None for all of them, or problems=[...])")
         self._problem_set = frozenset(self.problems)
+        self._live = backend == "live"
         self.optimizer = self.backend.optimizer_name
         self.sections = tuple(self.backend.sections)
         self.budget, self.budget_unit = float(budget), budget_unit
@@ -301,6 +328,7 @@ class ProfilingEnv(gym.Env):
         self._budget_total = 0.0
         self._costs = np.zeros(n)
         self._mask = self._obs.mask   # the observation's action_mask, as booleans
+        self._mask_int8 = self._mask.view(np.int8)  # ... and as it is (info's, Gymnasium's)
         self._bits = 0          # the valid sections, bit i for section i
         self._uncollected = 0   # the sections not collected yet, as bits
         self._starts: dict[str, tuple] = {}   # per problem: what an episode starts from
@@ -311,6 +339,7 @@ class ProfilingEnv(gym.Env):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._mask = self._obs.mask  # a view: pickling copies it apart from the observation
+        self._mask_int8 = self._mask.view(np.int8)
 
     # -- costs ------------------------------------------------------------------------------
 
@@ -353,17 +382,21 @@ class ProfilingEnv(gym.Env):
         unknown = sorted(map(str, options.keys() - _RESET_KEYS)) if options else ()
         if unknown:
             raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}: the "
-                             f"options are {', '.join(map(repr, RESET_OPTIONS))} (the episode's "
-                             "problem URI)")
+                             "options are " + "; ".join(f"{k!r} ({_RESET_MEANINGS[k]})"
+                                                          for k in RESET_OPTIONS))
         if "problem" in options and (not isinstance(options["problem"], str)
                                      or options["problem"] not in self._problem_set):
-            raise AutoProfilerError(f"{options['problem']!r} is not among this environment's "
-                                    f"problems: {_some(self.problems)}")
+            raise UnknownProblemError(
+                f"reset option 'problem': {options['problem']!r} is not among this "
+                f"environment's problems: {_some(self.problems)} (env.unwrapped.problems "
+                "lists them)")
         budget = None
         if "budget" in options:
             budget = _finite("the budget option", options["budget"], "a finite number > 0")
             if budget <= 0:
                 raise ValueError(f"the budget option must be a finite number > 0, got {budget!r}")
+        if self._live:  # before any work: the live backend's device must be on this machine
+            self.backend.check_machine()
         super().reset(seed=seed)
         if "problem" in options:
             self._uri = options["problem"]
@@ -535,7 +568,7 @@ class ProfilingEnv(gym.Env):
         return self._costs.copy()
 
     def _info(self) -> dict:
-        return {"action_mask": self.action_masks(), "problem": self._uri}
+        return {"action_mask": self._mask_int8.copy(), "problem": self._uri}
 
     def render(self):
         if self.render_mode != "ansi":

@@ -10,7 +10,7 @@ import numpy as np
 
 from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model, warn_ill_posed
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
-from autoprofiler_env.errors import ProfilingError
+from autoprofiler_env.errors import MachineError, ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
 from autoprofiler_env.profiler import MAX_KERNELS, MAX_OPS, profile_problems
@@ -23,6 +23,23 @@ TRANSIENT = ("timeout", "crash", "timing_mismatch", "out_of_memory")
 EVIDENCE = ("ncu", "recorded")
 """Where a live episode's profiles come from: ``ncu`` runs on this machine's GPU, or the
 dataset's ``recorded`` ones (what the replay shows), with only the judging live."""
+
+
+def require_cuda(device: str, need: str, hint: str = "") -> None:
+    """Returns where ``device`` is not a CUDA device (``cpu``) or torch sees a CUDA device on
+    this machine; raises otherwise.
+
+    Raises:
+        MachineError: ``device`` is ``cuda`` or ``cuda:N`` and torch sees no CUDA device:
+            "``need``; this machine has no CUDA device (...)", then ``hint`` (what to do).
+    """
+    if not str(device).startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise MachineError(f"{need}; this machine has no CUDA device (torch "
+                           f"{torch.__version__} sees none)" + (f": {hint}" if hint else ""))
 
 
 class LiveBackend:
@@ -80,6 +97,7 @@ class LiveBackend:
                              f"it takes {', '.join(sorted(settable))} (device and tolerance "
                              "are arguments of their own)")
         self.evidence = evidence
+        self.device = device
         self.dataset = None
         if dataset is not None:
             from autoprofiler_env.dataset import Dataset
@@ -131,6 +149,19 @@ class LiveBackend:
         """(problem, section) of each ncu run this backend made, in order."""
         self.judged: list[tuple[str, str]] = []
         """(problem, candidate) of each judgement this backend made, in order."""
+
+    def check_machine(self) -> None:
+        """Checks that this machine has the backend's device, before any work (the live
+        environment's ``reset`` calls it; :meth:`finish` too).
+
+        Raises:
+            MachineError: the device is a CUDA one and torch sees no CUDA device here.
+        """
+        require_cuda(self.device, f"the live environment (AutoProfilerLive-v0) on device "
+                     f"{self.device!r} needs a CUDA GPU",
+                     "on a CPU, use the replay environment, gym.make('AutoProfiler-v0'), "
+                     "whose episodes were recorded on a GPU (device='cpu' runs the live "
+                     "environment's judging on the CPU, a check of its pipeline)")
 
     def close(self) -> None:
         """Stops the harness's judging processes (the next judgement starts new ones); what
@@ -211,6 +242,7 @@ class LiveBackend:
 
     def finish(self, uri: str, sections: tuple[str, ...],
                rng: np.random.Generator | None = None) -> EpisodeOutcome:
+        self.check_machine()  # not deep in the harness's worker
         problem = self._problems[uri]
         profile = self.profile(uri, sections) if sections else None
         if not self._llm:  # the reference optimizers read the eager time (launch overhead)
