@@ -7,6 +7,7 @@ from baselines.agents import (
     FixedSections,
     HindsightOracle,
     NoProfile,
+    OracleUseError,
     RandomAgent,
     RooflineTree,
     all_agents,
@@ -14,5 +15,5 @@ from baselines.agents import (
 )
 
 __all__ = ["CUDAFORGE_LIKE", "Agent", "FixedSections", "HindsightOracle", "NoProfile",
-           "RandomAgent", "RooflineTree", "all_agents",
+           "OracleUseError", "RandomAgent", "RooflineTree", "all_agents",
            "baseline"]

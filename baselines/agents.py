@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.oracle import best_affordable
 from autoprofiler_env.profiler.catalogue import load_catalogue
 
@@ -146,6 +147,14 @@ class RandomAgent(Agent):
         return int(self.rng.choice(np.flatnonzero(mask)))
 
 
+class OracleUseError(AutoProfilerError, ValueError):
+    """The hindsight oracle was asked to act on an observation that is not of its own
+    environment's current episode: a vector env's batch of observations, an environment
+    not reset yet, or another environment's observation. It reads the episode's problem
+    from the one environment it was made with: evaluate it there, with
+    :func:`~autoprofiler_env.evaluation.rollout` or ``autoprofiler benchmark``."""
+
+
 class HindsightOracle(Agent):
     """The upper bound under the benchmark's own measure: for the episode's problem
     (``env.problem``, a documented analysis hook), the affordable section set whose outcome
@@ -155,7 +164,9 @@ class HindsightOracle(Agent):
     problem has at all. Then it collects that set. It needs a backend with hindsight (the
     :class:`~autoprofiler_env.envs.backends.Hindsight` protocol: the replay's), and one
     environment of its own (``env``: it reads the episode's problem there, so it cannot act
-    for the sub-environments of a vector env)."""
+    for the sub-environments of a vector env): ``predict`` raises :class:`OracleUseError` on
+    a batch of several observations, before ``env`` is reset, or on an observation of
+    another problem than ``env``'s episode."""
 
     name = "oracle"
 
@@ -163,6 +174,33 @@ class HindsightOracle(Agent):
         super().__init__(env)
         self._plans: dict[tuple[str, float], list[int]] = {}
         self._plan: list[int] = []
+        self._features: dict[str, np.ndarray] = {}
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True,
+                action_masks=None):
+        """SB3's signature, on observations of its own environment's episode only (one, or
+        a batch of one: ``evaluate_policy`` on that environment)."""
+        self._check(observation)
+        return super().predict(observation, state, episode_start, deterministic, action_masks)
+
+    def _check(self, observation) -> None:
+        """An :class:`OracleUseError` where ``observation`` is not its environment's."""
+        use = ("it acts for the one environment it was made with, HindsightOracle(env), whose "
+               "episode's problem it reads: evaluate it there, with rollout(env, oracle) or "
+               "`autoprofiler benchmark --policy oracle`")
+        features = np.asarray(observation["features"])
+        if features.ndim == 2 and len(features) > 1:
+            raise OracleUseError(f"the hindsight oracle cannot act for the {len(features)} "
+                                 f"sub-environments of a vector env: {use}")
+        uri = self.env.problem
+        if uri is None:
+            raise OracleUseError(f"the hindsight oracle's environment has not been reset (no "
+                                 f"episode's problem to read): {use}")
+        if uri not in self._features:
+            self._features[uri] = np.asarray(self.env.backend.features(uri), dtype=np.float32)
+        if not np.array_equal(features.reshape(-1), self._features[uri], equal_nan=True):
+            raise OracleUseError(f"the hindsight oracle was given an observation of another "
+                                 f"problem than its environment's episode ({uri}): {use}")
 
     def reset(self) -> None:
         env = self.env

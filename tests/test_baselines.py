@@ -1,14 +1,23 @@
 """Baselines and the benchmark, on the small real dataset of the profiler study's 12 problems."""
 
 import math
+import re
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import autoprofiler_env  # noqa: F401
+from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.evaluation import rollout
-from baselines import FixedSections, HindsightOracle, NoProfile, RooflineTree, all_agents
+from baselines import (
+    FixedSections,
+    HindsightOracle,
+    NoProfile,
+    OracleUseError,
+    RooflineTree,
+    all_agents,
+)
 from experiments.benchmark import benchmark, episode_row, plot
 from experiments.policies import Entry
 
@@ -87,6 +96,43 @@ def test_sb3_evaluate_policy_takes_a_baseline(env):
     rewards, lengths = evaluate_policy(RooflineTree(monitored), monitored, n_eval_episodes=4,
                                        return_episode_rewards=True)
     assert len(rewards) == 4 and all(np.isfinite(rewards)) and min(lengths) >= 1
+
+
+def test_the_oracle_acts_only_for_its_own_environment_saying_what_it_needs(study_dataset):
+    """It reads the episode's problem from the environment it was made with: a vector env's
+    batch, an environment not reset, another environment's observation are each refused
+    at predict (not the dataset's 'no problem None', nor a plan for another problem);
+    evaluate_policy on its own environment (a batch of one) is served."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
+
+    def env():
+        return gym.make("AutoProfiler-v0", dataset=str(study_dataset), split=None, budget=0.25)
+
+    kwargs = {"dataset": str(study_dataset), "split": None, "budget": 0.25}
+    vec = make_vec_env("AutoProfiler-v0", n_envs=2, seed=0, env_kwargs=kwargs)
+    fresh = HindsightOracle(env())
+    for oracle in (fresh, HindsightOracle(vec.envs[0])):
+        with pytest.raises(OracleUseError, match=r"cannot act for the 2 sub-environments of a "
+                           r"vector env: it acts for the one environment it was made with.*"
+                           r"rollout\(env, oracle\)"):
+            evaluate_policy(oracle, vec, n_eval_episodes=2)
+    own, other = env(), env()
+    problems = own.unwrapped.problems
+    obs, _ = own.reset(options={"problem": problems[0]})
+    with pytest.raises(OracleUseError, match="has not been reset") as raised:
+        fresh.predict(obs, episode_start=np.ones(1, dtype=bool))
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, AutoProfilerError)
+    other.reset(options={"problem": problems[1]})
+    with pytest.raises(OracleUseError, match="another problem than its environment's "
+                       f"episode \\({re.escape(problems[1])}\\)"):
+        HindsightOracle(other).predict(obs, episode_start=np.ones(1, dtype=bool))
+    monitored = Monitor(env())
+    oracle = HindsightOracle(monitored)
+    rewards, _ = evaluate_policy(oracle, monitored, n_eval_episodes=4,
+                                 return_episode_rewards=True)
+    assert len(rewards) == 4 and all(np.isfinite(rewards))
 
 
 def test_a_batched_predict_gets_each_sub_envs_own_mask(study_dataset):
