@@ -159,6 +159,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from experiments.optimize import check_machine
 
     problems = [load_problem(ref) for ref in args.problem]
+    if args.candidate is not None:
+        if len(problems) != 1:
+            return _fail(f"--candidate profiles one problem's inputs: give one --problem, not "
+                         f"{len(problems)}")
+        _check_candidate(args.candidate)
+        problems = [problems[0].with_candidate(args.candidate)]
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     ncu = check_machine(command="profile", ncu=args.ncu)
     profiles, failures = profile_problems(problems, sections, ncu=ncu,
@@ -177,6 +183,29 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for f in failures:
         print(f"autoprofiler: could not profile {f.problem_uri}: {f.error}", file=sys.stderr)
     return EXIT_OK if not failures else EXIT_ERROR
+
+
+def _check_candidate(path: str) -> None:
+    """A candidate file that can be profiled: readable Python source defining ``ModelNew``
+    (checked before ncu starts; its import runs under ncu)."""
+    import ast
+
+    from autoprofiler_env.harness import read_candidate
+
+    try:
+        tree = ast.parse(read_candidate(path), filename=path)
+    except SyntaxError as e:
+        raise AutoProfilerError(f"the candidate {path}: syntax error at line {e.lineno}: "
+                                f"{e.msg}") from None
+    defined = {node.name for node in tree.body
+               if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {t.id for node in tree.body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
+    defined |= {(a.asname or a.name) for node in tree.body
+                if isinstance(node, ast.ImportFrom) for a in node.names}
+    if "ModelNew" not in defined:
+        raise AutoProfilerError(f"the candidate {path} defines no ModelNew (a KernelBench "
+                                "candidate's class)")
 
 
 # -- optimize -------------------------------------------------------------------------------
@@ -728,6 +757,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "ncu invocation profiles them all)")
     p.add_argument("--sections", required=True,
                    help="comma-separated section ids, e.g. SpeedOfLight,WarpStateStats")
+    p.add_argument("--candidate", metavar="FILE",
+                   help="profile this file's ModelNew (your kernel) on the one --problem's "
+                   "inputs, in place of its Model")
     p.add_argument("--ncu", help="the ncu executable (default: $NCU, else ncu on the PATH)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds a problem may take under replay before it counts as hung "

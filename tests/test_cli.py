@@ -238,3 +238,17 @@ def test_profile_without_a_gpu_says_so_in_one_line(capsys, tmp_path):
         "autoprofiler: error: profile needs a CUDA GPU and Nsight Compute (ncu); this machine "
         "has no CUDA device")
     assert json.loads(captured.out)["error"]["kind"] == "MachineError"
+
+
+@pytest.mark.parametrize("extra, candidate, message", [
+    (["--problem", "relu_16384x16384"], "relu_correct.py",
+     "--candidate profiles one problem's inputs: give one --problem, not 2"),
+    ([], "no_model_new.py", "defines no ModelNew (a KernelBench candidate's class)"),
+    ([], "syntax_error.py", "syntax error at line"),
+])
+def test_profile_checks_a_candidate_before_ncu_starts(capsys, extra, candidate, message):
+    from experiments.cli import main
+
+    assert main(["profile", "--problem", PROBLEM, *extra, "--sections", "LaunchStats",
+                 "--candidate", str(DATA / "candidates" / candidate)]) == 2
+    assert message in capsys.readouterr().err

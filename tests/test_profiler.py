@@ -15,6 +15,7 @@ from autoprofiler_env.errors import (
     NcuNotFoundError,
     NcuPermissionError,
     NcuUnsupportedError,
+    ProblemError,
     ProfilingError,
     ReportReadError,
     UnknownSectionError,
@@ -390,6 +391,51 @@ def test_the_kernel_cap_is_ncus_launch_count_for_a_run_of_one_problem(tmp_path):
     assert run.command[run.command.index("--launch-count") + 1] == "65"
     run_ncu([relu], ["SpeedOfLight"], ncu=fake, workdir=tmp_path / "w")
     assert "--launch-count" not in args.read_text()
+
+
+def test_a_candidates_model_new_is_profiled_on_the_problems_inputs(tmp_path):
+    """``profile --candidate``: the driver's spec names the candidate, and the driver builds
+    its ModelNew where the problem's Model would be, with the reference's seeds (the same
+    weights) and the problem's inputs (built here on the CPU, as the driver builds them on the
+    GPU)."""
+    import json
+
+    import torch
+
+    from autoprofiler_env.profiler.driver import build
+
+    problem = tmp_path / "linear_relu.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self, n):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(n, 4)\n\n    def forward(self, x):\n"
+        "        return torch.relu(self.fc(x))\n\n\n"
+        "def get_inputs():\n    return [torch.randn(3, 8)]\n\n\n"
+        "def get_init_inputs():\n    return [8]\n")
+    candidate = tmp_path / "mine.py"
+    candidate.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self, n):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(n, 4)\n\n    def forward(self, x):\n"
+        "        return torch.clamp_min(self.fc(x), 0.0)\n")
+    spec_copy = tmp_path / "spec.json"
+    fake = _fake_ncu(tmp_path, f'for a in "$@"; do spec=$a; done\ncp "$spec" "{spec_copy}"\n')
+    mine = load_problem(str(problem)).with_candidate(candidate)
+    assert mine.uri.endswith("linear_relu#ModelNew")
+    run_ncu([mine], ["SpeedOfLight"], ncu=fake, workdir=tmp_path / "w")
+    [entry] = json.loads(spec_copy.read_text())["problems"]
+    assert entry == {"uri": mine.uri, "path": str(problem), "candidate": str(candidate)}
+    model, inputs = build(entry, device="cpu")
+    reference, same_inputs = build({"uri": "r", "path": str(problem)}, device="cpu")
+    assert type(model).__name__ == "ModelNew" and type(reference).__name__ == "Model"
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 reference.state_dict().values()))
+    assert torch.equal(inputs[0], same_inputs[0])
+    assert torch.equal(model(*inputs), reference(*inputs))
+    (tmp_path / "none.py").write_text("x = 1\n")
+    with pytest.raises(ProblemError, match="defines no ModelNew"):
+        build({"uri": "c", "path": str(problem), "candidate": str(tmp_path / "none.py")},
+              device="cpu")
 
 
 def test_the_primers_kernel_belongs_to_no_problem_and_marks_the_run_primed():

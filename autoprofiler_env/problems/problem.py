@@ -11,7 +11,7 @@ import ast
 import importlib.util
 import itertools
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Literal
@@ -42,6 +42,9 @@ class Problem:
         tags: op categories the reference forward dispatches (see ``features.OP_CATEGORIES``);
             for the project's suite they are stored in the suite manifest, for other files
             computed on demand by :func:`autoprofiler_env.features.static_features`.
+        candidate: a candidate file whose ``ModelNew`` the profiler runs in place of
+            ``Model``, on the problem's inputs (:meth:`with_candidate`); None: the problem's
+            own ``Model``.
     """
 
     uri: str
@@ -50,6 +53,12 @@ class Problem:
     level: int | None = None
     split: str | None = None
     tags: tuple[str, ...] = field(default=())
+    candidate: Path | None = None
+
+    def with_candidate(self, path: str | Path) -> Problem:
+        """This problem with ``path``'s ``ModelNew`` in place of its ``Model`` (what
+        ``autoprofiler profile --candidate`` profiles), named ``<uri>#ModelNew``."""
+        return replace(self, uri=f"{self.uri}#ModelNew", candidate=Path(path))
 
     @property
     def source(self) -> str:

@@ -3,10 +3,11 @@ and torch's start-up (about 4 s) is paid once per ncu invocation, not once per p
 
     python -m autoprofiler_env.profiler.driver SPEC.json
 
-SPEC is a JSON object ``{"problems": [{"uri", "path"}...], "size": "full", "warmup": 3,
+SPEC is a JSON object ``{"problems": [{"uri", "path"[, "candidate"]}...], "size": "full", "warmup": 3,
 "status": "status.jsonl", "seed": 42, "max_ops": 64, "primer": true}``. With ``primer`` it
 first runs one tiny kernel inside a profiled range of its own (``PRIMER_INDEX``). For each
-problem the driver builds the model and the inputs on the GPU, runs ``warmup`` calls (not
+problem the driver builds the model (the problem's ``Model``, or with ``candidate`` that file's
+``ModelNew``: :func:`build`) and the inputs on the GPU, runs ``warmup`` calls (not
 profiled: ncu's NVTX filter excludes them), then one call inside the NVTX range
 ``ap_<index>``: ncu profiles exactly the kernels of that call. With ``max_ops`` the range
 closes after that many PyTorch operators, so a long program (a 128-step recurrence) is
@@ -70,12 +71,54 @@ def _status(path: Path, row: dict) -> None:
         f.flush()
 
 
+def build(problem: dict, size: str = "full", seed: int = 42, device: str = "cuda"):
+    """The model and the inputs the driver profiles for one entry of the spec, on ``device``:
+    the problem file's ``Model``, or, where the entry names a ``candidate`` file, its
+    ``ModelNew`` (the user's own kernel, imported here as their program: profiling is not
+    judging, and runs no sandbox), built from the problem's ``get_init_inputs`` with the
+    seeds the harness builds the reference with, and called on the problem's ``get_inputs``.
+
+    Raises:
+        ProblemError: the problem or the candidate file does not import, or the candidate
+            defines no ``ModelNew``.
+    """
+    import importlib.util
+
+    import torch
+
+    from autoprofiler_env.errors import ProblemError
+    from autoprofiler_env.problems.problem import import_problem
+
+    module = import_problem(Path(problem["path"]), size)
+    model_class = module.Model
+    if problem.get("candidate"):
+        path = Path(problem["candidate"])
+        spec = importlib.util.spec_from_file_location("_autoprofiler_candidate", path)
+        if spec is None or spec.loader is None:
+            raise ProblemError(path, "is not an importable Python file")
+        candidate = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = candidate
+        try:
+            spec.loader.exec_module(candidate)
+        except Exception as e:  # the candidate's own code: anything can happen
+            raise ProblemError(path, f"import failed: {type(e).__name__}: {e}") from e
+        model_class = getattr(candidate, "ModelNew", None)
+        if not callable(model_class):
+            raise ProblemError(path, "defines no ModelNew")
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = model_class(*module.get_init_inputs())
+    model = model.to(device)
+    torch.manual_seed(seed + 1)
+    with torch.device(device):
+        inputs = module.get_inputs()
+    return model, [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     status = Path(spec["status"])
     import torch
-
-    from autoprofiler_env.problems.problem import import_problem
 
     # fp32 as the harness runs it: cuDNN would otherwise use TF32 for convolutions
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -97,15 +140,7 @@ def main(spec_path: str) -> int:
         row = {"event": "problem", "index": index, "uri": problem["uri"]}
         started = time.perf_counter()
         try:
-            module = import_problem(Path(problem["path"]), spec.get("size", "full"))
-            torch.manual_seed(spec.get("seed", 42))
-            with torch.device("cuda"):
-                model = module.Model(*module.get_init_inputs())
-            model = model.to("cuda")
-            torch.manual_seed(spec.get("seed", 42) + 1)
-            with torch.device("cuda"):
-                inputs = module.get_inputs()
-            inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in inputs]
+            model, inputs = build(problem, spec.get("size", "full"), spec.get("seed", 42))
             with torch.no_grad():
                 warmup = spec.get("warmup", 3)
                 for _ in range(warmup - 1):

@@ -210,7 +210,9 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     status_path, report = workdir / "status.jsonl", workdir / "report.ncu-rep"
     status_path.unlink(missing_ok=True)
     report.unlink(missing_ok=True)
-    spec = {"problems": [{"uri": p.uri, "path": str(p.path)} for p in problems],
+    spec = {"problems": [{"uri": p.uri, "path": str(p.path)}
+                         | ({"candidate": str(p.candidate)} if p.candidate else {})
+                         for p in problems],
             "size": size, "warmup": 3, "status": str(status_path), "start": start,
             "max_ops": max_ops, "primer": True}
     spec_path = workdir / "spec.json"
