@@ -115,6 +115,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
 # -- evaluate -------------------------------------------------------------------------------
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from autoprofiler_env.envs.backends.live import require_cuda
     from autoprofiler_env.harness import Evaluator, HarnessConfig, read_candidate
     from autoprofiler_env.problems import load_problem
 
@@ -124,12 +125,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return _fail(f"--timeout {args.timeout:g}: seconds > 0")
     if args.correctness_trials < 1:
         return _fail(f"--correctness-trials {args.correctness_trials}: at least 1")
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            return _fail("--device cuda asked for, but torch sees no CUDA device; "
-                         "use --device cpu")
+    require_cuda(args.device, f"evaluate --device {args.device} needs a CUDA GPU",
+                 "use --device cpu")
     problem = load_problem(args.problem)
     source = read_candidate(args.candidate)
     config = HarnessConfig(device=args.device, size=args.size, tolerance=args.tolerance,

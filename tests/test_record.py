@@ -1019,6 +1019,6 @@ def test_recording_on_a_cuda_device_that_torch_does_not_see_is_one_clear_error(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert main(["record", "--out", str(tmp_path / "rec"), "relu_16384x16384"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["autoprofiler: error: recording on --device cuda needs a CUDA GPU, and "
-                   f"torch {torch.__version__} sees none on this machine: record on a GPU "
-                   "machine (docs/dataset.md), or try the pipeline with --device cpu"]
+    assert err == ["autoprofiler: error: recording on --device cuda needs a CUDA GPU; this "
+                   f"machine has no CUDA device (torch {torch.__version__} sees none): record "
+                   "on a GPU machine (docs/dataset.md), or try the pipeline with --device cpu"]

@@ -15,13 +15,11 @@ def machine_info(device: str) -> dict:
 
     info = {"torch": torch.__version__, "python": platform.python_version(), "device": device}
     if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            from autoprofiler_env.errors import MachineError
+        from autoprofiler_env.envs.backends.live import require_cuda
 
-            raise MachineError(f"recording on --device {device} needs a CUDA GPU, and torch "
-                               f"{torch.__version__} sees none on this machine: record on a "
-                               "GPU machine (docs/dataset.md), or try the pipeline with "
-                               "--device cpu")
+        require_cuda(device, f"recording on --device {device} needs a CUDA GPU",
+                     "record on a GPU machine (docs/dataset.md), or try the pipeline with "
+                     "--device cpu")
         props = torch.cuda.get_device_properties(device)
         info.update(gpu=props.name, cuda=torch.version.cuda,
                     sm_count=props.multi_processor_count,
