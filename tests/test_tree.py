@@ -184,15 +184,7 @@ def test_a_section_that_does_not_fit_is_passed_over_and_its_values_are_unknown(t
     # the action_masks argument wins over the observation's own mask, as SB3 passes it
     mask = np.ones(len(sections) + 1, bool)
     assert policy.predict(_obs(train), action_masks=mask)[0] == sections.index("SpeedOfLight")
-
-
-def test_the_explanation_says_each_visited_node_its_value_and_side(train):
-    sections = train.unwrapped.sections
-    tree = Tree(Collect("SpeedOfLight", Branch(Condition("metric", SM, 60.0), Stop(),
-                                               Collect("Occupancy"))))
-    policy = TreePolicy(tree, train)
-    obs = _obs(train)
-    obs["action_mask"][sections.index("SpeedOfLight")] = 0
+    # the explanation: each visited node, the value it read and the side taken
     assert policy.explain(obs) == [
         "[0] collect SpeedOfLight: does not fit the budget left",
         f"[1] if {SM} >= 60: unknown (its section is not collected), no",
