@@ -6,9 +6,11 @@
 Every baseline, the AutoProfiler tree the project ships for the optimizer
 (``autoprofiler-tree``, :func:`agents.tree.shipped_tree`), the MaskablePPO policy it ships
 (``maskable-ppo``, :func:`agents.rl.shipped_model`), and each policy given with
-``--policy`` (a baseline's name, a tree file or a saved stable-baselines3 model:
-:mod:`experiments.policies`), runs every problem of the split once per budget through the one evaluation (:func:`autoprofiler_env.evaluation.rollout`). Per
-agent and budget: the geometric-mean speedup (the project's one score,
+``--policy`` (a baseline's name, a tree file, a saved stable-baselines3 model or a policy
+of your own, ``py:MODULE:ATTR``: :mod:`experiments.policies`), runs every problem of the
+split once per budget through the one evaluation
+(:func:`autoprofiler_env.evaluation.rollout`; a stochastic policy once per seed). Per agent
+and budget: the geometric-mean speedup (the project's one score,
 :mod:`autoprofiler_env.scoring`: an incorrect candidate counts as eager, 1.0x, the program
 one would ship), fast_1 (the share of problems with a correct candidate
 faster than eager), the mean profiling cost (seconds of ncu replay), the regret to the
@@ -49,13 +51,18 @@ def episode_row(entry, record, budget: float, seed: int) -> dict:
 
 
 def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
-              split: str = "test", policies: list[str] = (),
+              split: str = "test", policies: list = (),
               optimizer: str | None = None) -> tuple[list[dict], list[dict]]:
-    """(summary rows, episode rows) of every baseline and every policy of ``policies``
-    (:func:`experiments.policies.load` specs) at every budget, each episode through
-    :func:`autoprofiler_env.evaluation.rollout` (deterministic, every problem of the split
-    once; a stochastic policy once per seed); ``optimizer``: the environment's (None: its
-    default)."""
+    """(summary rows, episode rows) of every baseline and every policy of ``policies`` at
+    every budget, each episode through :func:`autoprofiler_env.evaluation.rollout`
+    (deterministic, every problem of the split once; a stochastic policy once per seed,
+    seeded with it: :func:`experiments.policies.is_stochastic`); ``optimizer``: the
+    environment's (None: its default).
+
+    ``policies``: spec strings (:func:`experiments.policies.load`: a baseline's name,
+    ``sb3:FILE``, ``tree:FILE``, ``py:MODULE:ATTR``, ...), policy objects (anything with
+    SB3's ``predict``), classes or functions called with the benchmark's environment that
+    return one, or ``(name, any of those)`` pairs (:func:`experiments.policies.as_entry`)."""
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
@@ -63,40 +70,41 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     from agents.tree import shipped_tree
     from autoprofiler_env.evaluation import rollout
     from baselines import all_agents
-    from experiments.policies import SHIPPED_RL, SHIPPED_TREE, Entry, load
+    from experiments.policies import (
+        SHIPPED_RL,
+        SHIPPED_TREE,
+        Entry,
+        as_entry,
+        learned_elsewhere,
+        load,
+    )
 
     kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
               | ({"optimizer": optimizer} if optimizer else {}))
     env = gym.make("AutoProfiler-v0", **kwargs)
-    entries = [Entry(a.name, a, a.stochastic) for a in all_agents(env)]
+    entries = [Entry(a.name, a) for a in all_agents(env)]
     if shipped_tree(env.unwrapped.optimizer) is not None:
         entries.append(load(SHIPPED_TREE, env))
     if shipped_model(env.unwrapped.optimizer) is not None:
         entries.append(load(SHIPPED_RL, env))
     shown = {e.name for e in entries}  # a baseline named with --policy is already here
-    entries += [load(spec, env) for spec in policies if spec not in shown]
+    entries += [as_entry(item, env) for item in policies
+                if not (isinstance(item, str) and item in shown)]
     names = [e.name for e in entries]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(f"policies named twice: {', '.join(twice)} (give each --policy "
-                         "once)")
-    sha256 = env.unwrapped.backend.dataset.metadata.get("sha256")
-    for entry in entries:
-        if entry.learned_on is not None and sha256 is not None and entry.learned_on != sha256:
-            warnings.warn(f"{entry.name} was learned on another dataset (sha256 "
-                          f"{entry.learned_on[:12]}...) than this one "
-                          f"({dataset or 'the default'}, sha256 {sha256[:12]}...): another "
-                          "dataset, or an earlier build of this one; its rows measure how "
-                          "it transfers (learn-tree, or train with env_kwargs naming the "
-                          "dataset, learn one on this one)", stacklevel=2)
+                         "once; name a policy object with a (name, policy) pair)")
+    for one in entries:
+        for message in learned_elsewhere(one, env, dataset):
+            warnings.warn(message, stacklevel=2)
     summary, episodes = [], []
     for budget in budgets:
         oracle_speedup, rows = {}, {}
         for entry in tqdm(entries, desc=f"budget {budget:g}", unit="agent", leave=False):
             runs = []
             for seed in range(seeds if entry.stochastic else 1):
-                if entry.stochastic and hasattr(entry.policy, "seed"):
-                    entry.policy.seed(seed)
+                entry.seed(seed)
                 runs += [episode_row(entry, r, budget, seed)
                          for r in rollout(env, entry.policy, budget=budget)]
             if entry.name == "oracle":

@@ -3,8 +3,15 @@
     autoprofiler experiment --config experiments/configs/compare.yaml [--out DIR] [--wandb]
 
 The learned agents (the AutoProfiler tree, learned once per seed; RL policies, trained once
-per seed) and the fixed baselines run every problem of the test and validation splits at every
-budget through the one evaluation (:func:`~autoprofiler_env.evaluation.rollout`). Beside them
+per seed) and the fixed policies of ``baselines`` (any spec :func:`experiments.policies.load`
+takes: a baseline's name, a saved model or run, a tree file, a policy of your own; each run
+once, a stochastic one -- the random baseline, a policy with ``seed(int)`` or ``stochastic =
+True`` -- once per seed, seeded with it, as the benchmark runs it) run every problem of the
+test and validation splits at every budget through the one evaluation
+(:func:`~autoprofiler_env.evaluation.rollout`). The specs are loaded before anything runs (a
+typo, a missing file or module is an error then, not after hours of training); a learned
+policy among them whose record names another dataset or environment kwargs is warned about
+(:func:`experiments.policies.learned_elsewhere`). Beside them
 stands the fixed configuration chosen on the train split at each budget (the best geometric
 mean there among ncu's sets, single sections, the curated list and no profile), the bar a
 learned agent must clear.
@@ -41,6 +48,9 @@ The config (YAML)::
       autoprofiler-tree: {kind: tree, rounds: 200}
       maskable-ppo: {kind: rl, config: maskable_ppo.yaml}
     baselines: [no-profile, roofline-tree, set:full, curated:cudaforge-like]
+                                 # fixed policies: any spec experiments.policies.load
+                                 # takes (a baseline's name, sb3:FILE, sb3:DIR, tree:FILE,
+                                 # py:MODULE:ATTR); a stochastic one runs once per seed
     reps: 2000                   # bootstrap resamples
     poi_reps: 200                # for P(> fixed), whose resamples cost 50 times more
 """
@@ -52,6 +62,7 @@ import io
 import json
 import math
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +159,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         _check_agent(path, str(name), AGENT_OPTIONS[agents[name]["kind"]], options)
         specs.append(AgentSpec(str(name), agents[name]["kind"], options))
     baselines = need("baselines", list, [])
+    _check_baselines(path, baselines, [s.name for s in specs], "live" in data)
     reps = need("reps", int, 2000)
     poi_reps = need("poi_reps", int, 200)
     for key, value in (("reps", reps), ("poi_reps", poi_reps)):
@@ -198,6 +210,34 @@ def _check_agent(path: Path, name: str, accepted: dict[str, str], options: dict)
             raise ConfigError(f"{where}: a finite number >= 0, got {value!r}")
         if kind == "str" and not (isinstance(value, str) and value):
             raise ConfigError(f"{where}: a name, got {value!r}")
+
+
+def _check_baselines(path: Path, baselines: list, agents: list[str], live: bool) -> None:
+    """The fixed policies' specs checked as far as they can be without an environment, when
+    the config is read (each is loaded for the environment before anything runs)."""
+    from experiments.policies import check, kind
+
+    for spec in baselines:
+        if not isinstance(spec, str) or not spec:
+            raise ConfigError(f"{path}: 'baselines' must be a list of policy specs (a "
+                              "baseline's name, sb3:FILE, sb3:DIR, tree:FILE, py:MODULE:ATTR), "
+                              f"got {spec!r}")
+        if live and kind(spec) != "baseline":
+            raise ConfigError(f"{path}: baselines: {spec!r}: the live evaluation (the 'live' "
+                              "key) plays the baselines by name only (experiments/live.py): "
+                              "give sb3:, tree:, py: and the shipped policies in a config "
+                              "without 'live'")
+        try:
+            check(spec)
+        except AutoProfilerError as e:
+            raise ConfigError(f"{path}: baselines: {e}") from None
+    names = agents + [str(b) for b in baselines] + [TRAIN_CHOSEN]
+    folders = [_run_file(Path(), name, 0).parent for name in names]
+    clash = next((n for n, f in zip(names, folders) if folders.count(f) > 1), None)
+    if clash is not None:
+        raise ConfigError(f"{path}: {clash!r} is given twice (or its run folder, runs/"
+                          f"{_run_file(Path(), clash, 0).parent.name}, is another's): name "
+                          "each agent and baseline once")
 
 
 def config_path(spec: str | Path) -> Path:
@@ -288,14 +328,20 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     import autoprofiler_env  # noqa: F401
     from baselines import baseline
     from experiments.benchmark import benchmark
+    from experiments.policies import learned_elsewhere, load
 
     _rliable()  # missing, it is an error now, not after every run
+    fixed = {}  # a spec that names nothing is an error now, not after hours of training
     try:
         envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
-        for name in config.baselines:  # a typo is an error now, not after hours of training
-            baseline(envs[config.splits[0]], name)
-    except ValueError as e:
-        raise ConfigError(f"{config.path}: {e}") from None
+        for name in config.baselines:
+            fixed[name] = load(name, envs[config.splits[0]])
+    except (ValueError, AutoProfilerError) as e:
+        raise ConfigError(f"{config.path}: baselines: {e}") from None
+    for entry in fixed.values():
+        for message in learned_elsewhere(entry, envs[config.splits[0]],
+                                         config.env.get("dataset")):
+            warnings.warn(message, stacklevel=2)
     # the dataset's checksum too: a dataset rebuilt under the same name (the KernelBench one
     # grows as it is recorded) must not be scored by runs made on the one before
     dataset = getattr(envs[config.splits[0]].unwrapped.backend, "dataset", None)
@@ -310,7 +356,8 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
                           "to run it again")
     write_atomic(stamp, (json.dumps(settings, indent=1) + "\n").encode())
     jobs = [(spec, seed) for spec in config.agents for seed in config.seeds]
-    jobs += [(AgentSpec(name, "baseline"), 0) for name in config.baselines]
+    jobs += [(AgentSpec(name, "baseline"), seed) for name, entry in fixed.items()
+             for seed in (config.seeds if entry.stochastic else (0,))]
     # the fixed configuration chosen on the train split, per budget (read back from its run
     # file when that is written: a resumed experiment does not benchmark the train split again)
     chosen_file = _run_file(out, TRAIN_CHOSEN, 0)
@@ -343,8 +390,10 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
             def make(env):
                 return None
         else:
-            def make(env, name=spec.name):
-                return baseline(env, name)
+            def make(env, name=spec.name, seed=seed):
+                entry = load(name, env)
+                entry.seed(seed)  # a stochastic one, as the benchmark seeds it
+                return entry.policy
         result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {},
                   "settings": settings | {"options": spec.options}}
         for split, env in envs.items():
@@ -369,7 +418,10 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
     scores: dict = {}
     costs: dict = {}
     for name in names:
-        seeds = config.seeds if name in {s.name for s in config.agents} else (0,)
+        seeds = config.seeds if name in {s.name for s in config.agents} else (
+            # a fixed policy: once (seed 0), a stochastic one once per seed (the live
+            # evaluation plays each fixed policy once)
+            [s for s in config.seeds if _run_file(out, name, s).is_file()] or (0,))
         runs = [json.loads(_run_file(out, name, seed).read_text()) for seed in seeds]
         for split in (config.splits if splits is None else
                       [s for s in config.splits if s in set(splits)]):
@@ -479,7 +531,8 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
     lines = [f"# Experiment `{config.name}`", "",
              f"`{command}`", "", *((header, "") if header else ()),
              f"Learned agents: {', '.join(s.name for s in config.agents) or 'none'}, each run "
-             f"with {seeds} seed{'s' if seeds != 1 else ''}; deterministic baselines once. "
+             f"with {seeds} seed{'s' if seeds != 1 else ''}; deterministic baselines once, "
+             "stochastic ones once per seed. "
              "Scores: the shipped speedup "
              "per problem (an incorrect candidate counts as eager, 1.0x), aggregated over runs "
              "x problems with rliable: the geometric mean and the IQM, with 95% stratified "

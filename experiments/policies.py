@@ -1,21 +1,43 @@
-"""Policies by name, as ``autoprofiler benchmark --policy SPEC`` takes them.
+"""Policies by name, as ``autoprofiler benchmark --policy SPEC`` and an experiment config's
+``baselines`` take them (:func:`load`, the one grammar of them).
 
 - a baseline's name: ``no-profile``, ``set:basic|detailed|full``, ``section:<Section>``,
   ``curated:cudaforge-like``, ``roofline-tree``, ``random``, ``oracle``;
 - ``sb3:FILE`` or ``sb3:ALGO:FILE``, or a path ending in ``.zip``: a saved stable-baselines3 /
-  sb3-contrib model (:func:`agents.rl.load_model`; ALGO one of maskable_ppo, ppo, a2c, dqn,
-  qrdqn, read from the file when left out); ``sb3:DIR``: a run directory of
-  ``autoprofiler train`` or of rl-baselines3-zoo (``logs/<algo>/AutoProfiler-v0_<N>``), its
-  best model (:func:`agents.rl.load_run`);
+  sb3-contrib model (:func:`agents.rl.load_model`; ALGO one of :func:`agents.rl.algorithms`,
+  read from the file when left out); ``sb3:DIR``: a run directory of ``autoprofiler train``
+  or of rl-baselines3-zoo (``logs/<algo>/AutoProfiler-v0_<N>``), its best model
+  (:func:`agents.rl.load_run`);
 - ``tree:FILE``: an AutoProfiler tree file (:mod:`agents.tree`), named ``tree:<file stem>``
   in the tables; ``autoprofiler-tree``: the tree the project ships for the environment's
   optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default;
 - ``maskable-ppo``: the MaskablePPO policy the project ships for the environment's optimizer
-  (:func:`agents.rl.shipped_model`), shown by default too.
+  (:func:`agents.rl.shipped_model`), shown by default too;
+- ``py:MODULE:ATTR``: a policy of your own (the ``module:attr`` form of entry points):
+  MODULE importable from the current directory or ``PYTHONPATH``, ATTR (dotted for a nested
+  one) a class or function that is called with the environment and returns an object with
+  stable-baselines3's ``predict`` (:mod:`autoprofiler_env.policy`); named
+  ``py:MODULE:ATTR`` in the tables.
+
+A policy whose episodes vary with a seed -- one with a ``seed(int)`` method, or a
+``stochastic = True`` attribute (the random baseline has both; ``stochastic = False`` says it
+does not) -- runs once per seed, seeded with it where it has ``seed`` (:func:`is_stochastic`,
+:meth:`Entry.seed`): in the benchmark once per ``--seeds``, in an experiment once per the
+config's seeds.
+
+A learned policy's record (a training run's ``run.json``, the ``.json`` shipped beside a model,
+a tree file's ``meta.learned``) says what it was learned on: :func:`learned_elsewhere` names
+what differs from the environment it is evaluated on (another dataset; another
+``budget_unit``, ``optimizer``, ``tolerance`` or reward), which the benchmark and the
+experiment warn about.
 """
 
 from __future__ import annotations
 
+import importlib
+import math
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,16 +50,46 @@ SHIPPED_RL = "maskable-ppo"
 """The name of the shipped MaskablePPO policy's entry."""
 
 
+class PolicySpecError(AutoProfilerError):
+    """A policy spec that names no policy, or one that cannot be made for the environment
+    (a module or attribute that is not there, an object without ``predict``, a model of
+    another environment's spaces); the message says what is accepted."""
+
+
+def is_stochastic(policy) -> bool:
+    """Whether ``policy``'s episodes vary with a seed: its ``stochastic`` attribute where it
+    has one, else whether it has a ``seed(int)`` method (an SB3 model's ``seed`` is a number,
+    not a method: it is deterministic here, where rollouts are)."""
+    flag = getattr(policy, "stochastic", None)
+    if flag is not None:
+        return bool(flag)
+    return callable(getattr(policy, "seed", None))
+
+
 @dataclass
 class Entry:
-    """A policy in the benchmark: its name in the tables, and whether its episodes vary with
-    a seed (they are then run once per seed)."""
+    """A policy in the benchmark or an experiment: its name in the tables, and whether its
+    episodes vary with a seed (then run once per seed; None: :func:`is_stochastic` of the
+    policy)."""
 
     name: str
     policy: Policy
-    stochastic: bool = False
+    stochastic: bool | None = None
     learned_on: str | None = None
     """The sha256 of the dataset a learned policy was learned on, where its files say."""
+    learned_with: dict | None = None
+    """The make kwargs of the environment it was learned on that bear on what the
+    observation and the reward mean (:data:`BEARING`), where its files say."""
+
+    def __post_init__(self) -> None:
+        if self.stochastic is None:
+            self.stochastic = is_stochastic(self.policy)
+
+    def seed(self, seed: int) -> None:
+        """Seeds a stochastic policy that has a ``seed(int)`` method (one that has none draws
+        from its own generator); a deterministic one is left as it is."""
+        if self.stochastic and callable(getattr(self.policy, "seed", None)):
+            self.policy.seed(seed)
 
     def fits_budget(self, sections) -> bool:
         """Whether a fixed configuration ran whole (always, for other policies)."""
@@ -45,8 +97,23 @@ class Entry:
         return bool(check(sections)) if check is not None else True
 
 
+def kind(spec: str) -> str:
+    """Which part of the grammar ``spec`` is: ``shipped`` (:data:`SHIPPED_TREE`,
+    :data:`SHIPPED_RL`), ``tree``, ``sb3``, ``py`` or ``baseline`` (any other string: a
+    baseline's name, checked when it is loaded)."""
+    if spec in (SHIPPED_TREE, SHIPPED_RL):
+        return "shipped"
+    if spec.startswith("tree:"):
+        return "tree"
+    if spec.startswith("py:"):
+        return "py"
+    if spec.startswith("sb3:") or spec.endswith(".zip"):
+        return "sb3"
+    return "baseline"
+
+
 def load(spec: str, env) -> Entry:
-    """The policy ``spec`` names, for ``env``; an ``AutoProfilerError`` saying what is
+    """The policy ``spec`` names, for ``env``; a :class:`PolicySpecError` saying what is
     accepted otherwise."""
     from baselines import baseline
 
@@ -55,81 +122,280 @@ def load(spec: str, env) -> Entry:
 
         path = shipped_model(env.unwrapped.optimizer)
         if path is None:
-            raise AutoProfilerError(f"no MaskablePPO policy is shipped for the optimizer "
-                                    f"{env.unwrapped.optimizer!r}: train one with "
-                                    "`autoprofiler train` and give sb3:DIR")
+            raise PolicySpecError(f"no MaskablePPO policy is shipped for the optimizer "
+                                  f"{env.unwrapped.optimizer!r}: train one with "
+                                  "`autoprofiler train` and give sb3:DIR")
         return Entry(SHIPPED_RL, _fitting(load_model(path, "maskable_ppo"), env, spec),
-                     learned_on=_learned_on(path.with_suffix(".json")))
-    if spec.startswith("tree:") or spec == SHIPPED_TREE:
+                     **_learned(path.with_suffix(".json")))
+    if kind(spec) in ("tree", "shipped"):
         from agents.tree import TreePolicy, shipped_tree
 
         if spec == SHIPPED_TREE:
             path = shipped_tree(env.unwrapped.optimizer)
             if path is None:
-                raise AutoProfilerError(f"no tree is shipped for the optimizer "
-                                        f"{env.unwrapped.optimizer!r}: learn one "
-                                        "with `autoprofiler learn-tree` and give tree:FILE")
-            return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE),
-                         learned_on=_learned_on(path))
+                raise PolicySpecError(f"no tree is shipped for the optimizer "
+                                      f"{env.unwrapped.optimizer!r}: learn one "
+                                      "with `autoprofiler learn-tree` and give tree:FILE")
+            return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE), **_learned(path))
         path = Path(spec.removeprefix("tree:"))
         return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"),
-                     learned_on=_learned_on(path))
-    if spec.startswith("sb3:") or spec.endswith(".zip"):
+                     **_learned(path))
+    if kind(spec) == "sb3":
         from agents.rl import load_model
 
-        rest = spec.removeprefix("sb3:")
-        head, sep, tail = rest.partition(":")
-        algorithm, path = (head, tail) if sep and not Path(rest).exists() else (None, rest)
-        if not path:
-            raise AutoProfilerError(f"--policy {spec!r}: give the model after sb3: (sb3:FILE, "
-                                    "sb3:ALGO:FILE or sb3:DIR, a training run)")
-        path = Path(path)
+        algorithm, path = _sb3_parts(spec)
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
         return Entry(spec, _fitting(load_model(path, algorithm), env, spec),
-                     learned_on=_learned_on(run if run.is_file() else path.with_suffix(".json")))
+                     **_learned(run if run.is_file() else path.with_suffix(".json")))
+    if kind(spec) == "py":
+        return Entry(spec, made(_imported(spec), env, spec))
     try:
         agent = baseline(env, spec)
     except ValueError as e:
-        raise AutoProfilerError(f"--policy {spec!r}: {e}; or sb3:FILE / sb3:ALGO:FILE, a "
-                                "saved stable-baselines3 model, or sb3:DIR, a training "
-                                "run; or tree:FILE, a tree "
-                                f"file; or {SHIPPED_TREE}") from None
-    return Entry(agent.name, agent, agent.stochastic)
+        raise PolicySpecError(f"--policy {spec!r}: {e}; or sb3:FILE / sb3:ALGO:FILE, a "
+                              "saved stable-baselines3 model, or sb3:DIR, a training "
+                              "run; or tree:FILE, a tree "
+                              f"file; or {SHIPPED_TREE}; or py:MODULE:ATTR, a policy of "
+                              "your own") from None
+    return Entry(agent.name, agent)
+
+
+def check(spec: str) -> None:
+    """Checks what of ``spec`` can be checked without an environment (an experiment config
+    when it is read): its form, that a model's or a tree's file is there, that a ``py:``
+    module imports and has the attribute; :func:`load` checks the rest."""
+    if kind(spec) == "sb3":
+        _, path = _sb3_parts(spec)
+        if not path.exists():
+            raise PolicySpecError(f"--policy {spec}: {path}: no such model file or run "
+                                  f"directory (a relative path is read from {Path.cwd()})")
+    elif kind(spec) == "tree":
+        path = Path(spec.removeprefix("tree:"))
+        if not path.is_file():
+            raise PolicySpecError(f"--policy {spec}: {path}: no such tree file (a relative "
+                                  f"path is read from {Path.cwd()})")
+    elif kind(spec) == "py":
+        _imported(spec)
+
+
+def _sb3_parts(spec: str) -> tuple[str | None, Path]:
+    """(the algorithm or None, the path) of ``sb3:FILE``, ``sb3:ALGO:FILE``, ``sb3:DIR`` or
+    ``FILE.zip``."""
+    rest = spec.removeprefix("sb3:")
+    head, sep, tail = rest.partition(":")
+    algorithm, path = (head, tail) if sep and not Path(rest).exists() else (None, rest)
+    if not path:
+        raise PolicySpecError(f"--policy {spec!r}: give the model after sb3: (sb3:FILE, "
+                              "sb3:ALGO:FILE or sb3:DIR, a training run)")
+    return algorithm, Path(path)
+
+
+def as_entry(item, env) -> Entry:
+    """The benchmark's entry for ``item``: a spec (:func:`load`); a policy (an object with
+    ``predict``); a class or function called with ``env`` that returns one (as
+    ``py:MODULE:ATTR``'s ATTR is); or a ``(name, policy or class or function)`` pair.
+    Unnamed, a policy is named by its ``name`` attribute, else by its class or function."""
+    if isinstance(item, str):
+        return load(item, env)
+    name = None
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+        name, item = item
+    where = name or getattr(item, "__qualname__", None) or type(item).__name__
+    policy = made(item, env, where)
+    if name is None:
+        own = getattr(policy, "name", None)
+        name = own if isinstance(own, str) and own else where
+    return Entry(name, policy)
+
+
+def made(thing, env, spec: str):
+    """A policy from ``thing``: a class or a function (anything callable without
+    ``predict``) is called with ``env``; an object with ``predict`` is the policy itself. A
+    stable-baselines3 model is checked against the environment's spaces (:func:`_fitting`);
+    an object without ``predict`` is a :class:`PolicySpecError`."""
+    policy = thing
+    if isinstance(thing, type) or (not hasattr(thing, "predict") and callable(thing)):
+        policy = thing(env)
+    if not callable(getattr(policy, "predict", None)):
+        made_by = (f"{getattr(thing, '__qualname__', thing)}(env) returned "
+                   if policy is not thing else "")
+        raise PolicySpecError(
+            f"--policy {spec}: {made_by}{type(policy).__name__} {policy!r:.60}, which has no "
+            "predict: a policy is an object with stable-baselines3's predict(observation, "
+            "state=None, episode_start=None, deterministic=False[, action_masks=None]) -> "
+            "(action, state) (autoprofiler_env/policy.py); give a class or function that "
+            "returns one")
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    if isinstance(policy, BaseAlgorithm):
+        _fitting(policy, env, spec)
+    return policy
+
+
+def _imported(spec: str):
+    """The object ``py:MODULE:ATTR`` names, MODULE imported with the current directory on
+    the import path (as ``python -m`` has it)."""
+    module_name, sep, attribute = spec.removeprefix("py:").partition(":")
+    if not (module_name and sep and attribute):
+        raise PolicySpecError(f"--policy {spec!r}: give py:MODULE:ATTR, MODULE a module "
+                              "importable from the current directory or PYTHONPATH and ATTR "
+                              "a class or function in it that is called with the environment "
+                              "(e.g. py:my_policies:CheapestFirst for my_policies.py here)")
+    here = os.getcwd()
+    if not any(os.path.abspath(p or os.curdir) == here for p in sys.path):
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise PolicySpecError(
+                f"--policy {spec}: no module {module_name!r} is importable from the current "
+                f"directory ({here}) or PYTHONPATH: run from the folder that holds its file "
+                f"({module_name.replace('.', '/')}.py), or add that folder to PYTHONPATH"
+                ) from None
+        raise PolicySpecError(f"--policy {spec}: importing {module_name} failed: {e} (a "
+                              "module it imports is not installed)") from e
+    found = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            own = sorted(n for n, v in vars(module).items()
+                         if not n.startswith("_") and callable(v)
+                         and getattr(v, "__module__", None) == module.__name__)
+            raise PolicySpecError(
+                f"--policy {spec}: {module_name} ({getattr(module, '__file__', None)}) has no "
+                f"attribute {attribute!r}; its classes and functions: "
+                f"{', '.join(own) or 'none'}")
+        found = getattr(found, part)
+    if not callable(found) and not hasattr(found, "predict"):
+        raise PolicySpecError(f"--policy {spec}: {attribute} is a {type(found).__name__}, "
+                              "not a class or function to call with the environment")
+    return found
 
 
 def _fitting(model, env, spec: str):
     """``model``, if its observation and action spaces have the environment's shapes; an
     error naming the difference otherwise (a policy trained on a dataset of other
-    sections or metrics)."""
+    sections or metrics, or on a wrapped observation)."""
     def shapes(space) -> dict:
         inner = getattr(space, "spaces", None)
         return ({k: tuple(v.shape or ()) for k, v in inner.items()} if inner is not None
                 else {"": tuple(space.shape or ())})
 
+    mine, theirs = (getattr(model.observation_space, "spaces", None),
+                    getattr(env.observation_space, "spaces", None))
+    if mine is None and theirs is not None:
+        space = model.observation_space
+        raise PolicySpecError(
+            f"--policy {spec}: the model was trained on a wrapped observation "
+            f"({type(space).__name__}{tuple(space.shape or ())}, not the environment's Dict of "
+            f"{', '.join(theirs)}): FlattenObservation or a similar wrapper. The benchmark "
+            "and the experiment give the environment's Dict observation, which the model "
+            "cannot take: wrap it in a policy of your own whose predict flattens the "
+            "observation (gymnasium.spaces.flatten(env.observation_space, observation)) "
+            "before calling the model's, and give it as py:MODULE:ATTR (docs/benchmark.md)")
     mine, theirs = shapes(model.observation_space), shapes(env.observation_space)
     differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
     if differ or getattr(model.action_space, "n", None) != getattr(env.action_space, "n", None):
         what = (f"observation {differ[0]!r}: {mine.get(differ[0])} against the "
                 f"environment's {theirs.get(differ[0])}" if differ else
                 f"{model.action_space} actions against the environment's {env.action_space}")
-        raise AutoProfilerError(f"--policy {spec}: the model was trained on another "
-                                f"environment ({what}): a dataset with other sections or "
-                                "metrics; train one on this dataset")
+        raise PolicySpecError(f"--policy {spec}: the model was trained on another "
+                              f"environment ({what}): a dataset with other sections or "
+                              "metrics; train one on this dataset")
     return model
 
 
-def _learned_on(path: Path) -> str | None:
-    """The dataset checksum a learned policy's record names: a training run's ``run.json``
-    (or the ``.json`` shipped beside a model), a tree file's ``meta.learned``; None where
-    there is none to read."""
+BEARING = {
+    "budget_unit": "the observation's costs and budget_total were in other units",
+    "optimizer": "its reward was another optimizer's outcomes",
+    "tolerance": "its reward judged correctness under another tolerance",
+    "reward": "it was trained for another reward",
+    "incorrect_reward": "its reward for an incorrect candidate was shaped otherwise",
+    "cost_penalty": "its reward charged profiling otherwise",
+}
+"""The make kwargs of the environment that change what the observation or the reward means,
+and how; a learned policy's record naming another value than the evaluation's environment
+is warned about (:func:`learned_elsewhere`). The others do not: ``split``, ``problems``,
+``budget``, ``budget_range`` and ``budget_is_fraction`` choose the episodes and their
+budgets, which the observation states in the same terms; ``device``, ``backend`` and the
+live backend's ``evidence``, ``harness`` and ``source`` say how an outcome is obtained, not
+what it means; ``dataset`` is compared by its sha256."""
+
+
+def _learned(path: Path) -> dict:
+    """What a learned policy's record says it was learned on, as :class:`Entry`'s
+    ``learned_on`` (the dataset's sha256) and ``learned_with`` (:data:`BEARING`'s make
+    kwargs): a training run's ``run.json`` (or the ``.json`` shipped beside a model; its
+    ``env_kwargs`` are every make kwarg given, the others took the environment's defaults,
+    and its ``optimizer`` the one they resolved to), a tree file's ``meta.learned`` (the
+    kwargs it names); None for what there is none to read."""
+    import inspect
     import json
+
+    from autoprofiler_env.envs.profiling_env import ProfilingEnv
 
     try:
         record = json.loads(Path(path).read_text())
     except (OSError, ValueError):
-        return None
+        return {}
     if not isinstance(record, dict):
-        return None
+        return {}
     learned = (record.get("meta") or {}).get("learned") if "meta" in record else record
-    found = learned.get("dataset_sha256") if isinstance(learned, dict) else None
-    return found if isinstance(found, str) else None
+    if not isinstance(learned, dict):
+        return {}
+    found = learned.get("dataset_sha256")
+    kwargs = learned.get("env_kwargs")
+    if isinstance(kwargs, dict):  # a training run's: every kwarg, the rest the defaults
+        defaults = inspect.signature(ProfilingEnv.__init__).parameters
+        said = {k: kwargs.get(k, defaults[k].default) for k in BEARING}
+        said["optimizer"] = learned.get("optimizer") or kwargs.get("optimizer")
+    else:  # a tree's: what it names
+        said = {k: learned[k] for k in BEARING if k in learned}
+    said = {k: v for k, v in said.items() if not (k == "optimizer" and v is None)}
+    return {"learned_on": found if isinstance(found, str) else None,
+            "learned_with": said or None}
+
+
+def _environment_kwargs(env) -> dict:
+    """:data:`BEARING`'s make kwargs of ``env``, as it was made."""
+    base = env.unwrapped
+    spec = getattr(env, "spec", None)
+    given = dict(spec.kwargs) if spec is not None else {}
+    return {"budget_unit": base.budget_unit, "optimizer": base.optimizer,
+            "tolerance": getattr(base.backend, "tolerance", given.get("tolerance")),
+            "reward": base.reward_kind, "incorrect_reward": base.incorrect_reward,
+            "cost_penalty": base.cost_penalty}
+
+
+def _same(a, b) -> bool:
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) if numbers else a == b
+
+
+def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str]:
+    """What ``entry``'s record says it was learned on that ``env`` is not, one message each
+    (none for a policy without a record): another dataset (``dataset``: the name it was
+    given as, None for the default), other make kwargs that bear on the observation or the
+    reward (:data:`BEARING`). The benchmark and the experiment warn them: the policy's rows
+    then measure how it transfers."""
+    messages = []
+    backend_dataset = getattr(env.unwrapped.backend, "dataset", None)
+    sha256 = backend_dataset.metadata.get("sha256") if backend_dataset is not None else None
+    if entry.learned_on is not None and sha256 is not None and entry.learned_on != sha256:
+        messages.append(f"{entry.name} was learned on another dataset (sha256 "
+                        f"{entry.learned_on[:12]}...) than this one "
+                        f"({dataset or 'the default'}, sha256 {sha256[:12]}...): another "
+                        "dataset, or an earlier build of this one; its rows measure how "
+                        "it transfers (learn-tree, or train with env_kwargs naming the "
+                        "dataset, learn one on this one)")
+    here = _environment_kwargs(env)
+    differ = [k for k, v in (entry.learned_with or {}).items()
+              if k in here and not _same(v, here[k])]
+    if differ:
+        said = "; ".join(f"{k}={entry.learned_with[k]!r} there, {here[k]!r} here: "
+                         f"{BEARING[k]}" for k in differ)
+        messages.append(f"{entry.name} was learned on an environment made with other kwargs "
+                        f"than this one ({said}); its rows measure how it transfers (learn "
+                        "it with this environment's kwargs, or evaluate it on an "
+                        "environment made with its own)")
+    return messages

@@ -22,16 +22,22 @@ from autoprofiler_env.errors import AutoProfilerError
 
 
 def algorithms() -> dict:
-    """The algorithms a saved model may be loaded with, by lower-case name."""
-    from sb3_contrib import QRDQN, MaskablePPO
+    """The algorithms a saved model may be loaded with, by lower-case name (rl-baselines3-zoo's
+    names). ``autoprofiler train`` trains those of :data:`agents.rl.config.ALGORITHMS`; the
+    others here (RecurrentPPO, TRPO) are loaded and evaluated as they are, RecurrentPPO's
+    LSTM state carried through an episode by :func:`~autoprofiler_env.evaluation.rollout`."""
+    from sb3_contrib import QRDQN, TRPO, MaskablePPO, RecurrentPPO
     from stable_baselines3 import A2C, DQN, PPO
 
-    return {"maskable_ppo": MaskablePPO, "ppo": PPO, "a2c": A2C, "dqn": DQN, "qrdqn": QRDQN}
+    return {"maskable_ppo": MaskablePPO, "ppo": PPO, "a2c": A2C, "dqn": DQN, "qrdqn": QRDQN,
+            "recurrent_ppo": RecurrentPPO, "trpo": TRPO}
 
 
-# the module of a saved policy class -> the algorithm that loads it (A2C saves PPO's policy
-# class; its predictions are the same loaded either way)
+# the module of a saved policy class -> the algorithm that loads it (A2C and TRPO save PPO's
+# policy class, SB3's ActorCriticPolicy; their predictions are the same loaded either way,
+# and sb3:a2c:FILE / sb3:trpo:FILE name them)
 _BY_POLICY_MODULE = (("sb3_contrib.common.maskable", "maskable_ppo"),
+                     ("sb3_contrib.common.recurrent", "recurrent_ppo"),
                      ("sb3_contrib.qrdqn", "qrdqn"), ("stable_baselines3.dqn", "dqn"),
                      ("stable_baselines3.common.policies", "ppo"))
 

@@ -1,0 +1,320 @@
+"""Policy specs beyond the baselines: a policy of your own (py:MODULE:ATTR), policy objects
+given to the benchmark, stochastic policies run once per seed (the benchmark and the
+experiment), the warning when a policy was learned on another environment, recurrent
+sb3-contrib models, and a model of a wrapped observation."""
+
+import json
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import autoprofiler_env  # noqa: F401
+from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.evaluation import rollout
+from experiments.benchmark import benchmark
+from experiments.policies import load
+
+ROOT = Path(__file__).parents[1]
+
+COIN = '''
+import numpy as np
+
+
+class Coin:
+    """Random among the valid actions, seeded with seed(n)."""
+
+    def __init__(self, env):
+        self.rng = np.random.default_rng(0)
+
+    def seed(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        return np.array(int(self.rng.choice(np.flatnonzero(observation["action_mask"])))), state
+
+
+class Unseeded(Coin):
+    """Says it is stochastic, and has no seed method: its own generator runs on."""
+
+    stochastic = True
+    seed = None
+
+
+class Steady(Coin):
+    """Has seed(), and says it is deterministic."""
+
+    stochastic = False
+
+
+def stop_at_once(env):
+    """A function called with the environment, returning a policy."""
+    return Steady(env)
+
+
+def no_policy(env):
+    return 42
+
+
+nested = type("Nested", (), {"Policy": Coin})
+'''
+
+
+@pytest.fixture()
+def here(tmp_path, monkeypatch):
+    """``tmp_path`` as the current directory, not on the import path, as it is for the
+    ``autoprofiler`` console script (whose sys.path[0] is its bin folder); the modules
+    written there are forgotten afterwards."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path
+                                      if p not in ("", ".", str(tmp_path))])
+    yield tmp_path
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            sys.modules.pop(name)
+
+
+def _doc_block(path: Path, marker: str) -> str:
+    blocks = re.findall(r"^```python\n(.*?)^```", path.read_text(), re.S | re.M)
+    return next(b for b in blocks if marker in b)
+
+
+def test_a_policy_of_your_own_is_py_module_attr_from_the_current_directory(here):
+    """docs/benchmark.md's example, saved as my_policies.py in the current directory, put
+    beside the baselines as the docs say; the module's folder is not on the import path, as
+    it is not for the console script."""
+    (here / "my_policies_doc.py").write_text(_doc_block(ROOT / "docs" / "benchmark.md",
+                                                        "class CheapestFirst"))
+    summary, episodes = benchmark(None, [0.25, 1.0], seeds=2,
+                                  policies=["py:my_policies_doc:CheapestFirst"])
+    mine = [r for r in summary if r["agent"] == "py:my_policies_doc:CheapestFirst"]
+    assert [r["budget"] for r in mine] == [0.25, 1.0]
+    assert all(r["episodes"] == 24 for r in mine)  # deterministic: once, not per seed
+    rows = [e for e in episodes if e["agent"] == "py:my_policies_doc:CheapestFirst"]
+    assert all(len(e["sections"].split("+")) == 1 for e in rows)  # one section, then STOP
+
+
+def test_a_py_spec_that_names_nothing_says_what(here):
+    env = gym.make("AutoProfiler-v0", split="test")
+    (here / "mine_errors.py").write_text(COIN)
+    cases = [
+        ("py:nowhere_module:X", r"no module 'nowhere_module' is importable from the current "
+                                r"directory \(.*\) or PYTHONPATH"),
+        ("py:mine_errors:Nope", r"mine_errors \(.*mine_errors.py\) has no attribute 'Nope'; "
+                                r"its classes and functions: Coin, Steady, Unseeded, "
+                                r"nested, no_policy, stop_at_once"),
+        ("py:mine_errors:no_policy", r"no_policy\(env\) returned int 42, which has no predict"),
+        ("py:mine_errors", r"give py:MODULE:ATTR"),
+    ]
+    from experiments.policies import PolicySpecError
+
+    for spec, message in cases:
+        with pytest.raises(PolicySpecError, match=message):
+            load(spec, env)
+    (here / "broken_dependency.py").write_text("import not_installed_anywhere\n")
+    with pytest.raises(PolicySpecError, match=r"importing broken_dependency failed: No module "
+                                              r"named 'not_installed_anywhere'"):
+        load("py:broken_dependency:X", env)
+    assert load("py:mine_errors:nested.Policy", env).stochastic  # a dotted attribute
+
+
+def test_stochastic_policies_run_once_per_seed_as_the_random_baseline_does(here):
+    (here / "mine_seeds.py").write_text(COIN)
+    summary, episodes = benchmark(None, [0.25], seeds=3, policies=[
+        "py:mine_seeds:Coin", "py:mine_seeds:Unseeded", "py:mine_seeds:Steady",
+        "py:mine_seeds:stop_at_once"])
+    runs = {r["agent"]: r["episodes"] for r in summary}
+    assert runs["random"] == runs["py:mine_seeds:Coin"] == runs["py:mine_seeds:Unseeded"] == 72
+    assert runs["py:mine_seeds:Steady"] == runs["py:mine_seeds:stop_at_once"] == 24
+
+    def sections(agent):
+        return [(e["seed"], e["sections"]) for e in episodes if e["agent"] == agent]
+
+    # seeded with the seed, as random is: Coin draws as RandomAgent does
+    assert sections("py:mine_seeds:Coin") == sections("random")
+
+
+def test_the_benchmark_takes_policy_objects_classes_functions_and_named_pairs():
+    from baselines import RandomAgent, RooflineTree
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    summary, _ = benchmark(None, [0.25], seeds=2, policies=[
+        ("my-roofline", RooflineTree(env)),  # an object (made on another env of the split)
+        ("my-random", RandomAgent),  # a class, called with the benchmark's env
+        ("by-function", lambda env: RooflineTree(env))])
+    runs = {r["agent"]: r for r in summary}
+    assert runs["my-random"]["episodes"] == 48 and runs["my-roofline"]["episodes"] == 24
+    for name in ("my-roofline", "by-function"):
+        assert runs[name]["geomean_speedup"] == runs["roofline-tree"]["geomean_speedup"]
+    assert runs["my-random"]["geomean_speedup"] == runs["random"]["geomean_speedup"]
+    with pytest.raises(ValueError, match="named twice: roofline-tree"):
+        benchmark(None, [0.25], seeds=1, policies=[RooflineTree])  # named by its name
+    with pytest.raises(AutoProfilerError, match=r"dict .*which has no predict"):
+        benchmark(None, [0.25], seeds=1, policies=[("x", {"predict": 1})])
+
+
+def _model_with_record(tmp_path: Path, env, **kwargs) -> Path:
+    """An (untrained) MaskablePPO model saved with a record beside it, as the shipped ones
+    are, naming ``kwargs`` as its training env's make kwargs."""
+    from sb3_contrib import MaskablePPO
+
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / "model.zip"
+    MaskablePPO("MultiInputPolicy", env, seed=0, n_steps=16, batch_size=16).save(path)
+    sha256 = env.unwrapped.backend.dataset.metadata["sha256"]
+    path.with_suffix(".json").write_text(json.dumps({
+        "algorithm": "maskable_ppo", "dataset_sha256": sha256, "optimizer": "reference",
+        "env_kwargs": {"backend": "replay", "split": "train", "budget": 0.25,
+                       "budget_unit": "seconds", "budget_range": [0.05, 1.0]} | kwargs}))
+    return path
+
+
+def test_the_benchmark_warns_when_a_policy_was_learned_with_other_env_kwargs(tmp_path):
+    env = gym.make("AutoProfiler-v0", split="test")
+    same = _model_with_record(tmp_path / "same", env)
+    other = _model_with_record(tmp_path / "other", env, budget_unit="sections",
+                               cost_penalty=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        benchmark(None, [0.25], seeds=1, policies=[f"sb3:{same}", f"sb3:{other}"])
+    said = [str(w.message) for w in caught if "was learned" in str(w.message)]
+    assert len(said) == 1, said  # the shipped ones and `same` were learned on this env
+    assert said[0].startswith(f"sb3:{other} was learned on an environment made with other "
+                              "kwargs than this one (budget_unit='sections' there, "
+                              "'seconds' here: the observation's costs and budget_total were "
+                              "in other units; cost_penalty=0.1 there, 0.0 here")
+    # a tree file names what its learner was given
+    from agents.tree import DATA
+
+    tree = json.loads((DATA / "reference.json").read_text())
+    tree["meta"]["learned"] |= {"optimizer": "reference-v1", "cost_penalty": 0.0}
+    (tmp_path / "tree.json").write_text(json.dumps(tree))
+    from experiments.policies import learned_elsewhere
+
+    entry = load(f"tree:{tmp_path / 'tree.json'}", env)
+    assert learned_elsewhere(entry, env) == [
+        "tree:tree was learned on an environment made with other kwargs than this one "
+        "(optimizer='reference-v1' there, 'reference' here: its reward was another "
+        "optimizer's outcomes); its rows measure how it transfers (learn it with this "
+        "environment's kwargs, or evaluate it on an environment made with its own)"]
+
+
+def test_a_recurrent_ppo_model_is_benchmarked_by_its_file(tmp_path):
+    from sb3_contrib import TRPO, RecurrentPPO
+    from stable_baselines3 import PPO
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    model = RecurrentPPO("MultiInputLstmPolicy", env, seed=0, n_steps=16, batch_size=16,
+                         policy_kwargs={"lstm_hidden_size": 8, "net_arch": [8]})
+    model.learn(16)
+    model.save(tmp_path / "recurrent.zip")
+    summary, _ = benchmark(None, [0.25], seeds=1,
+                           policies=[f"sb3:{tmp_path / 'recurrent.zip'}"])
+    mine = [r for r in summary if r["agent"] == f"sb3:{tmp_path / 'recurrent.zip'}"]
+    assert len(mine) == 1 and mine[0]["episodes"] == 24
+    assert type(load(f"sb3:{tmp_path / 'recurrent.zip'}", env).policy) is RecurrentPPO
+    # TRPO saves PPO's policy class: read from the file it is PPO, named it is TRPO, and
+    # the two predict the same
+    TRPO("MultiInputPolicy", env, seed=0, n_steps=16, batch_size=16).save(tmp_path / "t.zip")
+    as_ppo, as_trpo = (load(s, env).policy for s in (f"sb3:{tmp_path / 't.zip'}",
+                                                      f"sb3:trpo:{tmp_path / 't.zip'}"))
+    assert type(as_ppo) is PPO and type(as_trpo) is TRPO
+    assert rollout(env, as_ppo) == rollout(env, as_trpo)
+
+
+def test_a_model_of_a_wrapped_observation_is_told_to_wrap_itself(tmp_path):
+    from gymnasium.wrappers import FlattenObservation
+    from stable_baselines3 import PPO
+
+    from experiments.policies import PolicySpecError
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    PPO("MlpPolicy", FlattenObservation(env), seed=0, n_steps=16,
+        batch_size=16).save(tmp_path / "flat.zip")
+    with pytest.raises(PolicySpecError, match=r"the model was trained on a wrapped observation "
+                                              r"\(Box\(242,\), not the environment's "
+                                              r"Dict of action_mask, .*\): FlattenObservation "
+                                              r"or a similar wrapper.*py:MODULE:ATTR"):
+        load(f"sb3:{tmp_path / 'flat.zip'}", env)
+    # what it says to do: docs/benchmark.md's wrapper
+    namespace: dict = {}
+    exec(_doc_block(ROOT / "docs" / "benchmark.md", "class Flattened"), namespace)
+    flattened = namespace["Flattened"](env, tmp_path / "flat.zip")
+    assert len(rollout(env, flattened)) == 24
+
+
+# -- the experiment -------------------------------------------------------------------------
+
+def _experiment(tmp_path, baselines, extra=""):
+    from experiments.experiment import load_config
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"name: mine\nbudgets: [0.25]\nsplits: [test]\nseeds: [0, 1]\n"
+                    f"agents: {{}}\nbaselines: {json.dumps(baselines)}\nreps: 50\n"
+                    f"poi_reps: 10\n{extra}")
+    return load_config(path)
+
+
+def test_an_experiment_runs_any_spec_as_a_fixed_policy_and_a_stochastic_one_per_seed(here):
+    from experiments.experiment import run_experiment
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    model = _model_with_record(here / "m", env, budget_unit="passes")
+    (here / "mine_experiment.py").write_text(COIN)
+    config = _experiment(here, ["no-profile", "random", f"sb3:{model}",
+                                "py:mine_experiment:Coin", "py:mine_experiment:Steady"])
+    with pytest.warns(UserWarning, match=rf"sb3:{re.escape(str(model))} was learned on an "
+                                         r"environment made with other kwargs .*"
+                                         r"budget_unit='passes' there"):
+        result = run_experiment(config, here / "out", progress=False)
+    runs = {r["agent"]: r["runs"] for r in result["rows"]}
+    assert runs == {"no-profile": 1, "random": 2, f"sb3:{model}": 1,
+                    "py:mine_experiment:Coin": 2, "py:mine_experiment:Steady": 1,
+                    "fixed (chosen on train)": 1, "oracle": 1}
+    # each seed's run seeded with it: random's seed 1 is RandomAgent seeded with 1
+    from baselines import RandomAgent
+    from experiments.experiment import _run_file
+
+    agent = RandomAgent(env)
+    agent.seed(1)
+    expected = {r.problem: list(r.sections) for r in rollout(env, agent, budget=0.25)}
+    for name in ("random", "py:mine_experiment:Coin"):
+        run = json.loads(_run_file(here / "out", name, 1).read_text())
+        assert {p: o["sections"] for p, o in run["outcomes"]["test/0.25"].items()} == expected
+
+
+@pytest.mark.parametrize("baselines, extra, message", [
+    (["sb3:missing.zip"], "", r"baselines: --policy sb3:missing.zip: missing.zip: no such "
+                              r"model file or run directory"),
+    (["tree:missing.json"], "", r"no such tree file"),
+    (["py:nowhere_module:X"], "", r"no module 'nowhere_module' is importable"),
+    (["py:mine_config:Nope"], "", r"has no attribute 'Nope'"),
+    (["no-profile", "no-profile"], "", r"'no-profile' is given twice"),
+    ([3], "", r"'baselines' must be a list of policy specs"),
+    (["py:mine_config:Coin"], "live: {device: cuda}\n",
+     r"baselines: 'py:mine_config:Coin': the live evaluation .* by name only"),
+])
+def test_an_experiments_fixed_policies_are_checked_when_the_config_is_read(
+        here, baselines, extra, message):
+    from experiments.experiment import ConfigError
+
+    (here / "mine_config.py").write_text(COIN)
+    with pytest.raises(ConfigError, match=message):
+        _experiment(here, baselines, extra)
+
+
+def test_an_experiments_fixed_policy_that_does_not_fit_is_an_error_before_any_run(here):
+    from experiments.experiment import ConfigError, run_experiment
+
+    (here / "mine_late.py").write_text(COIN)
+    config = _experiment(here, ["section:NoSuchSection", "py:mine_late:no_policy"])
+    with pytest.raises(ConfigError, match=r"baselines: --policy 'section:NoSuchSection': no "
+                                          r"baseline"):
+        run_experiment(config, here / "out", progress=False)
+    assert not (here / "out").exists()
+    config = _experiment(here, ["py:mine_late:no_policy"])
+    with pytest.raises(ConfigError, match=r"no_policy\(env\) returned int 42"):
+        run_experiment(config, here / "out", progress=False)
