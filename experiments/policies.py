@@ -143,10 +143,15 @@ def load(spec: str, env) -> Entry:
     if kind(spec) == "sb3":
         from agents.rl import load_model
 
+        from agents.rl import zoo_env_kwargs
+
         algorithm, path = _sb3_parts(spec)
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
-        return Entry(spec, _fitting(load_model(path, algorithm), env, spec),
-                     **_learned(run if run.is_file() else path.with_suffix(".json")))
+        zoo = zoo_env_kwargs(path if path.is_dir() else path.parent)
+        learned = (_learned(run) if run.is_file() else
+                   _said({"env_kwargs": zoo}) if zoo is not None else
+                   _learned(path.with_suffix(".json")))
+        return Entry(spec, _fitting(load_model(path, algorithm), env, spec), **learned)
     if kind(spec) == "py":
         return Entry(spec, made(_imported(spec), env, spec))
     try:
@@ -329,10 +334,7 @@ def _learned(path: Path) -> dict:
     ``env_kwargs`` are every make kwarg given, the others took the environment's defaults,
     and its ``optimizer`` the one they resolved to), a tree file's ``meta.learned`` (the
     kwargs it names); None for what there is none to read."""
-    import inspect
     import json
-
-    from autoprofiler_env.envs.profiling_env import ProfilingEnv
 
     try:
         record = json.loads(Path(path).read_text())
@@ -341,8 +343,16 @@ def _learned(path: Path) -> dict:
     if not isinstance(record, dict):
         return {}
     learned = (record.get("meta") or {}).get("learned") if "meta" in record else record
-    if not isinstance(learned, dict):
-        return {}
+    return _said(learned) if isinstance(learned, dict) else {}
+
+
+def _said(learned: dict) -> dict:
+    """:func:`_learned` of a record read (an rl-baselines3-zoo run's: its ``env_kwargs``
+    alone, :func:`agents.rl.zoo_env_kwargs`; it names no dataset checksum)."""
+    import inspect
+
+    from autoprofiler_env.envs.profiling_env import ProfilingEnv
+
     found = learned.get("dataset_sha256")
     kwargs = learned.get("env_kwargs")
     if isinstance(kwargs, dict):  # a training run's: every kwarg, the rest the defaults

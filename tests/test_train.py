@@ -354,9 +354,9 @@ def test_a_run_directory_of_rl_baselines3_zoo_loads_as_the_zoo_laid_it_out(tmp_p
     {config.yml, args.yml}}; the config as the zoo saves it (an OrderedDict's YAML)."""
     from stable_baselines3 import PPO
 
-    from agents.rl import load_run, zoo_run
+    from agents.rl import load_run, zoo_env_kwargs, zoo_run
     from autoprofiler_env.errors import AutoProfilerError
-    from experiments.policies import load
+    from experiments.policies import learned_elsewhere, load
 
     env = gym.make("AutoProfiler-v0", split="val")
     run = tmp_path / "logs" / "ppo" / "AutoProfiler-v0_1"
@@ -382,6 +382,17 @@ def test_a_run_directory_of_rl_baselines3_zoo_loads_as_the_zoo_laid_it_out(tmp_p
             assert torch.equal(loaded.policy.state_dict()[key], value)
     entry = load(f"sb3:{run}", env)  # the benchmark's --policy sb3:DIR
     assert entry.name == f"sb3:{run}" and entry.learned_on is None
+    assert learned_elsewhere(entry, env) == []
+    # the env kwargs the zoo saved (args.yml's override config.yml's, as rl_zoo3.enjoy reads
+    # them) bear on what the benchmark warns about
+    (run / "AutoProfiler-v0" / "args.yml").write_text(
+        "!!python/object/apply:collections.OrderedDict\n- - - algo\n    - ppo\n"
+        "  - - env_kwargs\n    - budget_unit: sections\n")
+    assert zoo_env_kwargs(run) == {"budget_unit": "sections"}
+    [said] = learned_elsewhere(load(f"sb3:{run}", env), env)
+    assert "budget_unit='sections' there, 'seconds' here" in said
+    (run / "AutoProfiler-v0" / "args.yml").write_text("!!python/name:os.system ''\n")
+    assert zoo_env_kwargs(run) is None  # read with a safe loader: nothing else is built
     (run / "AutoProfiler-v0" / "vecnormalize.pkl").write_bytes(b"")
     with pytest.raises(AutoProfilerError, match="trained it with `normalize`"):
         load_run(run)

@@ -112,6 +112,41 @@ def zoo_run(directory: str | Path) -> str | None:
     return None
 
 
+def zoo_env_kwargs(directory: str | Path) -> dict | None:
+    """The environment's make kwargs an rl-baselines3-zoo run trained with: its saved
+    hyperparameters' ``env_kwargs`` (``<env id>/config.yml``), overridden by the command
+    line's (``args.yml``), as ``rl_zoo3.enjoy`` reads them; None where ``directory`` is not
+    a zoo run or its files cannot be read. The zoo saves them as YAML of ``OrderedDict``s,
+    read here with a safe loader that builds only those (nothing else is constructed)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def ordered(loader, node):
+        [pairs] = loader.construct_sequence(node, deep=True)
+        return dict(pairs)
+
+    Loader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict",
+                           ordered)
+    env_id = zoo_run(directory)
+    if env_id is None:
+        return None
+    kwargs: dict = {}
+    for name in ("config.yml", "args.yml"):
+        path = Path(directory) / env_id / name
+        if not path.is_file():
+            continue
+        try:
+            saved = yaml.load(path.read_text(), Loader=Loader)  # noqa: S506 (a safe loader)
+        except (OSError, ValueError, yaml.YAMLError):
+            return None
+        if isinstance(saved, dict) and isinstance(saved.get("env_kwargs"), dict):
+            kwargs = saved["env_kwargs"] if name == "args.yml" else {**kwargs,
+                                                                      **saved["env_kwargs"]}
+    return kwargs
+
+
 def _load_zoo_run(directory: Path, env_id: str, algorithm: str | None, device: str,
                   which: str):
     if (directory / env_id / "vecnormalize.pkl").is_file():
