@@ -21,6 +21,7 @@ the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N
   line, the seed, the dataset's checksum, the package's and the libraries' versions, the
   best and the last evaluation;
 - ``evaluations.jsonl``: each evaluation (step, per-budget geometric-mean speedup, ...);
+  ``evaluations.png``: the same as curves, one per budget, the best evaluation marked;
 - ``progress.csv`` (SB3's logger) and ``monitor/<rank>.monitor.csv`` (every episode: its
   return, length, problem, sections, cost, speedup, correctness).
 
@@ -578,6 +579,7 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
                  "steps_per_second": result.steps_per_second,
                  "best": result.best.to_dict(), "last": result.last.to_dict()}
         _write_json(out / "run.json", meta)
+        plot_evaluations(result.evaluations, out / "evaluations.png", out.name)
         (out / REPLAY_BUFFER).unlink(missing_ok=True)  # only a resumption reads it
         if wandb_run is not None:
             _log_wandb(wandb_run, result, last_records)
@@ -585,6 +587,40 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     finally:
         vec_env.close()
         eval_env.close()
+
+
+def plot_evaluations(evaluations: list[Evaluation], path: Path, title: str) -> Path:
+    """The evaluations during training as curves: the geometric-mean speedup on the
+    evaluation split against environment steps, one curve per budget, and the objective
+    (their geometric mean) with the best evaluation, the model kept, marked."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    steps = [e.step for e in evaluations]
+    for i, budget in enumerate(r.budget for r in evaluations[0].results):
+        ax.plot(steps, [e.results[i].geomean_speedup for e in evaluations], marker=".",
+                label=f"budget {budget:g}")
+    ax.plot(steps, [e.geomean_speedup for e in evaluations], color="black", linewidth=2,
+            label="over the budgets")
+    best = max(evaluations, key=lambda e: e.objective)  # the first of the highest, as kept
+    ax.scatter([best.step], [best.geomean_speedup], s=90, facecolors="none",
+               edgecolors="tab:red", zorder=3, label=f"best (step {best.step})")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("geometric-mean speedup")
+    ax.set_title(f"autoprofiler train: {title}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())
+    return path
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -615,7 +651,7 @@ def _log_wandb(run, result: TrainResult, records: dict) -> None:
     artifact = wandb.Artifact(f"model-{run.id}", type="model",
                               metadata={"best": result.best.to_dict()})
     for name in ("model.zip", "best_model.zip", "run.json", "evaluations.jsonl",
-                 "progress.csv"):
+                 "evaluations.png", "progress.csv"):
         if (result.out / name).is_file():
             artifact.add_file(str(result.out / name))
     if (result.out / "monitor").is_dir():

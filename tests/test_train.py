@@ -61,8 +61,10 @@ def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
     result = train(config_from_dict(TINY, "tiny"), out, seed=3, given=TINY, source="tiny",
                    progress=False, command=["autoprofiler", "train", "test"])
     for name in ("model.zip", "best_model.zip", "run.json", "evaluations.jsonl",
-                 "progress.csv", "monitor/0.monitor.csv", "monitor/1.monitor.csv"):
+                 "evaluations.png", "progress.csv", "monitor/0.monitor.csv",
+                 "monitor/1.monitor.csv"):
         assert (out / name).is_file(), name
+    assert (out / "evaluations.png").read_bytes().startswith(b"\x89PNG")
     # the evaluations: every 1000 steps and at the end (on-policy: 16 updates of 128 steps)
     lines = read_jsonl(out / "evaluations.jsonl")
     assert [line["step"] for line in lines] == [1000, 2000, 2048] == [
