@@ -963,3 +963,62 @@ def test_a_build_that_keeps_no_problem_is_refused_and_says_its_logs_were_unreada
     with pytest.raises(DatasetError, match=r"keeps no problem \(\d+ with not the evidence of "
                        "every section\\)"):
         build_from_recording(recording)
+
+
+# -- the machine and the costs a recording's build takes ----------------------------------------
+
+def _full_set_recording(problems: int = 3):
+    """The first ``problems`` of a recording of ncu's full set alone (the H200's): its run
+    folders and their problems' reference rows."""
+    runs = sorted(p.parent for p in (DATA / "recording_h200" / "sets" / "full").rglob(
+        "run.json"))[:1]
+    uris = [p["uri"] for p in json.loads((runs[0] / "run.json").read_text())["problems"]]
+    rows = [r for r in read_jsonl(DATA / "recording_h200" / "reference.jsonl")
+            if r["uri"] in uris[:problems]]
+    return runs, rows
+
+
+def test_a_full_set_recording_borrows_the_suites_cost_model_saying_whose():
+    """The README's `record --out DIR` then `dataset build`: no section was run alone, so
+    each section's cost is the suite's fitted fraction of the problem's own full-set cost,
+    lent where the machine is the suite's; on another GPU it is lent with a warning; with
+    nothing to lend, the error says what to record."""
+    from autoprofiler_env.dataset.build import build, suite_fallback
+
+    runs, rows = _full_set_recording()
+    lent = suite_fallback()
+    content = build(runs, rows, [], cost_model=lent)
+    assert len(content.problems) == 3
+    said = content.metadata["cost_model_fallback"]
+    assert said.startswith(f"the suite dataset's (sha256 {Dataset.load('suite').metadata['sha256']}"
+                           "), fitted on NVIDIA H200 with ncu 2025.3.1.0: the recording ran "
+                           "no section or set alone beside the full set")
+    record = next(iter(content.problems.values()))
+    full = record.set_costs["full"]
+    cost = record.profiles["SpeedOfLight"].cost
+    assert "SpeedOfLight" in record.modelled_costs
+    assert cost.replay_s == pytest.approx(lent.model.fractions["SpeedOfLight"].replay
+                                          * full.replay_s)
+    # another GPU: lent, and said
+    a100 = [dict(r, gpu="NVIDIA A100-SXM4-80GB") for r in rows]
+    with pytest.warns(UserWarning, match=r"fitted on NVIDIA H200 with ncu 2025.3.1.0, for this "
+                                         r"recording of NVIDIA A100-SXM4-80GB"):
+        other = build(runs, a100, [], cost_model=lent)
+    assert ", lent to a recording of NVIDIA A100-SXM4-80GB with ncu 2025.3.1.0:" in \
+        other.metadata["cost_model_fallback"]
+    with pytest.raises(DatasetError, match=r"no cost for \S+ alone on problem://.*: no run of it "
+                                           r"alone .* --parts profiles,sets"):
+        build(runs, rows, [])
+
+
+def test_reference_timings_of_two_machines_are_refused_naming_both():
+    """A `--device cpu` pipeline check recorded into a GPU's recording: its CPU times would
+    stand beside the H200's."""
+    from autoprofiler_env.dataset.build import build, suite_fallback
+
+    runs, rows = _full_set_recording()
+    mixed = [*rows[:-1], dict(rows[-1], device="cpu", gpu=None, torch="2.13.0+cpu")]
+    with pytest.raises(DatasetError, match=r"made on 2 machines \(.* on device cuda, GPU NVIDIA "
+                                           r"H200, torch 2.11.0\+cu130; .* on device cpu, GPU "
+                                           r"None, torch 2.13.0\+cpu\)"):
+        build(runs, mixed, [], cost_model=suite_fallback())

@@ -864,8 +864,7 @@ def test_dataset_build_and_info_commands_for_a_kernelbench_recording(prepared, t
 def test_a_plan_that_names_no_candidate_is_complete_with_empty_outcomes(prepared):
     """The optimizer leaves such a problem alone whatever it is shown: nothing to record, and
     the replay serves it."""
-    from autoprofiler_env.dataset.build import build
-    from autoprofiler_env.dataset.record.kernelbench import suite_cost_model
+    from autoprofiler_env.dataset.build import build, suite_fallback
     from autoprofiler_env.dataset.record.plan import PlannedProblem
     from autoprofiler_env.envs.backends import ReplayBackend
 
@@ -877,7 +876,7 @@ def test_a_plan_that_names_no_candidate_is_complete_with_empty_outcomes(prepared
                     read_jsonl(recorded / "reference.jsonl"), [], problems={uri: problem},
                     optimizer_rows={"reference": []},
                     plans={"reference": [PlannedProblem(uri, "train", ())]}, complete=True,
-                    complete_for="reference", cost_model=suite_cost_model()[0])
+                    complete_for="reference", cost_model=suite_fallback())
     assert content.problems[uri].outcomes == {"reference": {}}
     assert ReplayBackend(Dataset(content), optimizer="reference").problems(None) == [uri]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from autoprofiler_env.dataset.costs import CostModel
+from autoprofiler_env.dataset.costs import CostModel, NoCostModelError
 from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRecord, compact
 from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import static_features
@@ -29,6 +29,28 @@ from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.parse import cut, profiles_from_run
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, first_unprimed
+
+@dataclass(frozen=True)
+class CostFallback:
+    """Fractions of the full set's cost that a recording without single-section runs borrows
+    (:meth:`CostModel.filled`), and the machine they were fitted on (:func:`build` warns
+    where it lends them to a recording of another GPU or ncu version)."""
+
+    model: CostModel
+    gpu: str | None
+    ncu: str | None
+    source: str  # what it is, for metadata["cost_model_fallback"]
+
+
+def suite_fallback() -> CostFallback:
+    """The shipped suite dataset's cost model: fitted on its H200 runs of each section alone
+    beside the full set (docs/profiler.md)."""
+    from autoprofiler_env.dataset.replay import Dataset
+
+    meta = Dataset.load("suite").metadata
+    return CostFallback(CostModel.from_dict(meta["cost_model"]), meta.get("gpu"),
+                        meta.get("ncu"), f"the suite dataset's (sha256 {meta['sha256']})")
+
 
 MODELLED_SETS = ("set:basic", "set:detailed")
 """The sets whose cost a dataset records besides the full set's (measured or modelled)."""
@@ -70,7 +92,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
           problems: dict[str, Problem] | None = None,
           splits: dict[str, str] | None = None,
           provenance: dict[str, KernelBenchProvenance] | None = None,
-          cost_model: CostModel | None = None,
+          cost_model: CostFallback | None = None,
           complete_for: str = V1) -> DatasetFile:
     """A dataset of the problems that have a reference timing and the evidence of each of
     ``sections`` (the action set; problems with less are left out), and with ``complete``
@@ -111,10 +133,13 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     :func:`~autoprofiler_env.problems.load_problem`, in URI order. ``splits`` and
     ``provenance``: each record's split (else the problem's) and KernelBench provenance.
     ``cost_model``: the fractions for the names the runs cannot fit
-    (:meth:`CostModel.filled`). ``complete_for``: the optimizer whose outcomes ``complete``
+    (:meth:`CostModel.filled`; ``metadata["cost_model_fallback"]`` then says whose they are,
+    and a warning where they were fitted on another GPU or ncu version than the
+    recording's). ``complete_for``: the optimizer whose outcomes ``complete``
     asks for: reference-v1's (every applicable transformation), or a planned optimizer's
     (every candidate of its plan, ``plans[complete_for]``).
     """
+    machine = _one_machine(reference_rows)
     if V1 in (optimizer_rows or {}):
         raise DatasetError(f"optimizer_rows names {V1!r}: its rows are outcome_rows (the "
                            "recording's own candidates.jsonl)")
@@ -146,15 +171,40 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                                   and "set:full" in runs
                                   and _same_kernels(runs[name], runs["set:full"])
                                   and not {(uri, name), (uri, "set:full")} & unprimed]
-                           for name in (*sections, *MODELLED_SETS)}).filled(cost_model)
+                           for name in (*sections, *MODELLED_SETS)})
+    unfitted = [n for n in (*sections, *MODELLED_SETS) if n not in model.fractions]
+    if unfitted and cost_model is not None:
+        model = model.filled(cost_model.model)
     profiles: dict[str, dict] = {}
     set_costs: dict[str, dict] = {}
     modelled: dict[str, tuple[str, ...]] = {}
     for uri, runs in alone.items():
         if "set:full" in runs or all(s in runs for s in sections):
-            profiles[uri], set_costs[uri], modelled[uri] = evidence_and_costs(
-                runs, sections, model, catalogue, keep,
-                unprimed=frozenset(k for u, k in unprimed if u == uri))
+            try:
+                profiles[uri], set_costs[uri], modelled[uri] = evidence_and_costs(
+                    runs, sections, model, catalogue, keep,
+                    unprimed=frozenset(k for u, k in unprimed if u == uri))
+            except NoCostModelError as e:
+                raise DatasetError(
+                    f"no cost for {e.name} alone on {uri}: no run of it alone was recorded "
+                    "beside a run of the full set, and no cost model was given to lend it; "
+                    "record each section and set alone beside the full set on a few problems "
+                    "of this GPU (`autoprofiler record --out DIR --parts profiles,sets URI "
+                    "...`) and give those runs to the build (`--runs DIR`)") from None
+    lent = (cost_model if cost_model is not None
+            and any(set(m) & set(unfitted) for m in modelled.values()) else None)
+    elsewhere = lent is not None and (lent.gpu, lent.ncu) != (machine["gpu"], ncu_version)
+    if elsewhere:
+        import warnings
+
+        warnings.warn(f"the costs of sections alone are modelled with {lent.source}, fitted "
+                      f"on {lent.gpu} with ncu {lent.ncu}, for this recording of "
+                      f"{machine['gpu'] or machine['device']} with ncu "
+                      f"{ncu_version or 'unknown'}: its fractions of the full set's cost "
+                      "(each problem's full set is this recording's own); to fit them on "
+                      "this GPU, record each section and set alone beside the full set on a "
+                      "few problems (`autoprofiler record --out DIR --parts profiles,sets URI "
+                      "...`) and give those runs to the build (`--runs DIR`)", stacklevel=2)
     eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
     refused = {r["uri"] for r in reference_rows if r.get("error") is not None}
     v1 = _outcomes(outcome_rows)
@@ -253,10 +303,40 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                            if any(r["uri"] in records for r in rows)},
             "evidence": "each section cut out of one run of ncu's full set per problem "
                         "(docs/profiler.md: the same choices as runs of the sections)",
-            "cost_model": model.to_dict(), "left_out": left_out,
+            "cost_model": model.to_dict(),
+            **({"cost_model_fallback": f"{lent.source}, fitted on {lent.gpu} with ncu "
+                                       f"{lent.ncu}"
+                                       + (f", lent to a recording of {machine['gpu']} with "
+                                          f"ncu {ncu_version}" if elsewhere else "")
+                                       + ": the recording ran no "
+                                       + ("section or set" if len(unfitted) == len(
+                                           (*sections, *MODELLED_SETS))
+                                          else ", ".join(unfitted))
+                                       + " alone beside the full set"}
+               if lent is not None else {}),
+            "left_out": left_out,
             "unprimed_costs": _unprimed_costs(unprimed, records, modelled),
             **(metadata or {})}
     return DatasetFile(meta, sections, records)
+
+
+def _one_machine(reference_rows: list[dict]) -> dict:
+    """The machine the reference timings were made on (``device``, ``gpu``, ``torch`` of the
+    rows the judge timed); a :class:`DatasetError` where they were made on several: a
+    dataset's times, costs and outcomes are one machine's (a ``--device cpu`` pipeline check
+    recorded into a GPU's recording would mix CPU times in)."""
+    machines: dict[tuple, str] = {}
+    for r in reference_rows:
+        if r.get("error") is None:
+            machines.setdefault((r.get("device"), r.get("gpu"), r.get("torch")), r["uri"])
+    if len(machines) > 1:
+        said = "; ".join(f"{uri} on device {d}, GPU {g}, torch {t}"
+                         for (d, g, t), uri in machines.items())
+        raise DatasetError(f"the reference timings were made on {len(machines)} machines "
+                           f"({said}): a dataset's times are one machine's; record the others "
+                           "again there, or build each machine's recording apart")
+    (device, gpu, torch), = machines or {(None, None, None): ""}
+    return {"device": device, "gpu": gpu, "torch": torch}
 
 
 def _unprimed_costs(unprimed: set[tuple[str, str]], records: dict,
@@ -365,7 +445,7 @@ def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = 
                  metadata, read_log(llm) if llm else None, complete=complete,
                  tolerance_rows=read_log(tolerances) if tolerances else None,
                  optimizer_rows={name: read_log(path) for name, path in extra.items()}
-                 if extra else None, plans=plans)
+                 if extra else None, plans=plans, cost_model=suite_fallback())
 
 
 def build_from_recording(recording: Path, metadata: dict | None = None,
@@ -462,11 +542,7 @@ def build_kernelbench(recording: Path, source: Path | None, metadata: dict | Non
         SourceMismatchError: a file of ``source`` is not the recorded one.
     """
     from autoprofiler_env.dataset.record import problem_costs, recording_cost
-    from autoprofiler_env.dataset.record.kernelbench import (
-        MANIFEST,
-        RecordingManifest,
-        suite_cost_model,
-    )
+    from autoprofiler_env.dataset.record.kernelbench import MANIFEST, RecordingManifest
     from autoprofiler_env.dataset.record.plan import load_plan
     from autoprofiler_env.dataset.splits import PATTERN
     from autoprofiler_env.problems.kernelbench import KernelBenchCheckout
@@ -493,15 +569,12 @@ def build_kernelbench(recording: Path, source: Path | None, metadata: dict | Non
             **{name: read_log(path) for name, path in extra.items()}}
     run_dirs = sorted(p.parent for root in (*more_runs, recording)
                       for p in Path(root).rglob("run.json"))
-    suite_model, suite_sha = suite_cost_model()
     costs = recording_cost(recording)
     by_problem = problem_costs(recording)
     meta = {"kernelbench": {"commit": manifest.commit, "levels": list(manifest.levels),
                             "split_seed": manifest.seed, "split_pattern": list(PATTERN),
                             "problems": len(manifest.problems), "skipped": manifest.skipped},
             "default_optimizer": KERNELBENCH_OPTIMIZER,
-            "cost_model_fallback": f"the suite dataset's (sha256 {suite_sha}): the recording "
-                                   "ran ncu's full set only",
             "recording_cost": {**costs, "problems": {p.uri: by_problem[p.uri]
                                                     for p in problems if p.uri in by_problem}},
             **(metadata or {})}
@@ -510,7 +583,7 @@ def build_kernelbench(recording: Path, source: Path | None, metadata: dict | Non
                     problems={p.uri: p for p in problems},
                     splits={m.uri: m.split for m in manifest.problems},
                     provenance={m.uri: m.provenance for m in manifest.problems},
-                    cost_model=suite_model, complete_for=KERNELBENCH_OPTIMIZER)
+                    cost_model=suite_fallback(), complete_for=KERNELBENCH_OPTIMIZER)
     costs_kept = {u: c for u, c in content.metadata["recording_cost"]["problems"].items()
                   if u in content.problems}
     content = replace(content, metadata={**content.metadata, "recording_cost": {

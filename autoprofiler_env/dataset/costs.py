@@ -29,6 +29,17 @@ class Fraction:
     loo_max_error: float
 
 
+class NoCostModelError(DatasetError):
+    """A cost to model that no run fitted (:meth:`CostModel.predict`): ``name`` was never
+    run alone beside the full set."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no cost model for {name!r}: record it alone on a few problems that "
+                         "also have a run of the full set (`autoprofiler record --parts "
+                         "profiles,sets`)")
+        self.name = name
+
+
 @dataclass(frozen=True)
 class CostModel:
     fractions: dict[str, Fraction]
@@ -63,9 +74,7 @@ class CostModel:
         ``passes`` per kernel come from the catalogue (they do not vary with the problem)."""
         f = self.fractions.get(name)
         if f is None:
-            raise DatasetError(
-                f"no cost model for {name!r}: record it alone on a few problems that also have "
-                "a run of the full set (`autoprofiler record --parts profiles,sets`)")
+            raise NoCostModelError(name)
         return ProfileCost(replay_s=f.replay * full.replay_s, passes=passes,
                            kernel_passes=passes * full.n_kernels,
                            gpu_replay_s=f.gpu_replay * full.gpu_replay_s,

@@ -223,18 +223,6 @@ def _rel(checkout: KernelBenchCheckout, path) -> str:
         return path.name
 
 
-def suite_cost_model():
-    """(the cost model of the suite dataset, its sha256): the fractions of ncu's full set that
-    each section alone costs, fitted on the suite's H200 runs (same GPU, same ncu), which a
-    recording of the full set alone borrows (:meth:`~autoprofiler_env.dataset.costs.CostModel.filled`)."""
-    from autoprofiler_env.dataset.costs import CostModel
-    from autoprofiler_env.dataset.format import DatasetFile
-    from autoprofiler_env.dataset.names import resolve_dataset
-
-    suite = DatasetFile.load(resolve_dataset("suite"))
-    return CostModel.from_dict(suite.metadata["cost_model"]), suite.metadata["sha256"]
-
-
 # -- the state of a recording ---------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -373,7 +361,9 @@ def _make_plans(out: Path, problems: list[Problem], cost_model=None) -> tuple[li
             if uris & {p["uri"] for p in json.loads(path.read_text())["problems"]}]
     reference = [r for r in read_jsonl(out / "reference.jsonl") if r["uri"] in uris]
     if cost_model is None:
-        cost_model, _ = suite_cost_model()
+        from autoprofiler_env.dataset.build import suite_fallback
+
+        cost_model = suite_fallback()
     content = build(runs, reference, [], problems={p.uri: p for p in problems},
                     cost_model=cost_model)
     made = make_plan(Dataset(content), planning_optimizers(),
@@ -470,7 +460,9 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
             todo = [p for p in members if state.needs(p.uri) == "plan"]
             if todo and not _past(deadline):
                 if cost_model is None:
-                    cost_model, _ = suite_cost_model()
+                    from autoprofiler_env.dataset.build import suite_fallback
+
+                    cost_model = suite_fallback()
                 with _timed(out, "plan", device) as holds:
                     holds.append(len(plan_chunk(out, todo, cost_model)))
             state = _state(out)
