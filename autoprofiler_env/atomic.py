@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -12,6 +13,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     private ones."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # said of the path asked for, not of the temporary file renamed over it
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a file", str(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as f:

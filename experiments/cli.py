@@ -478,6 +478,9 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     if args.action == "build":
         if args.tolerances and not Path(args.tolerances).is_file():
             return _fail(f"--tolerances {args.tolerances}: no such file")
+        if Path(args.out).is_dir():  # said before the build, not after it
+            return _fail(f"--out {args.out} is a folder: give the dataset file to write "
+                         "(e.g. my-gpu.json.gz)")
         try:
             extra = parse_candidates(args.candidates)
         except ValueError as e:
@@ -984,8 +987,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the KernelBench checkout a KernelBench recording was made from (its "
                         "files are checked against the recorded sha256)")
     q.add_argument("--complete", action="store_true",
-                   help="keep only the problems with every candidate's outcome of "
-                        "reference-v1 (what the replay environment needs)")
+                   help="keep only the problems with every candidate's outcome that the "
+                        "replay needs: reference-v1's applicable transformations, or every "
+                        "candidate of the plan of a planned recording (a KernelBench "
+                        "checkout's; --candidates NAME=FILE with a plan.json beside it)")
     q.add_argument("--candidates", action="append", default=[], metavar="NAME=FILE",
                    help="another optimizer's candidates.jsonl, e.g. "
                         "reference=docs/data/recording_h200_v2/candidates.jsonl (the "

@@ -252,3 +252,22 @@ def test_profile_checks_a_candidate_before_ncu_starts(capsys, extra, candidate, 
     assert main(["profile", "--problem", PROBLEM, *extra, "--sections", "LaunchStats",
                  "--candidate", str(DATA / "candidates" / candidate)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_folder_where_a_dataset_file_belongs_is_said_of_the_path_given(tmp_path, capsys):
+    from autoprofiler_env.atomic import write_atomic
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.errors import DatasetError
+    from experiments.cli import main
+
+    (tmp_path / "out").mkdir()
+    assert main(["dataset", "build", "--recording", str(tmp_path), "--out",
+                 str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"autoprofiler: error: --out {tmp_path / 'out'} is a folder: give the dataset file to "
+        "write (e.g. my-gpu.json.gz)")
+    with pytest.raises(IsADirectoryError) as caught:  # not the temporary file's name
+        write_atomic(tmp_path / "out", b"")
+    assert caught.value.filename == str(tmp_path / "out")
+    with pytest.raises(DatasetError, match="is a folder, not a dataset file .* dataset build"):
+        Dataset.load(tmp_path)

@@ -475,9 +475,12 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
         reasons = Counter(left_out.values())
         why = ("; ".join(f"{n} with {reason}" for reason, n in reasons.most_common())
                if reasons else "reference.jsonl holds no problem's record")
+        from autoprofiler_env.dataset.record.kernelbench import MANIFEST
+
+        record = ("autoprofiler record --source CHECKOUT --out DIR"
+                  if (Path(recording) / MANIFEST).exists() else "autoprofiler record --out DIR")
         raise DatasetError(f"{recording}: the build keeps no problem ({why}): nothing saved; "
-                           "record them (`autoprofiler record --out DIR`), or check the "
-                           "recording's logs")
+                           f"record them (`{record}`), or check the recording's logs")
     return content
 
 

@@ -475,6 +475,10 @@ class DatasetFile:
             raw = path.read_bytes()
         except FileNotFoundError:
             raise DatasetError(f"no dataset file at {path}") from None
+        except IsADirectoryError:
+            raise DatasetError(f"{path} is a folder, not a dataset file (a recording? build one "
+                               "from it: `autoprofiler dataset build --recording DIR --complete "
+                               "--out FILE`)") from None
         except OSError as e:
             raise DatasetError(f"cannot read the dataset file {path}: {e}") from e
         try:  # any damage to the gzip stream (header, body, CRC, length) or to the header line
