@@ -13,11 +13,16 @@ so the ladder never starts a larger budget lower than the one below ended). ``--
 - ``tree.json`` (the tree, its metadata saying how it was learned and what it scored),
   ``tree.txt`` (its rendering) and ``tree.png`` (its picture);
 - ``log-<budget>.jsonl``: every round (proposals, scores, decisions); a run started again
-  with the same settings (more ``--rounds`` too) resumes from it; a larger budget's log
-  whose start the ladder has moved since (the budget below learned further) is kept as
+  with the same settings (the proposer's included: ``--seed`` and the ``--llm-*`` settings
+  that change its replies) resumes from it, more ``--rounds`` going on after its last round
+  and fewer replaying only its first ones; a larger budget's log whose start the ladder has
+  moved since (the budget below learned further, or less) is kept as
   ``log-<budget>.superseded-<k>.jsonl`` and that budget learned again;
 - ``curve.png``: train and validation score against round;
-- ``run.json``: the settings and the command line, to run it again.
+- ``run.json``: the settings (the proposer's too) and the command line, to run it again.
+
+Interrupted (Ctrl-C, SIGTERM), it stops with :class:`~agents.tree.learner.LearnInterruptedError`
+saying that the same command resumes: every round done is in the logs.
 """
 
 from __future__ import annotations
@@ -76,12 +81,49 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                patience: int = 0, cost_penalty: float = 0.0, wandb_run=None,
                progress: bool = True, command: list[str] | None = None):
     """Learns one tree per budget, joins them, writes ``out`` (the module docstring says
-    what); returns the joined tree."""
+    what); returns the joined tree and the results per budget.
+
+    Raises:
+        AutoProfilerError: a log of ``out`` holds a run of other settings (the message names
+            them), or the smallest budget's log began from the budget ladder of a run of more
+            budgets (the message says which to give).
+        ProposerUnreachableError: the proposer gave no reply several times in a row.
+        LearnInterruptedError: Ctrl-C or SIGTERM; the same call resumes.
+    """
+    from agents.tree.learner import LearnInterruptedError
+    from autoprofiler_env.profiler.runner import terminate_becomes_exit
+
+    at: dict = {}  # the budget and the log being learned
+    try:
+        # SIGTERM (a job scheduler, timeout) as Ctrl-C: the message says how to go on
+        with terminate_becomes_exit(lambda: KeyboardInterrupt("SIGTERM")):
+            return _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start,
+                               proposals, margin, patience, cost_penalty, wandb_run,
+                               progress, command, at)
+    except KeyboardInterrupt as e:
+        if isinstance(e, LearnInterruptedError):
+            raise
+        budget, log = at.get("budget"), at.get("log")
+        if log is None:
+            where = "before any round was run"
+        else:
+            done = _logged_rounds(log)
+            where = (f"at budget {budget:g} with {done} round{'s' if done != 1 else ''} of "
+                     f"it done, kept in {log}")
+        raise LearnInterruptedError(
+            f"learn-tree was interrupted{' (SIGTERM)' if str(e) == 'SIGTERM' else ''} "
+            f"{where}: run the same command again to resume it") from None
+
+
+def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start, proposals, margin,
+                patience, cost_penalty, wandb_run, progress, command, at: dict):
+    """:func:`learn_tree`'s work; ``at`` is kept saying which budget and log it is at."""
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
     from agents.tree.learner import LearnConfig, Scorer, learn
     from agents.tree.nodes import by_budget, vocabulary
+    from agents.tree.proposers.base import proposer_settings
     from agents.tree.render import export_text, plot
 
     kwargs = ({"dataset": dataset} if dataset else {}) | (
@@ -98,9 +140,11 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                 "start": start, "starts_from": "the better on train of start and the tree "
                 "of the budget below", "proposals": proposals, "margin": margin,
                 "patience": patience, "cost_penalty": cost_penalty,
-                "dataset_sha256": base.backend.dataset.metadata.get("sha256")}
+                "dataset_sha256": base.backend.dataset.metadata.get("sha256"),
+                "proposer_settings": proposer_settings(proposer),
+                "proposer_endpoint": getattr(proposer, "endpoint", None)}
     trees, results, curves, starts = {}, {}, {}, {}
-    below = None
+    below, below_budget = None, None
     for budget in budgets:
         config = LearnConfig(budget=budget, rounds=rounds, proposals=proposals, margin=margin,
                              patience=patience)
@@ -114,18 +158,22 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                                f"budget={budget:g}/accepted": line["accepted"] is not None,
                                "round": line["round"]})
 
-        begin = first
+        begin, log = first, out / f"log-{budget:g}.jsonl"
+        at.update(budget=budget, log=log)
         if below is not None:
             scorer = Scorer(train_env, budget)
             if scorer(below).objective > scorer(first).objective:
                 begin = below
-            _supersede_if_moved(out / f"log-{budget:g}.jsonl", begin)
+            _supersede_if_moved(log, begin)
+        else:
+            _refuse_another_ladder(log, begin, budget, start)
         starts[budget] = "start" if begin is first else "budget below"
-        result = learn(train_env, val_env, proposer, config, start=begin,
-                       log=out / f"log-{budget:g}.jsonl", progress=progress,
-                       on_round=on_round)
+        result = learn(train_env, val_env, proposer, config, start=begin, log=log,
+                       progress=progress, on_round=on_round,
+                       started_from=f"--start {start}" if begin is first
+                       else f"{LADDER} {below_budget:g} (the budget ladder)")
         trees[budget], results[budget], curves[budget] = result.tree, result, result.curve
-        below = result.tree
+        below, below_budget = result.tree, budget
     meta = {"learned": settings,
             "scores": {f"{b:g}": {"train": r.train, "validation": r.validation,
                                   "rounds": r.rounds, "accepted": r.accepted,
@@ -151,17 +199,72 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     return tree, results
 
 
+LADDER = "the tree learned for budget"
+"""How a log's first line says that it began from the budget ladder (``started_from``)."""
+
+
+def _header(log: Path) -> dict | None:
+    """The first line of a log (None: none yet, or a damaged one, which the learner says)."""
+    try:
+        with open(log, encoding="utf-8") as f:
+            header = json.loads(f.readline())
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def _logged_rounds(log: Path) -> int:
+    """The whole round lines of a log."""
+    try:
+        with open(log, encoding="utf-8") as f:
+            return sum(1 for text in f if text.startswith('{"kind": "round"')
+                       and text.endswith("\n"))
+    except OSError:
+        return 0
+
+
+def _logged_budgets(out: Path) -> list[float]:
+    """The budgets with a log in ``out`` (their superseded logs aside)."""
+    budgets = []
+    for path in out.glob("log-*.jsonl"):
+        try:
+            budgets.append(float(path.stem.removeprefix("log-")))
+        except ValueError:  # log-0.25.superseded-1
+            continue
+    return sorted(budgets)
+
+
+def _refuse_another_ladder(log: Path, start, budget: float, spec: str) -> None:
+    """The smallest budget of a run starts from ``--start``: where its log began from the
+    tree of a smaller budget instead (the ladder of a run of more budgets, e.g. ``--budget
+    0.25`` after ``--budget 0.1,0.25``), an error saying so and what to give. Any other
+    difference the learner names."""
+    header = _header(log)
+    logged = (header.get("start") or {}).get("root") if header else None
+    if logged is None or logged == start.root.to_dict():
+        return
+    came = header.get("started_from")
+    budgets = _logged_budgets(log.parent)
+    if not (isinstance(came, str) and came.startswith(LADDER)) and not (
+            came is None and any(b < budget for b in budgets)):  # before started_from
+        return
+    listed = ",".join(f"{b:g}" for b in budgets)
+    came = came or (f"another tree than --start {spec} (a smaller budget's, where its run "
+                    "had several)")  # a log written before it said
+    raise AutoProfilerError(
+        f"{log} began from {came}, in a run of several budgets (the logs here are of "
+        f"--budget {listed}); this run starts budget {budget:g}, its smallest, from --start "
+        f"{spec}: run with --budget {listed} (and that run's other settings: "
+        f"{log.parent / 'run.json'} has its command) to resume it, or give another --out")
+
+
 def _supersede_if_moved(log: Path, start) -> None:
     """A budget above the first starts from the ladder's tree: where ``log`` began from
     another one (the budget below was learned further since, with more ``--rounds``), its
     rounds no longer follow from this start. The log is kept beside, renamed, and the
     budget is learned again from ``start``, as a fresh run with these settings would."""
-    try:
-        with open(log, encoding="utf-8") as f:
-            header = json.loads(f.readline())
-    except (OSError, ValueError):  # none yet, or a damaged one: the learner says what is wrong
-        return
-    logged = (header.get("start") or {}).get("root") if isinstance(header, dict) else None
+    header = _header(log)  # none yet, or a damaged one: the learner says what is wrong
+    logged = (header.get("start") or {}).get("root") if header else None
     if logged is None or logged == start.root.to_dict():
         return
     k = 1

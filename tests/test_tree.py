@@ -398,6 +398,72 @@ def test_a_corrupted_log_is_an_error_not_a_fresh_start(small, tmp_path):
         learn(tr, va, SearchProposer(0), LearnConfig(rounds=3), log=log, progress=False)
 
 
+def test_fewer_rounds_than_the_log_holds_give_the_tree_of_that_many_rounds(small, tmp_path):
+    """A run asking for fewer rounds than its log holds replays only the first ones: its
+    result is a fresh run's of that many rounds (the search is deterministic), and the log
+    keeps the others for a run that asks for them again."""
+    tr, va = small
+    log = tmp_path / "log.jsonl"
+    whole = learn(tr, va, SearchProposer(1), LearnConfig(rounds=8), log=log, progress=False)
+    kept = log.read_text()
+    short = learn(tr, va, SearchProposer(1), LearnConfig(rounds=3), log=log, progress=False)
+    fresh = learn(tr, va, SearchProposer(1), LearnConfig(rounds=3), progress=False)
+    assert (short.tree, short.train, short.validation, short.rounds, short.accepted,
+            short.curve, short.failed) == (fresh.tree, fresh.train, fresh.validation,
+                                           fresh.rounds, fresh.accepted, fresh.curve,
+                                           fresh.failed)
+    assert short.rounds == 3 and len(short.curve) == 3
+    assert (whole.accepted, whole.tree) != (short.accepted, short.tree)  # the test means it
+    assert log.read_text() == kept
+    again = learn(tr, va, SearchProposer(1), LearnConfig(rounds=8), log=log, progress=False)
+    assert (again.tree, again.rounds, again.accepted) == (whole.tree, 8, whole.accepted)
+
+
+def test_a_resume_of_other_settings_names_each_one_as_logged_and_now(small, tmp_path):
+    tr, va = small
+    log = tmp_path / "log.jsonl"
+    learn(tr, va, SearchProposer(1), LearnConfig(rounds=2), log=log, progress=False)
+    kept = log.read_text()
+    with pytest.raises(AutoProfilerError, match=r"other settings \(config\.proposals: 8 in "
+                                                r"the log, 4 now; config\.margin: 0\.002 in "
+                                                r"the log, 0\.01 now\)"):
+        learn(tr, va, SearchProposer(1), LearnConfig(rounds=3, proposals=4, margin=0.01),
+              log=log, progress=False)
+    with pytest.raises(AutoProfilerError, match=r"proposer: 'search:1' in the log, 'search:2' "
+                                                r"now; proposer_settings\.seed: 1 in the log, "
+                                                r"2 now\)"):
+        learn(tr, va, SearchProposer(2), LearnConfig(rounds=3), log=log, progress=False)
+    penalised = gym.make("AutoProfiler-v0", problems=tr.unwrapped.problems, cost_penalty=0.1)
+    with pytest.raises(AutoProfilerError, match=r"env\.cost_penalty: 0\.0 in the log, 0\.1 now"):
+        learn(penalised, va, SearchProposer(1), LearnConfig(rounds=3), log=log,
+              progress=False)
+    fewer = gym.make("AutoProfiler-v0", problems=tr.unwrapped.problems[:11])
+    with pytest.raises(AutoProfilerError, match=r"train_problems: 12 in the log, 11 now"):
+        learn(fewer, va, SearchProposer(1), LearnConfig(rounds=3), log=log, progress=False)
+    with pytest.raises(AutoProfilerError, match=r"start: a tree of 1 node in the log, a tree "
+                                                r"of 2 nodes \(--start mine\) now"):
+        learn(tr, va, SearchProposer(1), LearnConfig(rounds=3), log=log, progress=False,
+              start=Tree(Collect("Occupancy")), started_from="--start mine")
+    assert log.read_text() == kept
+
+
+def test_a_log_written_before_the_proposer_settings_were_recorded_resumes_with_a_warning(
+        small, tmp_path):
+    tr, va = small
+    log, fresh = tmp_path / "log.jsonl", tmp_path / "fresh.jsonl"
+    learn(tr, va, SearchProposer(1), LearnConfig(rounds=2), log=log, progress=False)
+    header, *rounds = log.read_text().splitlines()
+    old = json.loads(header)
+    assert old.pop("proposer_settings") == {"seed": 1, "attempts": 50}
+    log.write_text("\n".join([json.dumps(old), *rounds]) + "\n")
+    with pytest.warns(UserWarning, match="written before the learner recorded the proposer's "
+                                         "settings: it is resumed with seed 1, attempts 50"):
+        resumed = learn(tr, va, SearchProposer(1), LearnConfig(rounds=4), log=log,
+                        progress=False)
+    whole = learn(tr, va, SearchProposer(1), LearnConfig(rounds=4), log=fresh, progress=False)
+    assert (resumed.tree, resumed.rounds) == (whole.tree, 4)
+
+
 # -- the command and the shipped tree -------------------------------------------------------
 
 def test_learn_tree_writes_the_tree_its_log_and_pictures(tmp_path, capsys):
@@ -472,6 +538,93 @@ def test_learn_tree_with_more_rounds_resumes_the_ladder_as_a_fresh_run_would(tmp
     assert header(superseded)["start"] != header(fresh / "log-0.25.jsonl")["start"]
 
 
+def test_learn_tree_of_fewer_rounds_than_its_logs_reports_those_rounds(tmp_path, capsys):
+    """--rounds 2 after a 4-round run: the tree, tree.json's scores, run.json and the output
+    all say 2 rounds, and the tree is a fresh 2-round run's."""
+    from experiments.cli import main
+
+    out, fresh = tmp_path / "run", tmp_path / "fresh"
+    assert main(["learn-tree", "--rounds", "4", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["learn-tree", "--rounds", "2", "--out", str(out)]) == 0
+    assert " in 2 rounds" in capsys.readouterr().out
+    tree = load(out / "tree.json")
+    assert tree.meta["learned"]["rounds"] == 2 and tree.meta["scores"]["0.25"]["rounds"] == 2
+    assert json.loads((out / "run.json").read_text())["settings"]["rounds"] == 2
+    assert main(["learn-tree", "--rounds", "2", "--out", str(fresh)]) == 0
+    assert tree.root == load(fresh / "tree.json").root
+    assert tree.meta["scores"] == load(fresh / "tree.json").meta["scores"]
+
+
+def test_learn_tree_of_one_budget_on_a_ladder_log_says_to_give_the_ladder(tmp_path, capsys):
+    """--budget 0.25 where --budget 0.1,0.25 ran: 0.25's log began from the 0.1 tree; the
+    error says so and which --budget resumes it (for a log written before the learner said
+    where its start came from too)."""
+    from experiments.cli import main
+
+    out = tmp_path / "run"
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "1", "--out",
+                 str(out)]) == 0
+    log = out / "log-0.25.jsonl"
+    kept = log.read_text()
+    assert json.loads(kept.splitlines()[0])["started_from"] == (
+        "the tree learned for budget 0.1 (the budget ladder)")
+    capsys.readouterr()
+    assert main(["learn-tree", "--budget", "0.25", "--rounds", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (f"{log} began from the tree learned for budget 0.1 (the budget ladder), in a run "
+            "of several budgets" in err and "this run starts budget 0.25, its smallest, from "
+            "--start stop: run with --budget 0.1,0.25" in err), err
+    assert log.read_text() == kept
+    header, *rounds = kept.splitlines()
+    old = json.loads(header)
+    del old["started_from"], old["proposer_settings"]
+    log.write_text("\n".join([json.dumps(old), *rounds]) + "\n")
+    assert main(["learn-tree", "--budget", "0.25", "--rounds", "2", "--out", str(out)]) == 2
+    assert ("began from another tree than --start stop (a smaller budget's, where its run had "
+            "several)" in capsys.readouterr().err)
+
+
+class _Interrupted(SearchProposer):
+    """The search proposer, interrupted (Ctrl-C) when asked for round ``at`` of its
+    ``budget``."""
+
+    def __init__(self, seed, at, budget):
+        super().__init__(seed)
+        self.at, self.budget = at, budget
+
+    def propose(self, feedback, n):
+        if feedback.round == self.at and feedback.problems[0].budget == self.budget:
+            raise KeyboardInterrupt
+        return super().propose(feedback, n)
+
+
+def test_an_interrupted_learn_tree_says_that_the_same_command_resumes_it(
+        tmp_path, capsys, monkeypatch):
+    import experiments.learn_tree as learn_tree_module
+    from agents.tree.learner import LearnInterruptedError
+    from experiments.cli import main
+
+    out, fresh = tmp_path / "run", tmp_path / "fresh"
+    command = ["learn-tree", "--budget", "0.1,0.25", "--rounds", "4", "--out", str(out)]
+    monkeypatch.setattr(learn_tree_module, "make_proposer",
+                        lambda kind, seed, *a, **k: _Interrupted(seed, 3, 0.25))
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert (f"learn-tree was interrupted at budget 0.25 with 2 rounds of it done, kept in "
+            f"{out / 'log-0.25.jsonl'}: run the same command again to resume it") in err, err
+    with pytest.raises(KeyboardInterrupt):  # still one, for code that stops on one
+        learn_tree_module.learn_tree([0.1, 0.25], _Interrupted(0, 4, 0.25), out, rounds=4,
+                                     progress=False)
+    with pytest.raises(LearnInterruptedError, match="with 3 rounds of it done"):
+        learn_tree_module.learn_tree([0.1, 0.25], _Interrupted(0, 4, 0.25), out, rounds=4,
+                                     progress=False)
+    monkeypatch.undo()
+    assert main(command) == 0
+    assert main([*command[:-1], str(fresh)]) == 0
+    assert load(out / "tree.json").root == load(fresh / "tree.json").root
+
+
 def test_learn_tree_refuses_bad_settings(tmp_path, capsys):
     from experiments.cli import main
 
@@ -491,7 +644,8 @@ def test_learn_tree_refuses_bad_settings(tmp_path, capsys):
 
 class _Script:
     """A proposer whose rounds are scripted: each answer is None (no reply: the endpoint
-    down), "junk" (a reply that is not the schema) or "stop" (one usable edit)."""
+    down), "junk" (a reply that is not the schema), "invalid" (four edits, none valid),
+    "nothing" (a reply of no edits) or "stop" (one usable edit)."""
 
     name = "script"
 
@@ -508,33 +662,71 @@ class _Script:
             return Proposal(edits=[], error="connection: refused", unreached=True)
         if answer == "junk":
             return Proposal(edits=[], error="no_json: the reply holds no JSON object")
+        if answer == "invalid":  # what parse_reply leaves of a reply of invalid edits
+            return Proposal(edits=[], unusable=[
+                "edit 1: node 99: the tree has nodes 0 to 0",
+                "edit 2: root: collect 'Foo' is not a section",
+                "edit 3: an edit's op is rewrite or split, not 'merge'",
+                f"edit 4: root.if: metric {SM} reads SpeedOfLight, not collected above"])
+        if answer == "nothing":
+            return Proposal(edits=[])
         return Proposal(edits=[Rewrite(0, Stop())])
 
 
-def test_rounds_without_a_reply_are_asked_again_and_never_logged_as_done(small, tmp_path):
-    from agents.tree.learner import ProposerUnreachableError
+def test_rounds_without_a_reply_are_asked_again_after_a_wait_and_never_logged_as_done(
+        small, tmp_path):
+    from agents.tree.learner import RETRY_WAITS, ProposerUnreachableError
 
+    assert RETRY_WAITS == (2.0, 4.0, 8.0)
     train_env, val_env = small
     config = LearnConfig(budget=0.25, rounds=4, proposals=1)
     log = tmp_path / "log.jsonl"
-    # a reply missing once or twice is asked again: the rounds stay 1..4, none skipped
+    # a reply missing once or twice is asked again after 2, then 4 s: the rounds stay 1..4
+    waits = []
     flaky = _Script(["stop", None, None, "junk", "stop", None, "stop"])
-    result = learn(train_env, val_env, flaky, config, log=log, progress=False)
+    result = learn(train_env, val_env, flaky, config, log=log, progress=False,
+                   sleep=waits.append)
+    assert waits == [2.0, 4.0, 2.0]  # the waits start again after a reply
     rounds = [json.loads(x) for x in log.read_text().splitlines()[1:]]
     assert [r["round"] for r in rounds] == [1, 2, 3, 4] and flaky.asked == 7
     assert [r["error"] for r in rounds] == [None, "no_json: the reply holds no JSON object",
                                             None, None]
     assert result.rounds == 4 and result.failed == {"no_json": 1}
-    # three in a row: it stops, the done rounds kept; the same command goes on from there
+    # no reply after the 2, 4 and 8 s waits: it stops, the done rounds kept, the budget named;
+    # the same command goes on from there
     log2 = tmp_path / "log2.jsonl"
-    with pytest.raises(ProposerUnreachableError, match=r"no reply 3 times in a row \(the "
-                                                       r"last: connection: refused\): 1 rounds "
-                                                       r"are done .* from round 2"):
-        learn(train_env, val_env, _Script(["stop", None]), config, log=log2, progress=False)
+    waits.clear()
+    with pytest.raises(ProposerUnreachableError, match=(
+            r"no reply 4 times in a row at budget 0\.25 \(the last: connection: refused\): "
+            r"1 round of budget 0\.25 is done and logged in log2\.jsonl; .* go on from round 2 "
+            r"of budget 0\.25$")):
+        learn(train_env, val_env, _Script(["stop", None]), config, log=log2, progress=False,
+              sleep=waits.append)
+    assert waits == [2.0, 4.0, 8.0]
     assert len(log2.read_text().splitlines()) == 2  # the settings and round 1
     again = _Script(["stop"])
     assert learn(train_env, val_env, again, config, log=log2, progress=False).rounds == 4
     assert again.asked == 3
+
+
+def test_rounds_whose_edits_are_all_invalid_count_as_without_a_usable_reply(small, tmp_path):
+    """A reply whose every edit is unusable (an unknown node or section, a bad op, a metric
+    read above its section) is counted as "invalid" like a reply that is not JSON, and the
+    round's summary counts the edits it offered."""
+    train_env, val_env = small
+    config = LearnConfig(budget=0.25, rounds=4, proposals=4)
+    log = tmp_path / "log.jsonl"
+    script = _Script(["invalid", "junk", "nothing", "stop"])
+    result = learn(train_env, val_env, script, config, log=log, progress=False)
+    assert result.failed == {"invalid": 1, "no_json": 1, "no_edits": 1}
+    rounds = [json.loads(x) for x in log.read_text().splitlines()[1:]]
+    assert [r["summary"] for r in rounds[:3]] == [
+        "round 1: none of 4 edits kept (4 unusable)", "round 2: no usable reply (no_json)",
+        "round 3: no edit offered"]
+    # read back from the log, the same count
+    more = learn(train_env, val_env, _Script(["invalid"]), LearnConfig(
+        budget=0.25, rounds=5, proposals=4), log=log, progress=False)
+    assert more.failed == {"invalid": 2, "no_json": 1, "no_edits": 1} and more.rounds == 5
 
 
 @pytest.mark.parametrize("optimizer", ["reference", "reference-v1"])

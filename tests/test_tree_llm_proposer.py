@@ -290,6 +290,14 @@ SCRIPT: dict[str, tuple[int, object, float]] = {
         "1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', "
         "'type'), 'msg': \"Input should be 'text' or 'json_object'\"}")}}).encode(), 0.0),
     "slow": (200, _reply(OCCUPANCY_ON_ELSE), 3.0),
+    # on the learner's first tree (stop): a node it lacks, an unknown section, an op that is
+    # none, a metric read before its section is collected
+    "invalid": (200, json.dumps({"edits": [
+        {"op": "rewrite", "node": 99, "with": {"stop": True}},
+        {"op": "rewrite", "node": 0, "with": {"collect": "Foo", "next": {"stop": True}}},
+        {"op": "merge", "node": 0},
+        {"op": "split", "node": 0, "if": {"metric": SOL_METRIC, "at_least": 60},
+         "then": {"stop": True}}]}), 0.0),
 }
 USAGE = {"prompt_tokens": 2100, "completion_tokens": 90, "total_tokens": 2190}
 
@@ -390,8 +398,10 @@ def test_more_edits_than_asked_are_capped(server):
     ("prose", "no_json", "holds no JSON object"),
     ("empty", "empty", "no content"),
     ("error500", "http", "HTTP 500"),
-    ("error400", "http", "structured=None"),
-    ("error500-format", "http", "'json_object' for llama-cpp-python's server"),
+    ("error400", "http", ("--llm-structured none on the learn-tree command line, "
+                          "LLMProposer(..., structured=None) in Python")),
+    ("error500-format", "http", ("--llm-structured json_object or "
+                                 "structured='json_object', for llama-cpp-python's server")),
 ])
 def test_failures_are_errors_not_raises(server, model, kind, says):
     proposal = _proposer(server, model).propose(_feedback(), 2)
@@ -654,3 +664,69 @@ def test_learn_tree_says_when_no_round_got_a_usable_reply(server, tmp_path, caps
         in captured.out
     assert ("no round at budget 0.25 got a usable reply from the proposer" in captured.err
             and "the logs log-<budget>.jsonl say why" in captured.err)
+
+
+def test_learn_tree_counts_rounds_whose_edits_are_all_invalid(server, tmp_path, capsys):
+    """Replies whose every edit is invalid are rounds without a usable reply, as replies that
+    are not JSON are: counted by kind, and exit 2 when no round had one."""
+    from experiments.cli import main
+
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    out = tmp_path / "t"
+    assert main(["learn-tree", "--proposer", "llm", "--llm-base-url", base, "--llm-model",
+                 "invalid", "--budget", "0.25", "--rounds", "2", "--proposals", "4", "--out",
+                 str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "2 rounds without a usable reply (invalid 2)" in captured.out, captured.out
+    assert "no round at budget 0.25 got a usable reply" in captured.err
+    rounds = [json.loads(x) for x in (out / "log-0.25.jsonl").read_text().splitlines()[1:]]
+    assert [r["summary"] for r in rounds] == [f"round {k}: none of 4 edits kept (4 unusable)"
+                                              for k in (1, 2)]
+    assert all(len(r["unusable"]) == 4 for r in rounds)
+
+
+def test_the_proposer_settings_are_what_changes_its_replies(server):
+    proposer = _proposer(server, "good", seed=3, temperature=0.5, structured="json_object",
+                         schema_depth=4, fold_system=True, timeout_s=9.0)
+    assert proposer.settings == {
+        "model": "good", "backend": "OpenAIChatBackend", "seed": 3, "temperature": 0.5,
+        "max_tokens": 1024, "structured": "json_object", "schema_depth": 4,
+        "fold_system": True, "problems_shown": PROBLEMS_SHOWN, "features_shown": 4,
+        "history_shown": 8, "metrics_shown": 6}  # not the time-out, the key or the URL
+    port = server.server_address[1]
+    assert proposer.endpoint == f"http://127.0.0.1:{port}/v1/chat/completions"
+    secret = LLMProposer(OpenAIChatBackend(f"http://me:pw@127.0.0.1:{port}/v1", "good"))
+    assert secret.endpoint == f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+def test_learn_tree_resumes_an_llm_run_only_with_the_same_llm_settings(server, tmp_path,
+                                                                       capsys):
+    """Another --seed, --llm-temperature or --llm-structured changes what the model replies:
+    the log is not resumed with them, the error names each, and run.json records them."""
+    from experiments.cli import main
+
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    out = tmp_path / "t"
+    first = ["learn-tree", "--proposer", "llm", "--llm-base-url", base, "--llm-model", "good",
+             "--budget", "0.25", "--rounds", "1", "--out", str(out)]
+    assert main(first) == 0
+    run = json.loads((out / "run.json").read_text())
+    settings = run["settings"]
+    assert settings["proposer"] == "llm:good"
+    assert settings["proposer_settings"]["temperature"] == 0.0
+    assert settings["proposer_settings"]["seed"] == 0
+    assert settings["proposer_settings"]["structured"] == "json_schema"
+    assert settings["proposer_endpoint"] == f"{base}/chat/completions"
+    log = (out / "log-0.25.jsonl").read_text()
+    capsys.readouterr()
+    assert main([*first[:-4], "--rounds", "2", "--seed", "5", "--llm-temperature", "0.9",
+                 "--llm-structured", "none", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert ("proposer_settings.seed: 0 in the log, 5 now; proposer_settings.temperature: 0.0 "
+            "in the log, 0.9 now; proposer_settings.structured: 'json_schema' in the log, "
+            "none now" in err), err
+    assert (out / "log-0.25.jsonl").read_text() == log
+    assert json.loads((out / "run.json").read_text()) == run
+    # the time-out does not change the replies: the same settings with another go on
+    assert main([*first[:-4], "--rounds", "2", "--llm-timeout", "30", "--out", str(out)]) == 0
+    assert len((out / "log-0.25.jsonl").read_text().splitlines()) == 3

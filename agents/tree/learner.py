@@ -24,9 +24,16 @@ Each round:
 
 Every round is one JSON line of the log: the proposals (each edit's JSON, its train score or
 why it was unusable), the decision, the scores, the proposer's time and tokens. The log is
-the run's state: a run started again with the same log and settings (more rounds may be
-asked) resumes after its last round (the accepted edits are replayed; the search proposer draws round ``r`` from its seed
-and ``r``, so the resumed run goes on as the uninterrupted one would have).
+the run's state: a run started again with the same log and settings (the proposer's
+``settings`` included: its seed, a model's sampling and prompt settings) resumes after its
+last round (the accepted edits are replayed; the search proposer draws round ``r`` from its
+seed and ``r``, so the resumed run goes on as the uninterrupted one would have). More rounds
+may be asked; fewer replay only the first ``rounds`` of the log, which gives the tree a run
+of that many rounds gives (the log keeps the others, for a later run asking for them).
+
+A round whose reply gave no edit to score (no reply at all is asked again, see
+:data:`RETRY_WAITS`) counts among :attr:`LearnResult.failed`, by kind
+(:func:`unusable_kind`).
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import sys
 import time
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,7 +53,7 @@ import numpy as np
 from agents.tree.edits import edit_from_dict
 from agents.tree.nodes import Stop, Tree, TreeFormatError, from_dict, vocabulary
 from agents.tree.policy import TreePolicy
-from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposer
+from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposer, proposer_settings
 from autoprofiler_env.envs.backends import Hindsight
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.evaluation import rollout
@@ -86,18 +95,40 @@ class LearnResult:
     rounds: int               # rounds run in all (the resumed ones included)
     accepted: int             # edits kept
     curve: list = field(default_factory=list)  # (round, train, validation) after each round
-    failed: dict = field(default_factory=dict)  # rounds whose whole reply was unusable, by
-    # the error's kind (no_json, schema, ...; the resumed ones included)
+    failed: dict = field(default_factory=dict)  # rounds whose reply gave no edit to score,
+    # by kind (unusable_kind: no_json, schema, empty, invalid, ...; the resumed ones included)
 
 
-UNREACHED_LIMIT = 3
-"""Rounds in a row without a reply from the proposer (connection, HTTP, timeout) after which
-learning stops with :class:`ProposerUnreachableError`; such rounds are asked again, never
-logged as done, so that the same command goes on once the endpoint answers."""
+RETRY_WAITS = (2.0, 4.0, 8.0)
+"""Seconds waited before asking a round again after the proposer gave no reply (connection
+refused, an HTTP error, a time-out): one wait per retry, so a round is asked
+``len(RETRY_WAITS) + 1`` times (14 s of waiting: a server restarting) before learning stops
+with :class:`ProposerUnreachableError`. Such rounds are never logged as done, so that the
+same command goes on once the endpoint answers."""
+UNREACHED_LIMIT = len(RETRY_WAITS) + 1
+"""Requests in a row without a reply after which learning stops."""
 
 
 class ProposerUnreachableError(AutoProfilerError):
-    """The proposer's endpoint gave no reply several rounds in a row."""
+    """The proposer's endpoint gave no reply several times in a row."""
+
+
+class LearnInterruptedError(AutoProfilerError, KeyboardInterrupt):
+    """Learning was interrupted (Ctrl-C, SIGTERM); the rounds done are in the log and the
+    same command resumes. A :class:`KeyboardInterrupt` too, for code that stops on one."""
+
+
+def unusable_kind(line: dict) -> str | None:
+    """Why a round's reply (its log line) gave no edit to score: the kind of its error
+    (``no_json``, ``schema``, ``empty``, ...), ``invalid`` (it offered edits and none gave a
+    valid tree that changes something: an unknown node or section, a bad op, a metric read
+    above its section) or ``no_edits`` (it offered none); None where an edit was scored."""
+    if line.get("error"):
+        return str(line["error"]).split(":")[0]
+    proposals = line.get("proposals") or []
+    if any(p.get("error") is None for p in proposals):
+        return None
+    return "invalid" if proposals or line.get("unusable") else "no_edits"
 
 
 class Scorer:
@@ -166,22 +197,39 @@ def feedback(tree: Tree, evaluation: Evaluation, scorer: Scorer, oracle: dict,
 
 def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnConfig(),
           start: Tree | None = None, log: str | Path | None = None,
-          progress: bool = True, on_round=None) -> LearnResult:
+          progress: bool = True, on_round=None, *, started_from: str | None = None,
+          retry_waits: tuple[float, ...] = RETRY_WAITS, sleep=None) -> LearnResult:
     """Learns a tree (the module docstring says how); ``log``: the JSON-lines log, resumed
-    when it holds rounds of a run with the same settings; ``on_round(line)`` is called with
-    each round's log line (wandb logging, a test's probe)."""
+    when it holds rounds of a run with the same settings (of a run of more rounds, only the
+    first ``config.rounds`` are replayed); ``on_round(line)`` is called with each round's log
+    line (wandb logging, a test's probe). ``started_from``: where ``start`` came from, in
+    words, written in the log's first line (not compared on resuming: ``start`` is) and said
+    when a resume is refused for another start. ``retry_waits``: the seconds waited before
+    each retry of a round without a reply (:data:`RETRY_WAITS`), through ``sleep``
+    (``time.sleep``; a test's fake).
+
+    Raises:
+        AutoProfilerError: ``log`` holds a run of other settings (the message names each one,
+            as in the log and now), or is corrupted.
+        ProposerUnreachableError: no reply ``len(retry_waits) + 1`` times in a row.
+    """
     from tqdm import tqdm
 
+    sleep = sleep or time.sleep
     start = start or Tree(Stop())
     train, val = Scorer(train_env, config.budget), Scorer(val_env, config.budget)
     base = train_env.unwrapped
     dataset = getattr(base.backend, "dataset", None)
     header = {"kind": "start", "config": asdict(config), "proposer": proposer.name,
+              "proposer_settings": proposer_settings(proposer),
               "start": start.to_dict(), "train_problems": list(base.problems),
               "validation_problems": list(val_env.unwrapped.problems),
               "env": {"optimizer": base.optimizer, "cost_penalty": base.cost_penalty,
                       "dataset_sha256": dataset.metadata.get("sha256") if dataset else None}}
-    lines = _resume(log, header, train.vocab)
+    if started_from is not None:
+        header["started_from"] = started_from
+    # a run of fewer rounds than the log holds is the run of its first rounds
+    lines = _resume(log, header, train.vocab)[:config.rounds]
     # the resumed rounds: replay their kept edits, and find the best tree among them
     current = start
     best = (val(start).objective, train(start).objective, start)
@@ -197,7 +245,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     curve = [(line["round"], math.exp(line["train_objective"]),
               math.exp(line["validation_objective"])) for line in lines]
     history = [line["summary"] for line in lines][-config.history:] if config.history else []
-    failed = Counter(line["error"].split(":")[0] for line in lines if line.get("error"))
+    failed = Counter(kind for line in lines if (kind := unusable_kind(line)) is not None)
     oracle = _oracle(train_env, config.budget)
     now, now_val = train(current), val(current)
     first = len(lines) + 1
@@ -218,12 +266,22 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
             proposal = proposer.propose(fb, config.proposals)
             if proposal.unreached:  # no reply: the round is asked again, not logged as done
                 unreached.append(proposal.error or "no reply")
-                if len(unreached) >= UNREACHED_LIMIT:
+                if len(unreached) > len(retry_waits):
+                    done = round_ - 1
+                    where = f" in {Path(log).name}" if log else ""
                     raise ProposerUnreachableError(
                         f"the proposer {proposer.name} gave no reply {len(unreached)} times "
-                        f"in a row (the last: {unreached[-1]}): {round_ - 1} rounds are "
-                        f"done and logged; fix the endpoint and run the same command again "
-                        f"to go on from round {round_}")
+                        f"in a row at budget {config.budget:g} (the last: {unreached[-1]}): "
+                        f"{done} round{'s' if done != 1 else ''} of budget "
+                        f"{config.budget:g} {'are' if done != 1 else 'is'} done and "
+                        f"logged{where}; fix the endpoint and run the same command again "
+                        f"to go on from round {round_} of budget {config.budget:g}")
+                wait = retry_waits[len(unreached) - 1]
+                if progress:
+                    bar.write(f"learn-tree: no reply from {proposer.name} ({unreached[-1]}): "
+                              f"round {round_} at budget {config.budget:g} is asked again in "
+                              f"{wait:g} s", file=sys.stderr)
+                sleep(wait)
                 continue  # the same round, asked again
             unreached.clear()
             rows, candidates = [], []
@@ -248,9 +306,19 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                     accepted += 1
                     if (now_val.objective, now.objective) > best[:2]:
                         best, best_round = (now_val.objective, now.objective, tree), round_
-            summary = f"round {round_}: " + (
-                f"kept {proposal.edits[choice].describe()} ({now.objective - before:+.4f})"
-                if choice is not None else f"none of {len(rows)} edits kept")
+            offered = len(rows) + len(proposal.unusable)  # what the reply offered
+            bad = len(proposal.unusable) + sum(1 for row in rows if row["error"] is not None)
+            if choice is not None:
+                outcome = f"kept {proposal.edits[choice].describe()} " \
+                          f"({now.objective - before:+.4f})"
+            elif proposal.error is not None:
+                outcome = f"no usable reply ({proposal.error.split(':')[0]})"
+            elif not offered:
+                outcome = "no edit offered"
+            else:
+                outcome = f"none of {offered} edits kept" + (
+                    f" ({bad} unusable)" if bad else "")
+            summary = f"round {round_}: {outcome}"
             history = (history + [summary])[-config.history:] if config.history else []
             line = {"kind": "round", "round": round_, "proposals": rows,
                     "unusable": proposal.unusable, "error": proposal.error,
@@ -264,8 +332,8 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                 out.write(json.dumps(line) + "\n")
                 out.flush()
             curve.append((round_, now.score, now_val.score))
-            if proposal.error is not None:
-                failed[proposal.error.split(":")[0]] += 1
+            if (kind := unusable_kind(line)) is not None:
+                failed[kind] += 1
             bar.update(1)
             bar.set_postfix(train=f"{now.score:.3f}", val=f"{now_val.score:.3f}",
                             nodes=current.size())
@@ -278,6 +346,54 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
             out.close()
     return LearnResult(best[2], math.exp(best[1]), math.exp(best[0]),
                        curve[-1][0] if curve else 0, accepted, curve, dict(failed))
+
+
+DESCRIPTIVE = ("started_from",)
+"""Keys of the log's first line that say something and are not compared on resuming."""
+_ABSENT = object()
+
+
+def _show(value) -> str:
+    """A setting's value, short, for a message."""
+    if value is _ABSENT or value is None:
+        return "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_show(v)}" for k, v in value.items()) or "none"
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _size(node) -> int:
+    """The nodes of a tree's JSON (a rough count for a message; 0 for what is not a node)."""
+    if not isinstance(node, dict):
+        return 0
+    return 1 + sum(_size(node.get(k)) for k in ("next", "then", "else"))
+
+
+def _differences(old, new, first: dict, header: dict, path: str = "") -> list[str]:
+    """Each setting that differs between the log (``old``) and this run (``new``):
+    ``"config.proposals: 8 in the log, 4 now"``."""
+    if isinstance(old, dict) and isinstance(new, dict) and path != "start":
+        out = []  # at the top, the keys this run writes (a later one's others are said)
+        for k in [*new, *(k for k in old if k not in new and path)]:
+            out += _differences(old.get(k, _ABSENT), new.get(k, _ABSENT), first, header,
+                                f"{path}.{k}" if path else k)
+        return out
+    if old == new:
+        return []
+    if path == "start":
+        def tree(h: dict, value) -> str:
+            n = _size((value or {}).get("root") if isinstance(value, dict) else None)
+            came = h.get("started_from")
+            return f"a tree of {n} node{'s' if n != 1 else ''}" + (
+                f" ({came})" if came else "")
+        return [f"start: {tree(first, old)} in the log, {tree(header, new)} now"]
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [f"{path}: {len(old)} in the log, {len(new)} now"]
+        i = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
+        return [f"{path}[{i}]: {_show(old[i])} in the log, {_show(new[i])} now"]
+    return [f"{path}: {_show(old)} in the log, {_show(new)} now"]
 
 
 def _resume(log, header: dict, vocab) -> list[dict]:
@@ -304,15 +420,21 @@ def _resume(log, header: dict, vocab) -> list[dict]:
                                 "run's settings)")
     first = lines[0]
 
-    def settings(h: dict) -> dict:  # more rounds may be asked of a resumed run
-        return h | {"config": {k: v for k, v in (h.get("config") or {}).items()
-                               if k != "rounds"}}
+    def settings(h: dict) -> dict:  # another number of rounds may be asked of a resumed run
+        return {k: v for k, v in h.items() if k not in DESCRIPTIVE} | {
+            "config": {k: v for k, v in (h.get("config") or {}).items() if k != "rounds"}}
 
-    keys = [k for k in header if settings(first).get(k) != settings(header)[k]]
-    if keys:
-        raise AutoProfilerError(f"{log} holds a run with other settings ({', '.join(keys)} "
-                                "differ): give the same settings to resume it, or another "
-                                "--out")
+    logged, now = settings(first), settings(header)
+    if "proposer_settings" not in logged:  # a log written before they were recorded
+        told = now.pop("proposer_settings")
+        warnings.warn(f"{log} was written before the learner recorded the proposer's "
+                      f"settings: it is resumed with {_show(told)}, which it cannot check "
+                      "(give those it was written with)", stacklevel=3)
+    differences = _differences(logged, now, first, header)
+    if differences:
+        raise AutoProfilerError(f"{log} holds a run with other settings ("
+                                + "; ".join(differences) + "): give the same settings to "
+                                "resume it, or another --out")
     rounds = [line for line in lines[1:] if line.get("kind") == "round"]
     for k, line in enumerate(rounds, 1):
         if line.get("round") != k:

@@ -68,7 +68,12 @@ class Proposal:
 
 @runtime_checkable
 class Proposer(Protocol):
-    """Offers edits of the current tree."""
+    """Offers edits of the current tree.
+
+    A proposer may also have ``settings``, a dict of JSON values: whatever, besides its
+    ``name``, changes what it proposes (a seed, a model's sampling and prompt settings; not
+    a time-out or a key). The learner writes it in the log's first line and resumes a log
+    only with the same (:func:`proposer_settings`)."""
 
     name: str
 
@@ -76,3 +81,9 @@ class Proposer(Protocol):
         """Up to ``n`` edits; never raises for what a model replies (that goes in
         :attr:`Proposal.error` / :attr:`Proposal.unusable`)."""
         ...
+
+
+def proposer_settings(proposer) -> dict:
+    """``proposer.settings`` (what changes what it proposes), ``{}`` for a proposer without
+    any."""
+    return dict(getattr(proposer, "settings", None) or {})

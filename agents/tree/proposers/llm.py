@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 
@@ -492,6 +493,33 @@ class LLMProposer:
     def __repr__(self) -> str:
         return f"LLMProposer({self.backend!r}, name={self.name!r})"
 
+    @property
+    def settings(self) -> dict:
+        """What changes the replies, besides :attr:`name`: the model and its backend, the
+        decoding settings, the response_format and the prompt's settings. The learner writes
+        them in the log and resumes a log only with the same. Not the time-out, the API key
+        or the endpoint's URL (the same model served at another address answers the same;
+        :attr:`endpoint` says where it was)."""
+        return {"model": self.backend.model_name, "backend": type(self.backend).__name__,
+                "seed": self.seed, "temperature": self.temperature,
+                "max_tokens": self.max_tokens, "structured": self.structured,
+                "schema_depth": self.schema_depth, "fold_system": self.fold_system,
+                "problems_shown": self.problems_shown, "features_shown": self.features_shown,
+                "history_shown": self.history_shown, "metrics_shown": self.metrics_shown}
+
+    @property
+    def endpoint(self) -> str | None:
+        """The backend's URL without any user or password in it (None: a local model), for
+        a run's record."""
+        url = getattr(self.backend, "url", None)
+        if not isinstance(url, str):
+            return None
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (
+            f":{parts.port}" if parts.port else "")
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
     def response_format(self, feedback: Feedback, n: int) -> dict | None:
         """What the request sends as ``response_format`` (None: nothing, the backend cannot
         constrain its reply or ``structured`` is off)."""
@@ -538,8 +566,10 @@ class LLMProposer:
             if e.kind == "http" and response_format is not None and any(
                     word in error for word in ("HTTP 400", "HTTP 422", "response_format")):
                 error += (f" (if the server does not take a {self.structured!r} "
-                          "response_format, pass LLMProposer(..., structured=None), or "
-                          "'json_object' for llama-cpp-python's server)")
+                          "response_format: --llm-structured none on the learn-tree "
+                          "command line, LLMProposer(..., structured=None) in Python; or "
+                          "json_object, --llm-structured json_object or "
+                          "structured='json_object', for llama-cpp-python's server)")
             return Proposal(edits=[], seconds=time.perf_counter() - started,
                             tokens=self._usage(), error=error,
                             unreached=e.kind in ("connection", "http", "timeout"))

@@ -52,6 +52,11 @@ class SearchProposer:
         self.attempts = attempts
         self.name = f"search:{seed}"
 
+    @property
+    def settings(self) -> dict:
+        """What changes the edits it draws (the learner resumes a log only with the same)."""
+        return {"seed": self.seed, "attempts": self.attempts}
+
     def propose(self, feedback: Feedback, n: int) -> Proposal:
         started = time.perf_counter()
         rng = np.random.default_rng([self.seed, feedback.round])
