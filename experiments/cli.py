@@ -250,7 +250,18 @@ def cmd_record(args: argparse.Namespace) -> int:
                      f"(86400), got {args.candidate_timeout:g}")
     if args.address is not None and args.workers != "ray":
         return _fail("--address is the Ray cluster of --workers ray")
+    if args.time_budget is not None and not 0 < args.time_budget < math.inf:
+        return _fail(f"--time-budget must be a number of seconds > 0 (leave it out for no "
+                     f"budget), got {args.time_budget:g}")
+    if args.chunk < 1:
+        return _fail(f"--chunk must be a whole number of problems >= 1, got {args.chunk}")
     if args.source is not None:
+        if not Path(args.source).exists():
+            return _fail(f"--source {args.source}: no such directory (give the KernelBench "
+                         "checkout: the folder holding level1/, or the repository's root)")
+        if not Path(args.source).is_dir():
+            return _fail(f"--source {args.source}: not a directory (give the KernelBench "
+                         "checkout: the folder holding level1/, or the repository's root)")
         return _record_kernelbench(args)
     if args.prepare or args.commit:
         return _fail("--prepare and --commit are for a KernelBench checkout: give --source DIR")
@@ -911,11 +922,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "and detailed sets and each section alone, for the cost model; llm needs "
                    "the options below)")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--chunk", type=int, default=12, help="problems per ncu invocation (with "
-                   "--source: per chunk, each recorded whole before the next)")
+    p.add_argument("--chunk", type=int, default=12, help="problems per ncu invocation, >= 1 "
+                   "(with --source: per chunk, each recorded whole before the next)")
     p.add_argument("--time-budget", type=float,
-                   help="seconds after which ncu is stopped (keeping the problems it finished) "
-                   "and no new unit of work starts (for limited commands)")
+                   help="seconds (> 0) after which ncu is stopped (keeping the problems it "
+                   "finished) and no new unit of work starts (for limited commands; leave it "
+                   "out for no budget)")
     p.add_argument("--warm-workers", type=int, default=6,
                    help="processes compiling candidates in parallel before timing")
     p.add_argument("--candidate-timeout", type=float, metavar="S",

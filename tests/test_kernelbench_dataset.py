@@ -381,6 +381,19 @@ def test_the_manifest_records_strata_splits_order_and_the_files_left_out(prepare
 
 # -- recording, chunk by chunk --------------------------------------------------------------
 
+@pytest.fixture
+def on_the_h200(monkeypatch):
+    """This machine taken for the H200 whose rows the fakes of the GPU parts write
+    (``_recorded_reference``: a recording is one machine's), with ncu."""
+    from autoprofiler_env.dataset.record import machine
+    from autoprofiler_env.profiler import runner
+
+    row = read_jsonl(DATA / "recording_h200" / "reference.jsonl")[0]
+    monkeypatch.setattr(machine, "machine_info", lambda device: {
+        k: row[k] for k in ("torch", "python", "device", "gpu", "cuda")})
+    monkeypatch.setattr(runner, "find_ncu", lambda ncu=None: "ncu")
+
+
 def _new_recording(prepared, tmp_path) -> Path:
     """A recording folder holding only the prepared manifest."""
     out = tmp_path / "rec"
@@ -390,7 +403,7 @@ def _new_recording(prepared, tmp_path) -> Path:
 
 
 def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_budget(
-        prepared, tmp_path, monkeypatch):
+        prepared, tmp_path, monkeypatch, on_the_h200):
     """The ncu part starts nothing with too little time left (MIN_RUN_S), though the deadline
     has not passed: the recorder passes over the chunks and must say that the time budget
     stopped it, so that the command is run again (2026-12-04 on the H200: 17 s left, 21
@@ -426,7 +439,7 @@ def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_bu
 
 
 def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefix(
-        prepared, tmp_path, monkeypatch):
+        prepared, tmp_path, monkeypatch, on_the_h200):
     """Fakes for the GPU parts (their rows from the H200 recording); the plan is the real one,
     made on this CPU from the chunk's evidence. A stop after one problem's candidates leaves
     the order's first problems complete; the next call finishes what is left."""
@@ -518,7 +531,7 @@ def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefi
 
 
 def test_the_reference_timings_of_every_chunk_can_come_first(prepared, tmp_path,
-                                                              monkeypatch):
+                                                              monkeypatch, on_the_h200):
     """``--parts reference``: every problem's reference timing, chunk by chunk, and nothing
     else (the problems the judge refuses are known before the costly parts); the next full
     call goes on from the ncu runs."""

@@ -173,10 +173,12 @@ def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_bu
     again; a call that did all its work, or had no budget, says not."""
     import autoprofiler_env.dataset.record as record_module
     from autoprofiler_env.dataset.record import record
+    from autoprofiler_env.profiler import runner
 
     small = load_problem(str(ROOT / "tests" / "data" / "problems" / "relu_small.py"))
     out = tmp_path / "rec"
     monkeypatch.setattr(record_module, "record_ncu", lambda *args, **kwargs: 0)  # declines
+    monkeypatch.setattr(runner, "find_ncu", lambda ncu=None: "ncu")  # as if ncu were here
     assert record(out, [small], parts=("reference", "full"), device="cpu",
                   time_budget_s=600)["stopped_by_time_budget"]
     assert not record(out, [small], parts=("reference",), device="cpu",

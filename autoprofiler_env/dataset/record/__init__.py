@@ -40,7 +40,6 @@ info stored with the rows and the deadline. This module runs the parts and logs 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Collection
 from contextlib import contextmanager
@@ -54,12 +53,14 @@ from autoprofiler_env.dataset.record.candidates import (
 )
 from autoprofiler_env.dataset.record.llm import LLMPart, parse_section_sets, record_llm
 from autoprofiler_env.dataset.record.llm import require as require_llm
-from autoprofiler_env.dataset.record.machine import _past, machine_info
+from autoprofiler_env.dataset.record.machine import _past, machine_info, preflight
 from autoprofiler_env.dataset.record.ncu import (
     MIN_RUN_S,
     STEPPED_OPS,
     chunks,
     covered,
+    ncu_pending,
+    read_run,
     record_ncu,
 )
 from autoprofiler_env.dataset.record.reference import record_reference
@@ -114,20 +115,37 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
     ``plan``: a recording plan (:mod:`.plan`): the candidates part records its candidates, in
     its order, for the problems it names (the other parts are not affected); ``reuse``: candidate
     rows of other recordings that it copies where judge and source are the same;
-    ``candidate_timeout_s``: the judge's limit for one candidate (:func:`record_candidates`)."""
-    deadline = time.monotonic() + time_budget_s if time_budget_s else None
+    ``candidate_timeout_s``: the judge's limit for one candidate (:func:`record_candidates`).
+    ``time_budget_s``: None for none (0 stops at once).
+
+    Before it records anything it checks what would refuse the recording (no CUDA device,
+    no ncu for an ncu part with work to do, ``out``'s rows made on another machine:
+    :func:`~.machine.preflight`), so that a refusal leaves ``out`` as it was.
+
+    Raises:
+        ValueError: unknown parts, a chunk under 1 problem, the llm part without ``llm``.
+        MachineError: this machine cannot record on ``device``, or ``out`` was recorded on
+            another (:class:`~.machine.OtherMachineError`).
+        NcuNotFoundError: an ncu part has work to do and there is no ncu.
+    """
+    deadline = time.monotonic() + time_budget_s if time_budget_s is not None else None
     out = Path(out)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
+    if chunk < 1:
+        raise ValueError(f"a chunk holds at least 1 problem, not {chunk}")
+    require_llm(parts, llm)
     planned = None
     if plan is not None:
         from autoprofiler_env.dataset.record.plan import candidate_names, load_plan
 
         planned = candidate_names(load_plan(plan))
     reused = [row for path in reuse for row in read_jsonl(Path(path))]
+    preflight(out, device, ncu=any(
+        ncu_pending(problems, configs, out / root)
+        for root, configs in (_ncu_configs(part) for part in NCU_PARTS if part in parts)))
     out.mkdir(parents=True, exist_ok=True)
-    unknown = set(parts) - set(PARTS)
-    if unknown:
-        raise ValueError(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
-    require_llm(parts, llm)
     with terminate_becomes_exit():
         summary = {part: _record_part(part, out, problems, chunk, deadline, device,
                                       warm_workers, llm, planned, reused,
@@ -180,14 +198,25 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                                         list(llm.section_sets), out / "llm.jsonl",
                                         recording_config(device), llm.repeats, deadline)))
         else:
-            configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
-                       {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
-                       if part == "sets" else {s: [s] for s in ACTION_SECTIONS})
-            root = out / ("sets" if part in ("full", "sets") else "profiles")
+            root, configs = _ncu_configs(part, catalogue)
+            root = out / root
             alone = set(alone) | {p.uri for p in problems if STEPPED_OPS & set(p.tags)}
             record_ncu(problems, configs, root, chunk, deadline, max_ops=max_ops, alone=alone)
             holds.append({name: len(covered(root / name)) for name in configs})
     return holds[0]
+
+
+NCU_PARTS = ("full", "sets", "profiles")
+"""The parts that run ncu."""
+
+
+def _ncu_configs(part: str, catalogue=None) -> tuple[str, dict[str, list[str]]]:
+    """An ncu part's folder in the recording and its configurations (name -> sections)."""
+    catalogue = catalogue or load_catalogue()
+    configs = ({"full": list(catalogue.sets["full"])} if part == "full" else
+               {n: list(catalogue.sets[n]) for n in ("basic", "detailed")}
+               if part == "sets" else {s: [s] for s in ACTION_SECTIONS})
+    return ("sets" if part in ("full", "sets") else "profiles"), configs
 
 
 @contextmanager
@@ -218,14 +247,17 @@ def recording_cost(out: Path) -> dict:
     """What the recording cost in device seconds: per part, as ``record`` logged it
     (``timings.jsonl``), and what the recording itself shows of its parts made before that
     log existed: the ncu runs' wall time and the candidates' judging and timing wall time
-    (without their compile warm-up)."""
+    (without their compile warm-up).
+
+    Raises:
+        ReportReadError: a saved ncu run's ``run.json`` cannot be read (truncated, damaged).
+    """
     out = Path(out)
     logged: dict[str, float] = {}
     for row in read_jsonl(out / TIMINGS):
         logged[row["part"]] = logged.get(row["part"], 0.0) + row["wall_s"]
     # the ncu runs the recorder made (a candidates file may lie in a folder with others')
-    runs = [json.loads(p.read_text()) for root in ("sets", "profiles")
-            for p in (out / root).rglob("run.json")]
+    runs = [read_run(p) for root in ("sets", "profiles") for p in (out / root).rglob("run.json")]
     return {"logged_s": logged,
             "ncu_runs_s": sum(m["wall_s"] for m in runs), "ncu_runs": len(runs),
             "candidates_judged_s": sum(r.get("wall_s") or 0.0
@@ -248,7 +280,7 @@ def problem_costs(out: Path) -> dict[str, dict]:
     for row in read_jsonl(out / "reference.jsonl"):
         cost(row["uri"])["reference_s"] += row.get("wall_s") or 0.0
     for path in sorted(out.rglob("run.json")):
-        for r in json.loads(path.read_text())["status"]:
+        for r in read_run(path)["status"]:
             if r.get("event") == "problem":
                 cost(r["uri"])["ncu_s"] += (r.get("profiled_s") or 0.0) + (r.get("setup_s")
                                                                           or 0.0)

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from autoprofiler_env.dataset.record.machine import _past, machine_info
+from autoprofiler_env.dataset.record.machine import (
+    SAME_MACHINE,
+    _past,
+    check_machine,
+    machine_info,
+)
 from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.harness.records import JUDGE_VERSION, ErrorKind, EvalResult
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
@@ -304,7 +309,8 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     every applicable transformation. A row of ``reuse`` (another recording's, or a re-judge's)
     is copied instead of measuring again where its judge is this one, its source's sha256 is
     the candidate's and it was measured on this kind of machine (the same GPU, torch and
-    device: ``_SAME_MACHINE``); it is marked ``reused: true``.
+    device: :data:`~.machine.SAME_MACHINE`); it is marked ``reused: true``. ``out``'s own
+    rows must be this machine's (:func:`~.machine.check_machine`).
 
     In batches that hold ``warm_workers`` candidates which generate code (``compile``,
     ``max_autotune``, a Triton kernel), on a GPU fewer where their estimated memory while
@@ -353,7 +359,8 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
 
     done = judged(read_jsonl(out))
     info = machine_info(config.device)
-    machine = {k: info.get(k) for k in _SAME_MACHINE}
+    check_machine([out], info, out.parent)
+    machine = {k: info.get(k) for k in SAME_MACHINE}
     reusable = {(r["uri"], r["transformation"], r.get("source_sha256")): r for r in reuse
                 if r.get("judge") == JUDGE_VERSION and _stands(r)
                 and all(r.get(k) == v for k, v in machine.items())
@@ -594,10 +601,6 @@ judging it): they are judged alone, after the call's other candidates."""
 _LIMIT_RAN = 0.95
 """A stopped compile that ran this share of the limit was stopped by the limit (a deadline
 stops one sooner)."""
-
-_SAME_MACHINE = ("gpu", "torch", "device")
-"""What a reused row's machine must share with this one."""
-
 
 def _sha256(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()

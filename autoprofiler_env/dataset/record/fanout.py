@@ -157,10 +157,12 @@ def _seed(out: Path, unit: Unit) -> dict:
                    if r["uri"] == unit.uri and key(r) not in done}
         return {"replies": list(replies.values())}
     if unit.part == "full":
+        from autoprofiler_env.dataset.record.ncu import read_run
+
         files = {}
         root = out / "sets" / "full"
         for meta in sorted(root.glob("*/run.json")):
-            if any(p.get("uri") == unit.uri for p in json.loads(meta.read_text())["problems"]):
+            if any(p.get("uri") == unit.uri for p in read_run(meta)["problems"]):
                 for f in meta.parent.iterdir():
                     files[str(f.relative_to(out))] = _b64(f.read_bytes())
         return {"files": files}
@@ -577,7 +579,7 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                   reuse: list[dict] = (), max_ops: int | None = None,
                   unit_timeout_s: float = 3600.0, llm=None, llm_concurrency: int = 8,
                   candidate_timeout_s: float = CANDIDATE_TIMEOUT_S,
-                  alone: Iterable[str] = ()) -> dict:
+                  alone: Iterable[str] = (), preflight: bool = True) -> dict:
     """Records ``parts`` of ``problems`` into ``out`` on ``workers`` (:class:`LocalWorkers`,
     :class:`RayWorkers`), resuming what ``out`` holds. Returns the summary
     :func:`~autoprofiler_env.dataset.record.record` gives, with ``failed``: the units given
@@ -586,7 +588,15 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     ``llm``: the llm part's :class:`~autoprofiler_env.dataset.record.LLMPart`, its requests
     ``llm_concurrency`` at a time (the module's docstring says how). ``alone``: the problems
     whose ncu run is capped from the start, as :func:`~.ncu.record_ncu` does (those tagged
-    with a :data:`~.ncu.STEPPED_OPS` kind are added)."""
+    with a :data:`~.ncu.STEPPED_OPS` kind are added). ``time_budget_s``: None for none (0
+    starts nothing).
+
+    With :class:`LocalWorkers` (``preflight``: unless the caller checked), what would refuse
+    the recording is checked before any unit starts (:func:`~.machine.preflight`: no CUDA
+    device, no ncu while a problem needs its ncu run, ``out``'s rows made on another
+    machine); on Ray, whose nodes may be other machines than this one, each unit's rows are
+    checked before they are written: a unit of another machine than the recording's stops
+    the run (:class:`~.machine.OtherMachineError`), its rows not written."""
     unknown = set(parts) - set(FANOUT_PARTS)
     if unknown:
         raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}; record "
@@ -597,22 +607,31 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     if llm_concurrency < 1:
         raise ValueError(f"llm_concurrency must be at least 1, not {llm_concurrency}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     if config is None:
         from autoprofiler_env.dataset.record import recording_config
 
         config = recording_config("cuda")
+    if preflight:
+        from autoprofiler_env.dataset.record import machine
+        from autoprofiler_env.dataset.record.ncu import ncu_pending
+
+        here = isinstance(workers, LocalWorkers)  # Ray's units run on its nodes
+        machine.preflight(out, config.device if here else None, ncu=here and "full" in parts
+                          and ncu_pending(problems, ["full"], out / "sets"))
+    out.mkdir(parents=True, exist_ok=True)
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s,
                   candidate_timeout_s=candidate_timeout_s, alone=frozenset(alone))
     units = pending(out, problems, parts, config.device, plan)
     given_up: set[tuple[str, str]] = set()
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
+        check = _one_machine(out)
         failed = drive(out, workers, [(u, _seed(out, u)) for u in units], len(units), setup,
-                       given_up=given_up)
+                       given_up=given_up, check=check)
         if "llm" in parts:
             count, work = _llm_work(out, problems, llm, setup, llm_concurrency)
-            failed += drive(out, workers, work, count, setup, "problems", given_up=given_up)
+            failed += drive(out, workers, work, count, setup, "problems", given_up=given_up,
+                            check=check)
     summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
     if "llm" in parts:
         llm.summarize(summary, problems)
@@ -629,11 +648,14 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
 
 def drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, setup: Setup,
           what: str = "units", progress: bool = True,
-          given_up: set[tuple[str, str]] | None = None) -> int:
+          given_up: set[tuple[str, str]] | None = None,
+          check: Callable[[Unit, dict], None] | None = None) -> int:
     """Runs ``work`` on ``workers``, writing each result into ``out`` as it comes
     (:func:`commit`); returns how many units were given up on (each logged in
-    ``failures.jsonl``, and their (part, URI) added to ``given_up``). Call it inside
-    ``terminate_becomes_exit()``, so that SIGTERM stops the units in flight."""
+    ``failures.jsonl``, and their (part, URI) added to ``given_up``). ``check(unit,
+    result)``: called before a result is written; what it raises stops the run (the units in
+    flight too), the result not written. Call it inside ``terminate_becomes_exit()``, so
+    that SIGTERM stops the units in flight."""
     failed = 0
 
     def interrupted(unit: Unit, gpu: str | None, seconds: float) -> None:
@@ -653,11 +675,47 @@ def drive(out: Path, workers, work: Iterable[tuple[Unit, dict]], total: int, set
                         log.write({"part": unit.part, "uri": unit.uri, "error": str(result),
                                    "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
                 else:
+                    if check is not None:
+                        check(unit, result)
                     commit(out, unit, result, setup.config.device)
                 bar.update()
     finally:
         results.close()  # stopped (SIGTERM, an error): the units in flight are stopped too
     return failed
+
+
+def _one_machine(out: Path) -> Callable[[Unit, dict], None]:
+    """A :func:`drive` check that the rows of each unit are the recording's machine's (those
+    of its rows that name one: :func:`~.machine.machine_of`), the first unit's where the
+    recording has none yet.
+
+    Raises (the check):
+        OtherMachineError: a unit's rows are another machine's.
+    """
+    from autoprofiler_env.dataset.record.machine import (
+        LOGS,
+        OtherMachineError,
+        describe,
+        machine_of,
+        machines,
+    )
+
+    known = machines([out / name for name in LOGS])
+
+    def check(unit: Unit, result: dict) -> None:
+        for row in result.get("rows") or ():
+            here = machine_of(row)
+            if here is None or here in known:
+                continue
+            if known:
+                said = "; ".join(f"{describe(m)} ({first})" for m, first in known.items())
+                raise OtherMachineError(
+                    f"{out} was recorded on {said}; the {unit.part} of {unit.uri} was "
+                    f"recorded on {describe(here)} (GPU id {result.get('gpu')}), and is not "
+                    "written: a recording's rows are one machine's; record that machine's "
+                    "into another --out")
+            known[here] = f"{unit.part}.jsonl: {unit.uri}"
+    return check
 
 
 def _log_time(out: Path, unit: Unit, wall_s: float, device: str, gpu: str | None,

@@ -33,6 +33,7 @@ complete problems (:func:`~autoprofiler_env.dataset.build.build_kernelbench`).
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,6 +55,8 @@ from autoprofiler_env.problems.kernelbench import (
 )
 from autoprofiler_env.profiler.runner import MAX_OPS
 
+LEVEL_FOLDER = re.compile(r"level([0-9]+)")
+"""A checkout's folder of one level's problems."""
 MANIFEST = "kernelbench.json"
 """The manifest's file name in a recording folder."""
 MANIFEST_SCHEMA = "autoprofiler-kernelbench-recording/1"
@@ -88,18 +91,22 @@ class ManifestProblem:
 
 @dataclass(frozen=True)
 class RecordingManifest:
-    """What a KernelBench recording records: the checkout's commit, the levels, the split
-    seed, the problems in recording order, and the files left out (``"level3/x.py"`` -> why).
-    """
+    """What a KernelBench recording records: the checkout's commit, the levels (those the
+    checkout has of the levels asked), the split seed, the problems in recording order, the
+    files left out (``"level3/x.py"`` -> why), and the levels asked that the checkout did not
+    have (``missing_levels``, written only where there are some)."""
 
     commit: str | None
     levels: tuple[int, ...]
     seed: int
     problems: tuple[ManifestProblem, ...]
     skipped: dict[str, str]
+    missing_levels: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return {"schema": MANIFEST_SCHEMA, "commit": self.commit, "levels": list(self.levels),
+                **({"missing_levels": list(self.missing_levels)} if self.missing_levels
+                   else {}),
                 "seed": self.seed, "split_pattern": list(PATTERN),
                 "problems": [{"level": m.provenance.level, "file": m.provenance.file,
                               "sha256": m.provenance.sha256, "op": m.op, "split": m.split}
@@ -127,7 +134,8 @@ class RecordingManifest:
                 KernelBenchProvenance(d["level"], d["file"], d["sha256"], commit),
                 d["op"], d["split"]) for d in doc["problems"])
             manifest = cls(commit, tuple(doc["levels"]), int(doc["seed"]), problems,
-                           dict(doc["skipped"]))
+                           dict(doc["skipped"]),
+                           tuple(int(level) for level in doc.get("missing_levels", ())))
         except FileNotFoundError:
             raise DatasetError(f"no KernelBench manifest at {path}: prepare the recording "
                                "first (`autoprofiler record --source DIR --out "
@@ -166,12 +174,24 @@ class RecordingManifest:
                 checkout.root, f"{len(wrong)} of the recording's {len(self.problems)} files "
                 f"differ from the checkout's, the first level{first.provenance.level}/"
                 f"{first.provenance.file}, which {detail}",
-                f"give a checkout of KernelBench at commit {self.commit or 'the recorded one'}")
+                f"give a checkout of KernelBench at commit {self.commit}" if self.commit else
+                "give the checkout the recording was prepared from (its manifest records no "
+                "commit)")
         return problems
 
     @property
     def splits(self) -> dict[str, str]:
         return {m.uri: m.split for m in self.problems}
+
+    def unlisted(self, checkout: KernelBenchCheckout) -> list[str]:
+        """The checkout's files of the manifest's levels (those it had, and those it lacked)
+        that the manifest neither holds nor left out (``"level1/101_New.py"``): files added
+        since it was prepared, which this recording does not record."""
+        known = {f"level{m.provenance.level}/{m.provenance.file}" for m in self.problems}
+        known |= set(self.skipped)
+        return [f"level{level}/{path.name}" for level in (*self.levels, *self.missing_levels)
+                for path in sorted((checkout.root / f"level{level}").glob("*.py"))
+                if not path.name.startswith("_") and f"level{level}/{path.name}" not in known]
 
 
 def prepare_manifest(checkout: KernelBenchCheckout, levels: tuple[int, ...] = LEVELS,
@@ -183,13 +203,42 @@ def prepare_manifest(checkout: KernelBenchCheckout, levels: tuple[int, ...] = LE
     run on the meta device, it imports a package this machine lacks, it outlasts
     ``timeout_s``), is left out, with the reason in ``skipped``. ``features``: a function
     from a problem to its static features (default: an isolated worker per file,
-    :class:`~autoprofiler_env.problems.isolated.IsolatedFeatures`)."""
+    :class:`~autoprofiler_env.problems.isolated.IsolatedFeatures`). A level the checkout has
+    no folder for is said on stderr and kept in ``missing_levels`` (not among the files
+    left out).
+
+    Raises:
+        DatasetError: no problem to record (no folder of the levels asked, or every file of
+            them left out): a manifest of none would be refused by nothing and block
+            preparing again.
+    """
     from contextlib import nullcontext
 
+    from autoprofiler_env.dataset.record.machine import say
     from autoprofiler_env.problems.isolated import IsolatedFeatures
 
-    problems, broken = checkout.problems(levels)
+    levels = tuple(levels)
+    present = tuple(level for level in levels if (checkout.root / f"level{level}").is_dir())
+    missing = tuple(level for level in levels if level not in present)
+    folders = sorted((p.name for p in checkout.root.iterdir()
+                      if p.is_dir() and LEVEL_FOLDER.fullmatch(p.name)),
+                     key=lambda name: int(name[5:]))
+    problems, broken = checkout.problems(present)
     skipped = {_rel(checkout, e.path): e.cause for e in broken}
+    asked = ", ".join(map(str, levels))
+    found = ", ".join(f"{name}/" for name in folders) or "none"
+
+    def none_to_record() -> DatasetError:
+        first = next(iter(sorted(skipped.items())), None)
+        return DatasetError(
+            f"no problem to record in {checkout.root}: levels asked {asked}; level folders "
+            f"found: {found}"
+            + (f"; {len(skipped)} file{'s' if len(skipped) > 1 else ''} of "
+               f"{', '.join(f'level{v}/' for v in present)} left out (e.g. {first[0]}: "
+               f"{first[1]})" if first else "")
+            + ": give --levels of the level folders it has; no manifest was written")
+    if not problems:
+        raise none_to_record()
     ops: dict[str, str] = {}
     by_uri = {p.uri: p for p in problems}
     with (IsolatedFeatures(timeout_s=timeout_s) if features is None
@@ -205,14 +254,20 @@ def prepare_manifest(checkout: KernelBenchCheckout, levels: tuple[int, ...] = LE
                 skipped[_rel(checkout, problem.path)] = "its forward dispatches no operator"
                 continue
             ops[problem.uri] = tags[0]
+    if not ops:
+        raise none_to_record()
+    if missing:
+        say(f"the checkout {checkout.root} has no folder for level "
+            f"{', '.join(map(str, missing))} (levels asked {asked}; level folders found: "
+            f"{found}): the manifest holds level {', '.join(map(str, present))}")
     strata = {uri: (by_uri[uri].level, op) for uri, op in ops.items()}
     splits = stratified_splits(strata, seed)
     order = balanced_order({uri: (*strata[uri], splits[uri]) for uri in strata}, seed)
     return RecordingManifest(
-        checkout.commit, tuple(levels), seed,
+        checkout.commit, present, seed,
         tuple(ManifestProblem(checkout.provenance(by_uri[uri]), ops[uri], splits[uri])
               for uri in order),
-        dict(sorted(skipped.items())))
+        dict(sorted(skipped.items())), missing)
 
 
 def _rel(checkout: KernelBenchCheckout, path) -> str:
@@ -353,12 +408,13 @@ def _make_plans(out: Path, problems: list[Problem], cost_model=None) -> tuple[li
     """The plans of ``problems`` made from the recording's evidence (:mod:`.plan`), and the
     problems without usable evidence (URI -> why)."""
     from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.dataset.record.ncu import read_run
     from autoprofiler_env.dataset.record.plan import make_plan, planning_optimizers
     from autoprofiler_env.dataset.replay import Dataset
 
     uris = {p.uri for p in problems}
     runs = [path.parent for path in sorted((out / "sets" / "full").rglob("run.json"))
-            if uris & {p["uri"] for p in json.loads(path.read_text())["problems"]}]
+            if uris & {p["uri"] for p in read_run(path)["problems"]}]
     reference = [r for r in read_jsonl(out / "reference.jsonl") if r["uri"] in uris]
     if cost_model is None:
         from autoprofiler_env.dataset.build import suite_fallback
@@ -399,16 +455,31 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
     chunk of at least as many problems as GPUs keeps them all busy; the plan is made on the
     driver, between the ncu runs and the candidates, as without.
 
+    ``time_budget_s``: None for none (0 stops at once). Files of the checkout that the
+    manifest does not hold (added since it was prepared) are not recorded, and said so.
+    Before it records anything it checks what would refuse the recording
+    (:func:`~.machine.preflight`: no CUDA device, no ncu while a problem needs its ncu run,
+    the recording's rows made on another machine), so that a refusal leaves ``out`` as it
+    was; on a Ray cluster (``workers``) the rows are checked as they come instead.
+
     Raises:
         DatasetError: no manifest (prepare it first), or ``max_ops`` is not the cap the
             recording's ncu runs cut forwards at (one recording, one cap: the replay and the
             live backend profile under it).
         SourceMismatchError: a checkout file is not the one the manifest recorded.
+        MachineError: no CUDA device for ``device``, or the recording was made on another
+            machine (:class:`~.machine.OtherMachineError`).
+        NcuNotFoundError: no ncu, and a problem needs its ncu run.
+        ValueError: ``chunk`` under 1.
     """
     from autoprofiler_env.dataset.record import _record_part, _timed
+    from autoprofiler_env.dataset.record.fanout import LocalWorkers
+    from autoprofiler_env.dataset.record.machine import preflight, say
     from autoprofiler_env.dataset.record.ncu import recorded_cap
     from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
+    if chunk < 1:
+        raise ValueError(f"a chunk holds at least 1 problem, not {chunk}")
     out = Path(out)
     manifest = RecordingManifest.load(out / MANIFEST)
     cap = recorded_cap(out / "sets" / "full")
@@ -417,7 +488,17 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                            f"with --max-ops {cap} (MAX_OPS={cap} in the device script), not "
                            f"{max_ops}")
     problems = manifest.problems_from(checkout)
-    deadline = time.monotonic() + time_budget_s if time_budget_s else None
+    state = _state(out)
+    here = workers is None or isinstance(workers, LocalWorkers)  # else Ray's nodes record
+    preflight(out, device if here else None, ncu=here and not reference_only and any(
+        state.needs(p.uri) in ("reference", "full") for p in problems))
+    unlisted = manifest.unlisted(checkout)
+    if unlisted:
+        say(f"the checkout holds {len(unlisted)} file{'s' if len(unlisted) > 1 else ''} "
+            f"that {out / MANIFEST} does not (e.g. {unlisted[0]}), added since it was "
+            "prepared: this recording records its manifest's problems only; a new --out "
+            "with --prepare records them")
+    deadline = time.monotonic() + time_budget_s if time_budget_s is not None else None
     reused = [row for path in reuse for row in read_jsonl(Path(path))]
     stepped = {m.uri for m in manifest.problems if m.op in STEPPED_OPS}  # ncu: alone, capped
     cost_model = None
@@ -445,7 +526,7 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                 fanout.record_fanout(out, todo, workers, (part,), recording_config(device),
                                      time_budget_s=left, warm_workers=warm_workers,
                                      max_ops=max_ops, candidate_timeout_s=candidate_timeout_s,
-                                     alone=stepped, **extra)
+                                     alone=stepped, preflight=False, **extra)
 
             todo = [p for p in members if state.needs(p.uri) == "reference"]
             if todo:

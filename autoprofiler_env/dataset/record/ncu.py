@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from autoprofiler_env.errors import ReportReadError
 from autoprofiler_env.problems import Problem
 from autoprofiler_env.profiler.runner import (
     MAX_KERNELS,
@@ -24,8 +25,10 @@ from autoprofiler_env.profiler.runner import (
 
 
 def chunks(problems: list[Problem], size: int) -> list[tuple[str, list[Problem]]]:
-    """Problems in chunks of ``size``, each named by a hash of its URIs (so that a chunk's
-    saved run is never confused with another one's)."""
+    """Problems in chunks of ``size`` (at least 1: else a ValueError), each named by a hash
+    of its URIs (so that a chunk's saved run is never confused with another one's)."""
+    if size < 1:
+        raise ValueError(f"a chunk holds at least 1 problem, not {size}")
     out = []
     for start in range(0, len(problems), size):
         members = problems[start:start + size]
@@ -34,8 +37,32 @@ def chunks(problems: list[Problem], size: int) -> list[tuple[str, list[Problem]]
     return out
 
 
+def read_run(path: Path) -> dict:
+    """A saved ncu run's index (its ``run.json``), as :meth:`NcuRun.load
+    <autoprofiler_env.profiler.runner.NcuRun.load>` reads it.
+
+    Raises:
+        ReportReadError: it cannot be read, or is not JSON (truncated, damaged): the same
+            error as a damaged report file of the run.
+    """
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ReportReadError(f"cannot read the saved ncu run in {path.parent}: {path.name}: "
+                              f"{e} (remove the folder: its problems are profiled again)"
+                              ) from None
+
+
 def _runs(root: Path) -> list[dict]:
-    return [json.loads(path.read_text()) for path in sorted(root.rglob("run.json"))]
+    return [read_run(path) for path in sorted(root.rglob("run.json"))]
+
+
+def ncu_pending(problems: list[Problem], configs, root: Path) -> bool:
+    """Whether :func:`record_ncu` has work for ``configs`` (names) under ``root``: a problem
+    that no saved run of a config is done with (:func:`covered`)."""
+    return any(p.uri not in done for done in (covered(root / name) for name in configs)
+               for p in problems)
 
 
 def _timed_out_batched(meta: dict) -> str | None:
