@@ -21,7 +21,7 @@ from autoprofiler_env.dataset.costs import CostModel, NoCostModelError
 from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRecord, compact
 from autoprofiler_env.errors import DatasetError
 from autoprofiler_env.features import static_features
-from autoprofiler_env.jsonlines import read_jsonl_checked
+from autoprofiler_env.jsonlines import scan_jsonl
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
 from autoprofiler_env.problems import Problem, load_problem
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
@@ -59,13 +59,14 @@ REFUSED = "refused by the judge (reference.jsonl's error says why: ill-posed or 
 
 
 def read_log(path: Path) -> list[dict]:
-    """A recording's JSON-lines log's records (:func:`~autoprofiler_env.jsonlines.read_jsonl`);
-    a warning names the file and counts the lines dropped that are not a record cut off by an
-    interrupted run (lines that are not JSON objects), which a build would otherwise leave out
-    unsaid."""
+    """A recording's JSON-lines log's records (:func:`~autoprofiler_env.jsonlines.scan_jsonl`);
+    a warning names the file and counts the lines dropped that no interrupted run explains
+    (lines that are not JSON objects, and records cut off inside the file, where no kill
+    leaves one), which a build would otherwise leave out unsaid."""
     import warnings
 
-    rows, unreadable = read_jsonl_checked(path)
+    scan = scan_jsonl(path)
+    rows, unreadable = scan.rows, scan.damaged
     if unreadable:
         shown = ", ".join(map(str, unreadable[:5])) + (", ..." if len(unreadable) > 5 else "")
         warnings.warn(f"{path}: {len(unreadable)} line{'s' if len(unreadable) > 1 else ''} "
