@@ -207,8 +207,9 @@ class KernelBenchCheckout:
         if not path.is_file():
             raise ProblemNotFoundError(path, f"KernelBench level {provenance.level} "
                                        f"{provenance.file} is not in this checkout",
-                                       f"check out KernelBench at commit "
-                                       f"{provenance.commit or 'the recorded one'}")
+                                       f"check out KernelBench at commit {provenance.commit}"
+                                       if provenance.commit else "give the checkout the "
+                                       "dataset was recorded from (it records no commit)")
         if check:
             check_file(path, provenance)
         return self._named(load_file(path), provenance.level)
