@@ -7,7 +7,9 @@ Every baseline, the AutoProfiler tree the project ships for the optimizer
 (``autoprofiler-tree``, :func:`agents.tree.shipped_tree`), the MaskablePPO policy it ships
 (``maskable-ppo``, :func:`agents.rl.shipped_model`), and each policy given with
 ``--policy`` (a baseline's name, a tree file, a saved stable-baselines3 model or a policy
-of your own, ``py:MODULE:ATTR``: :mod:`experiments.policies`), runs every problem of the
+of your own, ``py:MODULE:ATTR``: :mod:`experiments.policies`; named as that module says, and
+by the spec as given where two specs would share a name, as ``tree:a/tree.json`` and
+``tree:b/tree.json`` would share ``tree:tree``), runs every problem of the
 split once per budget through the one evaluation
 (:func:`autoprofiler_env.evaluation.rollout`; a stochastic policy once per seed). Per agent
 and budget: the geometric-mean speedup (the project's one score,
@@ -88,8 +90,14 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     if shipped_model(env.unwrapped.optimizer) is not None:
         entries.append(load(SHIPPED_RL, env))
     shown = {e.name for e in entries}  # a baseline named with --policy is already here
-    entries += [as_entry(item, env) for item in policies
-                if not (isinstance(item, str) and item in shown)]
+    given = [(item, as_entry(item, env)) for item in policies
+             if not (isinstance(item, str) and item in shown)]
+    short = [e.name for e in entries] + [e.name for _, e in given]
+    for item, entry in given:  # two specs of one short name (tree:a/tree.json and
+        # tree:b/tree.json are both tree:tree) are named by the specs as given
+        if isinstance(item, str) and short.count(entry.name) > 1 and entry.name != item:
+            entry.name = item
+    entries += [e for _, e in given]
     names = [e.name for e in entries]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

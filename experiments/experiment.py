@@ -13,24 +13,40 @@ typo, a missing file or module is an error then, not after hours of training); a
 policy among them whose record names another dataset or environment kwargs is warned about
 (:func:`experiments.policies.learned_elsewhere`). Beside them
 stands the fixed configuration chosen on the train split at each budget (the best geometric
-mean there among ncu's sets, single sections, the curated list and no profile), the bar a
-learned agent must clear.
+mean there among ncu's sets, single sections, the curated list and no profile: those alone
+are run on train, :func:`_choose_fixed`), the bar a learned agent must clear.
 
 Per (budget, split) the scores are aggregated with rliable over runs x problems, on the log of
 the shipped speedup: the mean (reported as the geometric-mean speedup, the project's one
-score) and the interquartile mean (IQM, as a speedup), each with a 95% stratified bootstrap
+score) and the interquartile mean (reported as a speedup: exp of the IQM of the logs, a
+geometric IQM), each with a 95% stratified bootstrap
 confidence interval that resamples the problems as well as the runs (``task_bootstrap``: the
 uncertainty of a new set of kernels, which a deterministic baseline has too), and the
 probability that a learned agent improves on the train-chosen fixed configuration (on a
 random problem, ``P(X > Y)`` with ties counting half) with its interval, which resamples the
 runs only (rliable's bootstrap of a pair does not resample tasks): it says how much the
-seeds move it, not how sure it is on new kernels. Written to
+seeds move it, not how sure it is on new kernels. Beside it, every agent's wins, ties and
+losses against that fixed configuration over (run, problem) pairs: where most pairs tie (the
+same candidate shipped), P(> fixed) sits near 0.5 whatever happens on the rest. Each
+agent's bootstrap in each cell (and its performance profile's band) is drawn from numpy's
+generator seeded afresh with :data:`BOOTSTRAP_SEED`: the same scores give the same interval
+whatever else the config compares. Written to
 ``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``budgets.png`` (speedup against
 budget with confidence bands), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
-and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``. Resumable: a run whose
-file exists is not run again, where the folder's ``settings.json`` (the env, the budgets, the
-splits and the dataset's sha256) is the config's; a folder made with others is an error.
+and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``.
+
+Resumable: a run whose file exists is not run again, where the folder's ``settings.json``
+(the env, the budgets, the splits and the dataset's sha256) is the config's, and the run
+file's settings (the agent's options, and the sha256 of each file its spec reads:
+:func:`experiments.policies.files_read` -- a ``tree:`` file, an ``sb3:`` model or a run's
+best model, a ``py:`` module's source, the shipped tree and model; an RL agent's config
+file) are what they would be now; a folder made with other settings is an error, and a file
+changed since is a :class:`StaleRunError` naming it and the folders to remove to run that
+policy again (every finished run is checked before anything runs). A tree's learning resumes
+exactly (its logs replay); an RL agent's interrupted training resumes from its last save,
+which is not bit-identical to an uninterrupted training (experiments/train.py says why):
+the leaderboard names the agents and seeds whose training resumed, and at which steps.
 ``--wandb`` logs the leaderboard, the plots and the config to one wandb group named after the
 experiment.
 
@@ -82,6 +98,12 @@ _KEYS = {"name", "budgets", "splits", "seeds", "env", "agents", "baselines", "re
 
 class ConfigError(AutoProfilerError):
     """An experiment config that cannot be run: it names the key and what is accepted."""
+
+
+class StaleRunError(ConfigError):
+    """A resumed experiment whose finished runs were made from a file that has changed
+    since (a fixed policy's tree, model or module, an RL agent's config): it names the file
+    and the folders to remove to run them again."""
 
 
 @dataclass(frozen=True)
@@ -292,11 +314,10 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
 
     from agents.rl import load_run
     from agents.rl.config import read_config
-    from experiments.train import config_path as train_config_path
     from experiments.train import portable, train
 
     options = dict(spec.options)
-    path = train_config_path(options.get("config", "maskable_ppo"))
+    path = _rl_config_file(spec)
     train_config, given = read_config(path)
     if "steps" in options:
         train_config = train_config.replace(total_timesteps=int(options["steps"]))
@@ -304,8 +325,21 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
         train_config = train_config.replace(env=dict(train_config.env) | config.env)
     run_dir = out / "agents" / spec.name / f"seed-{seed}"
     run_file = run_dir / "run.json"
-    status = (_json.loads(run_file.read_text()).get("status") if run_file.is_file()
-              else None)
+    run = _json.loads(run_file.read_text()) if run_file.is_file() else {}
+    status = run.get("status")
+    if status == "finished":  # trained with the config as it was then
+        from experiments.train import _as_json, _first_difference
+
+        found = _first_difference(_as_json(run.get("config")),
+                                  _as_json(train_config.to_dict()))
+        if found is not None:
+            key = ".".join(str(k) for k in found[0]) or "the config"
+            raise StaleRunError(
+                f"{run_dir} was trained with another config than {path} gives now ({key}: "
+                f"{json.dumps(found[1], default=str)} then, "
+                f"{json.dumps(found[2], default=str)} now): remove {run_dir.parent} (and "
+                f"{_run_file(out, spec.name, seed).parent}) to train {spec.name} again "
+                "with the config as it is now, or give another --out")
     if status != "finished":
         if run_dir.exists() and status != "interrupted":  # killed before it could save
             import shutil
@@ -319,6 +353,75 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
     return lambda env: model
 
 
+def _rl_config_file(spec: AgentSpec) -> Path:
+    """The training config file an RL agent's ``config`` option names."""
+    from experiments.train import config_path as train_config_path
+
+    return train_config_path(spec.options.get("config", "maskable_ppo"))
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _check_run(path: Path, made: dict | None, expected: dict, spec: AgentSpec,
+               out: Path) -> None:
+    """A finished run's settings against those it would be made with now: another
+    setting is a :class:`ConfigError`, a file it read that changed since (its sha256 in
+    ``reads``) a :class:`StaleRunError` naming the file."""
+    made = made if isinstance(made, dict) else {}
+    if ({k: v for k, v in made.items() if k != "reads"}
+            != {k: v for k, v in expected.items() if k != "reads"}):
+        raise ConfigError(f"{path} was made with other settings ({made}): give "
+                          f"another --out, or remove {out} to run it again (its "
+                          "trained agents too)")
+    then, now = made.get("reads") or {}, expected.get("reads") or {}
+    changed = next((f for f in [*now, *then] if then.get(f) != now.get(f)), None)
+    if changed is None:
+        return
+    was, is_ = then.get(changed), now.get(changed)
+    again = f"remove {path.parent}"
+    if spec.kind == "rl":
+        again += f" and {out / 'agents' / spec.name}"
+    raise StaleRunError(
+        f"{changed} changed since {path} was made from it (sha256 "
+        f"{(was or 'not recorded')[:12]} then, {(is_ or 'not read')[:12]} now): "
+        f"{spec.name}'s runs there are the old file's. To run {spec.name} again with the file "
+        f"as it is now, {again} (the other runs are kept); or put the file back, or give "
+        "another --out")
+
+
+def _choose_fixed(config: ExperimentConfig) -> dict[float, str]:
+    """Per budget, the fixed configuration (ncu's sets, single sections, the curated list,
+    no profile) with the best geometric-mean speedup on the train split, on the environment
+    of the config's dataset and optimizer; ties go to the one that fits the budget on more
+    problems, then to the first in the baselines' order. The fixed configurations only: the
+    shipped agents and the other baselines are not run."""
+    import gymnasium as gym
+
+    from autoprofiler_env.evaluation import rollout
+    from autoprofiler_env.scoring import geomean, shipped_speedup
+    from baselines import all_agents
+
+    kwargs = {k: config.env[k] for k in ("dataset", "optimizer") if config.env.get(k)}
+    env = gym.make("AutoProfiler-v0", split="train", **kwargs)
+    fixed = [a for a in all_agents(env) if a.name.startswith(FIXED_PREFIXES)]
+    chosen = {}
+    for b in config.budgets:
+        scores = []
+        for agent in fixed:
+            records = rollout(env, agent, budget=b)
+            scores.append((round(geomean(shipped_speedup(r.correct, r.speedup)
+                                         for r in records), 9),
+                           float(np.mean([bool(agent.fits_budget(r.sections))
+                                          for r in records])), agent.name))
+        chosen[b] = max(scores, key=lambda t: t[:2])[2]
+    env.close()
+    return chosen
+
+
 def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -> dict:
     """Runs what is not run yet, then aggregates; returns the leaderboard rows and the
     score matrices."""
@@ -327,8 +430,7 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
 
     import autoprofiler_env  # noqa: F401
     from baselines import baseline
-    from experiments.benchmark import benchmark
-    from experiments.policies import learned_elsewhere, load
+    from experiments.policies import checksums, learned_elsewhere, load
 
     _rliable()  # missing, it is an error now, not after every run
     fixed = {}  # a spec that names nothing is an error now, not after hours of training
@@ -336,6 +438,7 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
         envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
         for name in config.baselines:
             fixed[name] = load(name, envs[config.splits[0]])
+            fixed[name].name = name  # named by the spec, as in the leaderboard
     except (ValueError, AutoProfilerError) as e:
         raise ConfigError(f"{config.path}: baselines: {e}") from None
     for entry in fixed.values():
@@ -358,31 +461,35 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     jobs = [(spec, seed) for spec in config.agents for seed in config.seeds]
     jobs += [(AgentSpec(name, "baseline"), seed) for name, entry in fixed.items()
              for seed in (config.seeds if entry.stochastic else (0,))]
+    jobs += [(AgentSpec(TRAIN_CHOSEN, "chosen"), 0), (AgentSpec("oracle", "baseline"), 0)]
+    # what each job's run file must say to be reused: the settings, the agent's options and
+    # the sha256 of each file it reads (a fixed policy's tree, model or module; an RL
+    # agent's config), every finished run checked before anything runs
+    reads = {name: checksums(name, envs[config.splits[0]]) for name in fixed}
+    reads |= {s.name: {str(path): _sha256(path)} for s in config.agents if s.kind == "rl"
+              for path in [_rl_config_file(s)]}
+
+    def expected(spec: AgentSpec) -> dict:
+        return (settings | {"options": spec.options}
+                | ({"reads": reads[spec.name]} if reads.get(spec.name) else {}))
+
+    for spec, seed in jobs:
+        path = _run_file(out, spec.name, seed)
+        if path.is_file():
+            _check_run(path, json.loads(path.read_text()).get("settings"), expected(spec),
+                       spec, out)
     # the fixed configuration chosen on the train split, per budget (read back from its run
-    # file when that is written: a resumed experiment does not benchmark the train split again)
+    # file when that is written: a resumed experiment does not score the train split again)
     chosen_file = _run_file(out, TRAIN_CHOSEN, 0)
     if chosen_file.is_file():
         chosen = {float(b): name for b, name in
                   json.loads(chosen_file.read_text())["chosen"].items()}
     else:
-        train_rows, _ = benchmark(config.env.get("dataset"), list(config.budgets), seeds=1,
-                                  split="train", optimizer=config.env.get("optimizer"))
-        chosen = {}
-        for b in config.budgets:
-            fixed = [r for r in train_rows if r["budget"] == b
-                     and r["agent"].startswith(FIXED_PREFIXES)]
-            chosen[b] = max(fixed, key=lambda r: (round(r["geomean_speedup"], 9),
-                                                  r["fits_budget"]))["agent"]
-    jobs += [(AgentSpec(TRAIN_CHOSEN, "chosen"), 0), (AgentSpec("oracle", "baseline"), 0)]
+        chosen = _choose_fixed(config)
     for spec, seed in tqdm(jobs, desc=f"experiment {config.name}", unit="run",
                            disable=not progress):
         path = _run_file(out, spec.name, seed)
         if path.is_file():
-            made = json.loads(path.read_text()).get("settings")
-            if made != settings | {"options": spec.options}:
-                raise ConfigError(f"{path} was made with other settings ({made}): give "
-                                  f"another --out, or remove {out} to run it again (its "
-                                  "trained agents too)")
             continue
         if spec.kind in AGENT_KINDS:
             make = _learned_policy(spec, seed, config, out, envs)
@@ -395,7 +502,7 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
                 entry.seed(seed)  # a stochastic one, as the benchmark seeds it
                 return entry.policy
         result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {},
-                  "settings": settings | {"options": spec.options}}
+                  "settings": expected(spec)}
         for split, env in envs.items():
             for b in config.budgets:
                 policy = baseline(env, chosen[b]) if spec.kind == "chosen" else make(env)
@@ -436,29 +543,62 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
     return {"scores": scores, "costs": costs}
 
 
+BOOTSTRAP_SEED = 0
+"""numpy's global generator is seeded with this before every bootstrap: each agent's
+interval in each cell (and its P(> fixed) interval, and its performance profile's band) is
+drawn afresh from it, so the same scores give the same interval whatever else the config
+compares (rliable's stratified bootstrap draws its resamples from ``np.random``, whatever
+``random_state`` it is given)."""
+
+
 def aggregate(config: ExperimentConfig, out: Path, oracle: bool = True,
               splits: Iterable[str] | None = None) -> dict:
     """The leaderboard (rliable's statistics, the module docstring says which) from the run
     files in ``out``; without the oracle's where not ``oracle`` (a live evaluation), over
     ``splits`` (None: the config's)."""
     data = _matrices(config, out, oracle, splits)
-    rows = []
+    rows: list[dict] = []
     learned = [s.name for s in config.agents]
-    rng = np.random.RandomState(0)
-    # rliable draws the task resamples from numpy's global generator: seed it (and put it
-    # back after), so the same runs give the same intervals
-    import warnings
-
-    saved = np.random.get_state()
-    np.random.seed(0)
+    resumed = _resumed(config, out)
+    saved = np.random.get_state()  # seeded per bootstrap (BOOTSTRAP_SEED), then put back
     try:
-        with warnings.catch_warnings():  # rliable passes arch a RandomState, which it deprecates
-            warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
-            _intervals(config, data, learned, rows, rng)
+        _intervals(config, data, learned, rows)
     finally:
         np.random.set_state(saved)
+    for row in rows:
+        row["resumed"] = _said_resumed(resumed.get(row["agent"], {}))
     chosen = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
-    return {"rows": rows, "data": data, "chosen": chosen}
+    return {"rows": rows, "data": data, "chosen": chosen, "resumed": resumed}
+
+
+def _resumed(config: ExperimentConfig, out: Path) -> dict[str, dict[int, list[int]]]:
+    """Per RL agent, the seeds whose training was interrupted and resumed, with the steps
+    it resumed at (its ``run.json``'s ``resumed``): a resumed training is not bit-identical
+    to an uninterrupted one (experiments/train.py), so those runs' rows are not what an
+    uninterrupted experiment gives. The trained agents are in ``out/agents``, or for a live
+    evaluation's folder (``<experiment>/live``) in the experiment's."""
+    trained = out / "agents"
+    if not trained.is_dir() and out.name == "live":
+        trained = out.parent / "agents"
+    found: dict[str, dict[int, list[int]]] = {}
+    for spec in config.agents:
+        if spec.kind != "rl":
+            continue  # a tree's learning resumes from its logs exactly
+        for seed in config.seeds:
+            run_file = trained / spec.name / f"seed-{seed}" / "run.json"
+            try:
+                steps = json.loads(run_file.read_text()).get("resumed")
+            except (OSError, ValueError):
+                continue
+            if steps:
+                found.setdefault(spec.name, {})[seed] = [int(s) for s in steps]
+    return found
+
+
+def _said_resumed(seeds: dict[int, list[int]]) -> str:
+    """``seed 1 at 24576; seed 3 at 1024, 30000`` (steps), or empty."""
+    return "; ".join(f"seed {seed} at {', '.join(str(s) for s in steps)}"
+                     for seed, steps in sorted(seeds.items()))
 
 
 def _rliable():
@@ -471,18 +611,45 @@ def _rliable():
     return library, metrics
 
 
-def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: list,
-               rng: np.random.RandomState) -> None:
-    rly, metrics = _rliable()
+def _bootstrap(scores: dict, func, reps: int, task_bootstrap: bool) -> tuple[dict, dict]:
+    """rliable's point and interval estimates of each entry of ``scores``, each drawn from
+    numpy's global generator seeded with :data:`BOOTSTRAP_SEED` (an entry's interval does
+    not depend on the entries beside it)."""
+    rly, _ = _rliable()
+    points, intervals = {}, {}
+    for name, score in scores.items():
+        np.random.seed(BOOTSTRAP_SEED)
+        point, interval = rly.get_interval_estimates({name: score}, func, reps=reps,
+                                                     task_bootstrap=task_bootstrap)
+        points[name], intervals[name] = point[name], interval[name]
+    return points, intervals
+
+
+def wins_ties_losses(scores: np.ndarray, fixed: np.ndarray) -> tuple[int, int, int]:
+    """(wins, ties, losses) of ``scores`` (runs x problems) against ``fixed`` (its runs x
+    the same problems), over every (run, fixed run, problem): with the fixed configuration's
+    one run, over the (run, problem) pairs. A tie is the same shipped speedup (the same
+    candidate, or candidates equally fast: exact equality, as rliable's probability of
+    improvement counts it)."""
+    a, b = scores[:, None, :], fixed[None, :, :]
+    return int(np.sum(a > b)), int(np.sum(a == b)), int(np.sum(a < b))
+
+
+def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: list) -> None:
+    _, metrics = _rliable()
 
     for (split, b), by_agent in data["scores"].items():
-        point, interval = rly.get_interval_estimates(
+        point, interval = _bootstrap(
             by_agent, lambda s: np.array([metrics.aggregate_mean(s), metrics.aggregate_iqm(s)]),
-            reps=config.reps, task_bootstrap=True, random_state=rng)
-        pairs = {name: [by_agent[name], by_agent[TRAIN_CHOSEN]] for name in learned}
-        p_point, p_interval = (rly.get_interval_estimates(
-            pairs, metrics.probability_of_improvement, reps=config.poi_reps,
-            task_bootstrap=True, random_state=rng) if pairs else ({}, {}))
+            config.reps, task_bootstrap=True)
+        fixed = by_agent.get(TRAIN_CHOSEN)
+        # a pair is bootstrapped over the runs of each (rliable's independent bootstrap of
+        # two score matrices takes no task_bootstrap)
+        pairs = {name: [by_agent[name], fixed] for name in learned
+                 if name in by_agent and fixed is not None}
+        p_point, p_interval = (_bootstrap(pairs, metrics.probability_of_improvement,
+                                          config.poi_reps, task_bootstrap=False)
+                               if pairs else ({}, {}))
         for name in by_agent:
             (mean, iqm), ((mean_lo, iqm_lo), (mean_hi, iqm_hi)) = point[name], interval[name]
             row = {"split": split, "budget": b, "agent": name,
@@ -492,11 +659,15 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
                    "geomean_hi": math.exp(mean_hi), "iqm_speedup": math.exp(iqm),
                    "iqm_lo": math.exp(iqm_lo), "iqm_hi": math.exp(iqm_hi),
                    "mean_cost_s": data["costs"][(split, b)][name],
-                   "p_beats_fixed": None, "p_lo": None, "p_hi": None}
+                   "p_beats_fixed": None, "p_lo": None, "p_hi": None,
+                   "wins": None, "ties": None, "losses": None}
             if name in p_point:
                 row["p_beats_fixed"] = float(np.ravel(p_point[name])[0])
                 lo, hi = np.ravel(p_interval[name])
                 row["p_lo"], row["p_hi"] = float(lo), float(hi)
+            if fixed is not None and name != TRAIN_CHOSEN:
+                row["wins"], row["ties"], row["losses"] = wins_ties_losses(by_agent[name],
+                                                                           fixed)
             rows.append(row)
 
 
@@ -504,7 +675,11 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
 
 COLUMNS = ("split", "budget", "agent", "runs", "problems", "geomean_speedup", "geomean_lo",
            "geomean_hi", "iqm_speedup", "iqm_lo", "iqm_hi", "mean_cost_s", "p_beats_fixed",
-           "p_lo", "p_hi")
+           "p_lo", "p_hi", "wins", "ties", "losses", "resumed")
+"""leaderboard.csv's columns: ``iqm_*`` the geometric IQM (exp of the IQM of the log
+speedups); ``wins``, ``ties``, ``losses`` against the fixed configuration chosen on train
+over (run, problem) pairs (:func:`wins_ties_losses`); ``resumed`` the seeds whose RL
+training was interrupted and resumed, and at which steps (:func:`_resumed`)."""
 
 
 def write(config: ExperimentConfig, result: dict, out: Path, command: str,
@@ -512,7 +687,7 @@ def write(config: ExperimentConfig, result: dict, out: Path, command: str,
     """leaderboard.md (``header``: a paragraph that says what is particular to these runs),
     leaderboard.csv and the plots."""
     buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS))
+    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), extrasaction="ignore")
     writer.writeheader()
     writer.writerows(result["rows"])
     write_atomic(out / "leaderboard.csv", buffer.getvalue().encode())
@@ -528,6 +703,7 @@ def _splits(config: ExperimentConfig, result: dict) -> list[str]:
 def markdown(config: ExperimentConfig, result: dict, command: str,
              header: str | None = None) -> str:
     seeds = len(config.seeds)
+    resumed = result.get("resumed") or {}
     lines = [f"# Experiment `{config.name}`", "",
              f"`{command}`", "", *((header, "") if header else ()),
              f"Learned agents: {', '.join(s.name for s in config.agents) or 'none'}, each run "
@@ -535,31 +711,104 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
              "stochastic ones once per seed. "
              "Scores: the shipped speedup "
              "per problem (an incorrect candidate counts as eager, 1.0x), aggregated over runs "
-             "x problems with rliable: the geometric mean and the IQM, with 95% stratified "
-             "bootstrap intervals resampling problems and runs; P(> fixed): the probability "
+             "x problems with rliable on the log of the speedup: the geometric mean (exp of "
+             "the mean log) and the geometric IQM (exp of the interquartile mean of the logs), "
+             "with 95% stratified bootstrap intervals resampling problems and runs, each "
+             f"agent's drawn from numpy's generator seeded with {BOOTSTRAP_SEED} (the same "
+             "scores give the same interval in any cell and beside any other agents); "
+             "P(> fixed): the probability "
              "that the agent beats the fixed configuration chosen on the train split on a "
              "random problem (ties count half), its interval resampling the runs only "
              "(rliable's bootstrap of a pair does not resample problems): the seeds' spread, "
-             "not the certainty on new kernels. The validation rows flatter the learned "
-             "agents: the tree and the RL model kept were both chosen on that split. Costs are "
-             "in the environment's budget unit (seconds of ncu replay by default).", ""]
+             "not the certainty on new kernels. W/T/L: the (run, problem) pairs where the agent "
+             "ships a faster, an equally fast (the same speedup) or a slower program than the "
+             "fixed configuration chosen on train; where most pairs tie, P(> fixed) is near "
+             "0.5 whatever the agent does on the others. The validation rows flatter the "
+             "learned agents: the tree and the RL model kept were both chosen on that split. "
+             "Costs are in the environment's budget unit (seconds of ncu replay by default).",
+             ""]
+    if resumed:
+        said = "; ".join(f"{name}: {_said_resumed(by_seed)}"
+                         for name, by_seed in resumed.items())
+        lines += [(f"**Resumed training** (the steps at which it resumed): {said}. A resumed "
+                   "RL training is not bit-identical to an uninterrupted one (the "
+                   "environments' and generators' states are not restored: "
+                   "experiments/train.py), so these agents' rows are not those an "
+                   "uninterrupted experiment gives; remove their `agents/<name>/seed-<n>` and "
+                   "`runs/<name>/seed-<n>.json` and run again for those."), ""]
     for split in _splits(config, result):
         for b in config.budgets:
             rows = sorted((r for r in result["rows"] if r["split"] == split
                            and r["budget"] == b), key=lambda r: -r["geomean_speedup"])
             lines += [f"## {split}, budget {b:.0%} of the full set's cost", "",
                       f"Fixed configuration chosen on train: `{result['chosen'][f'{b:g}']}`.",
-                      "", "| agent | runs | geomean speedup [95% CI] | IQM speedup [95% CI] "
-                      "| mean cost | P(> fixed) [95% CI, runs] |", "|---|---|---|---|---|---|"]
+                      "", ("| agent | runs | geomean speedup [95% CI] | IQM speedup [95% CI] "
+                           "| mean cost | P(> fixed) [95% CI, runs] | W/T/L vs fixed |"),
+                      "|---|---|---|---|---|---|---|"]
             for r in rows:
                 p = ("" if r["p_beats_fixed"] is None else
                      f"{r['p_beats_fixed']:.2f} [{r['p_lo']:.2f}, {r['p_hi']:.2f}]")
-                lines.append(f"| {r['agent']} | {r['runs']} | {r['geomean_speedup']:.3f} "
+                wtl = ("" if r.get("wins") is None else
+                       f"{r['wins']}/{r['ties']}/{r['losses']}")
+                name = r["agent"] + (" (resumed)" if r.get("resumed") else "")
+                lines.append(f"| {name} | {r['runs']} | {r['geomean_speedup']:.3f} "
                              f"[{r['geomean_lo']:.3f}, {r['geomean_hi']:.3f}] | "
                              f"{r['iqm_speedup']:.3f} [{r['iqm_lo']:.3f}, {r['iqm_hi']:.3f}] | "
-                             f"{r['mean_cost_s']:.2f} | {p} |")
+                             f"{r['mean_cost_s']:.2f} | {p} | {wtl} |")
             lines.append("")
     return "\n".join(lines)
+
+
+def budgets_figure(config: ExperimentConfig, result: dict):
+    """Speedup against budget (the first split's geometric means with their intervals),
+    the x axis logarithmic, labelled at the config's budgets only (no minor ticks, whose
+    labels would read like 2x10^-1)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    split = _splits(config, result)[0]
+    agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
+    fig = Figure(figsize=(7.5, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for name in agents:
+        rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
+                      key=lambda r: r["budget"])
+        x = [r["budget"] for r in rows]
+        line, = ax.plot(x, [r["geomean_speedup"] for r in rows], marker="o", label=name)
+        ax.fill_between(x, [r["geomean_lo"] for r in rows], [r["geomean_hi"] for r in rows],
+                        color=line.get_color(), alpha=0.15)
+    ax.set_xscale("log")
+    ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("budget (of the full set's profiling cost)")
+    ax.set_ylabel(f"geometric-mean speedup ({split})")
+    ax.set_title(f"{config.name}: speedup against budget, 95% bootstrap CIs")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def performance_profiles(scores: dict, taus: np.ndarray, reps: int = 200
+                         ) -> tuple[dict, dict]:
+    """rliable's performance profiles of ``scores`` (agent -> runs x problems speedups) at
+    ``taus``, with their bootstrap bands: rliable's ``create_performance_profile`` takes no
+    random state and draws from numpy's global generator, so each agent's is computed alone
+    with that generator seeded with :data:`BOOTSTRAP_SEED` (and put back after): the same
+    scores give the same band, beside any other agents."""
+    rly, _ = _rliable()
+    saved = np.random.get_state()
+    profiles, bands = {}, {}
+    try:
+        for name, score in scores.items():
+            np.random.seed(BOOTSTRAP_SEED)
+            profile, band = rly.create_performance_profile({name: score}, taus, reps=reps)
+            profiles[name], bands[name] = profile[name], band[name]
+    finally:
+        np.random.set_state(saved)
+    return profiles, bands
 
 
 def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
@@ -567,6 +816,7 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     paths = []
     split = _splits(config, result)[0]
@@ -580,22 +830,7 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
         write_atomic(out / name, buffer.getvalue())
         paths.append(out / name)
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for name in agents:
-        rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
-                      key=lambda r: r["budget"])
-        x = [r["budget"] for r in rows]
-        line, = ax.plot(x, [r["geomean_speedup"] for r in rows], marker="o", label=name)
-        ax.fill_between(x, [r["geomean_lo"] for r in rows], [r["geomean_hi"] for r in rows],
-                        color=line.get_color(), alpha=0.15)
-    ax.set_xscale("log")
-    ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
-    ax.set_xlabel("budget (of the full set's profiling cost)")
-    ax.set_ylabel(f"geometric-mean speedup ({split})")
-    ax.set_title(f"{config.name}: speedup against budget, 95% bootstrap CIs")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    save(fig, "budgets.png")
+    save(budgets_figure(config, result), "budgets.png")
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for name in agents:
@@ -610,19 +845,21 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     ax.legend(fontsize=8)
     save(fig, "cost.png")
 
-    rly, _ = _rliable()
     b = config.budgets[len(config.budgets) // 2 - (len(config.budgets) % 2 == 0)] \
         if len(config.budgets) > 1 else config.budgets[0]
     by_agent = result["data"]["scores"][(split, b)]
     taus = np.linspace(0.0, max(float(np.max(v)) for v in by_agent.values()) + 1e-9, 60)
-    profiles, intervals = rly.create_performance_profile(
-        {k: np.exp(v) for k, v in by_agent.items()}, np.exp(taus), reps=200)
+    profiles, intervals = performance_profiles({k: np.exp(v) for k, v in by_agent.items()},
+                                               np.exp(taus))
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for name, profile in profiles.items():
         line, = ax.plot(np.exp(taus), profile, label=name)
         lo, hi = intervals[name]
         ax.fill_between(np.exp(taus), lo, hi, color=line.get_color(), alpha=0.15)
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("speedup τ")
     ax.set_ylabel("share of runs x problems with speedup > τ")
     ax.set_title(f"{config.name}: performance profiles ({split}, budget {b:.0%})")

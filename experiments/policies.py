@@ -9,7 +9,8 @@
   or of rl-baselines3-zoo (``logs/<algo>/AutoProfiler-v0_<N>``), its best model
   (:func:`agents.rl.load_run`);
 - ``tree:FILE``: an AutoProfiler tree file (:mod:`agents.tree`), named ``tree:<file stem>``
-  in the tables; ``autoprofiler-tree``: the tree the project ships for the environment's
+  in the tables (the benchmark names it by the spec as given where two specs would share a
+  name: every ``learn-tree`` run writes ``tree.json``); ``autoprofiler-tree``: the tree the project ships for the environment's
   optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default;
 - ``maskable-ppo``: the MaskablePPO policy the project ships for the environment's optimizer
   (:func:`agents.rl.shipped_model`), shown by default too;
@@ -30,6 +31,10 @@ a tree file's ``meta.learned``) says what it was learned on: :func:`learned_else
 what differs from the environment it is evaluated on (another dataset; another
 ``budget_unit``, ``optimizer``, ``tolerance`` or reward), which the benchmark and the
 experiment warn about.
+
+The files a spec reads (:func:`files_read`: a tree file, a model file or a run's best model,
+a ``py:`` module's source) are checksummed in each experiment run's file (:func:`checksums`):
+a resumed experiment refuses the runs of a file changed since.
 """
 
 from __future__ import annotations
@@ -181,6 +186,52 @@ def check(spec: str) -> None:
                                   f"path is read from {Path.cwd()})")
     elif kind(spec) == "py":
         _imported(spec)
+
+
+def files_read(spec: str, env) -> list[Path]:
+    """The files the policy ``spec`` names is read from, for ``env`` (what a resumed
+    experiment checks for changes, :func:`checksums`): a tree file (``tree:FILE``, or the
+    shipped tree of ``env``'s optimizer); a model file (``sb3:FILE``, the shipped MaskablePPO
+    policy; ``sb3:DIR``: the best model :func:`agents.rl.load_run` loads from it); a ``py:``
+    module's source file (the module only, not what it imports); none for a baseline's
+    name (the package's own code)."""
+    if spec == SHIPPED_RL:
+        from agents.rl import shipped_model
+
+        found = shipped_model(env.unwrapped.optimizer)
+        return [found] if found is not None else []
+    if spec == SHIPPED_TREE:
+        from agents.tree import shipped_tree
+
+        found = shipped_tree(env.unwrapped.optimizer)
+        return [found] if found is not None else []
+    if kind(spec) == "tree":
+        return [Path(spec.removeprefix("tree:"))]
+    if kind(spec) == "sb3":
+        from agents.rl import BEST_MODEL
+
+        _, path = _sb3_parts(spec)
+        return [path / BEST_MODEL if path.is_dir() else path]
+    if kind(spec) == "py":
+        _imported(spec)
+        module = sys.modules[spec.removeprefix("py:").partition(":")[0]]
+        source = getattr(module, "__file__", None)
+        return [Path(source)] if source else []
+    return []
+
+
+def checksums(spec: str, env) -> dict[str, str]:
+    """``{path: sha256}`` of each file :func:`files_read` names (a file that is not there:
+    ``"missing"``)."""
+    import hashlib
+
+    found = {}
+    for path in files_read(spec, env):
+        try:
+            found[str(path)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            found[str(path)] = "missing"
+    return found
 
 
 def _sb3_parts(spec: str) -> tuple[str | None, Path]:

@@ -2,10 +2,13 @@
 rliable's statistics; resumable; its config checked."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from experiments.experiment import TRAIN_CHOSEN, ConfigError, load_config, run_experiment, write
+
+ROOT = Path(__file__).parents[1]
 
 
 def _config(tmp_path, text):
@@ -150,3 +153,247 @@ def test_an_interrupted_rl_agent_resumes_its_training_rather_than_starting_again
     _rl_policy(spec, 0, config, tmp_path / "out")  # the experiment run again
     run = json.loads(run_file.read_text())
     assert run["status"] == "finished" and run["resumed"] and run["resumed"][0] >= 1024
+
+
+# -- the review of 2026-12: statistics, resumption, stale runs, plots ---------------------
+
+BASELINES_ONLY = """
+name: fixed
+budgets: [0.25, 0.5]
+splits: [test]
+seeds: 1
+baselines: [no-profile, "set:full", "section:SpeedOfLight_RooflineChart",
+            "curated:cudaforge-like"]
+reps: 200
+"""
+
+
+def _intervals_of(rows):
+    return {(r["split"], r["budget"], r["agent"]): (r["geomean_lo"], r["geomean_hi"],
+                                                    r["iqm_lo"], r["iqm_hi"], r["p_lo"],
+                                                    r["p_hi"]) for r in rows}
+
+
+def test_an_agents_intervals_are_the_same_whatever_else_the_config_compares(tmp_path):
+    """One generator advancing across the agents gave the fixed configuration another
+    interval when an agent was left out, and two agents of identical scores different
+    intervals; each bootstrap is now seeded afresh."""
+    import dataclasses
+
+    import numpy as np
+
+    from experiments.experiment import aggregate
+
+    config = _config(tmp_path, BASELINES_ONLY)
+    out = tmp_path / "out"
+    result = run_experiment(config, out, progress=False)
+    state = np.random.get_state()
+    fewer = aggregate(dataclasses.replace(config, baselines=("set:full",)), out)
+    assert np.random.get_state()[1].tolist() == state[1].tolist()  # put back as it was
+    everything, alone = _intervals_of(result["rows"]), _intervals_of(fewer["rows"])
+    assert set(alone) < set(everything)
+    for key, interval in alone.items():
+        assert interval == everything[key], key
+    # identical scores, identical intervals: in one cell, and across cells
+    same = 0
+    for (split, b), by_agent in result["data"]["scores"].items():
+        names = list(by_agent)
+        for i, a in enumerate(names):
+            for other in names[i + 1:]:
+                if np.array_equal(by_agent[a], by_agent[other]):
+                    same += 1
+                    assert everything[split, b, a] == everything[split, b, other], (b, a, other)
+    assert same >= 2  # the chosen fixed configuration is one of the baselines at each budget
+    assert everything["test", 0.25, "no-profile"] == everything["test", 0.5, "no-profile"]
+
+
+def test_probability_intervals_and_wins_ties_losses_of_synthetic_scores():
+    """P(> fixed)'s interval of an agent does not depend on the other learned agents; the
+    win/tie/loss counts are over (run, problem) pairs and P(> fixed) is (wins + ties / 2) /
+    pairs."""
+    import numpy as np
+
+    from experiments.experiment import _intervals
+
+    rng = np.random.default_rng(3)
+    fixed = np.round(rng.normal(size=(1, 12)), 1)
+    a = fixed + np.round(rng.normal(scale=0.3, size=(3, 12)), 1) * (rng.random((3, 12)) < .3)
+    b = np.round(rng.normal(size=(3, 12)), 1)
+
+    class Config:  # the config's bootstrap resamples, all _intervals reads of it
+        reps, poi_reps = 100, 50
+
+    def rows_of(scores, learned):
+        data = {"scores": {("test", 0.25): scores},
+                "costs": {("test", 0.25): dict.fromkeys(scores, 1.0)}}
+        rows: list = []
+        _intervals(Config, data, learned, rows)
+        return {r["agent"]: r for r in rows}
+
+    both = rows_of({"a": a, "b": b, TRAIN_CHOSEN: fixed, "a-again": a.copy()}, ["a", "b"])
+    alone = rows_of({"a": a, TRAIN_CHOSEN: fixed}, ["a"])
+    for key in ("p_beats_fixed", "p_lo", "p_hi", "geomean_lo", "geomean_hi", "iqm_lo"):
+        assert both["a"][key] == alone["a"][key], key
+    for key in ("geomean_lo", "geomean_hi", "iqm_lo", "iqm_hi", "wins", "ties", "losses"):
+        assert both["a"][key] == both["a-again"][key], key
+    for name in ("a", "b"):
+        r = both[name]
+        diff = {"a": a, "b": b}[name] - fixed
+        assert (r["wins"], r["ties"], r["losses"]) == (int((diff > 0).sum()),
+                                                       int((diff == 0).sum()),
+                                                       int((diff < 0).sum()))
+        assert r["wins"] + r["ties"] + r["losses"] == 3 * 12
+        assert r["p_beats_fixed"] == pytest.approx((r["wins"] + r["ties"] / 2) / 36)
+    assert both["a"]["ties"] > 12  # most pairs tie, as the review found on the suite
+    assert both[TRAIN_CHOSEN]["wins"] is None  # not against itself
+
+
+def test_the_performance_profiles_are_seeded_per_agent():
+    import numpy as np
+
+    from experiments.experiment import performance_profiles
+
+    rng = np.random.default_rng(0)
+    scores = {"y": np.exp(rng.normal(size=(2, 20))), "x": np.exp(rng.normal(size=(3, 20)))}
+    taus = np.linspace(0.5, 3, 15)
+    np.random.seed(123)
+    with_y = performance_profiles(scores, taus, reps=50)
+    np.random.seed(456)  # another global state: the same bands
+    alone = performance_profiles({"x": scores["x"]}, taus, reps=50)
+    assert np.array_equal(with_y[1]["x"], alone[1]["x"])
+    assert np.array_equal(with_y[0]["x"], alone[0]["x"])
+
+
+def test_the_leaderboard_has_wins_ties_losses_and_says_the_iqm_is_geometric(tmp_path):
+    import csv
+
+    config = _config(tmp_path, BASELINES_ONLY)
+    out = tmp_path / "out"
+    result = run_experiment(config, out, progress=False)
+    write(config, result, out, "autoprofiler experiment --config exp.yaml")
+    text = (out / "leaderboard.md").read_text()
+    assert "geometric IQM (exp of the interquartile mean of the logs)" in text
+    assert "| W/T/L vs fixed |" in text
+    rows = list(csv.DictReader((out / "leaderboard.csv").open()))
+    assert {"wins", "ties", "losses", "resumed"} <= set(rows[0])
+    shown, section = {}, None  # (budget, agent) -> the table's W/T/L cell
+    for line in text.splitlines():
+        if line.startswith("## test, budget "):
+            section = line.split()[3]
+        elif line.startswith("| ") and section and not line.startswith("| agent"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            shown[section, cells[0]] = cells[-1]
+    assert len(shown) == len(rows) == 2 * 6
+    for r in rows:
+        cell = shown[f"{float(r['budget']):.0%}", r["agent"]]
+        if r["agent"] == TRAIN_CHOSEN:
+            assert r["wins"] == r["ties"] == r["losses"] == "" == cell
+            continue
+        assert int(r["wins"]) + int(r["ties"]) + int(r["losses"]) == 24
+        assert cell == f"{r['wins']}/{r['ties']}/{r['losses']}"
+    # the chosen fixed configuration is one of the baselines: it ties itself everywhere
+    assert any(cell == "0/24/0" for cell in shown.values())
+    assert "Resumed training" not in text
+
+
+def test_a_resumed_rl_training_is_named_in_the_leaderboard(tmp_path, monkeypatch):
+    """A resumed training is not bit-identical to an uninterrupted one: the leaderboard
+    says which agent and seed resumed, and at which steps."""
+    import csv
+
+    from tests.test_train import _interrupt_at
+
+    config = _config(tmp_path, "name: r\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\n"
+                               "agents: {ppo: {kind: rl, config: maskable_ppo, steps: 2048}}\n"
+                               "baselines: [no-profile]\nreps: 50\npoi_reps: 10\n")
+    out = tmp_path / "out"
+    _interrupt_at(monkeypatch, 1500)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, out, progress=False)
+    result = run_experiment(config, out, progress=False)
+    steps = json.loads((out / "agents" / "ppo" / "seed-0" / "run.json").read_text())["resumed"]
+    assert steps and result["resumed"] == {"ppo": {0: steps}}
+    write(config, result, out, "autoprofiler experiment --config exp.yaml")
+    text = (out / "leaderboard.md").read_text()
+    assert f"**Resumed training** (the steps at which it resumed): ppo: seed 0 at {steps[0]}" \
+        in text and "not bit-identical" in text and "| ppo (resumed) | 1 |" in text
+    rows = {r["agent"]: r for r in csv.DictReader((out / "leaderboard.csv").open())}
+    assert rows["ppo"]["resumed"] == f"seed 0 at {steps[0]}" and rows["no-profile"]["resumed"] == ""
+
+
+def test_a_changed_rl_config_file_refuses_the_runs_made_from_it(tmp_path):
+    """A resumed experiment reused the runs of an RL agent whose config YAML had changed;
+    now the config's sha256 is in what a run file must say, and a finished training of
+    another config is refused too."""
+    from experiments.experiment import StaleRunError
+
+    source = (ROOT / "experiments" / "configs" / "maskable_ppo.yaml").read_text()
+    yaml_file = tmp_path / "mine.yaml"
+    yaml_file.write_text(source)
+    config = _config(tmp_path, f"name: c\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\n"
+                               f"agents: {{ppo: {{kind: rl, config: {yaml_file}, steps: 1024}}}}\n"
+                               "reps: 20\npoi_reps: 5\n")
+    out = tmp_path / "out"
+    first = run_experiment(config, out, progress=False)
+    assert run_experiment(config, out, progress=False)["rows"] == first["rows"]  # resumed
+    yaml_file.write_text(source.replace("learning_rate: 3.0e-4", "learning_rate: 1.0e-3"))
+    with pytest.raises(StaleRunError, match=rf"{yaml_file} changed since .*ppo.*seed-0.json "
+                                            r"was made from it .*remove .*runs/ppo and "
+                                            r".*agents/ppo"):
+        run_experiment(config, out, progress=False)
+    (out / "runs" / "ppo" / "seed-0.json").unlink()  # the training is still the old one's
+    with pytest.raises(StaleRunError, match=r"agents/ppo/seed-0 was trained with another "
+                                            rf"config than {yaml_file} gives now "
+                                            r"\(hyperparameters.learning_rate: 0.0003 then, "
+                                            r"0.001 now\): remove .*agents/ppo"):
+        run_experiment(config, out, progress=False)
+
+
+def test_choosing_the_fixed_configuration_runs_the_baselines_only(tmp_path):
+    """On a dataset the shipped agents were not learned on (a rebuilt one), the choice on
+    train warned that they were learned elsewhere: it benchmarked them though the config
+    does not compare them. It chooses as the benchmark's rows would."""
+    import warnings
+
+    from autoprofiler_env.dataset.format import DatasetFile
+    from autoprofiler_env.dataset.names import resolve_dataset
+    from experiments.benchmark import benchmark
+    from experiments.experiment import FIXED_PREFIXES, _choose_fixed
+
+    path = tmp_path / "data.json.gz"
+    content = DatasetFile.load(resolve_dataset(None))
+    DatasetFile(metadata={**content.metadata, "built": "another day"},
+                sections=content.sections, problems=content.problems).save(path)
+    config = _config(tmp_path, f"name: d\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\n"
+                               f"env: {{dataset: {path}}}\nbaselines: [no-profile]\nreps: 20\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_experiment(config, tmp_path / "out", progress=False)
+    said = [str(w.message) for w in caught]
+    assert not [m for m in said if "autoprofiler-tree" in m or "maskable-ppo" in m], said
+    # the same choice as from the benchmark's rows of the train split
+    default = _config(tmp_path, "name: e\nbudgets: [0.1, 0.5]\nsplits: [test]\n")
+    rows, _ = benchmark(None, [0.1, 0.5], seeds=1, split="train")
+    for b in (0.1, 0.5):
+        fixed = [r for r in rows if r["budget"] == b and r["agent"].startswith(FIXED_PREFIXES)]
+        best = max(fixed, key=lambda r: (round(r["geomean_speedup"], 9), r["fits_budget"]))
+        assert _choose_fixed(default)[b] == best["agent"]
+
+
+def test_the_budget_axis_is_labelled_at_the_budgets_only(tmp_path):
+    """budgets.png showed a stray 2x10^-1: a log axis's minor tick label."""
+    from experiments.experiment import budgets_figure
+
+    for budgets in ([0.25], [0.25, 0.5], [0.1, 0.25, 0.5], [0.1, 0.25, 0.5, 1.0],
+                    [0.02, 0.05, 0.1, 0.25, 0.5, 1.0]):
+        config = _config(tmp_path, f"name: p\nbudgets: {budgets}\nsplits: [test]\n")
+        rows = [{"split": "test", "budget": b, "agent": a, "geomean_speedup": 1.5 + b,
+                 "geomean_lo": 1.2, "geomean_hi": 2.0 + b} for a in ("x", "y") for b in budgets]
+        fig = budgets_figure(config, {"rows": rows})
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        low, high = sorted(ax.get_xlim())
+        ticks = ax.xaxis.get_major_ticks() + ax.xaxis.get_minor_ticks()
+        labels = [t.label1.get_text() for t in ticks if low <= t.get_loc() <= high
+                  and t.label1.get_visible() and t.label1.get_text()]
+        assert labels == [f"{b:.0%}" for b in budgets], (budgets, labels)

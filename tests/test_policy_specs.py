@@ -318,3 +318,94 @@ def test_an_experiments_fixed_policy_that_does_not_fit_is_an_error_before_any_ru
     config = _experiment(here, ["py:mine_late:no_policy"])
     with pytest.raises(ConfigError, match=r"no_policy\(env\) returned int 42"):
         run_experiment(config, here / "out", progress=False)
+
+
+def test_two_tree_files_of_one_stem_are_named_by_their_specs(tmp_path):
+    """Every learn-tree run writes tree.json: two of them were both tree:tree, and the
+    benchmark refused them as one policy named twice."""
+    from agents.tree import DATA
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "tree.json").write_text((DATA / "reference.json").read_text())
+    a, b = f"tree:{tmp_path / 'a' / 'tree.json'}", f"tree:{tmp_path / 'b' / 'tree.json'}"
+    summary, _ = benchmark(None, [0.25], seeds=1, policies=[a, b])
+    names = {r["agent"] for r in summary}
+    assert {a, b} <= names and "tree:tree" not in names
+    summary, _ = benchmark(None, [0.25], seeds=1, policies=[a])  # alone: its short name
+    assert "tree:tree" in {r["agent"] for r in summary}
+    with pytest.raises(ValueError, match="named twice"):  # one spec twice is still an error
+        benchmark(None, [0.25], seeds=1, policies=[a, a])
+
+
+def test_the_files_a_spec_reads(here):
+    from agents.rl import BEST_MODEL
+    from agents.tree import DATA
+    from experiments.policies import checksums, files_read
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    (here / "mine_files.py").write_text(COIN)
+    (here / "run").mkdir()
+    assert files_read("py:mine_files:Coin", env) == [Path(here / "mine_files.py")]
+    assert files_read("sb3:run", env) == [Path("run") / BEST_MODEL]
+    assert files_read("sb3:m.zip", env) == [Path("m.zip")]
+    assert files_read("tree:t/tree.json", env) == [Path("t/tree.json")]
+    assert files_read("autoprofiler-tree", env) == [DATA / "reference.json"]
+    assert files_read("maskable-ppo", env)[0].suffix == ".zip"
+    assert files_read("set:full", env) == files_read("random", env) == []
+    import hashlib
+
+    assert checksums("py:mine_files:Coin", env) == {
+        str(here / "mine_files.py"): hashlib.sha256(COIN.encode()).hexdigest()}
+    assert checksums("sb3:run", env) == {str(Path("run") / BEST_MODEL): "missing"}
+
+
+def test_a_resumed_experiment_refuses_runs_of_a_fixed_policy_whose_file_changed(here):
+    """A tree:FILE baseline overwritten with another tree kept its old score on resuming;
+    the same for an sb3: model and a py: module. Now the run file holds the sha256 of what
+    the spec reads, and a changed file is a StaleRunError naming it and what to remove."""
+    from agents.tree import DATA
+    from experiments.experiment import StaleRunError, run_experiment
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    (here / "t").mkdir()
+    tree = here / "t" / "tree.json"
+    tree.write_text((DATA / "reference.json").read_text())
+    model = _model_with_record(here / "m", env)
+    module = here / "mine_stale.py"
+    module.write_text(COIN)
+    specs = [f"tree:{tree}", f"sb3:{model}", "py:mine_stale:Steady"]
+    config = _experiment(here, ["no-profile", *specs])
+    out = here / "out"
+    first = run_experiment(config, out, progress=False)
+    assert run_experiment(config, out, progress=False)["rows"] == first["rows"]  # resumed
+    from sb3_contrib import MaskablePPO
+
+    MaskablePPO("MultiInputPolicy", env, seed=1, n_steps=16, batch_size=16).save(
+        here / "other.zip")
+    changes = [(tree, (DATA / "reference-v1.json").read_bytes()),
+               (model, (here / "other.zip").read_bytes()),  # another model
+               (module, (COIN + "\n# edited\n").encode())]
+    for spec, (path, content) in zip(specs, changes):
+        kept = path.read_bytes()
+        path.write_bytes(content)
+        folder = out / "runs" / "".join(c if c.isalnum() or c in "-_." else "-" for c in spec)
+        with pytest.raises(StaleRunError, match=rf"{re.escape(str(path))} changed since "
+                                                rf".*was made from it \(sha256 \w+ then, \w+ "
+                                                rf"now\): {re.escape(spec)}'s runs there are "
+                                                rf"the old file's.*remove "
+                                                rf"{re.escape(str(folder))}"):
+            run_experiment(config, out, progress=False)
+        path.write_bytes(kept)  # put back: resumes again
+        assert run_experiment(config, out, progress=False)["rows"] == first["rows"]
+    # or remove what it names, and that policy's runs are made again from the file as it is
+    tree.write_text((DATA / "reference-v1.json").read_text())
+    import shutil
+
+    shutil.rmtree(out / "runs" / "".join(c if c.isalnum() or c in "-_." else "-"
+                                         for c in specs[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reference-v1 was learned for another optimizer
+        again = run_experiment(config, out, progress=False)
+    assert [r for r in again["rows"] if r["agent"] != specs[0]] == \
+        [r for r in first["rows"] if r["agent"] != specs[0]]
