@@ -24,3 +24,17 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_png(fig, path: Path, dpi: int = 110) -> Path:
+    """A matplotlib figure rendered to PNG bytes, closed, and written atomically
+    (:func:`write_atomic`); returns ``path``."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    plt.close(fig)
+    write_atomic(Path(path), buffer.getvalue())
+    return Path(path)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.scoring import geomean, shipped_speedup
 
 COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cost_s",
@@ -338,10 +338,7 @@ class _Labeller:
 def plot(summary: list[dict], path: Path) -> Path:
     """Speedup against profiling cost, one curve per agent (:func:`figure`), saved as a PNG
     atomically (rendered to bytes first); returns ``path``."""
-    fig = figure(summary)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=150)
-    write_atomic(Path(path), buffer.getvalue())
+    write_png(figure(summary), path, dpi=150)
     return path
 
 

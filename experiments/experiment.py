@@ -85,7 +85,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
 from experiments.live import LiveConfig
 
@@ -823,12 +823,8 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
 
     def save(fig, name):
-        buffer = io.BytesIO()
         fig.tight_layout()
-        fig.savefig(buffer, format="png", dpi=110)
-        plt.close(fig)
-        write_atomic(out / name, buffer.getvalue())
-        paths.append(out / name)
+        paths.append(write_png(fig, out / name))
 
     save(budgets_figure(config, result), "budgets.png")
 

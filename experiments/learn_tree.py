@@ -32,7 +32,7 @@ import math
 import sys
 from pathlib import Path
 
-from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
 
 PROPOSERS = ("search", "llm")
@@ -278,7 +278,6 @@ def _supersede_if_moved(log: Path, start) -> None:
 
 def plot_curves(curves: dict, path: Path, title: str) -> Path:
     """Train and validation score against round, one panel per budget."""
-    import io
 
     import matplotlib
 
@@ -298,8 +297,4 @@ def plot_curves(curves: dict, path: Path, title: str) -> Path:
         ax.legend()
     fig.suptitle(f"learn-tree ({title})")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    write_atomic(path, buffer.getvalue())
-    return path
+    return write_png(fig, path)

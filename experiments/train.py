@@ -64,7 +64,7 @@ from agents.rl.callbacks import Evaluation, read_evaluations, save_model
 from agents.rl.config import ENV_ID as CONFIG_ENV_ID
 from agents.rl.config import OWN as CONFIG_OWN
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
-from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
@@ -593,7 +593,6 @@ def plot_evaluations(evaluations: list[Evaluation], path: Path, title: str) -> P
     """The evaluations during training as curves: the geometric-mean speedup on the
     evaluation split against environment steps, one curve per budget, and the objective
     (their geometric mean) with the best evaluation, the model kept, marked."""
-    import io
 
     import matplotlib
 
@@ -616,11 +615,7 @@ def plot_evaluations(evaluations: list[Evaluation], path: Path, title: str) -> P
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    write_atomic(path, buffer.getvalue())
-    return path
+    return write_png(fig, path)
 
 
 def _write_json(path: Path, data: dict) -> None:

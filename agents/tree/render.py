@@ -51,14 +51,12 @@ def plot(tree: Tree | Node, path: str | Path, counts: dict[int, int] | None = No
     """The tree as a picture (PNG): a box per node (collect: blue, branch: orange, stop:
     grey), top to bottom, a branch's ``then`` side on the left; ``counts`` as in
     :func:`export_text`."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from autoprofiler_env.atomic import write_atomic
+    from autoprofiler_env.atomic import write_png
 
     root = tree.root if isinstance(tree, Tree) else tree
     boxes: list[tuple[float, int, str, str]] = []  # x, depth, text, colour
@@ -105,9 +103,4 @@ def plot(tree: Tree | Node, path: str | Path, counts: dict[int, int] | None = No
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    path = Path(path)
-    write_atomic(path, buffer.getvalue())
-    return path
+    return write_png(fig, path)
