@@ -185,22 +185,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def _check_candidate(path: str) -> None:
     """A candidate file that can be profiled: readable Python source defining ``ModelNew``
     (checked before ncu starts; its import runs under ncu)."""
-    import ast
+    from autoprofiler_env.problems.problem import defined_names
 
-    from autoprofiler_env.harness import read_candidate
-
-    try:
-        tree = ast.parse(read_candidate(path), filename=path)
-    except SyntaxError as e:
-        raise AutoProfilerError(f"the candidate {path}: syntax error at line {e.lineno}: "
-                                f"{e.msg}") from None
-    defined = {node.name for node in tree.body
-               if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
-    defined |= {t.id for node in tree.body if isinstance(node, ast.Assign)
-                for t in node.targets if isinstance(t, ast.Name)}
-    defined |= {(a.asname or a.name) for node in tree.body
-                if isinstance(node, ast.ImportFrom) for a in node.names}
-    if "ModelNew" not in defined:
+    if "ModelNew" not in defined_names(Path(path), "candidate"):
         raise AutoProfilerError(f"the candidate {path} defines no ModelNew (a KernelBench "
                                 "candidate's class)")
 

@@ -152,7 +152,7 @@ def load(spec: str, env) -> Entry:
 
         algorithm, path = _sb3_parts(spec)
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
-        zoo = zoo_env_kwargs(path if path.is_dir() else path.parent)
+        zoo = None if run.is_file() else zoo_env_kwargs(path if path.is_dir() else path.parent)
         learned = (_learned(run) if run.is_file() else
                    _said({"env_kwargs": zoo}) if zoo is not None else
                    _learned(path.with_suffix(".json")))

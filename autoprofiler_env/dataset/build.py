@@ -326,18 +326,20 @@ def _one_machine(reference_rows: list[dict]) -> dict:
     rows the judge timed); a :class:`DatasetError` where they were made on several: a
     dataset's times, costs and outcomes are one machine's (a ``--device cpu`` pipeline check
     recorded into a GPU's recording would mix CPU times in)."""
+    from autoprofiler_env.dataset.record.machine import SAME_MACHINE, machine_of
+
     machines: dict[tuple, str] = {}
     for r in reference_rows:
-        if r.get("error") is None:
-            machines.setdefault((r.get("device"), r.get("gpu"), r.get("torch")), r["uri"])
+        if r.get("error") is None and machine_of(r) is not None:  # rows naming their machine
+            machines.setdefault(machine_of(r), r["uri"])
     if len(machines) > 1:
         said = "; ".join(f"{uri} on device {d}, GPU {g}, torch {t}"
                          for (d, g, t), uri in machines.items())
         raise DatasetError(f"the reference timings were made on {len(machines)} machines "
                            f"({said}): a dataset's times are one machine's; record the others "
                            "again there, or build each machine's recording apart")
-    (device, gpu, torch), = machines or {(None, None, None): ""}
-    return {"device": device, "gpu": gpu, "torch": torch}
+    (machine,) = machines or {(None, None, None): ""}
+    return dict(zip(SAME_MACHINE, machine))
 
 
 def _unprimed_costs(unprimed: set[tuple[str, str]], records: dict,

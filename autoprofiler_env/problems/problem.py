@@ -87,16 +87,18 @@ def read_source(path: str | Path) -> str:
                          "file is UTF-8 unless it declares its encoding)") from None
 
 
-def check_problem_file(path: Path) -> None:
-    """Checks without running it that ``path`` parses and defines the KernelBench names.
+def defined_names(path: Path, kind: str = "problem") -> set[str]:
+    """The names a Python file defines at its top level (classes, functions, assignments,
+    imports), read without running it.
 
     Raises:
-        ProblemError: the file is missing, is not Python, or lacks a required name.
+        ProblemError: the ``kind`` file (``"problem"``, ``"candidate"``) is missing or is not
+            Python source.
     """
     try:
         text = read_source(path)
     except OSError as e:
-        raise ProblemError(path, f"cannot read the problem file: {e.strerror}") from e
+        raise ProblemError(path, f"cannot read the {kind} file: {e.strerror}") from e
     except ValueError as e:
         raise ProblemError(path, str(e)) from None
     try:
@@ -114,6 +116,16 @@ def check_problem_file(path: Path) -> None:
             defined.update(t.id for t in targets if isinstance(t, ast.Name))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return defined
+
+
+def check_problem_file(path: Path) -> None:
+    """Checks without running it that ``path`` parses and defines the KernelBench names.
+
+    Raises:
+        ProblemError: the file is missing, is not Python, or lacks a required name.
+    """
+    defined = defined_names(path)
     missing = [n for n in REQUIRED_NAMES if n not in defined]
     if missing:
         raise ProblemError(
