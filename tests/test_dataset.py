@@ -616,7 +616,7 @@ def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimize
     content, _ = two_optimizers
     content.save(tmp_path / "v3.json.gz")
     header, body = _read(tmp_path / "v3.json.gz")
-    assert header["schema"] == SCHEMA == "autoprofiler-dataset/4"
+    assert header["schema"] == SCHEMA == "autoprofiler-dataset/5"
     v2 = _as_schema_2(body)
     relu = next(r for r in v2["problems"] if r["uri"] == RELU)
     relu["outcomes"] = dict(reversed(relu["outcomes"].items()))  # the order stored is kept
@@ -643,12 +643,71 @@ def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimize
     _resealed(tmp_path / "bare.json.gz", v2, schema="autoprofiler-dataset/2")
     bare = DatasetFile.load(tmp_path / "bare.json.gz").problems[RELU]
     assert bare.outcomes == {} and bare.transformations == ()
-    for other in ("autoprofiler-dataset/5", "autoprofiler-dataset/1", None):
+    for other in ("autoprofiler-dataset/6", "autoprofiler-dataset/1", None):
         _resealed(tmp_path / "other.json.gz", body, schema=other)
         with pytest.raises(DatasetError, match=f"has schema {other!r}; this version reads "
-                           "'autoprofiler-dataset/4' \\(and 'autoprofiler-dataset/3', "
-                           "'autoprofiler-dataset/2'\\)"):
+                           "'autoprofiler-dataset/5' \\(and 'autoprofiler-dataset/4', "
+                           "'autoprofiler-dataset/3', 'autoprofiler-dataset/2'\\)"):
             DatasetFile.load(tmp_path / "other.json.gz")
+
+
+def test_a_schema_4_file_with_units_per_kernel_loads_as_schema_5(two_optimizers, tmp_path):
+    """Schema 4 held each metric's unit on every kernel (a quarter of a KernelBench file);
+    schema 5 holds them once per profile. A schema-4 file (the suite's shipped one) loads with
+    the same content; its units land on the profile, each kernel's metrics keeping theirs."""
+    content, _ = two_optimizers
+    content.save(tmp_path / "v5.json.gz")
+    header, body = _read(tmp_path / "v5.json.gz")
+    assert header["schema"] == SCHEMA == "autoprofiler-dataset/5"
+    profiles = [p for r in body["problems"] for p in r["profiles"].values()]
+    assert profiles and all(p["units"] for p in profiles)  # ncu gives most metrics a unit
+    assert not any("units" in k for p in profiles for k in p["kernels"])
+    for p in profiles:  # as schema 4 had them
+        units = p.pop("units")
+        for k in p["kernels"]:
+            k["units"] = {m: units[m] for m in k["metrics"] if m in units}
+    _resealed(tmp_path / "v4.json.gz", body, schema="autoprofiler-dataset/4")
+    assert DatasetFile.load(tmp_path / "v4.json.gz").problems == content.problems
+    shipped = Dataset.load("suite")  # schema 4 as committed, until it is built again
+    record = shipped.record(RELU)
+    assert record.profiles["SpeedOfLight"].units["gpu__time_duration.sum"] == "ns"
+    assert record.profiles["MemoryWorkloadAnalysis"].units["dram__bytes.sum.per_second"] == (
+        "byte/s")
+    for profile in record.profiles.values():
+        assert set(profile.units) <= {m for k in profile.kernels for m in k.metrics}
+
+
+def test_loading_pauses_the_garbage_collector_and_leaves_it_as_it_was(saved, tmp_path,
+                                                                     monkeypatch):
+    """Decoding allocates about a million containers, none of them garbage; each burst would
+    start a collection over all the others (half a KernelBench file's load time)."""
+    import gc
+
+    from autoprofiler_env.dataset.format import ProblemRecord
+
+    seen = []
+    built = ProblemRecord.from_dict
+
+    def from_dict(d):
+        seen.append(gc.isenabled())
+        return built(d)
+
+    monkeypatch.setattr(ProblemRecord, "from_dict", staticmethod(from_dict))
+    header, body = _read(saved)
+    del body["problems"][-1]["eager"]  # malformed: the collector is restored all the same
+    _resealed(tmp_path / "malformed.json.gz", body)
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            seen.clear()
+            DatasetFile.load(saved)
+            assert seen and not any(seen)  # every record was built with it paused
+            assert gc.isenabled() is enabled
+            with pytest.raises(DatasetError, match="is malformed"):
+                DatasetFile.load(tmp_path / "malformed.json.gz")
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
 
 
 def test_extra_candidates_that_do_not_exist_are_refused_naming_the_optimizer(tmp_path):

@@ -65,8 +65,7 @@ def k(name: str, us: float = 100.0, findings=(), **m) -> KernelProfile:
     names = {"sm": SM, "mem": MEM, "dram": DRAM, "fma": FMA, "tensor": TENSOR, "rate": RATE,
              "insts": INSTS}
     return KernelProfile(0, name, "(256, 1, 1)", "(1024, 1, 1)", us * 1e3, 1,
-                         {names[key]: float(v) for key, v in m.items()}, {}, (),
-                         tuple(findings))
+                         {names[key]: float(v) for key, v in m.items()}, (), tuple(findings))
 
 
 def opt_finding(section: str, rule: str, pct: float, kind: str = "OPT") -> Finding:

@@ -29,23 +29,20 @@ def merge_profiles(uri: str, sections: tuple[str, ...], parts: list[Profile],
     wanted = None if keep is None else tuple(keep)
     kernels = []
     for k, across in zip(base.kernels, zip(*(p.kernels for p in parts))):
-        metrics, units = {}, {}
+        metrics = {}
         if wanted is None:
             for other in reversed(across):  # the first section's value of a shared metric wins
                 metrics.update(other.metrics)
-                units.update(other.units)
             displayed = tuple(d for other in across for d in other.displayed)
         else:
             for other in across:  # the first section's value of a shared metric wins
                 for name in wanted:
                     if name not in metrics and name in other.metrics:
                         metrics[name] = other.metrics[name]
-                        if name in other.units:
-                            units[name] = other.units[name]
             displayed = ()
         kernels.append(KernelProfile(
             k.id, k.name, k.block, k.grid, k.duration_ns,
-            sum(other.passes or 0 for other in across), metrics, units, displayed,
+            sum(other.passes or 0 for other in across), metrics, displayed,
             tuple(f for other in across for f in other.findings)))
     cost = ProfileCost(
         replay_s=sum(p.cost.replay_s for p in parts),
@@ -53,4 +50,9 @@ def merge_profiles(uri: str, sections: tuple[str, ...], parts: list[Profile],
         kernel_passes=sum(p.cost.kernel_passes for p in parts),
         gpu_replay_s=sum(p.cost.gpu_replay_s for p in parts),
         n_kernels=base.cost.n_kernels)
-    return replace(base, sections=sections, kernels=tuple(kernels), cost=cost)
+    units = {}
+    for p in reversed(parts):  # a metric's unit is the same in every run
+        units.update(p.units)
+    if wanted is not None:
+        units = {name: units[name] for name in wanted if name in units}
+    return replace(base, sections=sections, kernels=tuple(kernels), cost=cost, units=units)

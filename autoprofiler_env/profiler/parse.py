@@ -162,15 +162,16 @@ def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
         if not status.get("ok"):
             failures.append(ProfileFailure(uri, status.get("error", "failed")))
             continue
-        kernels = []
+        kernels, units = [], {}
         for kid in sorted(k for k, v in raw.items() if v["problem"] == index):
             info = raw[kid]
+            units.update(info["units"])
             displayed, findings = details.get(kid, ([], []))
             duration = info["metrics"].get(DURATION_METRIC)
             kernels.append(KernelProfile(
                 id=kid, name=info["name"], block=info["block"], grid=info["grid"],
                 duration_ns=duration if isinstance(duration, float) else None,
-                passes=passes.get(kid), metrics=info["metrics"], units=info["units"],
+                passes=passes.get(kid), metrics=info["metrics"],
                 displayed=tuple(displayed), findings=tuple(findings)))
         if not kernels:
             failures.append(ProfileFailure(uri, "no kernel was profiled (the forward launched "
@@ -185,7 +186,8 @@ def profiles_from_run(run: NcuRun, catalogue: Catalogue | None = None
         profiles.append(Profile(uri, tuple(run.sections), tuple(kernels), cost,
                                 run.ncu_version, ops=status.get("ops"),
                                 ops_profiled=status.get("ops_profiled"),
-                                kernels_capped=cap is not None and len(kernels) >= cap))
+                                kernels_capped=cap is not None and len(kernels) >= cap,
+                                units=units))
     return profiles, failures
 
 
@@ -206,7 +208,7 @@ def cut(profile: Profile, sections: tuple[str, ...], cost: ProfileCost,
     kernels = tuple(replace(
         k, passes=per_kernel,
         metrics={m: v for m, v in k.metrics.items() if m in keep},
-        units={m: u for m, u in k.units.items() if m in keep},
         displayed=tuple(d for d in k.displayed if d.section in wanted),
         findings=tuple(f for f in k.findings if f.section in wanted)) for k in profile.kernels)
-    return replace(profile, sections=tuple(sections), kernels=kernels, cost=cost)
+    return replace(profile, sections=tuple(sections), kernels=kernels, cost=cost,
+                   units={m: u for m, u in profile.units.items() if m in keep})

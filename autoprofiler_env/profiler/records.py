@@ -45,8 +45,9 @@ class DisplayedMetric:
 class KernelProfile:
     """One profiled kernel launch.
 
-    ``metrics`` holds every metric the run collected for it (raw names, base units in
-    ``units``), numbers as floats; ``displayed`` the sections' headers as ncu prints them.
+    ``metrics`` holds every metric the run collected for it (raw names, numbers as floats,
+    base units in its profile's ``units``); ``displayed`` the sections' headers as ncu prints
+    them.
     """
 
     id: int
@@ -56,7 +57,6 @@ class KernelProfile:
     duration_ns: float | None
     passes: int | None
     metrics: dict[str, Value] = field(default_factory=dict)
-    units: dict[str, str] = field(default_factory=dict)
     displayed: tuple[DisplayedMetric, ...] = ()
     findings: tuple[Finding, ...] = ()
 
@@ -106,6 +106,8 @@ class Profile:
             recording's ``--max-ops``: KernelBench's level-3 models run up to 517).
         kernels_capped: ncu stopped profiling at its launch cap (``MAX_KERNELS``, a problem
             profiled alone after a timeout): kernels past it are missing, however many.
+        units: the base unit of each metric its kernels hold that has one (ncu's raw page
+            gives one row of units for all kernels: a metric's unit is the same on each).
     """
 
     problem_uri: str
@@ -116,6 +118,7 @@ class Profile:
     ops: int | None = None
     ops_profiled: int | None = None
     kernels_capped: bool = False
+    units: dict[str, str] = field(default_factory=dict)
 
     @property
     def duration_ns(self) -> float:
@@ -187,11 +190,17 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict) -> Profile:
+        # positional constructors: a KernelBench dataset builds ~150k of these records on load
         kernels = tuple(
-            KernelProfile(**{**k, "displayed": tuple(DisplayedMetric(**m) for m in k["displayed"]),
-                             "findings": tuple(Finding(**f) for f in k["findings"])})
+            KernelProfile(k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
+                          k["passes"], k["metrics"],
+                          tuple(DisplayedMetric(m["section"], m["label"], m["unit"], m["value"])
+                                for m in k["displayed"]),
+                          tuple(Finding(f["section"], f["rule"], f["kind"], f["message"],
+                                        f["speedup_type"], f["speedup_pct"])
+                                for f in k["findings"]))
             for k in d["kernels"])
         return cls(problem_uri=d["problem_uri"], sections=tuple(d["sections"]), kernels=kernels,
                    cost=ProfileCost(**d["cost"]), ncu_version=d.get("ncu_version", ""),
                    ops=d.get("ops"), ops_profiled=d.get("ops_profiled"),
-                   kernels_capped=d.get("kernels_capped", False))
+                   kernels_capped=d.get("kernels_capped", False), units=d.get("units", {}))
