@@ -131,11 +131,22 @@ class LLMError(OptimizationError):
 
     Attributes:
         kind: ``timeout``, ``http``, ``connection``, ``empty``, ``no_code`` or ``syntax``.
+        status: the HTTP status the server answered (``http``), else None.
     """
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
         self.kind = kind
+        self.status = status
         super().__init__(f"{kind}: {message}")
+
+    @property
+    def refused(self) -> bool:
+        """The server refused the request itself: an HTTP 4xx other than 408 (request
+        timeout) and 429 (too many requests), such as a bad key (401), a model it does not
+        serve (404) or a request it cannot take (400, 422). Asked again the same way, it
+        answers the same."""
+        return self.status is not None and 400 <= self.status < 500 and self.status not in (
+            408, 429)
 
 
 class DatasetError(AutoProfilerError):

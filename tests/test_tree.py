@@ -644,8 +644,9 @@ def test_learn_tree_refuses_bad_settings(tmp_path, capsys):
 
 class _Script:
     """A proposer whose rounds are scripted: each answer is None (no reply: the endpoint
-    down), "junk" (a reply that is not the schema), "invalid" (four edits, none valid),
-    "nothing" (a reply of no edits) or "stop" (one usable edit)."""
+    down), "refused" (an HTTP 401: a bad key), "junk" (a reply that is not the schema),
+    "invalid" (four edits, none valid), "nothing" (a reply of no edits) or "stop" (one
+    usable edit)."""
 
     name = "script"
 
@@ -660,6 +661,9 @@ class _Script:
         self.asked += 1
         if answer is None:
             return Proposal(edits=[], error="connection: refused", unreached=True)
+        if answer == "refused":
+            return Proposal(edits=[], error="http: HTTP 401 from URL: invalid key",
+                            unreached=True, refused=True)
         if answer == "junk":
             return Proposal(edits=[], error="no_json: the reply holds no JSON object")
         if answer == "invalid":  # what parse_reply leaves of a reply of invalid edits
@@ -707,6 +711,17 @@ def test_rounds_without_a_reply_are_asked_again_after_a_wait_and_never_logged_as
     again = _Script(["stop"])
     assert learn(train_env, val_env, again, config, log=log2, progress=False).rounds == 4
     assert again.asked == 3
+    # a request the server refuses (a bad key, an unknown model) stops at once, without the
+    # 14 s of waits: its answer will not change
+    waits.clear()
+    log3 = tmp_path / "log3.jsonl"
+    with pytest.raises(ProposerUnreachableError, match=(
+            r"refused the request at budget 0\.25 \(http: HTTP 401 from URL: invalid key\), "
+            r"which asking again would not change: 1 round of budget 0\.25 is done and logged "
+            r"in log3\.jsonl; .* go on from round 2 of budget 0\.25$")):
+        learn(train_env, val_env, _Script(["stop", "refused"]), config, log=log3,
+              progress=False, sleep=waits.append)
+    assert waits == []
 
 
 def test_rounds_whose_edits_are_all_invalid_count_as_without_a_usable_reply(small, tmp_path):

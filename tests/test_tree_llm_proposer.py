@@ -409,6 +409,17 @@ def test_failures_are_errors_not_raises(server, model, kind, says):
     assert says in proposal.error
     if model == "error500":  # a server's own failure: no hint about response_format
         assert "structured" not in proposal.error
+    # no reply: the round is asked again, unless the server refused the request (a 4xx),
+    # which it would refuse again
+    assert proposal.unreached is (kind == "http")
+    assert proposal.refused is (model == "error400")
+
+
+@pytest.mark.parametrize("status, refused", [(400, True), (401, True), (404, True),
+                                             (422, True), (408, False), (429, False),
+                                             (500, False), (503, False), (None, False)])
+def test_a_refused_request_is_an_http_4xx_other_than_timeout_and_rate_limit(status, refused):
+    assert LLMError("http", "HTTP ...", status=status).refused is refused
 
 
 def test_a_hanging_server_times_out(server):

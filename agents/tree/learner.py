@@ -211,7 +211,9 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     Raises:
         AutoProfilerError: ``log`` holds a run of other settings (the message names each one,
             as in the log and now), or is corrupted.
-        ProposerUnreachableError: no reply ``len(retry_waits) + 1`` times in a row.
+        ProposerUnreachableError: no reply ``len(retry_waits) + 1`` times in a row, or a
+            request the server refused (:attr:`Proposal.refused`: an HTTP 4xx such as a bad
+            key or model), at once: waiting would not change its answer.
     """
     from tqdm import tqdm
 
@@ -266,12 +268,16 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
             proposal = proposer.propose(fb, config.proposals)
             if proposal.unreached:  # no reply: the round is asked again, not logged as done
                 unreached.append(proposal.error or "no reply")
-                if len(unreached) > len(retry_waits):
+                if proposal.refused or len(unreached) > len(retry_waits):
                     done = round_ - 1
                     where = f" in {Path(log).name}" if log else ""
+                    why = (f"refused the request at budget {config.budget:g} "
+                           f"({unreached[-1]}), which asking again would not change"
+                           if proposal.refused else
+                           f"gave no reply {len(unreached)} times in a row at budget "
+                           f"{config.budget:g} (the last: {unreached[-1]})")
                     raise ProposerUnreachableError(
-                        f"the proposer {proposer.name} gave no reply {len(unreached)} times "
-                        f"in a row at budget {config.budget:g} (the last: {unreached[-1]}): "
+                        f"the proposer {proposer.name} {why}: "
                         f"{done} round{'s' if done != 1 else ''} of budget "
                         f"{config.budget:g} {'are' if done != 1 else 'is'} done and "
                         f"logged{where}; fix the endpoint and run the same command again "

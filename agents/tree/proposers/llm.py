@@ -572,7 +572,8 @@ class LLMProposer:
                           "structured='json_object', for llama-cpp-python's server)")
             return Proposal(edits=[], seconds=time.perf_counter() - started,
                             tokens=self._usage(), error=error,
-                            unreached=e.kind in ("connection", "http", "timeout"))
+                            unreached=e.kind in ("connection", "http", "timeout"),
+                            refused=e.refused)
         seconds = time.perf_counter() - started
         self.last_reply = reply
         try:

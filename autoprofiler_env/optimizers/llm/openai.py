@@ -134,7 +134,7 @@ class OpenAIChatBackend:
                     detail = ""
             detail = " ".join(detail.split())[:300]
             raise LLMError("http", f"HTTP {e.code} from {self.url}"
-                           + (f": {detail}" if detail else "")) from e
+                           + (f": {detail}" if detail else ""), status=e.code) from e
         except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets
             cause = getattr(e, "reason", e)  # URLError wraps the socket's error
             if _is_timeout(cause) or _is_timeout(e) or deadline.spent():
