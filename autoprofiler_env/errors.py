@@ -131,7 +131,8 @@ class LLMError(OptimizationError):
 
     Attributes:
         kind: ``timeout``, ``http``, ``connection``, ``empty``, ``no_code`` or ``syntax``.
-        status: the HTTP status the server answered (``http``), else None.
+        status: the HTTP status of an error the server answered (an ``http`` error; None
+            for a reply that is not JSON, and for every other kind).
     """
 
     def __init__(self, kind: str, message: str, status: int | None = None) -> None:

@@ -87,7 +87,8 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
         AutoProfilerError: a log of ``out`` holds a run of other settings (the message names
             them), or the smallest budget's log began from the budget ladder of a run of more
             budgets (the message says which to give).
-        ProposerUnreachableError: the proposer gave no reply several times in a row.
+        ProposerUnreachableError: the proposer gave no reply several times in a row, or
+            its server refused a request.
         LearnInterruptedError: Ctrl-C or SIGTERM; the same call resumes.
     """
     from agents.tree.learner import LearnInterruptedError

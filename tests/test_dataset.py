@@ -668,6 +668,10 @@ def test_a_schema_4_file_with_units_per_kernel_loads_as_schema_5(two_optimizers,
             k["units"] = {m: units[m] for m in k["metrics"] if m in units}
     _resealed(tmp_path / "v4.json.gz", body, schema="autoprofiler-dataset/4")
     assert DatasetFile.load(tmp_path / "v4.json.gz").problems == content.problems
+    # the same body labelled schema 5 is refused, not loaded without its units
+    _resealed(tmp_path / "mislabelled.json.gz", body)
+    with pytest.raises(DatasetError, match=r"is malformed: .*a kernel's keys are .*'units'"):
+        DatasetFile.load(tmp_path / "mislabelled.json.gz")
     shipped = Dataset.load("suite")  # schema 4 as committed, until it is built again
     record = shipped.record(RELU)
     assert record.profiles["SpeedOfLight"].units["gpu__time_duration.sum"] == "ns"
@@ -706,6 +710,15 @@ def test_loading_pauses_the_garbage_collector_and_leaves_it_as_it_was(saved, tmp
             with pytest.raises(DatasetError, match="is malformed"):
                 DatasetFile.load(tmp_path / "malformed.json.gz")
             assert gc.isenabled() is enabled
+        # loads running at once (threads): the first to end does not let the collector run
+        # under the other; the last puts it back as it was before the first began
+        from autoprofiler_env.dataset.format import _collector_paused
+
+        gc.enable()
+        with _collector_paused():
+            DatasetFile.load(saved)  # begins and ends inside the other
+            assert not gc.isenabled()
+        assert gc.isenabled()
     finally:
         gc.enable()
 
@@ -746,13 +759,16 @@ def test_candidates_option_errors(values, says, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def suite_part():
-    """The shipped suite's document cut to four problems (two of train, two of test): small
-    enough to damage, seal again and load in a test."""
+    """The shipped suite's document cut to four problems (two of train, two of test), as
+    this version writes it (:data:`SCHEMA`): small enough to damage, seal again and load in a
+    test."""
+    from autoprofiler_env.dataset.format import _upgrade
     from autoprofiler_env.dataset.names import SHIPPED
 
-    _, body = _read(SHIPPED["suite"].path)
-    body["problems"] = ([r for r in body["problems"] if r["split"] == "train"][:2]
-                        + [r for r in body["problems"] if r["split"] == "test"][:2])
+    header, body = _read(SHIPPED["suite"].path)
+    body["problems"] = [_upgrade(r, header["schema"]) for r in
+                        [r for r in body["problems"] if r["split"] == "train"][:2]
+                        + [r for r in body["problems"] if r["split"] == "test"][:2]]
     return json.dumps(body)
 
 

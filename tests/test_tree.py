@@ -716,9 +716,12 @@ def test_rounds_without_a_reply_are_asked_again_after_a_wait_and_never_logged_as
     waits.clear()
     log3 = tmp_path / "log3.jsonl"
     with pytest.raises(ProposerUnreachableError, match=(
-            r"refused the request at budget 0\.25 \(http: HTTP 401 from URL: invalid key\), "
-            r"which asking again would not change: 1 round of budget 0\.25 is done and logged "
-            r"in log3\.jsonl; .* go on from round 2 of budget 0\.25$")):
+            r"the server of the proposer script refused its request at budget 0\.25 \(http: "
+            r"HTTP 401 from URL: invalid key\), which asking again would not change: 1 round "
+            r"of budget 0\.25 is done and logged in log3\.jsonl; with the key or the server "
+            r"fixed, .* go on from round 2 of budget 0\.25; with another model or "
+            r"--llm-structured, give another --out \(a log goes on only with the settings it "
+            r"was started with\)$")):
         learn(train_env, val_env, _Script(["stop", "refused"]), config, log=log3,
               progress=False, sleep=waits.append)
     assert waits == []

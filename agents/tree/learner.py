@@ -101,16 +101,18 @@ class LearnResult:
 
 RETRY_WAITS = (2.0, 4.0, 8.0)
 """Seconds waited before asking a round again after the proposer gave no reply (connection
-refused, an HTTP error, a time-out): one wait per retry, so a round is asked
-``len(RETRY_WAITS) + 1`` times (14 s of waiting: a server restarting) before learning stops
-with :class:`ProposerUnreachableError`. Such rounds are never logged as done, so that the
-same command goes on once the endpoint answers."""
+refused, an HTTP error other than a refusal, a time-out): one wait per retry, so a round is
+asked ``len(RETRY_WAITS) + 1`` times (14 s of waiting: a server restarting) before learning
+stops with :class:`ProposerUnreachableError`. A request the server refused (an HTTP 4xx
+other than 408 and 429: :attr:`~autoprofiler_env.errors.LLMError.refused`) stops it at
+once. Such rounds are never logged as done, so that the same command goes on once the
+endpoint answers."""
 UNREACHED_LIMIT = len(RETRY_WAITS) + 1
 """Requests in a row without a reply after which learning stops."""
 
 
 class ProposerUnreachableError(AutoProfilerError):
-    """The proposer's endpoint gave no reply several times in a row."""
+    """The proposer's endpoint gave no reply several times in a row, or refused a request."""
 
 
 class LearnInterruptedError(AutoProfilerError, KeyboardInterrupt):
@@ -271,16 +273,22 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                 if proposal.refused or len(unreached) > len(retry_waits):
                     done = round_ - 1
                     where = f" in {Path(log).name}" if log else ""
-                    why = (f"refused the request at budget {config.budget:g} "
-                           f"({unreached[-1]}), which asking again would not change"
-                           if proposal.refused else
-                           f"gave no reply {len(unreached)} times in a row at budget "
-                           f"{config.budget:g} (the last: {unreached[-1]})")
+                    logged = (f"{done} round{'s' if done != 1 else ''} of budget "
+                              f"{config.budget:g} {'are' if done != 1 else 'is'} done and "
+                              f"logged{where}")
+                    if proposal.refused:
+                        raise ProposerUnreachableError(
+                            f"the server of the proposer {proposer.name} refused its request "
+                            f"at budget {config.budget:g} ({unreached[-1]}), which asking "
+                            f"again would not change: {logged}; with the key or the server "
+                            f"fixed, run the same command again to go on from round "
+                            f"{round_} of budget {config.budget:g}; with another model or "
+                            "--llm-structured, give another --out (a log goes on only with "
+                            "the settings it was started with)")
                     raise ProposerUnreachableError(
-                        f"the proposer {proposer.name} {why}: "
-                        f"{done} round{'s' if done != 1 else ''} of budget "
-                        f"{config.budget:g} {'are' if done != 1 else 'is'} done and "
-                        f"logged{where}; fix the endpoint and run the same command again "
+                        f"the proposer {proposer.name} gave no reply {len(unreached)} times "
+                        f"in a row at budget {config.budget:g} (the last: {unreached[-1]}): "
+                        f"{logged}; fix the endpoint and run the same command again "
                         f"to go on from round {round_} of budget {config.budget:g}")
                 wait = retry_waits[len(unreached) - 1]
                 if progress:

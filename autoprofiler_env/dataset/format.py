@@ -1,4 +1,4 @@
-"""The recorded dataset: schema ``autoprofiler-dataset/4``.
+"""The recorded dataset: schema ``autoprofiler-dataset/5``.
 
 One gzipped file holds everything the replay backend needs to answer "problem P, sections S,
 optimizer O" on a CPU. Its first line is a JSON header, ``{"schema": ..., "sha256": ...}``;
@@ -19,9 +19,10 @@ serialising anything again). The document holds:
   - ``profiles``: per section, the profile that collecting that section alone gives (kernels
     with the metrics kept as evidence, the section header as ncu printed it, ncu's findings;
     cut out of a run of the full set, see :mod:`.build`) and what collecting it alone costs
-    (replay seconds, passes, GPU replay time), and how much of the forward it covers
+    (replay seconds, passes, GPU replay time), how much of the forward it covers
     (``ops``, ``ops_profiled``, ``kernels_capped``: absent in files built before they were
-    kept, read as a whole forward);
+    kept, read as a whole forward), and each of its metrics' base unit, once for the
+    profile (``units``: ncu's raw page gives one units row for all kernels);
   - ``set_costs``: the cost of ncu's basic, detailed and full sets;
   - ``modelled_costs``: the sections and sets (``"set:basic"``) whose cost was not measured
     on this problem but predicted from its full set's cost (``metadata["cost_model"]``);
@@ -44,11 +45,13 @@ reference optimizers' rules read, and the kernel duration. Files are written ato
 (a temporary file, then a rename).
 
 Older files still load: their stored bytes are checked against their checksum as they are,
-then each record is converted. Schema 3 had no ``provenance`` (:func:`upgrade_v3`: null).
+then each record is converted. Schema 4 kept the units on every kernel (:func:`upgrade_v4`:
+they move to the profile; they were a quarter of a KernelBench file's JSON). Schema 3 had
+no ``provenance`` (:func:`upgrade_v3`: null).
 Schema 2 (outcomes per transformation, all of the first reference optimizer) is converted to
 schema 3 first (:func:`upgrade_v2`: its ``outcomes`` become ``{"reference-v1": outcomes}``,
 its ``transformations`` the outcomes' names in the order stored, since that recording judged
-every applicable transformation). Saving writes schema 4.
+every applicable transformation). Saving writes schema 5.
 
 Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not
 gzip or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
@@ -68,6 +71,7 @@ import gzip
 import hashlib
 import json
 import math
+import threading
 import zlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -462,17 +466,28 @@ def compact(profile: Profile, keep: frozenset[str]) -> Profile:
                    units={m: u for m, u in profile.units.items() if m in keep})
 
 
+_pauses = {"depth": 0, "was_enabled": False}
+_pauses_lock = threading.Lock()
+
+
 @contextmanager
 def _collector_paused():
-    """Python's cyclic garbage collector paused (as it was before, after): decoding a file
-    allocates a million containers, each allocation burst would run a collection over all."""
-    was = gc.isenabled()
-    gc.disable()
+    """Python's cyclic garbage collector paused, then as it was before the first of the
+    loads running at once began: decoding a file allocates a million containers, each
+    allocation burst would run a collection over all of them. (A ``gc.disable()`` made
+    elsewhere while a load runs is undone when the last load ends.)"""
+    with _pauses_lock:
+        if _pauses["depth"] == 0:
+            _pauses["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _pauses["depth"] += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _pauses_lock:
+            _pauses["depth"] -= 1
+            if _pauses["depth"] == 0 and _pauses["was_enabled"]:
+                gc.enable()
 
 
 @dataclass(frozen=True)

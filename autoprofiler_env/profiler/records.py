@@ -75,6 +75,11 @@ class KernelProfile:
         return "".join(out).split("::")[-1].replace("void ", "").strip() or self.name[:60]
 
 
+_KERNEL_KEYS = frozenset(("id", "name", "block", "grid", "duration_ns", "passes", "metrics",
+                          "displayed", "findings"))
+"""A :class:`KernelProfile`'s fields, the keys of its dict."""
+
+
 @dataclass(frozen=True)
 class ProfileCost:
     """What collecting a profile cost.
@@ -190,7 +195,12 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict) -> Profile:
+        """The profile of :meth:`to_dict`'s dict. Raises KeyError or ValueError for a dict of
+        another shape (a kernel with other keys: a per-kernel ``units`` is schema 4's)."""
         # positional constructors: a KernelBench dataset builds ~150k of these records on load
+        for k in d["kernels"]:
+            if k.keys() != _KERNEL_KEYS:
+                raise ValueError(f"a kernel's keys are {sorted(k)}, not {sorted(_KERNEL_KEYS)}")
         kernels = tuple(
             KernelProfile(k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
                           k["passes"], k["metrics"],
@@ -203,4 +213,4 @@ class Profile:
         return cls(problem_uri=d["problem_uri"], sections=tuple(d["sections"]), kernels=kernels,
                    cost=ProfileCost(**d["cost"]), ncu_version=d.get("ncu_version", ""),
                    ops=d.get("ops"), ops_profiled=d.get("ops_profiled"),
-                   kernels_capped=d.get("kernels_capped", False), units=d.get("units", {}))
+                   kernels_capped=d.get("kernels_capped", False), units=d["units"])

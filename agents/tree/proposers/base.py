@@ -64,7 +64,8 @@ class Proposal:
     tokens: dict | None = None   # the endpoint's usage (prompt/completion tokens), if any
     error: str | None = None     # the whole reply was unusable (a timeout, not JSON, ...)
     unreached: bool = False      # no reply at all (connection, HTTP, timeout): asked again
-    refused: bool = False        # the server refused the request (HTTP 4xx): not asked again
+    refused: bool = False        # the server refused the request (an HTTP 4xx but 408 and
+    # 429: LLMError.refused): not asked again
 
 
 @runtime_checkable
