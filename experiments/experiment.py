@@ -27,7 +27,12 @@ random problem, ``P(X > Y)`` with ties counting half) with its interval, which r
 runs only (rliable's bootstrap of a pair does not resample tasks): it says how much the
 seeds move it, not how sure it is on new kernels. Beside it, every agent's wins, ties and
 losses against that fixed configuration over (run, problem) pairs: where most pairs tie (the
-same candidate shipped), P(> fixed) sits near 0.5 whatever happens on the rest. Each
+same candidate shipped), P(> fixed) sits near 0.5 whatever happens on the rest. And every
+row's geometric mean over that of the train-chosen fixed configuration and over that of the
+best fixed configuration in hindsight (:data:`HINDSIGHT`: every fixed configuration run on
+the split scored, the best kept per budget; a replay-only row, as the oracle's), each with
+the interval of a paired bootstrap (:func:`paired_ratio`): the problems' difficulty, which
+widens each geometric mean's own interval, cancels in a ratio on the same problems. Each
 agent's bootstrap in each cell (and its performance profile's band) is drawn from numpy's
 generator seeded afresh with :data:`BOOTSTRAP_SEED`: the same scores give the same interval
 whatever else the config compares. Written to
@@ -91,6 +96,10 @@ from experiments.live import LiveConfig
 
 FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
 TRAIN_CHOSEN = "fixed (chosen on train)"
+HINDSIGHT = "fixed (best in hindsight)"
+"""The fixed configuration with the best geometric mean on the split scored, at each budget:
+what the best fixed choice could have shipped there, the strongest fixed comparator (a
+replay-only row, as the oracle's)."""
 AGENT_KINDS = ("tree", "rl")
 _KEYS = {"name", "budgets", "splits", "seeds", "env", "agents", "baselines", "reps",
          "poi_reps", "live", "experiment"}
@@ -393,31 +402,33 @@ def _check_run(path: Path, made: dict | None, expected: dict, spec: AgentSpec,
         "another --out")
 
 
-def _choose_fixed(config: ExperimentConfig) -> dict[float, str]:
-    """Per budget, the fixed configuration (ncu's sets, single sections, the curated list,
-    no profile) with the best geometric-mean speedup on the train split, on the environment
-    of the config's dataset and optimizer; ties go to the one that fits the budget on more
-    problems, then to the first in the baselines' order. The fixed configurations only: the
-    shipped agents and the other baselines are not run."""
-    import gymnasium as gym
-
+def best_fixed(env, budget: float) -> str:
+    """The fixed configuration (ncu's sets, single sections, the curated list, no profile)
+    with the best geometric-mean speedup on ``env``'s problems at ``budget``; ties go to the
+    one that fits the budget on more problems, then to the first in the baselines' order.
+    The fixed configurations only: the shipped agents and the other baselines are not run."""
     from autoprofiler_env.evaluation import rollout
     from autoprofiler_env.scoring import geomean, shipped_speedup
     from baselines import all_agents
 
+    scores = []
+    for agent in [a for a in all_agents(env) if a.name.startswith(FIXED_PREFIXES)]:
+        records = rollout(env, agent, budget=budget)
+        scores.append((round(geomean(shipped_speedup(r.correct, r.speedup)
+                                     for r in records), 9),
+                       float(np.mean([bool(agent.fits_budget(r.sections))
+                                      for r in records])), agent.name))
+    return max(scores, key=lambda t: t[:2])[2]
+
+
+def _choose_fixed(config: ExperimentConfig) -> dict[float, str]:
+    """Per budget, :func:`best_fixed` on the train split, on the environment of the config's
+    dataset and optimizer."""
+    import gymnasium as gym
+
     kwargs = {k: config.env[k] for k in ("dataset", "optimizer") if config.env.get(k)}
     env = gym.make("AutoProfiler-v0", split="train", **kwargs)
-    fixed = [a for a in all_agents(env) if a.name.startswith(FIXED_PREFIXES)]
-    chosen = {}
-    for b in config.budgets:
-        scores = []
-        for agent in fixed:
-            records = rollout(env, agent, budget=b)
-            scores.append((round(geomean(shipped_speedup(r.correct, r.speedup)
-                                         for r in records), 9),
-                           float(np.mean([bool(agent.fits_budget(r.sections))
-                                          for r in records])), agent.name))
-        chosen[b] = max(scores, key=lambda t: t[:2])[2]
+    chosen = {b: best_fixed(env, b) for b in config.budgets}
     env.close()
     return chosen
 
@@ -461,7 +472,8 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     jobs = [(spec, seed) for spec in config.agents for seed in config.seeds]
     jobs += [(AgentSpec(name, "baseline"), seed) for name, entry in fixed.items()
              for seed in (config.seeds if entry.stochastic else (0,))]
-    jobs += [(AgentSpec(TRAIN_CHOSEN, "chosen"), 0), (AgentSpec("oracle", "baseline"), 0)]
+    jobs += [(AgentSpec(TRAIN_CHOSEN, "chosen"), 0), (AgentSpec(HINDSIGHT, "hindsight"), 0),
+             (AgentSpec("oracle", "baseline"), 0)]
     # what each job's run file must say to be reused: the settings, the agent's options and
     # the sha256 of each file it reads (a fixed policy's tree, model or module; an RL
     # agent's config), every finished run checked before anything runs
@@ -493,7 +505,7 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
             continue
         if spec.kind in AGENT_KINDS:
             make = _learned_policy(spec, seed, config, out, envs)
-        elif spec.kind == "chosen":
+        elif spec.kind in ("chosen", "hindsight"):
             def make(env):
                 return None
         else:
@@ -505,7 +517,14 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
                   "settings": expected(spec)}
         for split, env in envs.items():
             for b in config.budgets:
-                policy = baseline(env, chosen[b]) if spec.kind == "chosen" else make(env)
+                if spec.kind == "chosen":
+                    policy = baseline(env, chosen[b])
+                elif spec.kind == "hindsight":  # the best on this split, chosen here
+                    best = best_fixed(env, b)
+                    result.setdefault("chosen", {})[f"{split}/{b:g}"] = best
+                    policy = baseline(env, best)
+                else:
+                    policy = make(env)
                 result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b)
         if spec.kind == "chosen":
             result["chosen"] = {f"{b:g}": chosen[b] for b in config.budgets}
@@ -518,10 +537,12 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
 def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
               splits: Iterable[str] | None = None) -> dict:
     """(split, budget) -> agent -> (runs x problems) log speedups, and the costs; the
-    oracle's where ``oracle``, over ``splits`` (None: the config's)."""
-    names = [s.name for s in config.agents] + list(config.baselines) + [TRAIN_CHOSEN, "oracle"]
+    replay-only rows (the oracle's, the best fixed configuration in hindsight) where
+    ``oracle``, over ``splits`` (None: the config's)."""
+    names = [s.name for s in config.agents] + list(config.baselines) + [TRAIN_CHOSEN,
+                                                                         HINDSIGHT, "oracle"]
     if not oracle:
-        names = [n for n in names if n != "oracle"]
+        names = [n for n in names if n not in (HINDSIGHT, "oracle")]
     scores: dict = {}
     costs: dict = {}
     for name in names:
@@ -554,8 +575,9 @@ compares (rliable's stratified bootstrap draws its resamples from ``np.random``,
 def aggregate(config: ExperimentConfig, out: Path, oracle: bool = True,
               splits: Iterable[str] | None = None) -> dict:
     """The leaderboard (rliable's statistics, the module docstring says which) from the run
-    files in ``out``; without the oracle's where not ``oracle`` (a live evaluation), over
-    ``splits`` (None: the config's)."""
+    files in ``out``; without the replay-only rows (the oracle's, the best fixed
+    configuration in hindsight) where not ``oracle`` (a live evaluation), over ``splits``
+    (None: the config's)."""
     data = _matrices(config, out, oracle, splits)
     rows: list[dict] = []
     learned = [s.name for s in config.agents]
@@ -568,7 +590,10 @@ def aggregate(config: ExperimentConfig, out: Path, oracle: bool = True,
     for row in rows:
         row["resumed"] = _said_resumed(resumed.get(row["agent"], {}))
     chosen = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
-    return {"rows": rows, "data": data, "chosen": chosen, "resumed": resumed}
+    hindsight = (json.loads(_run_file(out, HINDSIGHT, 0).read_text())["chosen"] if oracle
+                 else {})
+    return {"rows": rows, "data": data, "chosen": chosen, "hindsight": hindsight,
+            "resumed": resumed}
 
 
 def _resumed(config: ExperimentConfig, out: Path) -> dict[str, dict[int, list[int]]]:
@@ -635,6 +660,31 @@ def wins_ties_losses(scores: np.ndarray, fixed: np.ndarray) -> tuple[int, int, i
     return int(np.sum(a > b)), int(np.sum(a == b)), int(np.sum(a < b))
 
 
+def paired_ratio(scores: np.ndarray, other: np.ndarray, reps: int) -> tuple[float, float, float]:
+    """The ratio of two geometric-mean speedups on the same problems, ``scores`` (runs x
+    problems, log speedups) over ``other`` (its runs x the same problems), with a 95%
+    percentile interval of a paired bootstrap: each resample draws the problems (the same
+    ones for both: a problem's difficulty cancels) and each side's runs, with replacement,
+    from numpy's generator seeded with :data:`BOOTSTRAP_SEED`. Returns (ratio, low, high).
+
+    Paired, it is much narrower than the two geometric means' own intervals, which each
+    carry the spread of the problems' difficulty: it says whether a lead holds on new
+    problems, where overlapping intervals of the two leave it open."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    n = scores.shape[1]
+    diff = scores.mean(axis=0) - other.mean(axis=0)
+    problems = rng.integers(n, size=(reps, n))
+    mine = scores[rng.integers(scores.shape[0], size=(reps, scores.shape[0]))].mean(axis=1)
+    theirs = other[rng.integers(other.shape[0], size=(reps, other.shape[0]))].mean(axis=1)
+    resampled = np.take_along_axis(mine - theirs, problems, axis=1).mean(axis=1)
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    return math.exp(diff.mean()), math.exp(low), math.exp(high)
+
+
+COMPARATORS = {"fixed": TRAIN_CHOSEN, "best_fixed": HINDSIGHT}
+"""The paired ratios' comparators, by the leaderboard's column prefix."""
+
+
 def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: list) -> None:
     _, metrics = _rliable()
 
@@ -661,6 +711,11 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
                    "mean_cost_s": data["costs"][(split, b)][name],
                    "p_beats_fixed": None, "p_lo": None, "p_hi": None,
                    "wins": None, "ties": None, "losses": None}
+            for column, comparator in COMPARATORS.items():
+                ratio = (paired_ratio(by_agent[name], by_agent[comparator], config.reps)
+                         if comparator in by_agent and name not in COMPARATORS.values()
+                         else (None, None, None))
+                row.update(zip((f"x_{column}", f"x_{column}_lo", f"x_{column}_hi"), ratio))
             if name in p_point:
                 row["p_beats_fixed"] = float(np.ravel(p_point[name])[0])
                 lo, hi = np.ravel(p_interval[name])
@@ -675,11 +730,15 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
 
 COLUMNS = ("split", "budget", "agent", "runs", "problems", "geomean_speedup", "geomean_lo",
            "geomean_hi", "iqm_speedup", "iqm_lo", "iqm_hi", "mean_cost_s", "p_beats_fixed",
-           "p_lo", "p_hi", "wins", "ties", "losses", "resumed")
+           "p_lo", "p_hi", "wins", "ties", "losses", "x_fixed", "x_fixed_lo", "x_fixed_hi",
+           "x_best_fixed", "x_best_fixed_lo", "x_best_fixed_hi", "resumed")
 """leaderboard.csv's columns: ``iqm_*`` the geometric IQM (exp of the IQM of the log
 speedups); ``wins``, ``ties``, ``losses`` against the fixed configuration chosen on train
-over (run, problem) pairs (:func:`wins_ties_losses`); ``resumed`` the seeds whose RL
-training was interrupted and resumed, and at which steps (:func:`_resumed`)."""
+over (run, problem) pairs (:func:`wins_ties_losses`); ``x_fixed*`` and ``x_best_fixed*``
+the agent's geometric mean over the fixed configuration chosen on train's and over the best
+one in hindsight's (:data:`HINDSIGHT`), with a paired bootstrap's interval
+(:func:`paired_ratio`); ``resumed`` the seeds whose RL training was interrupted and
+resumed, and at which steps (:func:`_resumed`)."""
 
 
 def write(config: ExperimentConfig, result: dict, out: Path, command: str,
@@ -723,7 +782,15 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
              "not the certainty on new kernels. W/T/L: the (run, problem) pairs where the agent "
              "ships a faster, an equally fast (the same speedup) or a slower program than the "
              "fixed configuration chosen on train; where most pairs tie, P(> fixed) is near "
-             "0.5 whatever the agent does on the others. The validation rows flatter the "
+             "0.5 whatever the agent does on the others. x fixed, x best fixed: the agent's "
+             "geometric mean over that of the fixed configuration chosen on train, and over "
+             "that of the best fixed configuration in hindsight (the best of ncu's sets, "
+             "single sections, the curated list and no profile on this split at this budget: "
+             "the strongest fixed comparator), each with the 95% interval of a paired "
+             f"bootstrap (the same problems drawn for both, and each side's runs, seeded with "
+             f"{BOOTSTRAP_SEED}): a problem's difficulty cancels, so it is much narrower than "
+             "the geometric means' own intervals and says whether a lead holds on new "
+             "problems. The validation rows flatter the "
              "learned agents: the tree and the RL model kept were both chosen on that split. "
              "Costs are in the environment's budget unit (seconds of ncu replay by default).",
              ""]
@@ -740,21 +807,27 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
         for b in config.budgets:
             rows = sorted((r for r in result["rows"] if r["split"] == split
                            and r["budget"] == b), key=lambda r: -r["geomean_speedup"])
+            best = (result.get("hindsight") or {}).get(f"{split}/{b:g}")
             lines += [f"## {split}, budget {b:.0%} of the full set's cost", "",
-                      f"Fixed configuration chosen on train: `{result['chosen'][f'{b:g}']}`.",
+                      f"Fixed configuration chosen on train: `{result['chosen'][f'{b:g}']}`"
+                      + (f"; the best here in hindsight: `{best}`." if best else "."),
                       "", ("| agent | runs | geomean speedup [95% CI] | IQM speedup [95% CI] "
-                           "| mean cost | P(> fixed) [95% CI, runs] | W/T/L vs fixed |"),
-                      "|---|---|---|---|---|---|---|"]
+                           "| mean cost | P(> fixed) [95% CI, runs] | W/T/L vs fixed "
+                           "| x fixed [95% CI, paired] | x best fixed [95% CI, paired] |"),
+                      "|---|---|---|---|---|---|---|---|---|"]
             for r in rows:
                 p = ("" if r["p_beats_fixed"] is None else
                      f"{r['p_beats_fixed']:.2f} [{r['p_lo']:.2f}, {r['p_hi']:.2f}]")
                 wtl = ("" if r.get("wins") is None else
                        f"{r['wins']}/{r['ties']}/{r['losses']}")
+                ratios = ["" if r.get(f"x_{c}") is None else
+                          f"{r[f'x_{c}']:.3f} [{r[f'x_{c}_lo']:.3f}, {r[f'x_{c}_hi']:.3f}]"
+                          for c in COMPARATORS]
                 name = r["agent"] + (" (resumed)" if r.get("resumed") else "")
                 lines.append(f"| {name} | {r['runs']} | {r['geomean_speedup']:.3f} "
                              f"[{r['geomean_lo']:.3f}, {r['geomean_hi']:.3f}] | "
                              f"{r['iqm_speedup']:.3f} [{r['iqm_lo']:.3f}, {r['iqm_hi']:.3f}] | "
-                             f"{r['mean_cost_s']:.2f} | {p} | {wtl} |")
+                             f"{r['mean_cost_s']:.2f} | {p} | {wtl} | {' | '.join(ratios)} |")
             lines.append("")
     return "\n".join(lines)
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.experiment import TRAIN_CHOSEN, ConfigError, load_config, run_experiment, write
+from experiments.experiment import (HINDSIGHT, TRAIN_CHOSEN, ConfigError, load_config,
+                                    run_experiment, write)
 
 ROOT = Path(__file__).parents[1]
 
@@ -48,7 +49,7 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
     out = tmp_path / "out"
     result = run_experiment(config, out, progress=False)
     rows = {r["agent"]: r for r in result["rows"]}
-    assert set(rows) == {"tree", "ppo", "no-profile", TRAIN_CHOSEN, "oracle"}
+    assert set(rows) == {"tree", "ppo", "no-profile", TRAIN_CHOSEN, HINDSIGHT, "oracle"}
     assert rows["tree"]["runs"] == rows["ppo"]["runs"] == 2 and rows["oracle"]["runs"] == 1
     for r in rows.values():
         assert r["problems"] == 24
@@ -57,7 +58,7 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
         assert r["geomean_speedup"] <= rows["oracle"]["geomean_speedup"] + 1e-9
     assert 0 <= rows["tree"]["p_beats_fixed"] <= 1 and rows["no-profile"]["p_beats_fixed"] is None
     files = sorted((out / "runs").rglob("seed-*.json"))
-    assert len(files) == 2 * 2 + 3
+    assert len(files) == 2 * 2 + 4
     stamps = {f: f.stat().st_mtime_ns for f in files}
     again = run_experiment(config, out, progress=False)  # nothing is run again
     assert {f: f.stat().st_mtime_ns for f in files} == stamps
@@ -67,7 +68,8 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
                                          "cost.png", "profiles.png"}
     text = (out / "leaderboard.md").read_text()
     assert "## test, budget 25% of the full set's cost" in text and "| ppo | 2 |" in text
-    chosen = json.loads(next(f for f in files if "fixed" in str(f)).read_text())["chosen"]
+    chosen = json.loads(next(f for f in files if "chosen-on-train" in str(f)).read_text())[
+        "chosen"]
     assert chosen["0.25"].startswith(("set:", "section:", "curated:", "no-profile"))
 
 
@@ -278,12 +280,14 @@ def test_the_leaderboard_has_wins_ties_losses_and_says_the_iqm_is_geometric(tmp_
     assert {"wins", "ties", "losses", "resumed"} <= set(rows[0])
     shown, section = {}, None  # (budget, agent) -> the table's W/T/L cell
     for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
         if line.startswith("## test, budget "):
             section = line.split()[3]
-        elif line.startswith("| ") and section and not line.startswith("| agent"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            shown[section, cells[0]] = cells[-1]
-    assert len(shown) == len(rows) == 2 * 6
+        elif line.startswith("| agent"):
+            column = cells.index("W/T/L vs fixed")
+        elif line.startswith("| ") and section:
+            shown[section, cells[0]] = cells[column]
+    assert len(shown) == len(rows) == 2 * 7
     for r in rows:
         cell = shown[f"{float(r['budget']):.0%}", r["agent"]]
         if r["agent"] == TRAIN_CHOSEN:
@@ -397,3 +401,68 @@ def test_the_budget_axis_is_labelled_at_the_budgets_only(tmp_path):
         labels = [t.label1.get_text() for t in ticks if low <= t.get_loc() <= high
                   and t.label1.get_visible() and t.label1.get_text()]
         assert labels == [f"{b:.0%}" for b in budgets], (budgets, labels)
+
+
+def test_paired_ratios_cancel_what_the_problems_share():
+    """The paired ratio of two geometric means: a problem's difficulty cancels, so an agent
+    1.1x faster on every problem has the interval [1.1, 1.1] however much the problems
+    differ, where the two geometric means' own intervals overlap; drawn from its own seeded
+    generator, whatever numpy's global state."""
+    import math
+
+    import numpy as np
+
+    from experiments.experiment import paired_ratio
+
+    rng = np.random.default_rng(1)
+    fixed = rng.normal(scale=1.0, size=(1, 30))  # log speedups: problems differ a lot
+    faster = np.repeat(fixed, 3, axis=0) + math.log(1.1)
+    ratio, low, high = paired_ratio(faster, fixed, reps=500)
+    assert ratio == pytest.approx(1.1) and low == pytest.approx(1.1) and high == pytest.approx(1.1)
+    assert paired_ratio(fixed, fixed, reps=200) == (1.0, 1.0, 1.0)
+    noisy = faster + rng.normal(scale=0.2, size=faster.shape)
+    np.random.seed(7)
+    first = paired_ratio(noisy, fixed, reps=500)
+    np.random.seed(8)
+    assert paired_ratio(noisy, fixed, reps=500) == first
+    ratio, low, high = first
+    assert low < ratio < high and ratio == pytest.approx(math.exp((noisy - fixed).mean()))
+    assert high / low < 1.3  # the problems' spread (a factor of e^4 across them) cancels
+
+
+def test_the_best_fixed_configuration_in_hindsight_is_the_strongest_fixed_row(tmp_path):
+    """Per split and budget, the experiment runs every fixed configuration there and keeps
+    the best (its run file names it per key, the leaderboard's heading too); every row's
+    ratios over it and over the train-chosen one are its geometric mean over theirs."""
+    import csv
+
+    from experiments.experiment import FIXED_PREFIXES, _run_file
+
+    config = _config(tmp_path, BASELINES_ONLY)
+    out = tmp_path / "out"
+    result = run_experiment(config, out, progress=False)
+    write(config, result, out, "autoprofiler experiment --config exp.yaml")
+    best = json.loads(_run_file(out, HINDSIGHT, 0).read_text())["chosen"]
+    assert set(best) == {"test/0.25", "test/0.5"}
+    text = (out / "leaderboard.md").read_text()
+    rows = list(csv.DictReader((out / "leaderboard.csv").open()))
+    for b in (0.25, 0.5):
+        assert best[f"test/{b:g}"].startswith(FIXED_PREFIXES)
+        assert f"; the best here in hindsight: `{best[f'test/{b:g}']}`." in text
+        cell = {r["agent"]: r for r in rows if float(r["budget"]) == b}
+        top = float(cell[HINDSIGHT]["geomean_speedup"])
+        for name, r in cell.items():
+            if name.startswith(FIXED_PREFIXES) or name == TRAIN_CHOSEN:
+                assert float(r["geomean_speedup"]) <= top + 1e-12, name
+            if name in (HINDSIGHT, TRAIN_CHOSEN):
+                assert r["x_best_fixed"] == r["x_fixed"] == ""  # not against themselves
+                continue
+            for column, against in (("x_fixed", TRAIN_CHOSEN), ("x_best_fixed", HINDSIGHT)):
+                ratio = float(r["geomean_speedup"]) / float(cell[against]["geomean_speedup"])
+                assert float(r[column]) == pytest.approx(ratio), (name, column)
+                assert float(r[f"{column}_lo"]) <= float(r[column]) <= float(r[f"{column}_hi"])
+        # the baseline that is the best in hindsight: 1.0 over it, exactly
+        same = cell[best[f"test/{b:g}"]] if best[f"test/{b:g}"] in cell else None
+        if same is not None:
+            assert float(same["x_best_fixed"]) == float(same["x_best_fixed_lo"]) == 1.0
+    assert "| x fixed [95% CI, paired] | x best fixed [95% CI, paired] |" in text
