@@ -440,7 +440,8 @@ def write(config, result: dict, out: Path, command: str) -> list[Path]:
               f"{config.live.evidence} evidence{harness}), "
               f"budgeted with the dataset's recorded costs; {done} of {total} problems "
               "finished. What is learned or chosen was learned or chosen on the replay; the "
-              "hindsight oracle is left out (it needs answers no live episode has).")
+              "hindsight oracle and the best fixed configuration in hindsight are left out "
+              "(they need answers no live episode has).")
     paths = experiment.write(config, result, live_dir, command, header=header)
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=list(COMPARISON))
