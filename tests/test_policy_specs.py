@@ -273,7 +273,8 @@ def test_an_experiment_runs_any_spec_as_a_fixed_policy_and_a_stochastic_one_per_
     runs = {r["agent"]: r["runs"] for r in result["rows"]}
     assert runs == {"no-profile": 1, "random": 2, f"sb3:{model}": 1,
                     "py:mine_experiment:Coin": 2, "py:mine_experiment:Steady": 1,
-                    "fixed (chosen on train)": 1, "oracle": 1}
+                    "fixed (chosen on train)": 1, "fixed (best in hindsight)": 1,
+                    "oracle": 1}
     # each seed's run seeded with it: random's seed 1 is RandomAgent seeded with 1
     from baselines import RandomAgent
     from experiments.experiment import _run_file
