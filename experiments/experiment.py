@@ -740,9 +740,8 @@ speedups); ``wins``, ``ties``, ``losses`` against the fixed configuration chosen
 over (run, problem) pairs (:func:`wins_ties_losses`); ``x_fixed*`` and ``x_best_fixed*``
 the row's geometric mean over the fixed configuration chosen on train's and over the best
 one in hindsight's (:data:`HINDSIGHT`; empty for that comparator's own row), with a paired
-bootstrap's interval
-(:func:`paired_ratio`); ``resumed`` the seeds whose RL training was interrupted and
-resumed, and at which steps (:func:`_resumed`)."""
+bootstrap's interval (:func:`paired_ratio`); ``resumed`` the seeds whose RL training was
+interrupted and resumed, and at which steps (:func:`_resumed`)."""
 
 
 def write(config: ExperimentConfig, result: dict, out: Path, command: str,
