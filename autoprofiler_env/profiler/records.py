@@ -3,7 +3,7 @@ aggregate over its kernels weighted by duration, and the cost of collecting it."
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 
 Value = float | str
@@ -75,8 +75,7 @@ class KernelProfile:
         return "".join(out).split("::")[-1].replace("void ", "").strip() or self.name[:60]
 
 
-_KERNEL_KEYS = frozenset(("id", "name", "block", "grid", "duration_ns", "passes", "metrics",
-                          "displayed", "findings"))
+_KERNEL_KEYS = frozenset(f.name for f in fields(KernelProfile))
 """A :class:`KernelProfile`'s fields, the keys of its dict."""
 
 
