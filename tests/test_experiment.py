@@ -462,9 +462,13 @@ def test_the_best_fixed_configuration_in_hindsight_is_the_strongest_fixed_row(tm
                 assert float(r[column]) == pytest.approx(ratio), (name, column)
                 assert float(r[f"{column}_lo"]) <= float(r[column]) <= float(r[f"{column}_hi"])
         # the baseline that is the best in hindsight: 1.0 over it, exactly
-        same = cell[best[f"test/{b:g}"]] if best[f"test/{b:g}"] in cell else None
-        if same is not None:
+        if best[f"test/{b:g}"] in cell:
+            same = cell[best[f"test/{b:g}"]]
             assert float(same["x_best_fixed"]) == float(same["x_best_fixed_lo"]) == 1.0
+    # on the suite the best in hindsight is one of the config's baselines at some budget, so
+    # the check above ran
+    assert any(name in {"no-profile", "set:full", "section:SpeedOfLight_RooflineChart",
+                        "curated:cudaforge-like"} for name in best.values())
     assert "| x fixed [95% CI, paired] | x best fixed [95% CI, paired] |" in text
     # what choosing on train cost here, in the train-chosen row
     for b in (0.25, 0.5):

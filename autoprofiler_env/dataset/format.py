@@ -422,7 +422,7 @@ class ProblemRecord:
 
 def upgrade_v4(d: dict) -> dict:
     """A problem record of schema 4, as schema 5 has it: each profile's units once (schema 4
-    held them per kernel, a quarter of a KernelBench file's bytes). Changes ``d`` in place:
+    held them per kernel, a quarter of a KernelBench file's JSON). Changes ``d`` in place:
     it is the record just decoded."""
     for profile in d["profiles"].values():
         units = profile.setdefault("units", {})
