@@ -28,6 +28,7 @@ def relu():
     ("relu_zeros", ErrorKind.DEGENERATE),
     ("relu_wrong_shape", ErrorKind.SHAPE),
     ("relu_wrong_dtype", ErrorKind.DTYPE),
+    ("relu_in_a_tuple", ErrorKind.STRUCTURE),
     ("relu_nan", ErrorKind.NONFINITE),
     ("relu_off_by_a_little", ErrorKind.MISMATCH),
     ("relu_raises", ErrorKind.RUNTIME),
@@ -329,3 +330,12 @@ def test_a_reference_out_of_memory_is_a_verdict_not_a_broken_problem(evaluator, 
     with pytest.raises(ReferenceOutOfMemoryError, match="judge it when they are done"):
         evaluator.reference(problem)
     assert evaluator.evaluate(relu, candidate("relu_correct")).correct
+
+
+def test_an_outputs_nesting_tells_a_tensor_from_a_tuple_of_one_and_not_a_list_from_a_tuple():
+    from autoprofiler_env.harness.worker import nesting
+
+    t = torch.zeros(2)
+    assert nesting(t) == "*" and nesting((t,)) == nesting([t]) == "(*,)"
+    assert nesting((t, (t, t))) == nesting([t, [t, t]]) == "(*, (*, *))"
+    assert nesting({"h": t, "c": (t, 1)}) == "{'h': *, 'c': (*, *)}"

@@ -56,7 +56,8 @@ def runtime_judge():
     ("forged_reply", "patch"), ("clock_patch", "patch"), ("timer_patch", "introspection"),
     ("background_thread", "concurrency"), ("secret_read", "environment"),
     ("file_write", "filesystem"), ("file_delete", "filesystem"), ("socket_send", "network"),
-    ("spawns_and_hangs", "concurrency"),
+    ("spawns_and_hangs", "concurrency"), ("input_hijack", "introspection"),
+    ("randn_patch", "patch"), ("profile_hook", "introspection"),
 ])
 def test_the_static_check_rejects_each_cheat(judge, name, rule):
     findings = [f for f in check_source(cheat(name)) if f.rejects]
@@ -102,11 +103,73 @@ def honest(runtime_judge):
     return result
 
 
-@pytest.mark.parametrize("name", ["clock_patch", "timer_patch"])
-def test_a_patched_clock_disagrees_with_the_judges(runtime_judge, honest, name):
+@pytest.mark.parametrize("name, kind", [
+    ("clock_patch", ErrorKind.TIMING_MISMATCH),
+    # the worker's own timing function, replaced: the input guard sees it before the clock
+    ("timer_patch", ErrorKind.SANDBOX),
+])
+def test_a_patched_clock_disagrees_with_the_judges(runtime_judge, honest, name, kind):
     result = runtime_judge.evaluate(problem("matmul_cpu"), cheat(name))
-    assert result.error_kind is ErrorKind.TIMING_MISMATCH, (result.error_message,
-                                                            result.speedup)
+    assert result.error_kind is kind, (result.error_message, result.speedup)
+
+
+def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
+    """A tensor subclass computes its values when the snapshot reads them (after the timer)
+    and the unsampled calls' never: judged as it came, correct at hundreds of times the
+    reference's speed. Every call's outputs must be plain tensors."""
+    result = runtime_judge.evaluate(problem("matmul_cpu"), cheat("lazy_output"))
+    assert result.error_kind is ErrorKind.STRUCTURE, (result.error_message, result.speedup)
+    assert "output 0 is a Deferred, a subclass of torch.Tensor" in result.error_message
+
+
+@pytest.mark.parametrize("name, fill, changed", [
+    ("input_hijack", {}, "problem.get_inputs"),   # the problem's own function replaced
+    ("randn_patch", {}, "torch.randn"),           # a torch function the problem calls
+    ("randn_patch", {"LATE": True}, "torch.randn"),  # the same, from the first forward
+    ("profile_hook", {}, "hooks"),                # a profile function that sees every call
+])
+def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_judge, name, fill,
+                                                                    changed):
+    """The judge's inputs are made in the candidate's process, untimed: a candidate that
+    computes its answers there (each cheat here looks them up in forward, at hundreds of
+    times the reference's speed when judged as it came) is refused before the next input
+    set is made."""
+    result = runtime_judge.evaluate(problem("matmul_cpu"), cheat(name, **fill))
+    assert result.error_kind is ErrorKind.SANDBOX, (result.error_message, result.speedup)
+    assert "changed code that its process runs for the judge" in result.error_message
+    assert changed in result.error_message
+
+
+def test_the_input_guard_reads_only_what_the_problems_code_names(tmp_path):
+    """What torch.compile rewraps when it is first imported (torch.manual_seed,
+    nn.Module.__init__) is not watched unless the problem's own code names it; a value the
+    problem reads and a closure's contents are."""
+    import types
+
+    import torch
+    import torch.nn as nn
+
+    from autoprofiler_env.harness.worker import Guard, StageError
+
+    module = types.ModuleType("_problem")
+    exec("import torch\nN = 4\ndef get_inputs():\n    return [torch.randn(N, N).to('cpu')]\n",
+         module.__dict__)
+    guard = Guard(module)
+    assert {"randn", "to", "N", "torch"} <= guard.names and "manual_seed" not in guard.names
+    seed, init = torch.manual_seed, nn.Module.__init__
+    try:
+        torch.manual_seed = lambda s: seed(s)
+        guard.check()  # not named: not watched
+        torch.Tensor.to = lambda self, *a, **k: self
+        with pytest.raises(StageError, match=r"torch\.Tensor\.to"):
+            guard.check()
+    finally:
+        torch.manual_seed = seed
+        del torch.Tensor.to  # torch.Tensor's own is its C base's
+    guard.check()
+    module.N = 5
+    with pytest.raises(StageError, match=r"problem\.N"):
+        guard.check()
 
 
 def test_a_stateful_cache_is_caught_on_the_timed_calls(runtime_judge):

@@ -120,6 +120,7 @@ class _Prepared:
     output_bytes: int = 0
     standalone: Timing | None = None
     constant_needed: dict[str, float] | None = None
+    nesting: str | None = None  # the reference output's containers (worker.nesting)
 
 
 def _leaves(header: dict, tensors: list, key: str = "leaves") -> list:
@@ -380,6 +381,7 @@ class Evaluator:
         if check:
             prepared.constant_needed = self._check_well_posed(prepared.problem,
                                                               prepared.config, leaves)
+            prepared.nesting = header.get("nesting")
         result = (leaves, fingerprint(leaves))
         if keep and self.keep_outputs and self._may_keep(prepared, leaves):
             prepared.outputs[seed] = result
@@ -560,7 +562,8 @@ class Evaluator:
                                   "files next to it cannot be sandboxed: docs/harness.md)")
         stage = header.get("stage")
         kinds = {"import": ErrorKind.IMPORT, "no_model_new": ErrorKind.NO_MODEL_NEW,
-                 "init": ErrorKind.INIT, "runtime": ErrorKind.RUNTIME}
+                 "init": ErrorKind.INIT, "runtime": ErrorKind.RUNTIME,
+                 "structure": ErrorKind.STRUCTURE, "sandbox": ErrorKind.SANDBOX}
         if stage in kinds:
             raise _Rejected(kinds[stage], str(header.get("error", ""))[:500])
         raise _Rejected(ErrorKind.CRASH, f"the worker failed: {str(header.get('short'))[:300]}")
@@ -627,6 +630,10 @@ class Evaluator:
             if header.get("changed") is not False:
                 raise _Rejected(ErrorKind.ASYNC_WORK, f"input set {k}: an output changed after "
                                 "forward returned (work left on another stream or thread)")
+            if header.get("nesting") != prepared.nesting:
+                raise _Rejected(ErrorKind.STRUCTURE, f"input set {k}: the output is "
+                                f"{str(header.get('nesting'))[:100]}, the reference's "
+                                f"{str(prepared.nesting)[:100]} (* a leaf)")
             self._compare(reference, candidate, state, f"input set {k}")
             state.prints.append((ref_print, fingerprint(candidate)))
             del reference, candidate, tensors

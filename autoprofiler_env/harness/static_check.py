@@ -9,7 +9,7 @@ result only. The table is also in docs/harness.md.
 | rule | rejects or warns | what it finds |
 |---|---|---|
 | ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os`` or the harness, or ``setattr`` / ``delattr`` on one of them |
-| ``introspection`` | rejects | ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
+| ``introspection`` | rejects | ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
 | ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` |
 | ``network`` | rejects | ``socket``, ``ssl``, ``http``, ``urllib``, ``requests``, ``httpx``, ``aiohttp``, ``ftplib``, ``smtplib`` |
 | ``filesystem`` | rejects | ``open`` for writing, ``os.remove`` / ``unlink`` / ``rmdir`` / ``rename`` / ``replace`` / ``makedirs`` / ``mkdir``, ``shutil``, ``Path.write_*`` / ``unlink`` / ``rmdir`` / ``touch`` |
@@ -34,6 +34,7 @@ _PROTECTED_MODULES = {"torch", "time", "gc", "builtins", "sys", "os", "autoprofi
                       "numpy", "triton"}
 _ALLOWED_TORCH_ATTRS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.config.")
 _INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "_ctypes"}
+_SYS_INTROSPECTION = {"modules", "_getframe", "settrace", "setprofile", "monitoring"}
 _NETWORK_MODULES = {"socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp",
                     "ftplib", "smtplib", "telnetlib", "xmlrpc", "asyncio"}
 _CONCURRENCY_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess",
@@ -130,7 +131,7 @@ class _Visitor(ast.NodeVisitor):
                 self.add("concurrency", node, f"imports os.{alias.name}")
             elif module == "os" and alias.name in _OS_FS:
                 self.add("filesystem", node, f"imports os.{alias.name}")
-            elif module == "sys" and alias.name in ("modules", "_getframe"):
+            elif module == "sys" and alias.name in _SYS_INTROSPECTION:
                 self.add("introspection", node, f"imports sys.{alias.name}")
         self.generic_visit(node)
 
@@ -178,7 +179,7 @@ class _Visitor(ast.NodeVisitor):
         full = self._resolve(_dotted(node)) or ""
         if node.attr in _FRAME_ATTRS:
             self.add("introspection", node, f"reads .{node.attr}")
-        elif full in ("sys.modules", "sys._getframe"):
+        elif full.startswith("sys.") and full[4:] in _SYS_INTROSPECTION:
             self.add("introspection", node, f"uses {full}")
         elif full.startswith("os.") and node.attr in _ENV_ATTRS:
             self.add("environment", node, f"uses {full}")

@@ -19,22 +19,41 @@ candidate are run and timed by one procedure:
 
 Nothing the candidate's worker says about correctness is believed: it hands over raw outputs
 and times, which the judge (:mod:`.evaluator`) compares and checks against its own clock.
+
+Two checks run in the worker, in both roles alike (the same few microseconds outside the timed
+region): every output leaf of every call must be a plain tensor (:meth:`Runner._plain`: a
+subclass can put off its work until its values are read, after the timer stops), and before
+any input set is made, what makes it must be as it was before the candidate's code ran
+(:class:`Guard`: the problem module's names and functions, the attributes its code reads from
+the modules it imports and from ``torch.Tensor``, the worker's own code, and no trace or
+profile function, ``torch`` function or dispatch mode or ``gc`` callback added), since the
+inputs are made in this process and their making is not timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import math
 import os
 import sys
+import threading
 import time
 import traceback
+import types
 from pathlib import Path
 
 _CUDA_ERROR_MARKS = ("CUDA error", "illegal memory access", "device-side assert",
                      "CUBLAS_STATUS", "CUDNN_STATUS", "unspecified launch failure")
 
+
+CPU_THREADS = 1
+"""torch's threads in a worker judging on a CPU, unless ``OMP_NUM_THREADS`` says otherwise:
+the reference's and the candidate's calls alternate with the judge's own work, and on a
+shared machine torch's default (a thread per core, each spinning while it waits) turned an
+identical candidate's 1.0x into anything from 0.01x to 107x over 15 runs on 2 busy cores
+(0.90-1.12x over 8 with one thread). A GPU's workers keep torch's default."""
 
 PREGEN_BYTES = 2 << 30
 """A timed batch's input sets are made before its first timed call, at most this many bytes
@@ -143,6 +162,89 @@ class Auditor:
                 self.violations.append(f"{event} to {args[1] if len(args) > 1 else '?'}")
 
 
+def _names(code: types.CodeType) -> set[str]:
+    """The names a code object reads (globals, attributes), its nested functions' included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+class Guard:
+    """What makes a worker's inputs, as it was when the problem was imported: a candidate
+    whose code changes it (the problem's ``get_inputs`` replaced by one that computes the
+    answer while the inputs are made, where no timer runs; ``torch.randn`` wrapped; a trace
+    function or a ``torch`` mode that sees every call) is refused before the next input set
+    is made, with the ``sandbox`` verdict. Held by both workers alike.
+
+    It records ids, not values: the problem module's names, its functions' code, defaults
+    and closures, and where its code reads an attribute of a module it imports (``torch``,
+    ``nn``, ``F``) or of ``torch.Tensor`` (``randn``, ``to``, ``uniform_``), that attribute;
+    the worker's own functions and classes; and the process-wide hooks. Only what the
+    problem's code names is watched: ``torch.compile`` itself rewraps ``torch.manual_seed``
+    and ``nn.Module.__init__`` when it is first imported, which no problem calls while
+    making inputs (a patch deeper inside ``torch`` is not seen here: docs/harness.md)."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+        self.names: set[str] = set()  # what the problem's own code reads, as imported
+        for value in vars(module).values():
+            if isinstance(value, types.FunctionType):
+                self.names |= _names(value.__code__)
+        self.seen = self._state()
+
+    def _state(self) -> dict:
+        import torch
+
+        module, names = self.module, self.names
+        state: dict = {}
+        for name, value in vars(module).items():
+            state[f"problem.{name}"] = id(value)
+            if isinstance(value, types.FunctionType):
+                cells = tuple(id(c.cell_contents) for c in value.__closure__ or ()
+                              if _filled(c))
+                state[f"problem.{name}()"] = (id(value.__code__), id(value.__defaults__),
+                                              id(value.__kwdefaults__), cells)
+        for label, owner in vars(module).items():
+            if isinstance(owner, types.ModuleType):
+                for name in names:
+                    state[f"{label}.{name}"] = id(vars(owner).get(name))
+        for name in names:  # as a class's attribute is found: the first class that has it
+            found = next((vars(c)[name] for c in torch.Tensor.__mro__ if name in vars(c)), None)
+            state[f"torch.Tensor.{name}"] = id(found)
+        for label, owner in (("worker", sys.modules[__name__]), ("Runner", Runner)):
+            for name, value in vars(owner).items():
+                if callable(value) or isinstance(value, (staticmethod, classmethod)):
+                    state[f"{label}.{name}"] = id(value)
+        monitoring = getattr(sys, "monitoring", None)  # Python 3.12's tools
+        state["hooks"] = (id(sys.gettrace()), id(sys.getprofile()), id(threading.gettrace()),
+                          id(threading.getprofile()), tuple(id(c) for c in gc.callbacks),
+                          tuple(monitoring.get_tool(i) for i in range(6)) if monitoring else (),
+                          torch._C._len_torch_function_stack(),
+                          torch._C._len_torch_dispatch_stack())
+        return state
+
+    def check(self) -> None:
+        """Raises ``StageError("sandbox")`` naming what changed since the problem's import."""
+        now = self._state()
+        changed = sorted(k for k in self.seen.keys() | now.keys()
+                         if self.seen.get(k) != now.get(k))
+        if changed:
+            said = ", ".join(changed[:4])
+            raise StageError("sandbox", f"the candidate changed code that its process runs "
+                             f"for the judge ({said}{', ...' if len(changed) > 4 else ''}): "
+                             "the worker's own, or what makes the inputs, which is not timed")
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
 class Runner:
     """A problem's module and one model (the reference or the candidate) on a device."""
 
@@ -157,6 +259,7 @@ class Runner:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         self.module = None
+        self.guard: Guard | None = None
         self.model = None
         self.device = "cpu"
         self.flush = None
@@ -171,7 +274,10 @@ class Runner:
         self.device = device
         self.release()
         self.module = import_problem(Path(path), size)  # ProblemError: the problem's fault
+        self.guard = Guard(self.module)  # before any of the candidate's code runs
         on_cuda = torch.device(device).type == "cuda"
+        if not on_cuda and "OMP_NUM_THREADS" not in os.environ:
+            torch.set_num_threads(CPU_THREADS)
         if on_cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
@@ -180,6 +286,7 @@ class Runner:
             cls = self.module.Model
         else:
             cls = self._import_candidate(source)
+        self.guard.check()  # before get_init_inputs
         try:
             self.model = self._build(cls, seed)
         except Exception as e:
@@ -203,7 +310,7 @@ class Runner:
         cached were lost to the other processes on the GPU."""
         import gc
 
-        self.model = self.module = None
+        self.model = self.module = self.guard = None
         self.samples = []
         gc.collect()  # a model's reference cycles (its hooks, its parent links)
 
@@ -236,8 +343,12 @@ class Runner:
 
     # -- running ----------------------------------------------------------------------------
 
-    def inputs(self, seed: int) -> list:
+    def inputs(self, seed: int, checked: bool = False) -> list:
+        """The input set of ``seed``; ``checked``: the :class:`Guard` has just been asked
+        (a timed batch asks it once per chunk of input sets)."""
         torch = self.torch
+        if not checked:
+            self.guard.check()
         # the generators the inputs are drawn from: the CPU's and this device's (the same
         # values as torch.manual_seed, which seeds every device: 0.1-0.2 ms on an H200 host)
         torch.default_generator.manual_seed(seed)
@@ -257,12 +368,26 @@ class Runner:
         if self.torch.device(self.device).type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
-    def _leaves(self, output) -> tuple[list[dict], list]:
-        """The output's leaves: tensors (sent raw) and plain values."""
+    def _plain(self, output) -> list:
+        """The output's leaves, each tensor among them of torch's own type: a subclass (its
+        ``__torch_function__`` or ``__torch_dispatch__``) can put off its work until its
+        values are read, after the timer has stopped, and is the ``structure`` verdict."""
         from torch.utils._pytree import tree_flatten
 
+        leaves = tree_flatten(output)[0]
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, self.torch.Tensor) and type(leaf) not in (
+                    self.torch.Tensor, self.torch.nn.Parameter):
+                raise StageError("structure", f"output {i} is a {type(leaf).__qualname__}, a "
+                                 "subclass of torch.Tensor: an output must be a plain tensor "
+                                 "(a subclass can put its work off until its values are "
+                                 "read, after the timer has stopped)")
+        return leaves
+
+    def _leaves(self, output) -> tuple[list[dict], list]:
+        """The output's leaves: tensors (sent raw) and plain values."""
         specs, tensors = [], []
-        for leaf in tree_flatten(output)[0]:
+        for leaf in self._plain(output):
             if isinstance(leaf, self.torch.Tensor):
                 specs.append({"tensor": len(tensors)})
                 tensors.append(leaf)
@@ -293,7 +418,8 @@ class Runner:
         output = self.run(self.inputs(seed))
         specs, snaps, live = self._snapshot(output)  # at return, before any synchronize
         self.sync()
-        return {"leaves": specs, "changed": self._changed(snaps, live)}, snaps
+        return {"leaves": specs, "nesting": nesting(output),
+                "changed": self._changed(snaps, live)}, snaps
 
     def warmup(self, seed: int, ms: float) -> dict:
         inputs = self.inputs(seed)
@@ -325,11 +451,12 @@ class Runner:
         budget = PREGEN_BYTES
         if torch.device(self.device).type == "cuda":
             budget = min(budget, torch.cuda.mem_get_info(self.device)[0] // 8)
-        sets = [(self.inputs(seeds[first]), self._rng_state())]
+        self.guard.check()
+        sets = [(self.inputs(seeds[first], checked=True), self._rng_state())]
         size = sum(x.numel() * x.element_size() for x in tree_flatten(sets[0][0])[0]
                    if isinstance(x, torch.Tensor))
         for seed in seeds[first + 1:first + max(1, budget // max(size, 1))]:
-            sets.append((self.inputs(seed), self._rng_state()))
+            sets.append((self.inputs(seed, checked=True), self._rng_state()))
         return sets
 
     def _rng_state(self) -> tuple:
@@ -379,6 +506,7 @@ class Runner:
                 t0 = time.perf_counter()
                 output = self.run(inputs)
                 times.append((time.perf_counter() - t0) * 1e3)
+            self._plain(output)  # every call's, not only the sampled ones
             if i in sample:  # snapshot at return, compare after a device-wide synchronize
                 specs, snaps, live = self._snapshot(output)
                 self.sync()
@@ -402,6 +530,18 @@ class Runner:
             tensors.extend(sample_positions(t, seed, count) for t in snaps)
         self.samples = []
         return {"samples": header}, tensors
+
+
+def nesting(output) -> str:
+    """An output's containers with its leaves as ``*``: ``*`` one tensor, ``(*, *)`` a tuple
+    or a list of two (either: a drop-in replacement may return one for the other), ``{'h':
+    *}`` a dict. The judge compares the candidate's with the reference's."""
+    if isinstance(output, (tuple, list)):
+        return "(" + ", ".join(nesting(v) for v in output) + ("," if len(output) == 1 else "")\
+            + ")"
+    if isinstance(output, dict):
+        return "{" + ", ".join(f"{k!r}: {nesting(v)}" for k, v in output.items()) + "}"
+    return "*"
 
 
 def sample_positions(t, seed: int, count: int):
