@@ -68,14 +68,15 @@ _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 from a checkout without an install."""
 
 _ENTRY = "from autoprofiler_env.problems.isolated import _worker_main; _worker_main()"
-_HINT = ("the file runs slow code when it is imported or traced: fix that, or allow more "
-         "time: autoprofiler problems --timeout S")
-_IMPORT_HINT = ("the file runs slow code when it is imported: fix that, or allow more time: "
-                "autoprofiler problems --import-timeout S")
+PROBLEMS_SETTINGS = ("autoprofiler problems --timeout S",
+                     "autoprofiler problems --import-timeout S")
+"""How ``autoprofiler problems`` allows a file more time: its whole limit's option and its
+import's (what a time-out's hint names by default)."""
+_HINT = "the file runs slow code when it is imported or traced: fix that"
+_IMPORT_HINT = "the file runs slow code when it is imported: fix that"
 _NETWORK_HINT = ("it downloads something when it is imported, from a host that does not answer "
                  "here: run it where the host answers, fill its cache first (a Hugging Face "
-                 "model: then set HF_HUB_OFFLINE=1), or allow more time: autoprofiler problems "
-                 "--import-timeout S")
+                 "model: then set HF_HUB_OFFLINE=1)")
 
 
 @dataclass(frozen=True)
@@ -243,17 +244,22 @@ class IsolatedFeatures:
         timeout_s: seconds one file may take to import and trace.
         import_timeout_s: seconds of those that its import may take.
         startup_timeout_s: seconds a fresh worker may take to start (not charged to a file).
+        settings: how the caller's user allows more time, named in a time-out's hint: the
+            setting of ``timeout_s`` and that of ``import_timeout_s`` (None: there is none),
+            e.g. ``"autoprofiler problems --import-timeout S"`` (the default's).
     """
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S,
                  import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S,
-                 startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S,
+                 settings: tuple[str | None, str | None] = PROBLEMS_SETTINGS) -> None:
         for name, value in (("timeout_s", timeout_s), ("import_timeout_s", import_timeout_s)):
             if not value > 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
         self.timeout_s = float(timeout_s)
         self.import_timeout_s = float(import_timeout_s)
         self.startup_timeout_s = float(startup_timeout_s)
+        self.settings = tuple(settings)
         self._worker: _Worker | None = None
 
     def static_features(self, problem: Problem | str | Path, size: Size = "full"
@@ -304,21 +310,24 @@ class IsolatedFeatures:
             cause += f" (it tried to reach {network})"
         raise ProblemError(path, cause, str(message.get("hint") or ""))
 
-    @staticmethod
-    def _timeout(path: Path, phase: _Phase, limit: float, network: str | None,
+    def _timeout(self, path: Path, phase: _Phase, limit: float, network: str | None,
                  by_total: bool = False) -> ProblemTimeoutError:
         """``by_total``: the import was stopped by the file's whole limit (``--timeout``,
-        below ``--import-timeout``), whose option the hint then names."""
+        below ``--import-timeout``), whose setting the hint then names."""
+        total_setting, import_setting = self.settings
         cause = f"{phase.slow} took longer than {limit:g} s"
         if phase is _IMPORT:
-            hint = _HINT if by_total else _IMPORT_HINT
+            hint, setting = (_HINT, total_setting) if by_total else (_IMPORT_HINT,
+                                                                     import_setting)
             if network is not None:
                 cause += f": a network-bound import, trying to reach {network}"
                 hint = _NETWORK_HINT
         else:
-            hint = _HINT
+            hint, setting = _HINT, total_setting
             if network is not None:
                 cause += f", having tried to reach {network}"
+        if setting:
+            hint += f", or allow more time: {setting}"
         return ProblemTimeoutError(path, cause, hint, phase=phase.name, limit_s=limit,
                                    network=network)
 
@@ -335,6 +344,11 @@ class IsolatedFeatures:
                 raise
             self._worker = worker
         return self._worker
+
+    def __getstate__(self) -> dict:
+        """A copy (pickled, deep-copied) keeps the settings, not the process: it starts its
+        own worker when it is first asked."""
+        return {**self.__dict__, "_worker": None}
 
     def close(self) -> None:
         """Ends the worker, if one runs (a later call starts a fresh one)."""
