@@ -509,7 +509,8 @@ def test_the_live_env_on_a_cuda_device_without_one_says_so_at_reset(data_dir, mo
 
     path = str(data_dir / "problems" / "relu_small.py")
     env = gym.make(LIVE_ID, problems=[path])  # the default device: cuda
-    monkeypatch.setattr(live, "static_features", no_work)
+    monkeypatch.setattr(live, "static_features", no_work)  # the suite's files
+    monkeypatch.setattr(live.IsolatedFeatures, "static_features", no_work)  # a user's
     for _ in range(2):  # every reset, not only the first
         with pytest.raises(MachineError, match=r"AutoProfilerLive-v0\) on device 'cuda' needs "
                            r"a CUDA GPU; this machine has no CUDA device .*on a CPU, use the "

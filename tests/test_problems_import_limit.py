@@ -96,3 +96,63 @@ def test_both_limits_must_be_positive(flag):
     with pytest.raises(ValueError, match="import_timeout_s must be positive"):
         IsolatedFeatures(import_timeout_s=0)
     assert 0 < DEFAULT_IMPORT_TIMEOUT_S <= 10  # "a few seconds": the documented default
+
+
+
+def test_the_live_env_stops_a_users_file_whose_import_hangs_at_its_import_limit(tmp_path):
+    """AutoProfilerLive-v0's reset computes a user's file's static features as `problems
+    --source` does (the same worker, the same error), not by importing it in the caller's
+    process with no limit (where a hanging import hung reset)."""
+    import time
+
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401  (registers the environments)
+
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text("import time\ntime.sleep(30)\n" + GOOD)  # a regression fails, not hangs
+    env = gym.make("AutoProfilerLive-v0", device="cpu", budget_unit="passes",
+                   problems=[str(hangs)], import_timeout_s=1)
+    backend = env.unwrapped.backend
+    began = time.monotonic()
+    try:
+        with pytest.raises(ProblemTimeoutError) as e:
+            env.reset()
+        assert time.monotonic() - began < 30  # stopped at the limit, not waited out
+    finally:
+        env.close()
+    assert backend._isolated._worker is None  # close ends the worker
+    assert (e.value.phase, e.value.limit_s, e.value.path) == ("import", 1.0,
+                                                              str(hangs.resolve()))
+    assert str(e.value).startswith(f"{hangs.resolve()}: import took longer than 1 s")
+    assert "AutoProfilerLive-v0's import_timeout_s=S" in e.value.hint
+    with pytest.raises(ValueError, match="import_timeout_s must be a finite number"):
+        gym.make("AutoProfilerLive-v0", device="cpu", budget_unit="passes",
+                 problems=[str(hangs)], import_timeout_s=0)
+
+
+def test_the_live_env_traces_the_suite_here_and_a_users_file_in_the_worker(tmp_path):
+    """The suite's files are traced in the caller's process, as before (no process started);
+    a user's file in the worker, to the same features."""
+    import gymnasium as gym
+    import numpy as np
+
+    import autoprofiler_env  # noqa: F401  (registers the environments)
+    from autoprofiler_env.features import static_features
+    from autoprofiler_env.problems import load_file
+
+    suite = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    mine = tmp_path / "mine.py"
+    mine.write_text(GOOD)
+    env = gym.make("AutoProfilerLive-v0", device="cpu", budget_unit="passes",
+                   problems=[suite, str(mine)]).unwrapped
+    backend = env.backend
+    try:
+        env.reset(options={"problem": suite})
+        assert backend._isolated._worker is None
+        env.reset(options={"problem": env.problems[1]})
+        assert backend._isolated._worker is not None
+        assert np.array_equal(backend.features(env.problems[1]),
+                              static_features(load_file(mine)).vector())
+    finally:
+        env.close()

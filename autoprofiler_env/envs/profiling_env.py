@@ -28,6 +28,7 @@ from autoprofiler_env.errors import (
     RenderModeError,
     UnknownProblemError,
 )
+from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
@@ -203,8 +204,11 @@ class ProfilingEnv(gym.Env):
     every budget; the observation's ``budget_total`` tells it which; default None),
     ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, live only ``evidence``
     (``"ncu"``, default: ncu profiles each collected section; ``"recorded"``: the dataset's
-    recorded profiles, only the judging live) and ``harness`` (HarnessConfig settings, e.g.
-    ``{"size": "smoke"}``), and
+    recorded profiles, only the judging live), ``harness`` (HarnessConfig settings, e.g.
+    ``{"size": "smoke"}``) and ``import_timeout_s`` (the seconds a problem file outside the
+    suite may take to import, in a worker process, when ``reset`` computes its static
+    features: default 5, as ``autoprofiler problems --import-timeout``; a slower or hanging
+    import is a :class:`~autoprofiler_env.errors.ProblemTimeoutError`), and
     ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
     atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``
@@ -233,7 +237,8 @@ class ProfilingEnv(gym.Env):
                  optimizer: str | None = None, llm_missing: str = "raise",
                  device: str = "cuda", tolerance: str | float | None = None,
                  render_mode: str | None = None, source: str | None = None,
-                 evidence: str | None = None, harness: dict | None = None) -> None:
+                 evidence: str | None = None, harness: dict | None = None,
+                 import_timeout_s: float | None = None) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise RenderModeError(  # as Gymnasium's environment template asserts
                 f"render_mode must be None or one of {self.metadata['render_modes']} (this "
@@ -262,10 +267,11 @@ class ProfilingEnv(gym.Env):
             if source is not None:
                 raise ValueError("source names the KernelBench checkout the live backend reads "
                                  "its problems from; the replay needs no sources: leave it out")
-            if evidence is not None or harness is not None:
-                raise ValueError("evidence and harness are the live backend's (where its "
-                                 "profiles come from, how it judges); the replay's are "
-                                 "recorded: leave them out")
+            if evidence is not None or harness is not None or import_timeout_s is not None:
+                raise ValueError("evidence, harness and import_timeout_s are the live "
+                                 "backend's (where its profiles come from, how it judges, how "
+                                 "long a file's import may take); the replay's are recorded: "
+                                 "leave them out")
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
@@ -276,7 +282,10 @@ class ProfilingEnv(gym.Env):
                     "'sections', or a dataset whose recorded costs it then uses")
             self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
                                        tolerance=tolerance, dataset=dataset, source=source,
-                                       evidence=evidence or "ncu", harness=harness)
+                                       evidence=evidence or "ncu", harness=harness,
+                                       import_timeout_s=(DEFAULT_IMPORT_TIMEOUT_S
+                                                         if import_timeout_s is None
+                                                         else import_timeout_s))
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         if problems is not None and backend == "live":  # file paths and names become URIs

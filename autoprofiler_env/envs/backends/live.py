@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +14,12 @@ from autoprofiler_env.envs.observation import SectionView, key_metrics, section_
 from autoprofiler_env.errors import MachineError, ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
+from autoprofiler_env.problems.isolated import (
+    DEFAULT_IMPORT_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    IsolatedFeatures,
+)
+from autoprofiler_env.problems.loaders import SUITE_DIR
 from autoprofiler_env.profiler import MAX_KERNELS, MAX_OPS, profile_problems
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
@@ -23,6 +30,9 @@ TRANSIENT = ("timeout", "crash", "timing_mismatch", "out_of_memory")
 EVIDENCE = ("ncu", "recorded")
 """Where a live episode's profiles come from: ``ncu`` runs on this machine's GPU, or the
 dataset's ``recorded`` ones (what the replay shows), with only the judging live."""
+IMPORT_SETTING = ("AutoProfilerLive-v0's import_timeout_s=S (autoprofiler optimize "
+                  "--import-timeout S)")
+"""How a live user allows a problem file's import more time (named in the time-out's hint)."""
 
 
 def require_cuda(device: str, need: str, hint: str = "") -> None:
@@ -63,6 +73,15 @@ class LiveBackend:
     fields over the defaults (e.g. ``{"size": "smoke"}`` for a quick check of the pipeline;
     ``device`` and ``tolerance`` come from their own arguments).
 
+    A problem file that is not the project's suite's is someone else's code: its static
+    features (at ``reset``) are computed as ``autoprofiler problems --source`` computes them,
+    in a worker process (:class:`~autoprofiler_env.problems.isolated.IsolatedFeatures`, one
+    per backend, started at the first such file and ended by :meth:`close`), its import
+    allowed ``import_timeout_s`` seconds and its trace 55 more, so that a file that hangs or
+    waits on the network when imported is a
+    :class:`~autoprofiler_env.errors.ProblemTimeoutError` naming it, not a stall. The suite's
+    files are traced in this process, as its manifest was built.
+
     With a ``dataset`` (a shipped one's name or a file), its records name the problems: a URI
     of the dataset, or all of its problems when ``problems`` is None (less those ill-posed at
     ``tolerance``, which the replay leaves out too:
@@ -79,7 +98,8 @@ class LiveBackend:
                  ncu: str | None = None, timeout_s: float = 600.0,
                  optimizer: str | None = None, tolerance: str | float | None = None,
                  dataset=None, source: str | Path | None = None, evidence: str = "ncu",
-                 harness: dict | None = None) -> None:
+                 harness: dict | None = None,
+                 import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S) -> None:
         from dataclasses import fields
 
         from autoprofiler_env.harness import Evaluator, HarnessConfig, records
@@ -90,6 +110,10 @@ class LiveBackend:
         if evidence == "recorded" and dataset is None:
             raise ValueError("evidence='recorded' shows the profiles a dataset recorded: give "
                              "dataset= too (e.g. 'suite')")
+        if isinstance(import_timeout_s, bool) or not isinstance(import_timeout_s, (int, float)) \
+                or not 0 < import_timeout_s < math.inf:
+            raise ValueError(f"import_timeout_s must be a finite number of seconds > 0, got "
+                             f"{import_timeout_s!r}")
         harness = dict(harness or {})
         settable = {f.name for f in fields(records.HarnessConfig)} - {"device", "tolerance"}
         if set(harness) - settable:
@@ -142,6 +166,11 @@ class LiveBackend:
             if unrecorded:
                 raise ProfilingError(f"evidence='recorded': the dataset did not record "
                                      f"{unrecorded[0]}; profile it with ncu (evidence='ncu')")
+        # the trace keeps the time the problems command's defaults leave it (55 s)
+        self._isolated = IsolatedFeatures(
+            timeout_s=import_timeout_s + DEFAULT_TIMEOUT_S - DEFAULT_IMPORT_TIMEOUT_S,
+            import_timeout_s=import_timeout_s, settings=(None, IMPORT_SETTING))
+        self._features: dict[str, np.ndarray] = {}
         self._profiles: dict[tuple[str, str], Profile] = {}
         self._eager: dict[str, float] = {}
         self._outcomes: dict[tuple[str, str], EpisodeOutcome] = {}
@@ -164,9 +193,10 @@ class LiveBackend:
                      "environment's judging on the CPU, a check of its pipeline)")
 
     def close(self) -> None:
-        """Stops the harness's judging processes (the next judgement starts new ones); what
-        was profiled and judged stays cached."""
+        """Stops the harness's judging processes (the next judgement starts new ones) and the
+        feature worker; what was profiled and judged stays cached."""
         self.evaluator.close()
+        self._isolated.close()
 
     def problems(self, split: str | None) -> list[str]:
         return [u for u, p in self._problems.items() if split is None or p.split == split]
@@ -176,7 +206,21 @@ class LiveBackend:
         return self._uris.get(str(ref), str(ref))
 
     def features(self, uri: str) -> np.ndarray:
-        return static_features(self._problems[uri]).vector()
+        """The static feature vector (cached: do not modify it in place).
+
+        Raises:
+            ProblemTimeoutError: a file outside the suite took longer to import than
+                ``import_timeout_s`` (or to trace than its limit).
+            ProblemError: the file does not import or trace, or kills its process.
+        """
+        if uri not in self._features:
+            problem = self._problems[uri]
+            if problem.path.resolve().is_relative_to(SUITE_DIR.resolve()):
+                features = static_features(problem)
+            else:  # someone else's code: it may hang, crash or wait on the network
+                features = self._isolated.static_features(problem)
+            self._features[uri] = features.vector()
+        return self._features[uri]
 
     def _recorded_costs(self, uri: str) -> bool:
         return self.dataset is not None and uri in self.dataset.content.problems
