@@ -9,7 +9,7 @@
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
     autoprofiler optimize FILE [--tree TREE] [--optimizer reference|reference-v1|llm:MODEL]
                           [--profile-only] [--budget 0.25] [--budget-unit passes|sections]
-                          [--device cuda] [--json]
+                          [--device cuda] [--import-timeout 5] [--json]
     autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
                             [--seed 0] [--out runs/tree] [--wandb]
     autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--seed 0] [--out DIR]
@@ -200,7 +200,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     try:
         result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
                           budget_unit=args.budget_unit, device=args.device,
-                          profile_only=args.profile_only)
+                          profile_only=args.profile_only, import_timeout_s=args.import_timeout)
     except ValueError as e:
         return _fail(str(e).splitlines()[0], type(e).__name__)
     print(format_json(result) if args.json else format_text(result).rstrip("\n"))
@@ -787,6 +787,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what the budget counts: the catalogue's replay passes or sections "
                    "(default: passes)")
     p.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
+    p.add_argument("--import-timeout", type=float, default=5.0,
+                   help="seconds the file's import may take (in a worker process, for its "
+                   "static features; default: 5, as for `problems`)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_optimize)
 

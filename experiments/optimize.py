@@ -187,8 +187,11 @@ def check_machine(device: str = "cuda", command: str = "optimize",
 
 
 def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = DEFAULT_BUDGET,
-             budget_unit: str = "passes", device: str = "cuda"):
-    """``AutoProfilerLive-v0`` on the one problem (a file path, a suite URI or name).
+             budget_unit: str = "passes", device: str = "cuda",
+             import_timeout_s: float | None = None):
+    """``AutoProfilerLive-v0`` on the one problem (a file path, a suite URI or name);
+    ``import_timeout_s``: the seconds a file outside the suite may take to import (None: the
+    environment's default, 5).
 
     Raises:
         ProblemError: the problem file is missing or broken.
@@ -200,7 +203,8 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
     import autoprofiler_env  # noqa: F401  (registers the environments)
 
     return gym.make("AutoProfilerLive-v0", problems=[str(problem)], optimizer=optimizer,
-                    budget=budget, budget_unit=budget_unit, device=device)
+                    budget=budget, budget_unit=budget_unit, device=device,
+                    import_timeout_s=import_timeout_s)
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -208,7 +212,7 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
 def optimize(problem: str | Path, tree: str | Path | None = None, *,
              optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
-             env=None) -> OptimizeResult:
+             import_timeout_s: float | None = None, env=None) -> OptimizeResult:
     """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
     exactly the profile collected and judges the candidate.
 
@@ -223,14 +227,19 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
         budget_unit: ``passes`` (the catalogue's replay passes) or ``sections``.
         device: the CUDA device.
         profile_only: stop before the optimizer (the verdict is None).
+        import_timeout_s: the seconds the file's import may take (in a worker process, for
+            its static features, before anything else runs it); a slower or hanging import is
+            a ProblemTimeoutError. None: the live environment's default, 5 s.
         env: an environment to run in instead of the live one (built with its own problems,
             optimizer and budget, which then win over the arguments): a replay environment
             serves tests and dry runs on a CPU. Without it, the machine is checked first.
 
     Raises:
-        ValueError: a budget that is not a number > 0, an unknown budget unit or optimizer.
+        ValueError: a budget that is not a number > 0, an unknown budget unit or optimizer,
+            an import timeout that is not a number of seconds > 0.
         TreeFormatError: the tree file is missing, unreadable or not a valid tree.
-        ProblemError: the problem file is missing or broken.
+        ProblemError: the problem file is missing or broken (ProblemTimeoutError: its
+            import outlasts ``import_timeout_s``).
         MachineError: no CUDA device or no ncu here.
         ProfilingError: ncu could not profile the program (no permission to read the
             counters, the program crashed under replay, ...).
@@ -243,6 +252,9 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
             not math.isfinite(budget) or budget <= 0:
         raise ValueError(f"the budget must be a number > 0 (a fraction of the full set's cost), "
                          f"got {budget!r}")
+    if import_timeout_s is not None and not 0 < import_timeout_s < math.inf:
+        raise ValueError(f"the import timeout must be a number of seconds > 0, got "
+                         f"{import_timeout_s!r}")
     if budget_unit not in BUDGET_UNITS:
         raise ValueError(f"the budget unit must be one of {', '.join(BUDGET_UNITS)} (the live "
                          f"backend cannot know a section's seconds before profiling it), got "
@@ -257,7 +269,8 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
 
         load_problem(problem)
         check_machine(device)
-        env = live_env(str(problem), optimizer, budget, budget_unit, device)
+        env = live_env(str(problem), optimizer, budget, budget_unit, device,
+                       import_timeout_s=import_timeout_s)
         uri = env.unwrapped.problems[0]
     else:
         uri = str(problem)

@@ -4,6 +4,7 @@ environment's stand-in: same ``ProfilingEnv``, same ``TreePolicy``, a backend an
 the H200's recording)."""
 
 import json
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -123,12 +124,33 @@ def test_a_missing_or_broken_problem_is_one_line_and_exit_2(tmp_path, capsys, pr
     (["--budget", "nan"], "the budget must be a number > 0"),
     (["--optimizer", "gpt"], "optimizer must be one of"),
     (["--device", "cpu"], "--device must be cuda or cuda:N"),
+    (["--import-timeout", "0"], "the import timeout must be a number of seconds > 0"),
 ])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys, args, message):
     code, _, err = run_main(capsys, PROBLEM, "--tree", tree_file(tmp_path, collect("LaunchStats")),
                             *args)
     assert code == 2
     assert message in one_line(err)
+
+
+def test_a_file_whose_import_hangs_is_one_line_at_the_import_limit(tmp_path, capsys,
+                                                                  monkeypatch):
+    """The file is imported first for its static features, in a worker process under
+    --import-timeout (as `problems --source` imports it), not in the command's own process
+    with no limit (the machine check is this CPU's seam; the live environment is real)."""
+    import time
+
+    monkeypatch.setattr(command, "check_machine", lambda device="cuda": "ncu")
+    path = tmp_path / "hangs.py"
+    path.write_text("import time\ntime.sleep(30)\n" + Path(PROBLEM).read_text())
+    began = time.monotonic()
+    code, out, err = run_main(capsys, path, "--tree", tree_file(tmp_path, collect("LaunchStats")),
+                              "--device", "cpu", "--import-timeout", "1")
+    assert time.monotonic() - began < 30  # stopped, not waited out
+    assert code == 2 and out == ""
+    line = one_line(err)
+    assert f"{path}: import took longer than 1 s" in line
+    assert "autoprofiler optimize --import-timeout S" in line
 
 
 def test_without_tree_it_takes_the_shipped_one_or_asks_for_one(tmp_path, capsys, monkeypatch):
@@ -227,9 +249,9 @@ def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path
     """The CLI's wiring, with the live environment replaced by the replay one (the two seams
     are this command's own: the machine check and the environment it builds)."""
     monkeypatch.setattr(command, "check_machine", lambda device="cuda": "ncu")
-    monkeypatch.setattr(command, "live_env", lambda problem, optimizer, budget, unit, device:
-                        replay_env(problem, optimizer=optimizer, budget=budget,
-                                   budget_unit=unit))
+    monkeypatch.setattr(command, "live_env", lambda problem, optimizer, budget, unit, device,
+                        import_timeout_s=None: replay_env(problem, optimizer=optimizer,
+                                                          budget=budget, budget_unit=unit))
     tree = tree_file(tmp_path, collect("MemoryWorkloadAnalysis"))
     code, out, err = run_main(capsys, MATMUL, "--tree", tree, "--optimizer", "reference-v1",
                               "--json")
