@@ -281,6 +281,40 @@ def test_budget_units(study_dataset):
             assert steps == 2
 
 
+@pytest.mark.parametrize("unit", ["passes", "seconds"])
+@pytest.mark.parametrize("fraction", [True, False])
+def test_a_full_set_costing_nothing_in_the_budgets_unit_is_refused_naming_problem_and_unit(
+        study_dataset, tmp_path, unit, fraction):
+    """A record whose full set costs 0 passes (the KernelBench file's 41_Max_Pooling_1D and
+    97_ScaledDotProductAttention did, built before ncu's log was read across its warnings)
+    would give a budget of 0 (a division by zero, every section unaffordable) or an
+    observation that says the full set's cost is unknown: the env refuses it at reset."""
+    from dataclasses import replace
+
+    from autoprofiler_env.dataset import DatasetFile
+    from autoprofiler_env.errors import DatasetError
+
+    content = DatasetFile.load(study_dataset)
+    record = content.problems[RELU]
+    full = record.set_costs["full"]
+    content.problems[RELU] = replace(record, set_costs={
+        **record.set_costs, "full": replace(full, **({"passes": 0, "kernel_passes": 0}
+                                                    if unit == "passes" else {"replay_s": 0.0}))})
+    path = tmp_path / "zero_full.json.gz"
+    content.save(path)
+    env = ProfilingEnv(dataset=str(path), split=None, budget=1.0 if fraction else 20.0,
+                       budget_unit=unit, budget_is_fraction=fraction)
+    with np.errstate(all="raise"), pytest.raises(
+            DatasetError, match=f"{RELU}: ncu's full set costs 0 {unit} in its record"):
+        env.reset(options={"problem": RELU})
+    other = next(u for u in content.problems if u != RELU)
+    env.reset(options={"problem": other})  # the other problems are as they were
+    assert env.episode_budget > 0
+    sections = ProfilingEnv(dataset=str(path), split=None, budget_unit="sections")
+    sections.reset(options={"problem": RELU})  # a budget in sections does not need it
+    assert sections.action_masks()[:-1].any()
+
+
 def test_bad_arguments_are_clear(study_dataset):
     with pytest.raises(ValueError, match="budget_unit"):
         ProfilingEnv(dataset=str(study_dataset), budget_unit="hours")

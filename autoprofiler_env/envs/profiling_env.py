@@ -23,6 +23,7 @@ from autoprofiler_env.envs.observation import (
 )
 from autoprofiler_env.errors import (
     AutoProfilerError,
+    DatasetError,
     NotRecordedError,
     ProblemNotFoundError,
     RenderModeError,
@@ -369,15 +370,13 @@ class ProfilingEnv(gym.Env):
             return budget
         if self.budget_unit == "sections":
             return budget * len(self.sections)
-        seconds, passes = self.backend.full_cost(uri)
-        if self.budget_unit == "passes":
-            return budget * passes
-        if seconds is None:
+        full = self._full_cost(uri)
+        if full is None:
             raise AutoProfilerError(
                 "this backend does not know the full set's cost in seconds before profiling: "
                 "give an absolute budget (budget_is_fraction=False) or budget_unit='passes' "
                 "or 'sections'")
-        return budget * seconds
+        return budget * full
 
     # -- the Gymnasium API ------------------------------------------------------------------
 
@@ -454,11 +453,25 @@ class ProfilingEnv(gym.Env):
                 cheapest)
 
     def _full_cost(self, uri: str) -> float | None:
-        """ncu's full set's cost on this problem, in ``budget_unit`` (None where unknown)."""
+        """ncu's full set's cost on this problem, in ``budget_unit`` (None where unknown).
+
+        Raises:
+            DatasetError: the cost is known and not a positive number (a record whose full
+                set costs 0 passes, a dataset built before ncu's log was read across its
+                warnings): a budget in that unit would be 0 or undefined, every section
+                unaffordable, silently.
+        """
         if self.budget_unit == "sections":
             return float(len(self.sections))
         seconds, passes = self.backend.full_cost(uri)
-        return float(passes) if self.budget_unit == "passes" else seconds
+        cost = float(passes) if self.budget_unit == "passes" else seconds
+        if cost is not None and not (math.isfinite(cost) and cost > 0):
+            raise DatasetError(
+                f"{uri}: ncu's full set costs {cost:g} {self.budget_unit} in its record, not a "
+                f"positive number: a budget in {self.budget_unit} cannot be set on this "
+                "problem (its record is damaged; rebuild the dataset with this version, or "
+                "give another budget_unit)")
+        return cost
 
     def close(self) -> None:
         """Releases the backend's processes (the live backend's judge); safe to call twice."""
