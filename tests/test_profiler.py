@@ -29,7 +29,7 @@ from autoprofiler_env.profiler import (
     profiles_from_run,
     render_markdown,
 )
-from autoprofiler_env.profiler.parse import parse_raw
+from autoprofiler_env.profiler.parse import parse_passes, parse_raw
 from autoprofiler_env.profiler.runner import (
     check_log,
     find_ncu,
@@ -111,6 +111,35 @@ def test_replay_passes_of_a_run_capped_with_launch_count():
     [profile], _ = profiles_from_run(NcuRun.load(capped))
     assert len(profile.kernels) == 64 and all(k.passes in (37, 38) for k in profile.kernels)
     assert profile.cost.passes == 38 and profile.cost.gpu_replay_s > 0
+
+
+def test_replay_passes_are_read_across_lines_that_ncu_prints_inside_a_kernels_progress():
+    """A slow launch makes ncu print a warning in the middle of the kernel's progress, whose
+    ``....100% - 38 passes`` then ends a later line; a kernel whose replay ncu stopped
+    (``0%....50%==PROF== Trying to shutdown``, then `` - 24 passes``) has none."""
+    log = ('==PROF== Profiling "vectorized_elementwise_kernel" - 7: 0%....50%....100% - 38 passes\n'
+           '==PROF== Profiling "max_pool_forward_nchw" - 8: 0%\n'
+           "==WARNING== Launching the workload is taking more time than expected. If this "
+           "continues to hang, terminate the profile and re-try by profiling the range of all "
+           "related launches using '--replay-mode range'.\n"
+           "....50%....100% - 38 passes\n"
+           '==PROF== Profiling "gemm" - 9 (10/65): 0%....50%....100% - 37 passes\n'
+           '==PROF== Profiling "elemWiseRNNcell" - 10: 0%....50%==PROF== Trying to shutdown '
+           "target application\n - 24 passes\n"
+           '==ERROR== Failed to profile "elemWiseRNNcell" in process 9539\n')
+    assert parse_passes(log) == {7: 38, 8: 38, 9: 37}
+
+
+def test_a_kernel_whose_progress_a_warning_interrupted_keeps_its_passes_in_the_cost():
+    """The KernelBench recording's 41_Max_Pooling_1D has one kernel, interrupted so: its full
+    set's cost was 0 passes (and 0 s of GPU replay) before its passes were read."""
+    run = NcuRun.load(Path(__file__).parents[1] / "docs" / "data" / "recording_kernelbench_h200"
+                      / "sets" / "full" / "20261203-022346-000-1db9308be0")
+    by = {p.problem_uri.rsplit("/", 1)[1]: p for p in profiles_from_run(run)[0]}
+    pool = by["41_Max_Pooling_1D"]
+    assert [k.passes for k in pool.kernels] == [38]
+    assert pool.cost.passes == pool.cost.kernel_passes == 38 and pool.cost.gpu_replay_s > 0
+    assert all(k.passes in (37, 38) for p in by.values() for k in p.kernels)
 
 
 def test_matmul_is_compute_bound_and_relu_memory_bound():

@@ -26,7 +26,9 @@ from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, failed_pro
 
 _RANGE = re.compile(r":ap_(\d+):")
 # "- 3: 0%....100% - 38 passes"; with --launch-count, "- 3 (4/65): ..."
-_PASSES = re.compile(r'==PROF== Profiling "[^"]*" - (\d+)(?: \(\d+/\d+\))?: .*?- (\d+) pass')
+_PROFILING = re.compile(r'==PROF== Profiling "[^"]*" - (\d+)(?: \(\d+/\d+\))?: ')
+# the end of a kernel's progress: its replay finished ("100%"), then its passes
+_PASSES_DONE = re.compile(r"100% - (\d+) pass")
 _ID_COLUMNS = 13  # ID ... CC: the columns before the metrics on the raw page
 # Not evidence about the kernel: the GPU's fixed properties, the profiler's own bookkeeping
 # (replay passes, bytes it saved and restored), ncu's scratch values.
@@ -124,8 +126,21 @@ def parse_details(text: str, catalogue: Catalogue) -> dict[int, tuple[list, list
 
 def parse_passes(log: str) -> dict[int, int]:
     """Kernel id -> replay passes, from ncu's ``==PROF== Profiling "k" - 3: ... - 38 passes``
-    (``- 3 (4/65): ...`` when the run is capped with ``--launch-count``)."""
-    return {int(k): int(n) for k, n in _PASSES.findall(log)}
+    (``- 3 (4/65): ...`` when the run is capped with ``--launch-count``).
+
+    A kernel's progress is read up to the next kernel's line, not only on its own line: ncu
+    prints other lines in the middle of it (a slow launch's ``==WARNING== Launching the
+    workload is taking more time than expected``, the program's own output), and the
+    ``....100% - 38 passes`` then ends a later line. A kernel whose replay did not reach
+    100% (ncu stopped it: ``0%....50%==PROF== Trying to shutdown ...`` then `` - 24 passes``)
+    has no passes here: it was not profiled."""
+    starts = list(_PROFILING.finditer(log))
+    passes = {}
+    for start, after in zip(starts, [*starts[1:], None]):
+        done = _PASSES_DONE.search(log, start.end(), after.start() if after else len(log))
+        if done:
+            passes[int(start.group(1))] = int(done.group(1))
+    return passes
 
 
 def launch_cap(command: list[str]) -> int | None:
