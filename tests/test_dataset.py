@@ -479,6 +479,41 @@ def test_costs_holding_ncus_start_up_are_modelled_or_replaced_by_a_primed_run(tm
         matmul].set_costs["full"].replay_s  # (the stand-in primed run holds the same numbers)
 
 
+def test_a_run_whose_log_lacks_a_kernels_passes_is_not_used_for_that_problem(tmp_path):
+    """A kernel that the report lists and ncu's log gives no passes for would count as 0
+    passes: the build warns, naming problem, run and kernel, and does not use that run's
+    profile of the problem (its cost would say the full set costs 0 passes where it had one
+    kernel: the env's budget in passes would be 0). With nothing else, the problem is left
+    out, saying why; the run's other problems are built as before."""
+    from dataclasses import replace
+
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.jsonlines import read_jsonl
+    from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS
+
+    reference = read_jsonl(DATA / "recording_h200" / "reference.jsonl")
+    full = NcuRun.load(STUDY / "set-full")
+    relu = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    line = '"vectorized_elementwise_kernel" - 2: 0%....50%....100% - 38 passes'
+    assert line in full.log
+    replace(full, log=full.log.replace(line, line.removesuffix(" - 38 passes"))).save(
+        tmp_path / "full")
+    sections = sorted(p.parent for p in STUDY.glob("section-*/run.json"))
+    says = rf"{relu}: ncu's log in .*full gives no replay passes for 1 of its 1 kernels \(2 "
+    with pytest.warns(UserWarning, match=says):
+        content = build([*sections, tmp_path / "full"], reference, [])
+    assert "full" not in content.problems[relu].set_costs  # its sections' runs are used
+    assert set(content.problems[relu].profiles) == set(ACTION_SECTIONS)
+    assert content.problems[relu].profiles["SpeedOfLight"].cost.passes == 10
+    others = [r for u, r in content.problems.items() if u != relu]
+    assert len(others) == 11 and all(r.set_costs["full"].passes == 38 for r in others)
+    with pytest.warns(UserWarning, match=says):
+        only_full = build([tmp_path / "full"], reference, [], sections=())
+    assert re.match(r"ncu's log in .* its cost in passes is unknown$",
+                    only_full.metadata["left_out"][relu])
+    assert len(only_full.problems) == 11 and relu not in only_full.problems
+
+
 # -- schema 3: outcomes per optimizer, the applicable transformations, schema 2 read ------------
 
 COMPOSED = "compile+autocast_fp16+cuda_graph"  # a composition's name: its parts, innermost first

@@ -149,6 +149,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     sets = {tuple(sorted(v)): k for k, v in catalogue.sets.items()}
     alone: dict[str, dict[str, Profile]] = {}  # uri -> section or set -> profile of that run
     unprimed: set[tuple[str, str]] = set()  # (uri, key) whose cost holds ncu's start-up
+    no_passes: dict[str, str] = {}  # uri -> why a run of it was not used: passes unknown
     ncu_version = ""
     for directory in run_dirs:  # a problem's later run of the same configuration wins
         run = NcuRun.load(directory)
@@ -159,6 +160,14 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
         key = f"set:{set_name}" if set_name else run.sections[0]
         first = first_unprimed(run.status)
         for p in profiles_from_run(run)[0]:
+            why = unknown_passes(p, directory)
+            if why is not None:  # its cost in passes would read 0: not used
+                no_passes[p.problem_uri] = why
+                import warnings
+
+                warnings.warn(f"{p.problem_uri}: {why}; this run of it is not used",
+                              stacklevel=2)
+                continue
             runs = alone.setdefault(p.problem_uri, {})
             if p.problem_uri == first:  # the first problem of a run without the primer
                 if key in runs and (p.problem_uri, key) not in unprimed:
@@ -259,7 +268,8 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     for uri in (list(problems) if problems is not None
                 else sorted(set(alone) | set(eager) | set(outcomes))):
         why = ((REFUSED if uri in refused else "no reference timing") if uri not in eager
-               else "not the evidence of every section" if uri not in profiles else None)
+               else no_passes.get(uri, "not the evidence of every section")
+               if uri not in profiles else None)
         if why is None:
             problem = problems[uri] if problems is not None else load_problem(uri)
             features = static_features(problem)
@@ -384,6 +394,21 @@ def _applicable(problem, features, device: str) -> tuple[str, ...]:
     from autoprofiler_env.optimizers import applicable
 
     return tuple(t.name for t in applicable(problem, features, device))
+
+
+def unknown_passes(profile: Profile, run_dir: Path | str) -> str | None:
+    """Why ``profile``'s cost in passes is unknown (None: it is known): a kernel that the
+    report lists and ncu's log gives no replay passes for
+    (:func:`~autoprofiler_env.profiler.parse.parse_passes` found no ``100% - N passes`` of
+    it). Its cost would count that kernel's passes as 0 (the whole set's as 0 where it is
+    the problem's only kernel), so a build does not use that run's profile of the problem."""
+    missing = [k for k in profile.kernels if k.passes is None]
+    if not missing:
+        return None
+    named = ", ".join(f"{k.id} ({k.name[:60]})" for k in missing[:3])
+    return (f"ncu's log in {run_dir} gives no replay passes for {len(missing)} of its "
+            f"{len(profile.kernels)} kernels ({named}{', ...' if len(missing) > 3 else ''}): "
+            "its cost in passes is unknown")
 
 
 def evidence_and_costs(runs: dict[str, Profile], sections: tuple[str, ...], model: CostModel,
