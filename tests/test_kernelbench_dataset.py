@@ -170,6 +170,34 @@ def test_the_shipped_kernelbench_dataset_is_the_committed_recordings_complete_su
     assert dataset.metadata["gpu"] == "NVIDIA H200"
 
 
+def test_every_shipped_kernelbench_problems_costs_count_its_kernels_passes():
+    """No set cost of the shipped file reads 0 passes or 0 s of GPU replay where it profiled
+    kernels: 41_Max_Pooling_1D's and 97_ScaledDotProductAttention's full set did (one kernel
+    each, whose passes ncu's log gave after a warning), and a budget in passes was 0 there.
+    Every kernel of the recording's full set runs 37 or 38 passes."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401  (registers the ids)
+
+    dataset = Dataset.load("kernelbench")
+    for uri, record in dataset.content.problems.items():
+        costs = {**record.set_costs, **{s: p.cost for s, p in record.profiles.items()}}
+        for name, cost in costs.items():
+            assert cost.n_kernels >= 1 and cost.passes >= 1 and cost.gpu_replay_s > 0, (
+                uri, name, cost)
+            assert cost.passes <= cost.kernel_passes <= cost.passes * cost.n_kernels, (
+                uri, name, cost)
+        full = record.set_costs["full"]
+        assert full.passes == 38 and full.kernel_passes >= 37 * full.n_kernels, (uri, full)
+    pool = "problem://kernelbench/level1/41_Max_Pooling_1D"
+    with pytest.warns(UserWarning, match="ill-posed here"):  # (at the recorded tolerance)
+        env = gym.make("AutoProfiler-v0", dataset="kernelbench", budget_unit="passes",
+                       budget=1.0)
+    env.reset(options={"problem": pool})
+    assert env.unwrapped.episode_budget == 38.0
+    assert env.unwrapped.action_masks()[:-1].all()  # the whole full set's budget: every one
+
+
 def test_an_unknown_name_is_a_typed_error_listing_the_shipped_ones():
     with pytest.raises(UnknownDatasetError, match="no dataset named 'suit': the shipped ones "
                        "are suite, kernelbench"):
