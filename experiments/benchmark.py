@@ -1,6 +1,6 @@
 """The benchmark: every agent on the test split of a dataset, at several budgets.
 
-    autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--seeds 3]
+    autoprofiler benchmark [--dataset FILE] [--budgets 0.1,0.25,0.5,1.0] [--seeds N]
                            [--policy SPEC ...] [--out runs/benchmark] [--wandb]
 
 Every baseline, the AutoProfiler tree the project ships for the optimizer

@@ -520,15 +520,29 @@ def _budgets(text: str, option: str) -> list[float]:
     return budgets
 
 
+def _seed_count(text: str) -> int:
+    """The count of ``--seeds N`` (a stochastic agent runs with the seeds 0..N-1); an error
+    saying so otherwise, a list of seeds included."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise AutoProfilerError(f"--seeds {text!r}: give how many seeds, not which: N runs each "
+                                "stochastic agent with the seeds 0..N-1 (e.g. --seeds 3 for "
+                                "0,1,2)") from None
+    if count < 1:
+        raise AutoProfilerError(f"--seeds {count}: how many seeds each stochastic agent runs "
+                                "(0..N-1), at least 1")
+    return count
+
+
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import COLUMNS, benchmark, log_wandb, plot, print_table, write_csv
 
     budgets = _budgets(args.budgets, "--budgets")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         return _fail(f"--out {args.out}: a file, not a folder")
-    if args.seeds < 1:
-        return _fail(f"--seeds {args.seeds}: the seeds each stochastic agent runs, at least 1")
-    summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=args.seeds,
+    seeds = _seed_count(args.seeds)
+    summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=seeds,
                                        split=args.split, policies=args.policy,
                                        optimizer=args.optimizer)
     out = Path(args.out)
@@ -538,7 +552,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     print_table(summary)
     print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}")
     if args.wandb:
-        log_wandb(vars(args) | {"command": "benchmark"}, summary, episodes, figure)
+        log_wandb(vars(args) | {"command": "benchmark", "seeds": seeds}, summary, episodes,
+                  figure)
     return EXIT_OK
 
 
@@ -819,7 +834,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "dataset file (default: suite)")
     p.add_argument("--budgets", default="0.1,0.25,0.5,1.0",
                    help="fractions of the full set's cost (default: 0.1,0.25,0.5,1.0)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds for stochastic agents")
+    p.add_argument("--seeds", default="3", metavar="N",
+                   help="how many seeds each stochastic agent runs: the seeds 0..N-1 "
+                   "(default: 3, the seeds 0, 1, 2)")
     p.add_argument("--split", default="test", choices=("train", "val", "test"))
     p.add_argument("--optimizer", help="the optimizer the replay reruns: reference, "
                    "reference-v1 or llm:<model>; default: the dataset's own "

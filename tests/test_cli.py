@@ -133,7 +133,10 @@ def test_record_with_a_bad_plan_reuse_or_timeout_exits_2_with_one_line(tmp_path,
     (["benchmark", "--budgets", "0.25,0"], "--budgets '0.25,0': each budget is a finite "
                                            "fraction > 0"),
     (["benchmark", "--budgets", "-1"], "each budget is a finite fraction > 0"),
-    (["benchmark", "--seeds", "0"], "--seeds 0: the seeds each stochastic agent runs"),
+    (["benchmark", "--seeds", "0"], "--seeds 0: how many seeds each stochastic agent runs "
+                                    "(0..N-1), at least 1"),
+    (["benchmark", "--seeds", "0,1,2"], "--seeds '0,1,2': give how many seeds, not which: N "
+                                        "runs each stochastic agent with the seeds 0..N-1"),
     (["learn-tree", "--budget", "nan"], "--budget 'nan': each budget is a finite fraction"),
 ])
 def test_bad_budgets_and_seeds_exit_2_with_one_line(tmp_path, capsys, args, message):
@@ -174,6 +177,15 @@ def test_files_that_are_not_utf8_or_hold_a_null_byte_are_named_not_a_traceback(t
     assert main(["evaluate", "--problem", PROBLEM, "--candidate",
                  str(tmp_path / "latin1.py")]) == 2
     assert "not Python source text" in capsys.readouterr().err
+
+
+def test_benchmark_help_says_seeds_is_a_count(capsys):
+    from experiments.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["benchmark", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--seeds N how many seeds each stochastic agent runs: the seeds 0..N-1" in help_text
 
 
 def test_an_out_that_is_a_file_is_one_line(tmp_path, capsys):
