@@ -89,9 +89,13 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
         entries.append(load(SHIPPED_TREE, env))
     if shipped_model(env.unwrapped.optimizer) is not None:
         entries.append(load(SHIPPED_RL, env))
-    shown = {e.name for e in entries}  # a baseline named with --policy is already here
-    given = [(item, as_entry(item, env)) for item in policies
-             if not (isinstance(item, str) and item in shown)]
+    shown = {e.name for e in entries}  # a baseline named with --policy is already here:
+    given, merged = [], set()  # merged into it once; a spec given twice is named twice below
+    for item in policies:
+        if isinstance(item, str) and item in shown and item not in merged:
+            merged.add(item)
+            continue
+        given.append((item, as_entry(item, env)))
     short = [e.name for e in entries] + [e.name for _, e in given]
     for item, entry in given:  # two specs of one short name (tree:a/tree.json and
         # tree:b/tree.json are both tree:tree) are named by the specs as given

@@ -126,6 +126,9 @@ def test_the_benchmark_puts_a_trained_policy_beside_the_baselines(study_dataset,
     again, _ = benchmark(str(study_dataset), [0.25], seeds=1, split="train",
                          policies=["oracle"])  # a baseline is in the table once
     assert [r["agent"] for r in again].count("oracle") == 1
+    with pytest.raises(ValueError, match="named twice: oracle"):  # as a repeated sb3: spec is
+        benchmark(str(study_dataset), [0.25], seeds=1, split="train",
+                  policies=["oracle", "oracle"])
 
 
 def test_the_benchmark_says_when_a_learned_policy_was_learned_on_another_dataset(
