@@ -6,8 +6,9 @@ so that ``evaluate_policy`` and the benchmark serve all of them.
   sets (the action sections they contain), each single section, and a curated list in the
   spirit of CudaForge's 24 metrics. If the next section of its list is not affordable it
   stops; :meth:`Agent.fits_budget` then says False for the episode's sections (the
-  benchmark's ``fits_budget`` column): a fixed configuration that does not fit the budget is
-  reported, never silently shortened.
+  benchmark's ``fits_budget`` column, empty for the agents that are not fixed
+  configurations): a fixed configuration that does not fit the budget is reported, never
+  silently shortened.
 - :class:`RooflineTree`: in the spirit of KernelAgent: SpeedOfLight first, then the memory
   branch (MemoryWorkloadAnalysis, its chart) or the compute branch (ComputeWorkloadAnalysis,
   WarpStateStats) by which throughput is higher.
@@ -49,10 +50,11 @@ class Agent:
     def reset(self) -> None:
         pass
 
-    def fits_budget(self, collected) -> bool:
+    def fits_budget(self, collected) -> bool | None:
         """Whether an episode that ended with the sections ``collected`` ran this agent's
-        configuration whole (always, for an agent without a fixed configuration)."""
-        return True
+        fixed configuration whole; None for an agent without one (the rule tree, random, the
+        oracle: the question does not apply)."""
+        return None
 
     def act(self, observation: dict, mask: np.ndarray) -> int:
         raise NotImplementedError
@@ -79,6 +81,9 @@ class Agent:
 
 class NoProfile(Agent):
     name = "no-profile"
+
+    def fits_budget(self, collected) -> bool:
+        return True  # its configuration, no section, fits every budget
 
     def act(self, observation, mask):
         return self.stop

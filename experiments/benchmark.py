@@ -17,7 +17,8 @@ and budget: the geometric-mean speedup (the project's one score,
 one would ship), fast_1 (the share of problems with a correct candidate
 faster than eager), the mean profiling cost (seconds of ncu replay), the regret to the
 hindsight oracle (mean of ln(oracle speedup) - ln(agent speedup)), and for fixed
-configurations the share of problems where they fit the budget. Saves ``benchmark.csv``,
+configurations the share of problems where they fit the budget (``fits_budget``; empty, None,
+for the other agents, to which it does not apply). Saves ``benchmark.csv``,
 ``episodes.csv`` and ``benchmark.png`` (speedup against cost, a curve per agent), each
 rendered whole and then written atomically (:func:`autoprofiler_env.atomic.write_atomic`):
 an interrupted run leaves the earlier files as they were.
@@ -132,9 +133,18 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
                 "mean_cost_s": statistics.fmean(r["cost_s"] for r in runs),
                 "regret": statistics.fmean(math.log(oracle_speedup[r["problem"]])
                                            - math.log(r["speedup"]) for r in runs),
-                "fits_budget": statistics.fmean(bool(r["fits_budget"]) for r in runs),
+                "fits_budget": _share_fitting(runs),
             })
     return summary, episodes
+
+
+def _share_fitting(runs: list[dict]) -> float | None:
+    """The share of ``runs`` whose fixed configuration fit the budget; None for an agent that
+    is not a fixed configuration (its episodes' ``fits_budget`` is None)."""
+    fits = [r["fits_budget"] for r in runs]
+    if any(f is None for f in fits):
+        return None
+    return statistics.fmean(bool(f) for f in fits)
 
 
 def write_csv(rows: list[dict], path: Path, columns=None) -> None:
@@ -357,8 +367,9 @@ def print_table(summary: list[dict]) -> None:
         print(f"{'agent':{width}s} {'geomean':>8s} {'fast_1':>7s} {'cost s':>7s} "
               f"{'regret':>7s} {'fits':>5s}")
         for r in rows:
+            fits = f"{r['fits_budget']:5.2f}" if r["fits_budget"] is not None else ""
             print(f"{r['agent']:{width}s} {r['geomean_speedup']:8.3f} {r['fast_1']:7.2f} "
-                  f"{r['mean_cost_s']:7.2f} {r['regret']:7.3f} {r['fits_budget']:5.2f}")
+                  f"{r['mean_cost_s']:7.2f} {r['regret']:7.3f} {fits:>5s}".rstrip())
 
 
 def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path: Path) -> None:

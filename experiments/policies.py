@@ -96,10 +96,13 @@ class Entry:
         if self.stochastic and callable(getattr(self.policy, "seed", None)):
             self.policy.seed(seed)
 
-    def fits_budget(self, sections) -> bool:
-        """Whether a fixed configuration ran whole (always, for other policies)."""
+    def fits_budget(self, sections) -> bool | None:
+        """Whether a fixed configuration ran whole; None for a policy that is not one (one
+        without ``fits_budget``, or whose ``fits_budget`` says None: the baselines' rule
+        tree, random and oracle, the learned policies)."""
         check = getattr(self.policy, "fits_budget", None)
-        return bool(check(sections)) if check is not None else True
+        fits = check(sections) if check is not None else None
+        return bool(fits) if fits is not None else None
 
 
 def kind(spec: str) -> str:

@@ -18,7 +18,7 @@ from baselines import (
     RooflineTree,
     all_agents,
 )
-from experiments.benchmark import benchmark, episode_row, plot
+from experiments.benchmark import benchmark, episode_row, plot, print_table
 from experiments.policies import Entry
 
 
@@ -183,7 +183,7 @@ def test_a_batched_predict_gets_each_sub_envs_own_mask(study_dataset):
     assert not any(ends)
 
 
-def test_benchmark_table_and_plot(study_dataset, tmp_path):
+def test_benchmark_table_and_plot(study_dataset, tmp_path, capsys):
     summary, episodes = benchmark(str(study_dataset), [0.1, 1.0], seeds=2, split="train")
     names = {r["agent"] for r in summary}
     assert {"no-profile", "set:basic", "set:full", "roofline-tree", "random", "oracle",
@@ -196,6 +196,16 @@ def test_benchmark_table_and_plot(study_dataset, tmp_path):
     assert {e["seed"] for e in random_rows} == {0, 1}
     full = next(r for r in summary if r["agent"] == "set:full" and r["budget"] == 0.1)
     assert full["fits_budget"] < 1.0
+    # fits_budget is the fixed configurations' (docs: README, experiments/benchmark.py): empty
+    # for the agents it does not apply to, not 1.00
+    for r in summary + episodes:
+        fixed = r["agent"].startswith(("set:", "section:", "curated:", "no-profile"))
+        assert (r["fits_budget"] is not None) == fixed, r
+    assert {r["fits_budget"] for r in summary if r["agent"] == "no-profile"} == {1.0}
+    print_table(summary)
+    table = capsys.readouterr().out.splitlines()
+    assert next(line for line in table if line.startswith("oracle ")).split()[-1] == "0.000"
+    assert next(line for line in table if line.startswith("no-profile ")).endswith(" 1.00")
     assert plot(summary, tmp_path / "b.png") and (tmp_path / "b.png").stat().st_size > 10_000
     assert all(math.isfinite(r["geomean_speedup"]) for r in summary)
 

@@ -543,9 +543,9 @@ def markdown(result: dict, command: str) -> str:
               "|---|" + "---|" * len(budgets)]
     for agent, rows in sorted(by_agent.items(),
                               key=lambda kv: -kv[1][budgets[-1]]["geomean_speedup"]):
-        cells = [f"{rows[b]['geomean_speedup']:.3f}" + (
-            f" ({rows[b]['fits_budget']:.0%})" if rows[b]["fits_budget"] < 1 else "")
-            for b in budgets]
+        cells = [f"{rows[b]['geomean_speedup']:.3f}" + (  # fits_budget None: not a fixed one
+            f" ({rows[b]['fits_budget']:.0%})" if rows[b]["fits_budget"] not in (None, 1)
+            else "") for b in budgets]
         lines.append(f"| {agent} | " + " | ".join(cells) + " |")
 
     rows = result["per_problem"]
