@@ -81,7 +81,11 @@ class Entry:
     policy: Policy
     stochastic: bool | None = None
     learned_on: str | None = None
-    """The sha256 of the dataset a learned policy was learned on, where its files say."""
+    """The sha256 of the dataset a learned policy was learned on, where its files say (an
+    rl-baselines3-zoo run's: of the dataset its saved env_kwargs name, :func:`_zoo_learned`)."""
+    learned_on_unread: str | None = None
+    """The dataset its files name where that cannot be read here to take its sha256 (a zoo
+    run's env_kwargs naming a path relative to where the zoo ran, or a file since gone)."""
     learned_with: dict | None = None
     """The make kwargs of the environment it was learned on that bear on what the
     observation and the reward mean (:data:`BEARING`), where its files say."""
@@ -157,7 +161,7 @@ def load(spec: str, env) -> Entry:
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
         zoo = None if run.is_file() else zoo_env_kwargs(path if path.is_dir() else path.parent)
         learned = (_learned(run) if run.is_file() else
-                   _said({"env_kwargs": zoo}) if zoo is not None else
+                   _zoo_learned(zoo) if zoo is not None else
                    _learned(path.with_suffix(".json")))
         return Entry(spec, _fitting(load_model(path, algorithm), env, spec), **learned)
     if kind(spec) == "py":
@@ -378,7 +382,8 @@ is warned about (:func:`learned_elsewhere`). The others do not: ``split``, ``pro
 ``budget``, ``budget_range`` and ``budget_is_fraction`` choose the episodes and their
 budgets, which the observation states in the same terms; ``device``, ``backend`` and the
 live backend's ``evidence``, ``harness`` and ``source`` say how an outcome is obtained, not
-what it means; ``dataset`` is compared by its sha256."""
+what it means; ``dataset`` is compared by its sha256 (a zoo run's, of the dataset its
+env_kwargs name)."""
 
 
 def _learned(path: Path) -> dict:
@@ -400,9 +405,25 @@ def _learned(path: Path) -> dict:
     return _said(learned) if isinstance(learned, dict) else {}
 
 
+def _zoo_learned(env_kwargs: dict) -> dict:
+    """:func:`_learned` of an rl-baselines3-zoo run, from its saved ``env_kwargs``
+    (:func:`agents.rl.zoo_env_kwargs`): the zoo records no dataset checksum, so the dataset
+    those name (``dataset``; none: the default) is loaded for its sha256, or named as
+    ``learned_on_unread`` where it cannot be read here."""
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.errors import DatasetError
+
+    named = env_kwargs.get("dataset")
+    try:
+        sha256 = Dataset.load(named).metadata["sha256"]
+    except DatasetError:
+        return _said({"env_kwargs": env_kwargs}) | {"learned_on_unread": str(named)}
+    return _said({"env_kwargs": env_kwargs, "dataset_sha256": sha256})
+
+
 def _said(learned: dict) -> dict:
     """:func:`_learned` of a record read (an rl-baselines3-zoo run's: its ``env_kwargs``
-    alone, :func:`agents.rl.zoo_env_kwargs`; it names no dataset checksum)."""
+    with the sha256 :func:`_zoo_learned` took)."""
     import inspect
 
     from autoprofiler_env.envs.profiling_env import ProfilingEnv
@@ -445,6 +466,12 @@ def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str
     messages = []
     backend_dataset = getattr(env.unwrapped.backend, "dataset", None)
     sha256 = backend_dataset.metadata.get("sha256") if backend_dataset is not None else None
+    if entry.learned_on_unread is not None:
+        messages.append(f"{entry.name} was learned on the dataset {entry.learned_on_unread!r} "
+                        "(its rl-baselines3-zoo env_kwargs), which cannot be read from here "
+                        f"({Path.cwd()}) to compare with this one ({dataset or 'the default'}): "
+                        "if it is another, its rows measure how it transfers (run from the "
+                        "folder the zoo ran in, where a relative path names it)")
     if entry.learned_on is not None and sha256 is not None and entry.learned_on != sha256:
         messages.append(f"{entry.name} was learned on another dataset (sha256 "
                         f"{entry.learned_on[:12]}...) than this one "

@@ -383,7 +383,8 @@ def test_a_run_directory_of_rl_baselines3_zoo_loads_as_the_zoo_laid_it_out(tmp_p
         for key, value in model.policy.state_dict().items():
             assert torch.equal(loaded.policy.state_dict()[key], value)
     entry = load(f"sb3:{run}", env)  # the benchmark's --policy sb3:DIR
-    assert entry.name == f"sb3:{run}" and entry.learned_on is None
+    suite = env.unwrapped.backend.dataset.metadata["sha256"]
+    assert entry.name == f"sb3:{run}" and entry.learned_on == suite  # no dataset: the default
     assert learned_elsewhere(entry, env) == []
     # the env kwargs the zoo saved (args.yml's override config.yml's, as rl_zoo3.enjoy reads
     # them) bear on what the benchmark warns about
@@ -393,6 +394,20 @@ def test_a_run_directory_of_rl_baselines3_zoo_loads_as_the_zoo_laid_it_out(tmp_p
     assert zoo_env_kwargs(run) == {"budget_unit": "sections"}
     [said] = learned_elsewhere(load(f"sb3:{run}", env), env)
     assert "budget_unit='sections' there, 'seconds' here" in said
+    # the zoo saves no dataset checksum: the dataset its env_kwargs name is compared, as an
+    # `autoprofiler train` run's sha256 is (--env-kwargs dataset:"'kernelbench'")
+    (run / "AutoProfiler-v0" / "args.yml").write_text(
+        "!!python/object/apply:collections.OrderedDict\n- - - algo\n    - ppo\n"
+        "  - - env_kwargs\n    - dataset: kernelbench\n")
+    [said] = learned_elsewhere(load(f"sb3:{run}", env), env)
+    assert said.startswith(f"sb3:{run} was learned on another dataset (sha256 ")
+    assert f"(the default, sha256 {suite[:12]}...)" in said
+    (run / "AutoProfiler-v0" / "args.yml").write_text(
+        "!!python/object/apply:collections.OrderedDict\n- - - algo\n    - ppo\n"
+        "  - - env_kwargs\n    - dataset: elsewhere/mine.json.gz\n")
+    [said] = learned_elsewhere(load(f"sb3:{run}", env), env)
+    assert ("was learned on the dataset 'elsewhere/mine.json.gz' (its rl-baselines3-zoo "
+            "env_kwargs), which cannot be read from here") in said
     (run / "AutoProfiler-v0" / "args.yml").write_text("!!python/name:os.system ''\n")
     assert zoo_env_kwargs(run) is None  # read with a safe loader: nothing else is built
     (run / "AutoProfiler-v0" / "vecnormalize.pkl").write_bytes(b"")
