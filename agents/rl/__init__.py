@@ -7,7 +7,9 @@ from the policy class saved in the file; given a run directory of ``autoprofiler
 loads the run's best model with the algorithm its ``run.json`` names (:func:`load_run`), and
 given one of rl-baselines3-zoo's (``logs/<algo>/AutoProfiler-v0_<N>``, trained with
 ``python -m rl_zoo3.train --env AutoProfiler-v0 --gym-packages autoprofiler_env -conf
-experiments/configs/<algo>.yaml``), the zoo's best model (or its final one).
+experiments/configs/<algo>.yaml --eval-env-kwargs split:"'val'"``: without that option the
+zoo evaluates, and keeps its best model, on the train split), the zoo's best model (or its
+final one).
 Training: :mod:`agents.rl.config` (the YAML configs), :mod:`agents.rl.callbacks` (the
 evaluation during training), ``experiments/train.py`` (the command).
 """

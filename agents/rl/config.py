@@ -7,8 +7,10 @@
 
 A file maps the environment id to its settings, as the zoo reads them, so that the same
 file trains with ``python -m rl_zoo3.train --algo ppo --env AutoProfiler-v0 --gym-packages
-autoprofiler_env -conf experiments/configs/ppo.yaml`` (the zoo has no MaskablePPO) and with
-``autoprofiler train --config ppo``::
+autoprofiler_env -conf experiments/configs/ppo.yaml --eval-env-kwargs split:"'val'"`` (the zoo
+has no MaskablePPO; it does not read ``eval`` below, and without ``--eval-env-kwargs`` it
+evaluates, and keeps its best model, on an environment of default kwargs: the train split)
+and with ``autoprofiler train --config ppo``::
 
     AutoProfiler-v0:            # (or the zoo's fallback key, default)
       policy: MultiInputPolicy  # the observation is a Dict
