@@ -1049,3 +1049,23 @@ def test_a_recording_goes_on_under_the_operator_cap_its_runs_cut_at(prepared, tm
     path.write_text(json.dumps(meta))
     with pytest.raises(DatasetError, match=r"different operator caps \(\[24, 32\]\)"):
         recorded_cap(full)
+
+
+def test_every_kernelbench_problem_has_the_same_costs_observation_at_a_budget():
+    """What docs/kernelbench.md ("Selecting it") and README say: each section's cost is
+    modelled as a fixed share of the problem's full-set cost, and a budget is a fraction of
+    that cost, so at a budget every problem's ``costs`` and first action mask are one (the
+    suite's, measured alone on some problems, differ)."""
+    import gymnasium as gym
+    import numpy as np
+
+    import autoprofiler_env  # noqa: F401  (registers the ids)
+
+    for name, same in (("kernelbench", True), ("suite", False)):
+        env = gym.make("AutoProfiler-v0", dataset=name, split=None, budget=0.1)
+        costs, masks = set(), set()
+        for uri in env.unwrapped.problems:
+            observation, _ = env.reset(options={"problem": uri})
+            costs.add(np.round(observation["costs"], 6).tobytes())
+            masks.add(observation["action_mask"].tobytes())
+        assert (len(costs) == 1 and len(masks) == 1) == same, name
