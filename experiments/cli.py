@@ -65,6 +65,11 @@ def cmd_problems(args: argparse.Namespace) -> int:
         if not value > 0:
             return _fail(f"{flag} must be a positive number of seconds, got {value:g}")
     errors = []
+    if args.source is not None and args.split is not None:
+        return _fail(f"--split {args.split} with --source: a folder's files have no split (the "
+                     "suite's problems have theirs, and a KernelBench dataset's recorded ones: "
+                     "`autoprofiler dataset info --dataset kernelbench --problems`); leave "
+                     "--split out")
     if args.source is None:
         problems = load_suite(split=args.split, level=args.level)
     else:
@@ -728,7 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("problems", help="list the problem suite or a KernelBench-format folder")
     p.add_argument("--source", help="a folder or file of KernelBench-format problems "
                    "(default: the project's suite)")
-    p.add_argument("--split", choices=("train", "val", "test"), help="only this split")
+    p.add_argument("--split", choices=("train", "val", "test"),
+                   help="only this split (the suite's; not with --source)")
     p.add_argument("--level", type=int, choices=(1, 2, 3), help="only this level")
     p.add_argument("--features", action="store_true", help="add the static features")
     p.add_argument("--timeout", type=float, default=60.0,

@@ -38,6 +38,10 @@ def test_problems_of_a_kernelbench_directory(tmp_path):
     assert [(r["uri"], r["level"], r["tags"]) for r in rows] == [
         ("problem://local/level1/19_ReLU", 1, ["pointwise"])]
     assert "20_Broken.py" in out.stderr and "does not define Model" in out.stderr
+    split = run("problems", "--source", str(level), "--split", "test")  # not every file
+    assert split.returncode == 2 and split.stdout == ""
+    assert split.stderr.strip().startswith("autoprofiler: error: --split test with --source: a "
+                                           "folder's files have no split")
     root = run("problems", "--source", str(tmp_path))  # the checkout's root: say which folder
     assert root.returncode == 2
     assert root.stderr.strip() == (f"autoprofiler: error: --source {tmp_path}: no problem "
