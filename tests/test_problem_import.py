@@ -88,3 +88,30 @@ def test_timeout_must_be_positive():
     out = subprocess.run([sys.executable, "-m", "experiments.cli", "problems", "--timeout", "0"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--timeout must be a positive" in out.stderr
+
+
+def test_a_module_beside_the_problem_is_found_with_its_folder_on_pythonpath(tmp_path):
+    """A problem importing a file next to it (``import helper``) is told to put its folder on
+    PYTHONPATH, which the judge's processes keep; a module that is nowhere, to install it."""
+    import os
+
+    from autoprofiler_env.problems.problem import import_problem
+
+    (tmp_path / "helper.py").write_text("import torch\n\n\ndef act(x):\n"
+                                        "    return torch.relu(x)\n")
+    problem = tmp_path / "relu_helper.py"
+    problem.write_text("import helper\n" + GOOD.replace("torch.relu(x)", "helper.act(x)"))
+    with pytest.raises(ProblemError, match=r"No module named 'helper' \(helper is beside the "
+                       rf"problem, in {tmp_path}, which is not on the import path: put it "
+                       rf"there, e.g. PYTHONPATH={tmp_path}\)"):
+        import_problem(problem)
+    (tmp_path / "elsewhere.py").write_text("import not_a_module_anywhere_x\n" + GOOD)
+    with pytest.raises(ProblemError, match=r"\(install the package that provides it\)"):
+        import_problem(tmp_path / "elsewhere.py")
+    command = [sys.executable, "-m", "experiments.cli", "evaluate", "--problem", str(problem),
+               "--candidate", str(DATA / "candidates" / "relu_correct.py")]
+    here = os.environ.get("PYTHONPATH")
+    told = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          env=os.environ | {"PYTHONPATH": os.pathsep.join(
+                              p for p in (here, str(tmp_path)) if p)})
+    assert told.returncode == 0, told.stderr  # the hint is the fix

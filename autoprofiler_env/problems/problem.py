@@ -135,6 +135,20 @@ def check_problem_file(path: Path) -> None:
         )
 
 
+def _missing_module_hint(path: Path, module: str) -> str:
+    """What to do about a problem file's import of ``module`` that was not found: a module
+    beside the file (``module.py`` or a package folder) is found once the file's folder is on
+    the import path, which a problem's import does not put there; one of :data:`_EXTRAS` is an
+    extra of this package; anything else, a package to install."""
+    folder = path.resolve().parent
+    if (folder / f"{module}.py").is_file() or (folder / module / "__init__.py").is_file():
+        return (f"{module} is beside the problem, in {folder}, which is not on the import "
+                f"path: put it there, e.g. PYTHONPATH={folder}")
+    extra = _EXTRAS.get(module)
+    return (f"pip install -e '.[{extra}]' installs it" if extra
+            else "install the package that provides it")
+
+
 def import_problem(path: Path, size: Size = "full") -> ModuleType:
     """Imports a problem file as a fresh module, with its real or its smoke sizes.
 
@@ -160,9 +174,7 @@ def import_problem(path: Path, size: Size = "full") -> ModuleType:
         del sys.modules[module_name]
         hint = ""
         if isinstance(e, ModuleNotFoundError) and e.name:
-            extra = _EXTRAS.get(e.name.split(".")[0])
-            hint = (f"pip install -e '.[{extra}]' installs it" if extra
-                    else "install the package that provides it")
+            hint = _missing_module_hint(path, e.name.split(".")[0])
         raise ProblemError(path, f"import failed: {type(e).__name__}: {e}", hint) from e
     for name in REQUIRED_NAMES:
         if not callable(getattr(module, name, None)):
