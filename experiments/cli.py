@@ -121,7 +121,10 @@ def cmd_problems(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from autoprofiler_env.envs.backends.live import require_cuda
+    from autoprofiler_env.errors import EvaluationError
     from autoprofiler_env.harness import Evaluator, HarnessConfig, read_candidate
+    from autoprofiler_env.harness.tolerance import PRESETS
+    from autoprofiler_env.harness.tolerance import resolve as resolve_tolerance
     from autoprofiler_env.problems import load_problem
 
     if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
@@ -130,6 +133,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return _fail(f"--timeout {args.timeout:g}: seconds > 0")
     if args.correctness_trials < 1:
         return _fail(f"--correctness-trials {args.correctness_trials}: at least 1")
+    if args.tolerance is not None:
+        try:
+            resolve_tolerance(args.tolerance)
+        except EvaluationError:
+            return _fail(f"--tolerance {args.tolerance}: a preset ({', '.join(PRESETS)}), a "
+                         "number >= 0 (atol = rtol) or ATOL,RTOL, two numbers >= 0")
     require_cuda(args.device, f"evaluate --device {args.device} needs a CUDA GPU",
                  "use --device cpu")
     problem = load_problem(args.problem)
@@ -155,8 +164,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_profile(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from autoprofiler_env.errors import UnknownSectionError
     from autoprofiler_env.problems import load_problem
     from autoprofiler_env.profiler import profile_problems, render_markdown
+    from autoprofiler_env.profiler.catalogue import load_catalogue
 
     from experiments.optimize import check_machine
 
@@ -167,7 +178,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
                          f"{len(problems)}")
         _check_candidate(args.candidate)
         problems = [problems[0].with_candidate(args.candidate)]
+    # what a CPU can check is checked before the machine is (a GPU and ncu)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    if not sections:
+        return _fail(f"--sections {args.sections!r}: give section ids, comma-separated "
+                     "(e.g. SpeedOfLight,WarpStateStats)")
+    try:
+        load_catalogue().validate(sections)
+    except UnknownSectionError as e:
+        return _fail(f"--sections {args.sections}: {e}", type(e).__name__)
+    if not 0 < args.timeout < math.inf:
+        return _fail(f"--timeout {args.timeout:g}: seconds > 0")
     ncu = check_machine(command="profile", ncu=args.ncu)
     profiles, failures = profile_problems(problems, sections, ncu=ncu,
                                           problem_timeout_s=args.timeout)

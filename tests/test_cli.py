@@ -156,6 +156,9 @@ def test_bad_budgets_and_seeds_exit_2_with_one_line(tmp_path, capsys, args, mess
     (["--device", "tpu"], "--device tpu: cpu, cuda or cuda:N"),
     (["--timeout", "-5"], "--timeout -5: seconds > 0"),
     (["--correctness-trials", "0"], "--correctness-trials 0: at least 1"),
+    (["--tolerance", "-1"], "--tolerance -1: a preset (kernelbench-v0, kernelbench-v0.1, "
+                            "kernelbench), a number >= 0 (atol = rtol) or ATOL,RTOL, two "
+                            "numbers >= 0"),
 ])
 def test_evaluate_refuses_bad_arguments_before_blaming_the_problem(capsys, args, message):
     from experiments.cli import main
@@ -254,6 +257,20 @@ def test_profile_without_a_gpu_says_so_in_one_line(capsys, tmp_path):
         "autoprofiler: error: profile needs a CUDA GPU and Nsight Compute (ncu); this machine "
         "has no CUDA device")
     assert json.loads(captured.out)["error"]["kind"] == "MachineError"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sections", "Bogus"], "--sections Bogus: unknown section 'Bogus'; ncu 2025.3.1 has: "),
+    (["--sections", ","], "--sections ',': give section ids, comma-separated"),
+    (["--sections", "LaunchStats", "--timeout", "-1"], "--timeout -1: seconds > 0"),
+])
+def test_profile_checks_its_arguments_before_the_machine(capsys, args, message):
+    """On a machine without a GPU, a bad argument is named, not the missing GPU."""
+    from experiments.cli import main
+
+    assert main(["profile", "--problem", PROBLEM, *args, "--ncu", "/nonexistent/ncu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"autoprofiler: error: {message}"), err
 
 
 @pytest.mark.parametrize("extra, candidate, message", [
