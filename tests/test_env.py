@@ -721,3 +721,9 @@ def test_the_live_backend_profiles_under_its_datasets_operator_cap(monkeypatch):
         with pytest.raises(AssertionError, match="stop here"):
             backend.view(uri, "SpeedOfLight")
         assert kernel_caps[-1] == kernels
+
+
+def test_a_split_with_no_problems_names_the_splits_there_are():
+    with pytest.raises(AutoProfilerError, match=r"no problems in split 'validation' of this "
+                                                r"backend: its splits are train, val, test"):
+        gym.make("AutoProfiler-v0", split="validation")

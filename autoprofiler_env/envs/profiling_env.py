@@ -316,8 +316,12 @@ class ProfilingEnv(gym.Env):
                                            f"backend{more}", f"give URIs: {_some(known)}")
         self.problems = list(problems) if problems is not None else self.backend.problems(split)
         if not self.problems:
-            raise AutoProfilerError(f"no problems in split {split!r} of this backend (give "
-                                    "split=None for all of them, or problems=[...])")
+            from autoprofiler_env.problems.loaders import SPLITS
+
+            held = [s for s in SPLITS if self.backend.problems(s)]
+            raise AutoProfilerError(f"no problems in split {split!r} of this backend: its "
+                                    f"splits are {', '.join(held) or 'none'} (or split=None "
+                                    "for all of its problems, or problems=[...])")
         self._problem_set = frozenset(self.problems)
         self._live = backend == "live"
         self.optimizer = self.backend.optimizer_name
