@@ -58,6 +58,7 @@ def _fail(message: str, kind: str = "usage") -> int:
 
 def cmd_problems(args: argparse.Namespace) -> int:
     from autoprofiler_env.errors import ProblemError
+    from autoprofiler_env.features import FEATURE_NAMES
     from autoprofiler_env.problems import load_file, load_suite, scan_directory
     from autoprofiler_env.problems.isolated import IsolatedFeatures
 
@@ -101,6 +102,9 @@ def cmd_problems(args: argparse.Namespace) -> int:
                     row["trace"] = features.trace
                 if args.features:
                     row["features"] = features.to_dict()
+                    # as the observation holds them: what a tree's feature condition reads
+                    row["observed"] = {name: round(float(v), 4) for name, v in
+                                       zip(FEATURE_NAMES, features.vector())}
             rows.append(row)
     for e in errors:
         print(f"autoprofiler: skipped {e}", file=sys.stderr)

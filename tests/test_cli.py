@@ -304,3 +304,22 @@ def test_a_folder_where_a_dataset_file_belongs_is_said_of_the_path_given(tmp_pat
     assert caught.value.filename == str(tmp_path / "out")
     with pytest.raises(DatasetError, match="is a folder, not a dataset file .* dataset build"):
         Dataset.load(tmp_path)
+
+
+def test_problems_features_json_shows_what_a_trees_feature_condition_reads(capsys):
+    """--features --json gives the raw counts and, as the observation holds them, the
+    log-scaled values a tree's `feature` condition compares (log_arithmetic_intensity, ...)."""
+    import numpy as np
+
+    from autoprofiler_env.features import FEATURE_NAMES, static_features
+    from autoprofiler_env.problems import load_file
+    from experiments.cli import main
+
+    path = DATA / "problems" / "relu_small.py"
+    assert main(["problems", "--source", str(path), "--features", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert list(row["observed"]) == list(FEATURE_NAMES)
+    vector = static_features(load_file(path)).vector()
+    assert np.allclose([row["observed"][n] for n in FEATURE_NAMES], vector, atol=1e-4)
+    assert row["features"]["n_ops"] == 1 and row["observed"]["log_n_ops"] == round(
+        float(np.log10(2)), 4)
