@@ -129,7 +129,8 @@ def test_an_unknown_experiment_config_lists_the_experiment_configs():
 
     with pytest.raises(ConfigError, match=r"--config compre: no such file, nor a shipped "
                                           r"experiment config \(one of compare, "
-                                          r"compare_kernelbench, compare_live\)"):
+                                          r"compare_kernelbench, compare_live, "
+                                          r"compare_reference_v1\)"):
         config_path("compre")
 
 
@@ -138,6 +139,19 @@ def test_the_shipped_comparison_config_reads():
 
     config = load_config(config_path("compare"))
     assert config.seeds == (0, 1, 2, 3, 4) and {a.kind for a in config.agents} == {"tree", "rl"}
+
+
+def test_the_reference_v1_comparison_is_compare_with_the_first_optimizer():
+    """compare_reference_v1 (whose seed 0 made the shipped reference-v1 MaskablePPO) differs
+    from compare by its name and env.optimizer alone."""
+    from dataclasses import replace
+
+    from experiments.experiment import config_path
+
+    compare = load_config(config_path("compare"))
+    v1 = load_config(config_path("compare_reference_v1"))
+    assert v1.env == {"optimizer": "reference-v1"}
+    assert replace(v1, name="compare", path=compare.path, env=compare.env) == compare
 
 
 def test_an_interrupted_rl_agent_resumes_its_training_rather_than_starting_again(
