@@ -19,7 +19,7 @@ import pytest
 
 from autoprofiler_env.harness import ErrorKind, Evaluator, HarnessConfig, check_source, passes
 from autoprofiler_env.problems import load_file
-from tests.conftest import DATA
+from tests.conftest import DATA, candidate
 
 CHEATS = DATA / "candidates" / "cheats"
 JUDGE = HarnessConfig(device="cpu", timing_budget_ms=60, min_trials=3, max_trials=30,
@@ -57,7 +57,8 @@ def runtime_judge():
     ("background_thread", "concurrency"), ("secret_read", "environment"),
     ("file_write", "filesystem"), ("file_delete", "filesystem"), ("socket_send", "network"),
     ("spawns_and_hangs", "concurrency"), ("input_hijack", "introspection"),
-    ("randn_patch", "patch"), ("profile_hook", "introspection"),
+    ("randn_patch", "patch"), ("profile_hook", "introspection"), ("to_patch", "patch"),
+    ("detach_patch", "patch"),
 ])
 def test_the_static_check_rejects_each_cheat(judge, name, rule):
     findings = [f for f in check_source(cheat(name)) if f.rejects]
@@ -127,6 +128,8 @@ def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
     ("randn_patch", {}, "torch.randn"),           # a torch function the problem calls
     ("randn_patch", {"LATE": True}, "torch.randn"),  # the same, from the first forward
     ("profile_hook", {}, "hooks"),                # a profile function that sees every call
+    ("to_patch", {}, "torch.Tensor.to"),          # what the worker calls on every input
+    ("detach_patch", {}, "torch.Tensor.detach"),  # what a snapshot calls, after the timer
 ])
 def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_judge, name, fill,
                                                                     changed):
@@ -138,6 +141,15 @@ def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_jud
     assert result.error_kind is ErrorKind.SANDBOX, (result.error_message, result.speedup)
     assert "changed code that its process runs for the judge" in result.error_message
     assert changed in result.error_message
+
+
+def test_an_honest_candidate_passes_the_input_guard_where_torch_and_python_change_things(
+        runtime_judge):
+    """The problem's code warns (Python adds __warningregistry__ to its module) and names
+    torch.manual_seed, which the candidate's torch.compile rewraps on import: neither is the
+    candidate's doing."""
+    result = runtime_judge.evaluate(problem("softmax_warns"), candidate("softmax_compiled"))
+    assert result.correct, (result.error_kind, result.error_message)
 
 
 def test_the_input_guard_reads_only_what_the_problems_code_names(tmp_path):

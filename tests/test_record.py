@@ -297,6 +297,37 @@ def test_candidates_are_recorded_once(tmp_path):
     assert len(read_jsonl(out)) == 1
 
 
+def test_a_cheating_verdict_on_the_optimizers_own_candidate_stops_the_recording(
+        tmp_path, monkeypatch):
+    """The recorder judges the reference optimizer's own transformations: a verdict that
+    says one cheated (a judge's check wrong about an honest program) is not recorded as its
+    outcome; the recording stops, naming it, and a fixed judge records it next time."""
+    from dataclasses import replace
+
+    from autoprofiler_env.errors import EvaluationError
+    from autoprofiler_env.harness import ErrorKind, Evaluator
+
+    problem = load_problem("matmul_4096x4096x4096")  # on a CPU only autocast_bf16 applies
+    config = HarnessConfig(device="cpu", size="smoke", timing_budget_ms=2, min_trials=1,
+                           max_trials=2, warmup_ms=0)
+    real = Evaluator.evaluate
+
+    def refused(self, *args, **kwargs):
+        return replace(real(self, *args, **kwargs), correct=False,
+                       error_kind=ErrorKind.SANDBOX, error_message="the guard, wrongly")
+
+    monkeypatch.setattr(Evaluator, "evaluate", refused)
+    out = tmp_path / "candidates.jsonl"
+    with pytest.raises(EvaluationError, match=r"matmul_4096x4096x4096: the judge refused the "
+                                              r"reference optimizer's own 'autocast_bf16' as "
+                                              r"sandbox \(the guard, wrongly\)"):
+        record_candidates([problem], out, config, warm_workers=1, timeout_s=120)
+    assert read_jsonl(out) == []
+    monkeypatch.setattr(Evaluator, "evaluate", real)
+    assert [r["transformation"] for r in record_candidates([problem], out, config,
+                                                           warm_workers=1)] == ["autocast_bf16"]
+
+
 def test_a_problem_of_a_stepped_op_is_profiled_alone_and_capped_from_the_start(
         tmp_path, monkeypatch):
     import autoprofiler_env.dataset.record.ncu as ncu  # where record_ncu looks run_ncu up

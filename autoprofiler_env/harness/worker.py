@@ -171,20 +171,40 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
-class Guard:
-    """What makes a worker's inputs, as it was when the problem was imported: a candidate
-    whose code changes it (the problem's ``get_inputs`` replaced by one that computes the
-    answer while the inputs are made, where no timer runs; ``torch.randn`` wrapped; a trace
-    function or a ``torch`` mode that sees every call) is refused before the next input set
-    is made, with the ``sandbox`` verdict. Held by both workers alike.
+UNWATCHED = frozenset({"__warningregistry__", "manual_seed"})
+"""Names the :class:`Guard` leaves alone: Python adds ``__warningregistry__`` to a module the
+first time a warning is attributed to its code (``level3/28_VisionTransformer``'s
+``nn.TransformerEncoder`` warns from its ``Model.__init__``), and importing ``torch._dynamo``
+(any ``torch.compile``) rewraps ``torch.manual_seed``, which the worker seeds through the
+generators themselves."""
 
-    It records ids, not values: the problem module's names, its functions' code, defaults
-    and closures, and where its code reads an attribute of a module it imports (``torch``,
-    ``nn``, ``F``) or of ``torch.Tensor`` (``randn``, ``to``, ``uniform_``), that attribute;
-    the worker's own functions and classes; and the process-wide hooks. Only what the
-    problem's code names is watched: ``torch.compile`` itself rewraps ``torch.manual_seed``
-    and ``nn.Module.__init__`` when it is first imported, which no problem calls while
-    making inputs (a patch deeper inside ``torch`` is not seen here: docs/harness.md)."""
+WORKER_CALLS = {"torch": ("get_rng_state", "set_rng_state", "equal", "no_grad", "device",
+                          "empty", "randint", "Generator"),
+                "torch.cuda": ("manual_seed", "get_rng_state", "set_rng_state", "synchronize",
+                               "Event", "mem_get_info", "empty_cache", "device"),
+                "torch.utils._pytree": ("tree_flatten",)}
+"""What the worker itself calls from Python around the inputs and the outputs (besides
+``torch.Tensor``'s methods and ``torch.device``'s context, watched whole)."""
+
+
+class Guard:
+    """What makes a worker's inputs and reads its outputs, as it was when the problem was
+    imported: a candidate whose code changes it (the problem's ``get_inputs`` replaced by one
+    that computes the answer while the inputs are made, where no timer runs; ``torch.randn``
+    or ``torch.Tensor.to`` wrapped; ``Tensor.detach``, which the snapshot calls, made to do
+    the work; a trace function or a ``torch`` mode that sees every call) is refused before
+    the next input set is made, with the ``sandbox`` verdict. Held by both workers alike.
+
+    It holds the objects it saw (compared by identity; held, so that a new object cannot
+    take a freed one's id): the problem module's names, its functions' code, defaults and
+    closures; where the problem's code reads an attribute of a module it imports (``torch``,
+    ``nn``, ``F``), that attribute; ``torch.Tensor``'s own attributes and those the problem's
+    code reads from its bases; ``torch.device``'s context (``DeviceContext``, which makes the
+    inputs on the device); what the worker calls itself (:data:`WORKER_CALLS`, its own
+    functions and classes); and the process-wide hooks (trace and profile functions,
+    ``sys.monitoring`` tools, ``gc`` callbacks, ``torch`` function modes other than a
+    device's, dispatch modes). :data:`UNWATCHED` names what torch and Python change
+    themselves. A patch inside torch beneath what is watched is not seen (docs/harness.md)."""
 
     def __init__(self, module: types.ModuleType) -> None:
         self.module = module
@@ -192,49 +212,68 @@ class Guard:
         for value in vars(module).values():
             if isinstance(value, types.FunctionType):
                 self.names |= _names(value.__code__)
+        self.names -= UNWATCHED
         self.seen = self._state()
 
     def _state(self) -> dict:
         import torch
+        import torch.utils._device
 
         module, names = self.module, self.names
         state: dict = {}
         for name, value in vars(module).items():
-            state[f"problem.{name}"] = id(value)
+            if name in UNWATCHED:
+                continue
+            state[f"problem.{name}"] = (value,)
             if isinstance(value, types.FunctionType):
-                cells = tuple(id(c.cell_contents) for c in value.__closure__ or ()
-                              if _filled(c))
-                state[f"problem.{name}()"] = (id(value.__code__), id(value.__defaults__),
-                                              id(value.__kwdefaults__), cells)
+                cells = tuple(c.cell_contents for c in value.__closure__ or () if _filled(c))
+                state[f"problem.{name}()"] = (value.__code__, value.__defaults__,
+                                              value.__kwdefaults__, *cells)
         for label, owner in vars(module).items():
             if isinstance(owner, types.ModuleType):
                 for name in names:
-                    state[f"{label}.{name}"] = id(vars(owner).get(name))
+                    state[f"{label}.{name}"] = (vars(owner).get(name),)
         for name in names:  # as a class's attribute is found: the first class that has it
-            found = next((vars(c)[name] for c in torch.Tensor.__mro__ if name in vars(c)), None)
-            state[f"torch.Tensor.{name}"] = id(found)
+            state[f"torch.Tensor.{name}"] = (
+                next((vars(c)[name] for c in torch.Tensor.__mro__ if name in vars(c)), None),)
+        for label, owner in (("torch.Tensor", torch.Tensor),
+                             ("DeviceContext", torch.utils._device.DeviceContext)):
+            for name, value in vars(owner).items():
+                state[f"{label}.{name}"] = (value,)
+        for label, attrs in WORKER_CALLS.items():
+            owner = sys.modules.get(label)
+            for name in attrs:
+                state[f"{label}.{name}"] = (vars(owner).get(name) if owner else None,)
         for label, owner in (("worker", sys.modules[__name__]), ("Runner", Runner)):
             for name, value in vars(owner).items():
                 if callable(value) or isinstance(value, (staticmethod, classmethod)):
-                    state[f"{label}.{name}"] = id(value)
+                    state[f"{label}.{name}"] = (value,)
         monitoring = getattr(sys, "monitoring", None)  # Python 3.12's tools
-        state["hooks"] = (id(sys.gettrace()), id(sys.getprofile()), id(threading.gettrace()),
-                          id(threading.getprofile()), tuple(id(c) for c in gc.callbacks),
-                          tuple(monitoring.get_tool(i) for i in range(6)) if monitoring else (),
-                          torch._C._len_torch_function_stack(),
+        modes = torch.overrides._get_current_function_mode_stack()
+        state["hooks"] = (sys.gettrace(), sys.getprofile(), threading.gettrace(),
+                          threading.getprofile(), *gc.callbacks,
+                          *(monitoring.get_tool(i) for i in range(6) if monitoring),
+                          *(type(m) for m in modes
+                            if not isinstance(m, torch.utils._device.DeviceContext)),
                           torch._C._len_torch_dispatch_stack())
         return state
 
     def check(self) -> None:
         """Raises ``StageError("sandbox")`` naming what changed since the problem's import."""
-        now = self._state()
-        changed = sorted(k for k in self.seen.keys() | now.keys()
-                         if self.seen.get(k) != now.get(k))
+        now, seen = self._state(), self.seen
+        changed = sorted(k for k in seen.keys() | now.keys()
+                         if k not in seen or k not in now or len(seen[k]) != len(now[k])
+                         or not all(map(_same, seen[k], now[k])))
         if changed:
             said = ", ".join(changed[:4])
             raise StageError("sandbox", f"the candidate changed code that its process runs "
                              f"for the judge ({said}{', ...' if len(changed) > 4 else ''}): "
                              "the worker's own, or what makes the inputs, which is not timed")
+
+
+def _same(a, b) -> bool:
+    """The same object (a count or a name: the same value)."""
+    return a is b or (type(a) is type(b) and type(a) in (int, str) and a == b)
 
 
 def _filled(cell) -> bool:
@@ -606,6 +645,9 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
         except StageError as e:
             if role == "reference" and out_of_memory(e.__cause__):
                 reply({"ok": False, "out_of_memory": str(e)})
+            elif role == "reference":  # the problem's own code (its Model, its outputs)
+                reply({"ok": False, "problem_error": f"the reference failed ({e.stage}): {e}",
+                       "path": request.get("path", "")})
             else:
                 reply({"ok": False, "stage": e.stage, "error": str(e)})
         except CudaContextLost as e:

@@ -19,6 +19,7 @@ from autoprofiler_env.dataset.record.machine import (
     check_machine,
     machine_info,
 )
+from autoprofiler_env.errors import EvaluationError
 from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.harness.records import JUDGE_VERSION, ErrorKind, EvalResult
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
@@ -409,6 +410,12 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             problem, name, source = item
             if result is None:
                 result = evaluator.evaluate(problem, source)
+            if result.error_kind in CHEATING:
+                raise EvaluationError(
+                    f"{problem.uri}: the judge refused the reference optimizer's own {name!r} "
+                    f"as {result.error_name} ({result.error_message[:200]}): one of its "
+                    "checks is wrong about an honest program (docs/harness.md); nothing was "
+                    "recorded for it")
             if starved(result) and not last:  # not the candidate's fault, maybe
                 return False
             row = outcome_row(problem, name, result, info, source, timeout_s)
@@ -466,6 +473,13 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
             judge_alone(later)
         judge_alone(slow, need_s=timeout_s)  # a slow compile cut by the budget is lost
     return read_jsonl(out)
+
+
+CHEATING = (ErrorKind.STATIC, ErrorKind.SANDBOX, ErrorKind.STRUCTURE, ErrorKind.PROTOCOL)
+"""Verdicts that say a candidate cheated or broke the judge's rules. The recorder judges the
+reference optimizers' own transformations, which do neither: such a verdict is the judge's
+error (a check new to it and not yet run where the recording runs, say), and recording it as
+the candidate's outcome would put it in the dataset, so the recording stops instead."""
 
 
 def starved(outcome: EvalResult | dict) -> bool:
