@@ -20,14 +20,11 @@ candidate are run and timed by one procedure:
 Nothing the candidate's worker says about correctness is believed: it hands over raw outputs
 and times, which the judge (:mod:`.evaluator`) compares and checks against its own clock.
 
-Two checks run in the worker, in both roles alike (the same few microseconds outside the timed
-region): every output leaf of every call must be a plain tensor (:meth:`Runner._plain`: a
+Two checks run in the worker, in both roles alike (outside the timed region): every output
+leaf of every correctness and timed call must be a plain tensor (:meth:`Runner._plain`: a
 subclass can put off its work until its values are read, after the timer stops), and before
-any input set is made, what makes it must be as it was before the candidate's code ran
-(:class:`Guard`: the problem module's names and functions, the attributes its code reads from
-the modules it imports and from ``torch.Tensor``, the worker's own code, and no trace or
-profile function, ``torch`` function or dispatch mode or ``gc`` callback added), since the
-inputs are made in this process and their making is not timed.
+any input set is made, what makes the inputs and reads the outputs must be as it was before
+the candidate's code ran (:class:`Guard`), since both happen in this process, untimed.
 """
 
 from __future__ import annotations
@@ -52,8 +49,8 @@ CPU_THREADS = 1
 """torch's threads in a worker judging on a CPU, unless ``OMP_NUM_THREADS`` says otherwise:
 the reference's and the candidate's calls alternate with the judge's own work, and on a
 shared machine torch's default (a thread per core, each spinning while it waits) turned an
-identical candidate's 1.0x into anything from 0.01x to 107x over 15 runs on 2 busy cores
-(0.90-1.12x over 8 with one thread). A GPU's workers keep torch's default."""
+identical candidate's 1.0x into anything from 0.012x to 77.5x over five runs on 2 busy cores
+(0.87-1.09x with one thread; docs/harness.md). A GPU's workers keep torch's default."""
 
 PREGEN_BYTES = 2 << 30
 """A timed batch's input sets are made before its first timed call, at most this many bytes
@@ -576,8 +573,8 @@ def nesting(output) -> str:
     or a list of two (either: a drop-in replacement may return one for the other), ``{'h':
     *}`` a dict. The judge compares the candidate's with the reference's."""
     if isinstance(output, (tuple, list)):
-        return "(" + ", ".join(nesting(v) for v in output) + ("," if len(output) == 1 else "")\
-            + ")"
+        inner = ", ".join(nesting(v) for v in output)
+        return f"({inner},)" if len(output) == 1 else f"({inner})"
     if isinstance(output, dict):
         return "{" + ", ".join(f"{k!r}: {nesting(v)}" for k, v in output.items()) + "}"
     return "*"
