@@ -18,6 +18,9 @@ def rules(source: str) -> set[str]:
     ("import torch as t\nt.cuda.Event.elapsed_time = None\n", "patch"),
     ("import time\nsetattr(time, 'perf_counter', lambda: 0)\n", "patch"),
     ("from torch import nn\nnn.Module.forward = None\n", "patch"),
+    ("import torch\n_T = torch.Tensor\n_T.to = lambda self, *a: self\n", "patch"),  # an alias
+    ("import sys\nsys.settrace(None)\n", "introspection"),
+    ("from sys import setprofile\n", "introspection"),
     ("import sys\nsys.modules['x'] = 1\n", "introspection"),
     ("import gc\n", "introspection"),
     ("import ctypes\n", "introspection"),
@@ -49,6 +52,8 @@ def test_each_rule_finds_its_construct(source, rule):
     "x = 'a'.replace('a', 'b')\nopen('data.txt')\nopen('f', 'rb')\n",
     "# torch.relu = None in a comment, and in a string:\ns = 'import socket'\n",
     "class ModelNew:\n    def __init__(self):\n        self.time = 1\n",
+    "import torch\ncfg = torch._inductor.config\ncfg.max_autotune = True\n",
+    "import torch\nx = torch.randn(3)\nx.label = 'a tensor of its own'\n",
 ])
 def test_legitimate_code_is_not_rejected(source):
     assert not [f for f in check_source(source) if f.rejects]

@@ -8,7 +8,7 @@ result only. The table is also in docs/harness.md.
 
 | rule | rejects or warns | what it finds |
 |---|---|---|
-| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os`` or the harness, or ``setattr`` / ``delattr`` on one of them |
+| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os`` or the harness (directly or through a name bound to one: ``_T = torch.Tensor; _T.to = f``), or ``setattr`` / ``delattr`` on one of them |
 | ``introspection`` | rejects | ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
 | ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` |
 | ``network`` | rejects | ``socket``, ``ssl``, ``http``, ``urllib``, ``requests``, ``httpx``, ``aiohttp``, ``ftplib``, ``smtplib`` |
@@ -158,6 +158,13 @@ class _Visitor(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_target(target, node)
+        # a name bound to a protected module or its attribute (``_T = torch.Tensor``) is an
+        # alias: ``_T.to = f`` assigns ``torch.Tensor.to``
+        full = self._resolve(_dotted(node.value))
+        if full is not None and full.split(".")[0] in _PROTECTED_MODULES:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.aliases[target.id] = full
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
