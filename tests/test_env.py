@@ -185,32 +185,65 @@ def test_info_gives_the_mask_as_gymnasiums_sample_takes_it(study_dataset):
 
 
 @pytest.mark.parametrize("env_id", [REPLAY_ID, LIVE_ID])
-@pytest.mark.parametrize("mode", ["human", "rgb_array", "text"])
+# (Gymnasium's make itself serves "rgb_array_list", "ansi_list" and, through pygame, "human"
+# from the modes the environment has)
+@pytest.mark.parametrize("mode", ["text", "rgb", "svg"])
 def test_a_render_mode_the_env_lacks_is_refused_naming_the_accepted_ones(
         study_dataset, data_dir, env_id, mode):
     """As Gymnasium's environment template asserts: a render mode outside
     metadata["render_modes"] is refused at make (a ValueError naming them; live on a CPU,
-    its device), and "ansi" renders on both ids."""
+    its device), and "ansi" and "rgb_array" render on both ids."""
     kwargs = ({"problems": [str(data_dir / "problems" / "relu_small.py")], "device": "cpu"}
               if env_id == LIVE_ID else {})
-    with pytest.raises(ValueError, match=r"render_mode must be None or one of \['ansi'\]") \
-            as raised:
+    with pytest.raises(ValueError, match=r"render_mode must be None or one of \['ansi', "
+                                         r"'rgb_array'\]") as raised:
         make(env_id, study_dataset, render_mode=mode, **kwargs)
     assert isinstance(raised.value, RenderModeError)
     env = make(env_id, study_dataset, render_mode="ansi", **kwargs)
     env.reset(seed=0)
     assert env.render().startswith("problem://")
+    env = make(env_id, study_dataset, render_mode="rgb_array", **kwargs)
+    env.reset(seed=0)
+    picture = env.render()
+    assert picture.dtype == np.uint8 and picture.ndim == 3 and picture.shape[2] == 3
+    env = make(env_id, study_dataset, render_mode="rgb_array_list", **kwargs)
+    env.reset(seed=0)
+    assert [p.shape for p in env.render()] == [picture.shape]  # Gymnasium's RenderCollection
 
 
-def test_sb3s_make_vec_env_makes_it_without_a_render_mode(study_dataset):
-    """make_vec_env asks for render_mode="rgb_array" and, on a TypeError, makes the env
-    again without one: the refusal is a TypeError too, so the vector env is made."""
+def test_sb3s_make_vec_env_makes_it_with_the_render_mode_it_asks_for(study_dataset, recwarn):
+    """make_vec_env asks for render_mode="rgb_array" (it made the env again without one, after
+    Gymnasium's warning per sub-environment, while only "ansi" rendered); its vector env's
+    render() tiles the sub-environments' pictures."""
     from stable_baselines3.common.env_util import make_vec_env
 
     vec = make_vec_env(REPLAY_ID, n_envs=2, seed=0,
                        env_kwargs={"dataset": str(study_dataset), "split": None})
-    assert [e.unwrapped.render_mode for e in vec.envs] == [None, None]
+    assert [e.unwrapped.render_mode for e in vec.envs] == ["rgb_array", "rgb_array"]
     assert vec.reset()["action_mask"].shape == (2, vec.action_space.n)
+    assert vec.render().ndim == 3
+    assert not [w for w in recwarn if "render" in str(w.message)]
+
+
+def test_the_picture_shows_the_budget_spent_and_each_sections_cost_and_state(study_dataset):
+    env = make(REPLAY_ID, study_dataset, budget=1.0, render_mode="rgb_array").unwrapped
+    env.reset(seed=0)
+    before = env.render()
+    env.step(env.sections.index("SpeedOfLight"))
+    picture = env.render()
+    colors = {k: np.array(v, np.uint8) for k, v in env.PICTURE_COLORS.items()}
+    row, pad, width = 10, 4, 240
+
+    def filled(i, color):  # the share of bar i's track in that color
+        line = picture[pad + i * row + row // 2, pad:pad + width]
+        return float(np.mean(np.all(line == color, axis=1)))
+
+    spent = env._spent / env._budget_total
+    assert filled(0, colors["spent"]) == pytest.approx(spent, abs=1 / width)
+    k = env.sections.index("SpeedOfLight") + 1
+    assert filled(k, colors["collected"]) == pytest.approx(
+        min(env._costs[k - 1] / env._budget_total, 1.0), abs=1 / width)
+    assert not np.array_equal(before, picture)
 
 
 def test_render_names_the_episode_and_refuses_before_the_first_reset(study_dataset):

@@ -168,8 +168,12 @@ class ProfilingEnv(gym.Env):
     so without one such an episode collects sections only from the dataset's recorded
     profiles, ``evidence="recorded"``.)
 
-    ``render_mode``: None (default) or ``"ansi"`` (``render()`` gives a line of text: the
-    problem, the sections collected, the budget spent); any other mode is a
+    ``render_mode``: None (default), ``"ansi"`` (``render()`` gives a line of text: the
+    problem, the sections collected, the budget spent) or ``"rgb_array"`` (a picture of the
+    same: the budget's bar, blue as far as it is spent, over one bar per section in the
+    action space's order, as long as its cost against the whole budget, green where
+    collected, grey where it fits what is left, red where it does not; what SB3's
+    ``make_vec_env`` asks for and video recorders take); any other mode is a
     :class:`~autoprofiler_env.errors.RenderModeError` (a ``ValueError``) naming them.
 
     ## Registered Configurations
@@ -227,7 +231,7 @@ class ProfilingEnv(gym.Env):
     :class:`~autoprofiler_env.errors.ProblemNotFoundError`).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # Gymnasium's text environments'
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, dataset: str | None = None, split: str | None = "train",
                  problems: list[str] | None = None, backend: str = "replay",
@@ -243,7 +247,7 @@ class ProfilingEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise RenderModeError(  # as Gymnasium's environment template asserts
                 f"render_mode must be None or one of {self.metadata['render_modes']} (this "
-                f"environment renders text), got {render_mode!r}")
+                f"environment renders a line of text or a picture), got {render_mode!r}")
         if budget_unit not in BUDGET_UNITS:
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
         if reward not in REWARDS:
@@ -597,13 +601,41 @@ class ProfilingEnv(gym.Env):
         return {"action_mask": self._mask_int8.copy(), "problem": self._uri}
 
     def render(self):
-        if self.render_mode != "ansi":
+        if self.render_mode is None:
             return None
         if self._uri is None:
             raise gym.error.ResetNeeded("render() called before the first reset(): call "
                                         "reset() to start an episode")
+        if self.render_mode == "rgb_array":
+            return self._picture()
         return (f"{self._uri}: collected {', '.join(self._collected) or 'nothing'}; spent "
                 f"{self._spent:.3g} of {self._budget_total:.3g} {self.budget_unit}")
+
+    PICTURE_COLORS = {"spent": (31, 119, 180), "collected": (44, 160, 44),
+                      "fits": (150, 150, 150), "out of reach": (214, 39, 40),
+                      "track": (235, 235, 235)}
+
+    def _picture(self, row: int = 10, width: int = 240, pad: int = 4) -> np.ndarray:
+        """``render()``'s picture (``rgb_array``): (height, width, 3) uint8, a bar ``row``
+        pixels high for the budget, then one per section (the class docstring)."""
+        colors = {k: np.array(v, np.uint8) for k, v in self.PICTURE_COLORS.items()}
+        image = np.full(((len(self.sections) + 1) * row + 2 * pad, width + 2 * pad, 3), 255,
+                        np.uint8)
+        total = self._budget_total
+
+        def bar(i: int, share: float, color: np.ndarray) -> None:
+            top = pad + i * row
+            length = int(round(min(max(share, 0.0), 1.0) * width))
+            image[top + 1:top + row - 1, pad:pad + width] = colors["track"]
+            image[top + 1:top + row - 1, pad:pad + length] = color
+
+        bar(0, self._spent / total, colors["spent"])
+        collected = set(self._collected)
+        for i, (name, cost) in enumerate(zip(self.sections, self._costs)):
+            state = ("collected" if name in collected else
+                     "fits" if self._mask[i] else "out of reach")
+            bar(i + 1, cost / total, colors[state])
+        return image
 
     # -- episode records --------------------------------------------------------------------
 
