@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 
 from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
 EXIT_OK, EXIT_INCORRECT, EXIT_ERROR = 0, 1, 2
 
@@ -762,12 +763,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only this split (the suite's; not with --source)")
     p.add_argument("--level", type=int, choices=(1, 2, 3), help="only this level")
     p.add_argument("--features", action="store_true", help="add the static features")
-    p.add_argument("--timeout", type=float, default=60.0,
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help="seconds a file may take to import and trace before it is skipped "
-                   "(default: 60)")
-    p.add_argument("--import-timeout", type=float, default=5.0,
-                   help="seconds of those that its import may take (default: 5; a slower "
-                   "import is nearly always one waiting on the network)")
+                   f"(default: {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--import-timeout", type=float, default=DEFAULT_IMPORT_TIMEOUT_S,
+                   help=f"seconds of those that its import may take (default: "
+                   f"{DEFAULT_IMPORT_TIMEOUT_S:g}; a slower import is nearly always one waiting "
+                   "on the network)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_problems)
 
@@ -833,9 +835,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what the budget counts: the catalogue's replay passes or sections "
                    "(default: passes)")
     p.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
-    p.add_argument("--import-timeout", type=float, default=5.0,
+    p.add_argument("--import-timeout", type=float, default=DEFAULT_IMPORT_TIMEOUT_S,
                    help="seconds the file's import may take (in a worker process, for its "
-                   "static features; default: 5, as for `problems`)")
+                   f"static features; default: {DEFAULT_IMPORT_TIMEOUT_S:g}, as for `problems`)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_optimize)
 

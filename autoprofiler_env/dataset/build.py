@@ -13,6 +13,7 @@ the manifest dealt (docs/kernelbench.md)."""
 from __future__ import annotations
 
 import datetime
+import warnings
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,8 +64,6 @@ def read_log(path: Path) -> list[dict]:
     a warning names the file and counts the lines dropped that no interrupted run explains
     (lines that are not JSON objects, and records cut off inside the file, where no kill
     leaves one), which a build would otherwise leave out unsaid."""
-    import warnings
-
     scan = scan_jsonl(path)
     rows, unreadable = scan.rows, scan.damaged
     if unreadable:
@@ -163,8 +162,6 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             why = unknown_passes(p, directory)
             if why is not None:  # its cost in passes would read 0: not used
                 no_passes[p.problem_uri] = why
-                import warnings
-
                 warnings.warn(f"{p.problem_uri}: {why}; this run of it is not used",
                               stacklevel=2)
                 continue
@@ -205,8 +202,6 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             and any(set(m) & set(unfitted) for m in modelled.values()) else None)
     elsewhere = lent is not None and (lent.gpu, lent.ncu) != (machine["gpu"], ncu_version)
     if elsewhere:
-        import warnings
-
         warnings.warn(f"the costs of sections alone are modelled with {lent.source}, fitted "
                       f"on {lent.gpu} with ncu {lent.ncu}, for this recording of "
                       f"{machine['gpu'] or machine['device']} with ncu "

@@ -29,7 +29,6 @@ from autoprofiler_env.errors import (
     RenderModeError,
     UnknownProblemError,
 )
-from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
@@ -288,9 +287,7 @@ class ProfilingEnv(gym.Env):
             self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
                                        tolerance=tolerance, dataset=dataset, source=source,
                                        evidence=evidence or "ncu", harness=harness,
-                                       import_timeout_s=(DEFAULT_IMPORT_TIMEOUT_S
-                                                         if import_timeout_s is None
-                                                         else import_timeout_s))
+                                       import_timeout_s=import_timeout_s)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         if problems is not None and backend == "live":  # file paths and names become URIs

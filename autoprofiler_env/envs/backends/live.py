@@ -77,7 +77,8 @@ class LiveBackend:
     features (at ``reset``) are computed as ``autoprofiler problems --source`` computes them,
     in a worker process (:class:`~autoprofiler_env.problems.isolated.IsolatedFeatures`, one
     per backend, started at the first such file and ended by :meth:`close`), its import
-    allowed ``import_timeout_s`` seconds and its trace 55 more, so that a file that hangs or
+    allowed ``import_timeout_s`` seconds (None: 5, as ``autoprofiler problems``) and its trace
+    55 more, so that a file that hangs or
     waits on the network when imported is a
     :class:`~autoprofiler_env.errors.ProblemTimeoutError` naming it, not a stall. The suite's
     files are traced in this process, as its manifest was built.
@@ -99,7 +100,7 @@ class LiveBackend:
                  optimizer: str | None = None, tolerance: str | float | None = None,
                  dataset=None, source: str | Path | None = None, evidence: str = "ncu",
                  harness: dict | None = None,
-                 import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S) -> None:
+                 import_timeout_s: float | None = None) -> None:
         from dataclasses import fields
 
         from autoprofiler_env.harness import Evaluator, HarnessConfig, records
@@ -110,6 +111,8 @@ class LiveBackend:
         if evidence == "recorded" and dataset is None:
             raise ValueError("evidence='recorded' shows the profiles a dataset recorded: give "
                              "dataset= too (e.g. 'suite')")
+        if import_timeout_s is None:
+            import_timeout_s = DEFAULT_IMPORT_TIMEOUT_S
         if isinstance(import_timeout_s, bool) or not isinstance(import_timeout_s, (int, float)) \
                 or not 0 < import_timeout_s < math.inf:
             raise ValueError(f"import_timeout_s must be a finite number of seconds > 0, got "
