@@ -130,6 +130,7 @@ def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
     ("profile_hook", {}, "hooks"),                # a profile function that sees every call
     ("to_patch", {}, "torch.Tensor.to"),          # what the worker calls on every input
     ("detach_patch", {}, "torch.Tensor.detach"),  # what a snapshot calls, after the timer
+    ("thread_grab", {}, "torch threads"),         # every core where the reference had one
 ])
 def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_judge, name, fill,
                                                                     changed):

@@ -200,11 +200,13 @@ class Guard:
     inputs on the device); what the worker calls itself (:data:`WORKER_CALLS`, its own
     functions and classes); and the process-wide hooks (trace and profile functions,
     ``sys.monitoring`` tools, ``gc`` callbacks, ``torch`` function modes other than a
-    device's, dispatch modes). :data:`UNWATCHED` names what torch and Python change
-    themselves. A patch inside torch beneath what is watched is not seen (docs/harness.md)."""
+    device's, dispatch modes); on a CPU, torch's thread counts (a candidate that takes more
+    threads than the reference was timed with is faster by the machine, not by its code).
+    :data:`UNWATCHED` names what torch and Python change themselves. A patch inside torch beneath what is watched is not seen (docs/harness.md)."""
 
-    def __init__(self, module: types.ModuleType) -> None:
+    def __init__(self, module: types.ModuleType, cpu: bool = False) -> None:
         self.module = module
+        self.cpu = cpu
         self.names: set[str] = set()  # what the problem's own code reads, as imported
         for value in vars(module).values():
             if isinstance(value, types.FunctionType):
@@ -253,6 +255,8 @@ class Guard:
                           *(type(m) for m in modes
                             if not isinstance(m, torch.utils._device.DeviceContext)),
                           torch._C._len_torch_dispatch_stack())
+        if self.cpu:  # more threads than the reference was timed with are the machine's
+            state["torch threads"] = (torch.get_num_threads(), torch.get_num_interop_threads())
         return state
 
     def check(self) -> None:
@@ -310,10 +314,10 @@ class Runner:
         self.device = device
         self.release()
         self.module = import_problem(Path(path), size)  # ProblemError: the problem's fault
-        self.guard = Guard(self.module)  # before any of the candidate's code runs
         on_cuda = torch.device(device).type == "cuda"
         if not on_cuda and "OMP_NUM_THREADS" not in os.environ:
             torch.set_num_threads(CPU_THREADS)
+        self.guard = Guard(self.module, cpu=not on_cuda)  # before the candidate's code runs
         if on_cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
