@@ -32,7 +32,11 @@ row's geometric mean over that of the train-chosen fixed configuration and over 
 best fixed configuration in hindsight (:data:`HINDSIGHT`: every fixed configuration run on
 the split scored, the best kept per budget; a replay-only row, as the oracle's), each with
 the interval of a paired bootstrap (:func:`paired_ratio`): what the problems share cancels
-in a ratio on the same problems. Each
+in a ratio on the same problems; and, against the fixed configuration chosen on train,
+how many problems each row is better, equal and worse on (its runs averaged) and the p-value
+of a paired sign-flip permutation test over the problems (:func:`sign_flip_p`), Holm-adjusted
+for the learned agents over every learned agent and budget of the split (the claim that one
+of them beats the fixed configuration is made that many times at once). Each
 agent's bootstrap in each cell (and its performance profile's band) is drawn from numpy's
 generator seeded afresh with :data:`BOOTSTRAP_SEED`: the same scores give the same interval
 whatever else the config compares. Written to
@@ -684,6 +688,70 @@ def paired_ratio(scores: np.ndarray, other: np.ndarray, reps: int) -> tuple[floa
     return math.exp(diff.mean()), math.exp(low), math.exp(high)
 
 
+EXACT_UP_TO = 20
+"""Problems that differ up to which :func:`sign_flip_p` enumerates every sign (2^20 sums)."""
+PERMUTATIONS = 100_000
+"""Random sign flips drawn by :func:`sign_flip_p` where more problems differ."""
+
+
+def problem_differences(scores: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Per problem, the mean log speedup of ``scores`` (runs x problems) minus that of
+    ``other`` (its runs x the same problems): the seeds averaged, so that each problem counts
+    once (the problems, not the runs, are what a lead must hold on)."""
+    return scores.mean(axis=0) - other.mean(axis=0)
+
+
+def sign_flip_p(scores: np.ndarray, other: np.ndarray) -> float:
+    """The two-sided p-value of a paired permutation test (Fisher's sign flip) over the
+    problems: under the hypothesis that the two are alike on a random problem, each
+    problem's difference (:func:`problem_differences`) is as likely negated, so the sum of
+    the differences is compared with its value under every sign pattern. Problems where the
+    two ship the same speedup add nothing whatever their sign; with at most
+    :data:`EXACT_UP_TO` others every pattern is counted (exact), else :data:`PERMUTATIONS`
+    random ones from numpy's generator seeded with :data:`BOOTSTRAP_SEED` (``(k + 1) / (n +
+    1)``). 1.0 where no problem differs."""
+    d = problem_differences(scores, other)
+    d = d[np.abs(d) > 1e-12]  # an equal speedup, up to the seeds' mean's rounding
+    if d.size == 0:
+        return 1.0
+    observed = abs(d.sum()) - 1e-12
+    if d.size <= EXACT_UP_TO:
+        sums = np.zeros(1)
+        for x in d:
+            sums = np.concatenate((sums + x, sums - x))
+        return float(np.mean(np.abs(sums) >= observed))
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    hits = 0
+    for start in range(0, PERMUTATIONS, 10_000):
+        signs = rng.choice((-1.0, 1.0), size=(min(10_000, PERMUTATIONS - start), d.size))
+        hits += int(np.sum(np.abs(signs @ d) >= observed))
+    return (hits + 1) / (PERMUTATIONS + 1)
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (in their order): the family-wise
+    error stays within the level whatever the comparisons' dependence. The i-th smallest is
+    multiplied by (k - i + 1), k the family's size, made monotone and capped at 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [0.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _adjust(rows: list[dict], learned: list[str]) -> None:
+    """Each split's learned rows' p-values against the fixed configuration chosen on train
+    (every learned agent at every budget: the family of the claim that a learned agent beats
+    it), Holm-adjusted (``p_fixed_holm``)."""
+    for split in dict.fromkeys(r["split"] for r in rows):
+        family = [r for r in rows if r["split"] == split and r["agent"] in learned
+                  and r["p_fixed"] is not None]
+        for row, adjusted in zip(family, holm([r["p_fixed"] for r in family])):
+            row["p_fixed_holm"] = adjusted
+
+
 COMPARATORS = {"fixed": TRAIN_CHOSEN, "best_fixed": HINDSIGHT}
 """The paired ratios' comparators, by the leaderboard's column prefix."""
 
@@ -713,7 +781,8 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
                    "iqm_lo": math.exp(iqm_lo), "iqm_hi": math.exp(iqm_hi),
                    "mean_cost_s": data["costs"][(split, b)][name],
                    "p_beats_fixed": None, "p_lo": None, "p_hi": None,
-                   "wins": None, "ties": None, "losses": None}
+                   "wins": None, "ties": None, "losses": None, "better": None,
+                   "equal": None, "worse": None, "p_fixed": None, "p_fixed_holm": None}
             for column, comparator in COMPARATORS.items():
                 ratio = (paired_ratio(by_agent[name], by_agent[comparator], config.reps)
                          if comparator in by_agent and name != comparator
@@ -726,7 +795,13 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
             if fixed is not None and name != TRAIN_CHOSEN:
                 row["wins"], row["ties"], row["losses"] = wins_ties_losses(by_agent[name],
                                                                            fixed)
+                d = problem_differences(by_agent[name], fixed)
+                row["better"], row["equal"], row["worse"] = (
+                    int(np.sum(d > 1e-12)), int(np.sum(np.abs(d) <= 1e-12)),
+                    int(np.sum(d < -1e-12)))
+                row["p_fixed"] = sign_flip_p(by_agent[name], fixed)
             rows.append(row)
+    _adjust(rows, learned)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -734,14 +809,20 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
 COLUMNS = ("split", "budget", "agent", "runs", "problems", "geomean_speedup", "geomean_lo",
            "geomean_hi", "iqm_speedup", "iqm_lo", "iqm_hi", "mean_cost_s", "p_beats_fixed",
            "p_lo", "p_hi", "wins", "ties", "losses", "x_fixed", "x_fixed_lo", "x_fixed_hi",
+           "better", "equal", "worse", "p_fixed", "p_fixed_holm",
            "x_best_fixed", "x_best_fixed_lo", "x_best_fixed_hi", "resumed")
 """leaderboard.csv's columns: ``iqm_*`` the geometric IQM (exp of the IQM of the log
 speedups); ``wins``, ``ties``, ``losses`` against the fixed configuration chosen on train
 over (run, problem) pairs (:func:`wins_ties_losses`); ``x_fixed*`` and ``x_best_fixed*``
 the row's geometric mean over the fixed configuration chosen on train's and over the best
 one in hindsight's (:data:`HINDSIGHT`; empty for that comparator's own row), with a paired
-bootstrap's interval (:func:`paired_ratio`); ``resumed`` the seeds whose RL training was
-interrupted and resumed, and at which steps (:func:`_resumed`)."""
+bootstrap's interval (:func:`paired_ratio`); ``better``, ``equal``, ``worse`` the problems
+where the row's mean log speedup over its runs is above, equal to or below the fixed
+configuration chosen on train's (:func:`problem_differences`), ``p_fixed`` the two-sided
+p-value of a sign-flip permutation test of that difference over the problems
+(:func:`sign_flip_p`) and ``p_fixed_holm`` the learned agents' p-values Holm-adjusted over
+every learned agent and budget of the split (:func:`holm`); ``resumed`` the seeds whose RL
+training was interrupted and resumed, and at which steps (:func:`_resumed`)."""
 
 
 def write(config: ExperimentConfig, result: dict, out: Path, command: str,
@@ -762,11 +843,19 @@ def _splits(config: ExperimentConfig, result: dict) -> list[str]:
     return [s for s in config.splits if any(r["split"] == s for r in result["rows"])]
 
 
-_PAIRED = ("with the 95% interval of a paired bootstrap (the same problems drawn for both, "
-           f"and each side's runs, seeded with {BOOTSTRAP_SEED}): what the problems share "
-           "cancels, so where the two ship similar programs it is narrower than an unpaired "
-           "comparison's, and it says whether a lead holds on new problems (at about 90% "
-           "rather than 95% on two dozen skewed problems, and for one cell at a time). ")
+_PAIRED = ("with the nominal 95% percentile interval of a paired bootstrap (the same "
+           f"problems drawn for both, and each side's runs, seeded with {BOOTSTRAP_SEED}): "
+           "what the problems share cancels, so where the two ship similar programs it is "
+           "narrower than an unpaired comparison's; on two dozen skewed problems such an "
+           "interval covered 87-92% rather than 95% (a reviewer's resampling), and it speaks "
+           "for one cell at a time. ")
+_TESTED = ("+/=/-: the problems where the agent's speedup (its runs' geometric mean) is above, "
+           "equal to or below the fixed configuration chosen on train's. p: the two-sided "
+           "p-value of a sign-flip permutation test over those problems (exact up to "
+           f"{EXACT_UP_TO} differing problems), and in brackets, for the learned agents, Holm's "
+           "adjustment over every learned agent and budget of the split: the leaderboard "
+           "makes that many comparisons with the fixed configuration at once, so a lead is "
+           "shown at the 5% level only where the adjusted p is below 0.05. ")
 
 
 def markdown(config: ExperimentConfig, result: dict, command: str,
@@ -783,6 +872,7 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
         comparators = {"fixed": TRAIN_CHOSEN}
         comparing = ("x fixed: the row's geometric mean over that of the fixed "
                      "configuration chosen on train, " + _PAIRED)
+    comparing += _TESTED
     seeds = len(config.seeds)
     resumed = result.get("resumed") or {}
     lines = [f"# Experiment `{config.name}`", "",
@@ -829,9 +919,10 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
                       + (f"; the best here in hindsight: `{best}`." if best else "."),
                       "", ("| agent | runs | geomean speedup [95% CI] | IQM speedup [95% CI] "
                            "| mean cost | P(> fixed) [95% CI, runs] | W/T/L vs fixed | "
-                           + " | ".join(f"x {c.replace('_', ' ')} [95% CI, paired]"
-                                        for c in comparators) + " |"),
-                      "|---|---|---|---|---|---|---" + "|---" * len(comparators) + "|"]
+                           + " | ".join(f"x {c.replace('_', ' ')} [paired, nominal 95%]"
+                                        for c in comparators)
+                           + " | +/=/- vs fixed | p vs fixed [Holm] |"),
+                      "|---|---|---|---|---|---|---" + "|---" * (len(comparators) + 2) + "|"]
             for r in rows:
                 p = ("" if r["p_beats_fixed"] is None else
                      f"{r['p_beats_fixed']:.2f} [{r['p_lo']:.2f}, {r['p_hi']:.2f}]")
@@ -840,11 +931,16 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
                 ratios = ["" if r.get(f"x_{c}") is None else
                           f"{r[f'x_{c}']:.3f} [{r[f'x_{c}_lo']:.3f}, {r[f'x_{c}_hi']:.3f}]"
                           for c in comparators]
+                signs = ("" if r.get("better") is None else
+                         f"{r['better']}/{r['equal']}/{r['worse']}")
+                tested = ("" if r.get("p_fixed") is None else f"{r['p_fixed']:.3f}" + (
+                    "" if r.get("p_fixed_holm") is None else f" [{r['p_fixed_holm']:.3f}]"))
                 name = r["agent"] + (" (resumed)" if r.get("resumed") else "")
                 lines.append(f"| {name} | {r['runs']} | {r['geomean_speedup']:.3f} "
                              f"[{r['geomean_lo']:.3f}, {r['geomean_hi']:.3f}] | "
                              f"{r['iqm_speedup']:.3f} [{r['iqm_lo']:.3f}, {r['iqm_hi']:.3f}] | "
-                             f"{r['mean_cost_s']:.2f} | {p} | {wtl} | {' | '.join(ratios)} |")
+                             f"{r['mean_cost_s']:.2f} | {p} | {wtl} | {' | '.join(ratios)} | "
+                             f"{signs} | {tested} |")
             lines.append("")
     return "\n".join(lines)
 
@@ -887,7 +983,10 @@ def budgets_figure(config: ExperimentConfig, result: dict):
 def performance_profiles(scores: dict, taus: np.ndarray, reps: int = 200
                          ) -> tuple[dict, dict]:
     """rliable's performance profiles of ``scores`` (agent -> runs x problems speedups) at
-    ``taus``, with their bootstrap bands: rliable's ``create_performance_profile`` takes no
+    ``taus``, with their bootstrap bands, which resample the problems as well as the runs
+    (``task_bootstrap``, as the leaderboard's intervals: rliable's default resamples the runs
+    only, which gave a deterministic baseline's profile no band at all); rliable's
+    ``create_performance_profile`` takes no
     random state and draws from numpy's global generator, so each agent's is computed alone
     with that generator seeded with :data:`BOOTSTRAP_SEED` (and put back after): the same
     scores give the same band, beside any other agents."""
@@ -897,7 +996,8 @@ def performance_profiles(scores: dict, taus: np.ndarray, reps: int = 200
     try:
         for name, score in scores.items():
             np.random.seed(BOOTSTRAP_SEED)
-            profile, band = rly.create_performance_profile({name: score}, taus, reps=reps)
+            profile, band = rly.create_performance_profile({name: score}, taus, reps=reps,
+                                                           task_bootstrap=True)
             profiles[name], bands[name] = profile[name], band[name]
     finally:
         np.random.set_state(saved)
