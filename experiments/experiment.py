@@ -119,6 +119,57 @@ class StaleRunError(ConfigError):
     and the folders to remove to run them again."""
 
 
+class DamagedRunError(ConfigError):
+    """A file of an experiment's folder that is not what the experiment wrote (cut short,
+    edited by hand, another kind of file): it names the file and says to remove it, so that
+    the run is made again rather than scored as it reads."""
+
+
+def read_json(path: Path, remedy: str = "remove it to make it again (the other runs are "
+                                          "kept)") -> dict:
+    """The JSON object ``path`` holds, or a :class:`DamagedRunError` naming it."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise DamagedRunError(f"{path} cannot be read ({e}): {remedy}") from None
+    if not isinstance(data, dict):
+        raise DamagedRunError(f"{path} is not a JSON object as the experiment writes: {remedy}")
+    return data
+
+
+def _finite(value) -> bool:
+    """A real number that is finite as a float (a huge JSON integer is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def run_outcomes(path: Path, run: dict, key: str) -> dict[str, tuple[float, float]]:
+    """Per problem, the log of the shipped speedup and the profiling cost that the run file
+    ``path`` (read as ``run``) holds for ``key`` (``split/budget``); a missing cell, a speedup
+    that is not a number > 0 or a cost that is not a number >= 0 is a
+    :class:`DamagedRunError`."""
+    outcomes = run.get("outcomes")
+    cell = outcomes.get(key) if isinstance(outcomes, dict) else None
+    if not isinstance(cell, dict) or not cell:
+        raise DamagedRunError(f"{path} holds no outcomes for {key}: remove it to make it "
+                              "again (the other runs are kept)")
+    values = {}
+    for problem, outcome in cell.items():
+        speedup, cost = ((outcome.get("speedup"), outcome.get("cost"))
+                         if isinstance(outcome, dict) else (None, None))
+        if not (_finite(speedup) and _finite(cost) and speedup > 0 and cost >= 0):
+            raise DamagedRunError(
+                f"{path}: the outcome of {problem} at {key} is not a speedup > 0 and a cost "
+                f">= 0 ({str(outcome)[:80]}): remove the file to make it again (the other "
+                "runs are kept)")
+        values[problem] = (math.log(speedup), float(cost))
+    return values
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     name: str
@@ -324,11 +375,9 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
     """Trains ``spec``'s RL agent for ``seed`` (``autoprofiler train``'s run, in
     ``out/agents/<name>/seed-<n>``; a finished run there is loaded, not trained again) and
     returns its best model (kept by the validation evaluation during training)."""
-    import json as _json
-
     from agents.rl import load_run
     from agents.rl.config import read_config
-    from experiments.train import portable, train
+    from experiments.train import portable, read_run, train
 
     options = dict(spec.options)
     path = _rl_config_file(spec)
@@ -338,8 +387,7 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
     if config.env:  # the experiment's dataset and optimizer are the training's too
         train_config = train_config.replace(env=dict(train_config.env) | config.env)
     run_dir = out / "agents" / spec.name / f"seed-{seed}"
-    run_file = run_dir / "run.json"
-    run = _json.loads(run_file.read_text()) if run_file.is_file() else {}
+    run = read_run(run_dir) or {}
     status = run.get("status")
     if status == "finished":  # trained with the config as it was then
         from experiments.train import _as_json, _first_difference
@@ -378,6 +426,15 @@ def _sha256(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _chosen(path: Path) -> dict[str, str]:
+    """The fixed configurations a chosen row's run file names, by budget (or split/budget)."""
+    chosen = read_json(path).get("chosen")
+    if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
+        raise DamagedRunError(f"{path} does not name its chosen configurations: remove it to "
+                              "make it again (the other runs are kept)")
+    return chosen
 
 
 def _check_run(path: Path, made: dict | None, expected: dict, spec: AgentSpec,
@@ -469,7 +526,8 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
                 "dataset_sha256": dataset.metadata.get("sha256") if dataset else None}
     # the whole folder's settings: its trained agents are reused as its run files are
     stamp = out / "settings.json"
-    if stamp.is_file() and (made := json.loads(stamp.read_text())) != settings:
+    if stamp.is_file() and (made := read_json(stamp, "remove it (every run file is checked "
+                                                 "against the config as well)")) != settings:
         raise ConfigError(f"{out} holds runs and trained agents made with other settings "
                           f"({made}, not {settings}): give another --out, or remove {out} "
                           "to run it again")
@@ -493,14 +551,12 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     for spec, seed in jobs:
         path = _run_file(out, spec.name, seed)
         if path.is_file():
-            _check_run(path, json.loads(path.read_text()).get("settings"), expected(spec),
-                       spec, out)
+            _check_run(path, read_json(path).get("settings"), expected(spec), spec, out)
     # the fixed configuration chosen on the train split, per budget (read back from its run
     # file when that is written: a resumed experiment does not score the train split again)
     chosen_file = _run_file(out, TRAIN_CHOSEN, 0)
     if chosen_file.is_file():
-        chosen = {float(b): name for b, name in
-                  json.loads(chosen_file.read_text())["chosen"].items()}
+        chosen = {float(b): name for b, name in _chosen(chosen_file).items()}
     else:
         chosen = _choose_fixed(config)
     for spec, seed in tqdm(jobs, desc=f"experiment {config.name}", unit="run",
@@ -550,22 +606,31 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
         names = [n for n in names if n not in (HINDSIGHT, "oracle")]
     scores: dict = {}
     costs: dict = {}
+    problems: dict[str, tuple[Path, list[str]]] = {}  # per key: the first file's problems
     for name in names:
         seeds = config.seeds if name in {s.name for s in config.agents} else (
             # a fixed policy: once (seed 0), a stochastic one once per seed (the live
             # evaluation plays each fixed policy once)
             [s for s in config.seeds if _run_file(out, name, s).is_file()] or (0,))
-        runs = [json.loads(_run_file(out, name, seed).read_text()) for seed in seeds]
+        paths = [_run_file(out, name, seed) for seed in seeds]
+        runs = [read_json(path) for path in paths]
         for split in (config.splits if splits is None else
                       [s for s in config.splits if s in set(splits)]):
             for b in config.budgets:
                 key = f"{split}/{b:g}"
-                problems = sorted(runs[0]["outcomes"][key])
+                cells = [run_outcomes(path, run, key) for path, run in zip(paths, runs)]
+                for path, cell in zip(paths, cells):  # every row scores the same problems
+                    first = problems.setdefault(key, (path, sorted(cell)))
+                    if sorted(cell) != first[1]:
+                        raise DamagedRunError(
+                            f"{path} holds {len(cell)} problems at {key} where {first[0]} "
+                            f"holds {len(first[1])}, not the same ones: remove it to make it "
+                            "again (the other runs are kept)")
+                order = problems[key][1]
                 scores.setdefault((split, b), {})[name] = np.array(
-                    [[math.log(r["outcomes"][key][p]["speedup"]) for p in problems]
-                     for r in runs])
+                    [[cell[p][0] for p in order] for cell in cells])
                 costs.setdefault((split, b), {})[name] = float(np.mean(
-                    [[r["outcomes"][key][p]["cost"] for p in problems] for r in runs]))
+                    [[cell[p][1] for p in order] for cell in cells]))
     return {"scores": scores, "costs": costs}
 
 
@@ -594,9 +659,8 @@ def aggregate(config: ExperimentConfig, out: Path, oracle: bool = True,
         np.random.set_state(saved)
     for row in rows:
         row["resumed"] = _said_resumed(resumed.get(row["agent"], {}))
-    chosen = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
-    hindsight = (json.loads(_run_file(out, HINDSIGHT, 0).read_text())["chosen"] if oracle
-                 else {})
+    chosen = _chosen(_run_file(out, TRAIN_CHOSEN, 0))
+    hindsight = _chosen(_run_file(out, HINDSIGHT, 0)) if oracle else {}
     return {"rows": rows, "data": data, "chosen": chosen, "hindsight": hindsight,
             "resumed": resumed}
 
@@ -617,10 +681,10 @@ def _resumed(config: ExperimentConfig, out: Path) -> dict[str, dict[int, list[in
         for seed in config.seeds:
             run_file = trained / spec.name / f"seed-{seed}" / "run.json"
             try:
-                steps = json.loads(run_file.read_text()).get("resumed")
-            except (OSError, ValueError):
-                continue
-            if steps:
+                steps = read_json(run_file).get("resumed")
+            except DamagedRunError:
+                continue  # no record (the agent's training says so where it is resumed)
+            if isinstance(steps, list) and steps:
                 found.setdefault(spec.name, {})[seed] = [int(s) for s in steps]
     return found
 

@@ -162,7 +162,10 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
                 "agents": [{k: a[k] for k in ("name", "seed", "kind", "sha256")} for a in agents]}
     made_file = live_dir / "settings.json"
     if made_file.is_file():
-        made = json.loads(made_file.read_text())
+        from experiments.experiment import read_json
+
+        made = read_json(made_file, "remove it (every live outcome is checked against the "
+                                    "config as well)")
         if made != settings:
             raise ConfigError(f"{live_dir} was made with other settings or agents (a changed "
                               "config, or a run learned again): give another --out, or remove "
@@ -221,9 +224,13 @@ def _problems(config, out: Path) -> list[tuple[str, str]]:
     """(URI, split) of the problems the live runs play: those the experiment's replay runs
     played, per split (so that each live outcome has its replay twin), or those of
     ``live.problems``."""
-    from experiments.experiment import TRAIN_CHOSEN, ConfigError, _run_file
+    from experiments.experiment import TRAIN_CHOSEN, ConfigError, _run_file, read_json
 
-    outcomes = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["outcomes"]
+    path = _run_file(out, TRAIN_CHOSEN, 0)
+    outcomes = read_json(path).get("outcomes")
+    if not isinstance(outcomes, dict):
+        raise ConfigError(f"{path} holds no outcomes: remove it and run the replay experiment "
+                          "again (autoprofiler experiment does)")
     found = []
     for split in config.splits:
         key = f"{split}/{config.budgets[0]:g}"
@@ -241,8 +248,9 @@ def _problems(config, out: Path) -> list[tuple[str, str]]:
 def _agents(config, out: Path) -> list[dict]:
     """Every run the live units play, with what it needs to act in another process (a
     learned tree's file, an RL model's zip) and that artifact's sha256."""
-    from agents.rl import BEST_MODEL, RUN_FILE
-    from experiments.experiment import TRAIN_CHOSEN, ConfigError, _run_file
+    from agents.rl import BEST_MODEL
+    from experiments.experiment import TRAIN_CHOSEN, ConfigError, _chosen, _run_file
+    from experiments.train import read_run
 
     agents = []
 
@@ -264,13 +272,13 @@ def _agents(config, out: Path) -> list[dict]:
                 if not model.is_file():
                     raise ConfigError(f"{model}: no trained model; run the replay experiment "
                                       "first (autoprofiler experiment does)")
-                run = json.loads((run_dir / RUN_FILE).read_text())
+                run = read_run(run_dir) or {}
                 add(spec.name, seed, "rl", {"algorithm": run.get("algorithm"),
                                             "model": base64.b64encode(model.read_bytes()).decode()})
     for name in config.baselines:
         if name not in HINDSIGHT:
             add(name, 0, "baseline", {})
-    chosen = json.loads(_run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
+    chosen = _chosen(_run_file(out, TRAIN_CHOSEN, 0))
     add(TRAIN_CHOSEN, 0, "chosen", {"chosen": chosen})
     return agents
 
@@ -364,7 +372,7 @@ def _policy(agent: dict, env, budget: float, scratch: Path):
 def _assemble(config, out: Path, live_dir: Path, rows: list[dict], problems: list[str]) -> dict:
     """Writes the run files of the finished ``problems`` (the replay experiment's format)
     and aggregates them; with no problem finished, no rows."""
-    from experiments.experiment import TRAIN_CHOSEN, _run_file, aggregate
+    from experiments.experiment import TRAIN_CHOSEN, _chosen, _run_file, aggregate
 
     latest = {(r["agent"], r["seed"], r["budget"], r["uri"]): r for r in rows}
     finished = set(problems)
@@ -377,8 +385,7 @@ def _assemble(config, out: Path, live_dir: Path, rows: list[dict], problems: lis
             "speedup": r["shipped"], "cost": r["cost"], "sections": r["sections"],
             "candidate": r["candidate"]}
     if (TRAIN_CHOSEN, 0) in runs:  # what it chose, per budget, as the replay's file says
-        runs[TRAIN_CHOSEN, 0]["chosen"] = json.loads(
-            _run_file(out, TRAIN_CHOSEN, 0).read_text())["chosen"]
+        runs[TRAIN_CHOSEN, 0]["chosen"] = _chosen(_run_file(out, TRAIN_CHOSEN, 0))
     for (agent, seed), run in runs.items():
         write_atomic(_run_file(live_dir, agent, seed), (json.dumps(run) + "\n").encode())
     if not problems:
@@ -396,9 +403,9 @@ def compare(config, out: Path, runs: dict[tuple[str, int], dict], splits) -> lis
     share of episodes that collected the same sections and shipped the same candidate (None
     where the replay's run file predates storing candidates)."""
     from autoprofiler_env.scoring import geomean
-    from experiments.experiment import _run_file
+    from experiments.experiment import _run_file, read_json
 
-    replayed = {key: json.loads(_run_file(out, *key).read_text())["outcomes"] for key in runs}
+    replayed = {key: read_json(_run_file(out, *key)).get("outcomes") or {} for key in runs}
     names = list(dict.fromkeys(agent for agent, _ in runs))
     rows = []
     for split in (s for s in config.splits if s in splits):

@@ -996,6 +996,47 @@ def test_a_malformed_level_tag_or_name_is_refused(suite_part, tmp_path, where, v
     _refused(_damaged(suite_part, tmp_path, damage), says, record["uri"])
 
 
+def _first_metric(body, value):
+    """Sets the first numeric metric of the first problem's first profiled kernel."""
+    for profile in body["problems"][0]["profiles"].values():
+        for kernel in profile["kernels"]:
+            for name, old in kernel["metrics"].items():
+                if isinstance(old, float):
+                    kernel["metrics"][name] = value
+                    return
+
+
+@pytest.mark.parametrize("value, says", [
+    (float("nan"), "is nan, not a finite number or a string (ncu's value)"),
+    (float("inf"), "is inf, not a finite number or a string"),
+    (10 ** 400, "not a finite number or a string"),
+    (None, "is None, not a finite number or a string"),
+    ("abc", "is 'abc': a metric is a number in every kernel or a string in every kernel"),
+])
+def test_a_kernel_metric_that_is_not_ncus_value_is_refused(suite_part, tmp_path, value, says):
+    """Every metric set to NaN loaded, and every profile-driven agent silently scored as no
+    profile (a reviewer's run); a number replaced by a string, which the optimizer cannot
+    read, loaded too."""
+    uri = json.loads(suite_part)["problems"][0]["uri"]
+    path = _damaged(suite_part, tmp_path, lambda body: _first_metric(body, value))
+    message = _refused(path, says)
+    assert ".kernels[" in message and "].metrics[" in message and uri in message
+
+
+@pytest.mark.parametrize("sections, says", [
+    ([], "sections is '[]', not a non-empty list of section names"),
+    ("SpeedOfLight", "sections is 'SpeedOfLight', not a non-empty list"),
+    (["SpeedOfLight", 3], "a list holding 3, not a section's name"),
+    (["SpeedOfLight", "Occupancy", "SpeedOfLight"], "naming 'SpeedOfLight' twice"),
+])
+def test_a_dataset_whose_sections_are_not_a_list_of_distinct_names_is_refused(
+        suite_part, tmp_path, sections, says):
+    """The sections are the environment's actions: none failed later in Gymnasium's own
+    words, a string was read as its characters, a duplicate made an action twice."""
+    path = _damaged(suite_part, tmp_path, lambda body: body.update(sections=sections))
+    _refused(path, says)
+
+
 def test_a_candidate_or_transformation_unknown_to_the_catalogue_loads(suite_part, tmp_path):
     """What is not certainly malformed loads: a KernelBench dataset's candidates are not the
     suite's, and another version's catalogue may name others."""

@@ -573,6 +573,74 @@ def test_the_best_fixed_configuration_in_hindsight_is_the_strongest_fixed_row(tm
         assert float(cell[TRAIN_CHOSEN]["x_best_fixed"]) <= 1.0
 
 
+def _cut(path):
+    path.write_text(path.read_text()[:300])
+
+
+def _list(path):
+    path.write_text("[]")
+
+
+def _garbled_speedup(path):
+    run = json.loads(path.read_text())
+    cell = run["outcomes"]["test/0.25"]
+    cell[next(iter(cell))]["speedup"] = "abc"
+    path.write_text(json.dumps(run))
+
+
+def _huge_cost(path):
+    run = json.loads(path.read_text())
+    cell = run["outcomes"]["test/0.5"]
+    text = json.dumps(run).replace(f'"cost": {json.dumps(cell[next(iter(cell))]["cost"])}',
+                                   '"cost": 1' + "0" * 400, 1)
+    path.write_text(text)
+
+
+def _one_problem_fewer(path):
+    run = json.loads(path.read_text())
+    cell = run["outcomes"]["test/0.25"]
+    del cell[next(iter(cell))]
+    path.write_text(json.dumps(run))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (_cut, r"cannot be read \(.*\): remove it to make it again"),
+    (_list, "is not a JSON object as the experiment writes: remove it"),
+    (_garbled_speedup, r"the outcome of .* at test/0.25 is not a speedup > 0 and a cost >= 0"),
+    (_huge_cost, r"the outcome of .* at test/0.5 is not a speedup > 0 and a cost >= 0"),
+    (_one_problem_fewer, r"holds 23 problems at test/0.25 where .* holds 24, not the same "
+                         r"ones: remove it"),
+])
+def test_a_damaged_run_file_is_named_when_the_experiment_resumes(tmp_path, damage, message):
+    """A run file cut short, edited by hand or of another kind is an error naming it (and
+    saying to remove it), never a traceback from the statistics, nor scored as it reads."""
+    from experiments.experiment import DamagedRunError, _run_file
+
+    config = _config(tmp_path, BASELINES_ONLY)
+    out = tmp_path / "out"
+    run_experiment(config, out, progress=False)
+    path = _run_file(out, "set:full", 0)
+    damage(path)
+    with pytest.raises(DamagedRunError, match=message) as caught:
+        run_experiment(config, out, progress=False)
+    assert str(path) in str(caught.value)
+    path.unlink()  # as the error says: that run alone is made again
+    run_experiment(config, out, progress=False)
+
+
+def test_a_damaged_settings_file_says_to_remove_it(tmp_path):
+    from experiments.experiment import DamagedRunError
+
+    config = _config(tmp_path, BASELINES_ONLY)
+    out = tmp_path / "out"
+    run_experiment(config, out, progress=False)
+    (out / "settings.json").write_text("{")
+    with pytest.raises(DamagedRunError, match=r"settings.json cannot be read .*: remove it"):
+        run_experiment(config, out, progress=False)
+    (out / "settings.json").unlink()
+    run_experiment(config, out, progress=False)
+
+
 @pytest.mark.parametrize("name", [HINDSIGHT, "fixed [best in hindsight]", "oracle"])
 def test_an_agent_named_as_a_row_the_experiment_adds_is_refused(tmp_path, name):
     """Its runs would share the folder of the row's (runs/fixed--best-in-hindsight-/): the

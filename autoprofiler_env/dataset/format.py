@@ -58,7 +58,10 @@ gzip or is damaged (a flipped byte, a truncation), one of any other schema, one 
 does not match, one whose values are out of range (:meth:`ProblemRecord.invalid`: a
 speedup that is not a positive number, a NaN or negative time, cost or static feature, a
 correct outcome without a speedup, a split other than train, val and test, a level that is
-not an integer, tags that are not a list of strings), one whose metadata names a tolerance
+not an integer, tags that are not a list of strings; a kernel metric that is not a finite
+number or a string, or a number in one kernel and a string in another:
+:func:`_invalid_metrics`), one whose ``sections`` is not a non-empty list of distinct names
+(the environment's actions), one whose metadata names a tolerance
 that is not a mapping or an optimizer no backend knows, and one with a problem lacking the
 profile of one of its ``sections`` (a build keeps only the problems with all of them), which
 would otherwise fail later, far from the file, or give a wrong result.
@@ -191,6 +194,53 @@ def _invalid_outcome(where: str, o: Outcome) -> str | None:
         for dtype, value in needed.items():
             if type(dtype) is not str or not _NON_NEGATIVE_OR_INF[1](value):
                 return _bad(f"{where}.tolerance_needed[{dtype!r}]", value, _NON_NEGATIVE_OR_INF)
+    return None
+
+
+def _metric_value(value) -> bool:
+    """A kernel's metric as ncu gives it: a finite number, or a string (an enumeration such as
+    ``launch__func_cache_config``'s ``CachePreferNone``)."""
+    if type(value) is str:
+        return True
+    if type(value) not in (int, float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _invalid_metrics(record: ProblemRecord, kinds: dict[str, tuple]) -> str | None:
+    """The first kernel metric of ``record`` that is not a finite number or a string, or that
+    is a number where the file has it as a string elsewhere or the reverse (``kinds``: each
+    metric's kind, value and place as first seen, over the whole file), said; None when all
+    are."""
+    for section, profile in record.profiles.items():
+        for i, kernel in enumerate(profile.kernels):
+            for metric, value in kernel.metrics.items():
+                where = f"profiles[{section!r}].kernels[{i}].metrics[{metric!r}]"
+                kind = type(value)
+                if kind is not str and not _metric_value(value):
+                    return _bad(where, value, ("a finite number or a string (ncu's value)",))
+                kind = str if kind is str else float
+                seen = kinds.setdefault(metric, (kind, value, f"{record.uri}'s {where}"))
+                if seen[0] is not kind:
+                    return (f"{where} is {value!r} and {seen[2]} is {seen[1]!r}: a metric is a "
+                            "number in every kernel or a string in every kernel")
+    return None
+
+
+def _invalid_sections(sections) -> str | None:
+    """What is wrong with a dataset's ``sections`` (the environment's actions), said; None
+    when it is a non-empty list of distinct section names."""
+    if type(sections) is not list or not sections:
+        return f"{str(sections)[:60]!r}, not a non-empty list of section names"
+    bad = next((x for x in sections if type(x) is not str or not x), None)
+    if bad is not None:
+        return f"a list holding {bad!r}, not a section's name"
+    twice = next((x for i, x in enumerate(sections) if x in sections[:i]), None)
+    if twice is not None:
+        return f"a list naming {twice!r} twice (each section is one action)"
     return None
 
 
@@ -417,6 +467,9 @@ class ProblemRecord:
                 if duration is not None and not _NON_NEGATIVE[1](duration):
                     return _bad(f"profiles[{section!r}].kernels[{i}].duration_ns", duration,
                                 _NON_NEGATIVE)
+                if type(kernel.metrics) is not dict:
+                    return _bad(f"profiles[{section!r}].kernels[{i}].metrics", kernel.metrics,
+                                ("a mapping of metric name to value",))
         return None
 
 
@@ -562,7 +615,7 @@ class DatasetFile:
                 problems[uri] = ProblemRecord.from_dict(_upgrade(d, schema))
             uri = None
             metadata = {**body["metadata"], "sha256": actual}
-            sections = tuple(body["sections"])
+            sections = body["sections"]
         except _BadValue as e:
             raise DatasetError(f"{path}: {uri}: {e}; the file was written with a bad value: "
                                f"{_REPAIR}") from e
@@ -573,8 +626,12 @@ class DatasetFile:
         if why is not None:
             raise DatasetError(f"{path}: {why}; the file was written with a bad value: "
                                f"{_REPAIR}")
+        why = _invalid_sections(sections)
+        if why is not None:
+            raise DatasetError(f"{path}: sections is {why}; {_REPAIR}")
+        kinds: dict[str, tuple] = {}  # each metric is a number everywhere, or a string
         for uri, record in problems.items():
-            why = record.invalid()
+            why = record.invalid() or _invalid_metrics(record, kinds)
             if why is not None:
                 raise DatasetError(f"{path}: {uri}: {why}; the file was written with a bad "
                                    f"value: {_REPAIR}")
@@ -584,4 +641,4 @@ class DatasetFile:
                     f"{path}: {uri}: profiles lacks the section {missing[0]!r} ({len(missing)} "
                     f"of the dataset's {len(sections)} sections missing; a build keeps only "
                     f"the problems with every section's profile); {_REPAIR}")
-        return cls(metadata, sections, problems)
+        return cls(metadata, tuple(sections), problems)
