@@ -509,6 +509,9 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     fixed = {}  # a spec that names nothing is an error now, not after hours of training
     try:
         envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
+    except (ValueError, AutoProfilerError) as e:
+        raise ConfigError(f"{config.path}: env: {e}") from None
+    try:
         for name in config.baselines:
             fixed[name] = load(name, envs[config.splits[0]])
             fixed[name].name = name  # named by the spec, as in the leaderboard

@@ -124,6 +124,15 @@ def test_a_bad_config_is_one_error_naming_the_key(tmp_path, text, message):
         _config(tmp_path, text)
 
 
+def test_an_environment_that_cannot_be_made_is_the_env_keys_error(tmp_path):
+    """A missing dataset named in env: was reported as the baselines' error."""
+    config = _config(tmp_path, f"name: x\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\n"
+                               f"env: {{dataset: {tmp_path / 'nope.json.gz'}}}\n"
+                               "baselines: [no-profile]\n")
+    with pytest.raises(ConfigError, match=r"exp.yaml: env: no dataset file at .*nope.json.gz"):
+        run_experiment(config, tmp_path / "out", progress=False)
+
+
 def test_an_unknown_experiment_config_lists_the_experiment_configs():
     from experiments.experiment import config_path
 
