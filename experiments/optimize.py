@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from autoprofiler_env.errors import AutoProfilerError, MachineError
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 
 BUDGET_UNITS = ("passes", "sections")
@@ -248,8 +249,7 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     from agents.tree.policy import TreePolicy
     from autoprofiler_env.envs.backends.base import llm_model
 
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or \
-            not math.isfinite(budget) or budget <= 0:
+    if not is_finite_number(budget) or budget <= 0:
         raise ValueError(f"the budget must be a number > 0 (a fraction of the full set's cost), "
                          f"got {budget!r}")
     if import_timeout_s is not None and not 0 < import_timeout_s < math.inf:

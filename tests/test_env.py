@@ -414,6 +414,8 @@ def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, endi
     ({"budget": math.inf}, ValueError, "budget must be a finite number > 0"),
     ({"budget": 0}, ValueError, "budget must be a finite number > 0"),
     ({"budget": "0.25"}, ValueError, "budget must be a finite number > 0"),
+    ({"budget": 10**400}, ValueError, "budget must be a finite number > 0"),
+    ({"budget_range": [0.05, 10**400]}, ValueError, "budget_range must be a list"),
     ({"cost_penalty": math.nan}, ValueError, "cost_penalty must be a finite number >= 0"),
     ({"cost_penalty": -0.1}, ValueError, "cost_penalty must be a finite number >= 0"),
     ({"incorrect_reward": math.nan}, ValueError, "incorrect_reward must be None or a finite"),
@@ -423,7 +425,8 @@ def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, endi
     ({"problems": [RELU, 3]}, ValueError, "problem URI strings, got 3"),
     ({"problems": [RELU, "problem://nope"]}, NotRecordedError,
      r"holds no problem 'problem://nope'; it holds 12 problems: problem://autoprofiler/v1/"),
-], ids=["budget-nan", "budget-inf", "budget-0", "budget-str", "penalty-nan",
+], ids=["budget-nan", "budget-inf", "budget-0", "budget-str", "budget-huge-int",
+        "budget-range-huge-int", "penalty-nan",
         "penalty-negative", "incorrect-nan", "incorrect-inf", "problems-empty",
         "problems-str", "problems-int", "problems-unknown"])
 def test_bad_make_kwargs_fail_at_construction_saying_what_is_accepted(study_dataset, kwargs,

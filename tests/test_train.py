@@ -228,6 +228,9 @@ BAD = [
     (lambda c, o: o["eval"].update(frequncy=5), r"autoprofiler.eval.frequncy: unknown key "
                                                 r"\(did you mean autoprofiler.eval.frequency\?\)"),
     (lambda c, o: o["eval"].update(budgets=[]), r"autoprofiler.eval.budgets: a non-empty list"),
+    (lambda c, o: o["eval"].update(budgets=[10**400]),  # YAML reads 1 and 400 zeros as an int
+     r"autoprofiler.eval.budgets: a non-empty list"),
+    (lambda c, o: c.update(gamma=10**400), r"AutoProfiler-v0.gamma: a number"),
     (lambda c, o: o["eval"].update(split="validation"),
      r"autoprofiler.eval.split: one of train, val, test"),
 ]

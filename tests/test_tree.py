@@ -85,6 +85,8 @@ def test_a_tree_round_trips_through_its_file(tmp_path):
       "else": {"stop": True}}, "did you mean log_flops"),
     ({"if": {"feature": "log_flops", "at_least": "big"}, "then": {"stop": True},
       "else": {"stop": True}}, "at_least must be a finite number"),
+    ({"if": {"feature": "log_flops", "at_least": 10**400}, "then": {"stop": True},
+      "else": {"stop": True}}, "at_least must be a finite number"),  # no float holds it
     ({"if": {"colour": "red", "at_least": 1}, "then": {"stop": True}, "else": {"stop": True}},
      "a condition reads one of metric, finding, feature, budget"),
     ({"collect": "Occupancy"}, "a node has the keys"),

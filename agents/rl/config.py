@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.numeric import is_finite_number
 
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn")
 VEC_ENVS = ("dummy", "subproc")
@@ -231,7 +232,7 @@ def config_from_dict(given: Any, source: str = "config",
         raise fail(f"{at}split", f"one of {', '.join(SPLITS)}, got {split!r}")
     budgets = evaluation.get("budgets", list(EvalConfig.budgets))
     if (not isinstance(budgets, list) or not budgets
-            or not all(_number(b) and math.isfinite(b) and b > 0 for b in budgets)):
+            or not all(is_finite_number(b) and b > 0 for b in budgets)):
         raise fail(f"{at}budgets", f"a non-empty list of budgets > 0 (fractions of the full "
                    f"set's cost), e.g. [0.1, 0.25, 0.5, 1.0]; got {budgets!r}")
     return TrainConfig(algorithm=algorithm, policy=policy, hyperparameters=hyperparameters,
@@ -428,7 +429,7 @@ def _check_hyperparameters(hyperparameters: dict, cls, fail, at: str) -> None:
         elif isinstance(default, bool):
             if not isinstance(value, bool):
                 raise fail(name, f"true or false, got {value!r}")
-        elif _number(default) and not (_number(value) and math.isfinite(value)):
+        elif _number(default) and not is_finite_number(value):
             raise fail(name, f"a number, got {value!r}")
 
 

@@ -51,6 +51,7 @@ from typing import Any, Iterator, Union
 
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.numeric import is_finite_number
 
 FORMAT = "autoprofiler-tree"
 VERSION = 1
@@ -295,8 +296,7 @@ def check(root: Node, vocab: Vocabulary | None = None) -> None:
                 shown = ", ".join(names) if len(names) <= 30 else f"{len(names)} names"
                 raise TreeFormatError(f"{path}: {c.kind} {c.name!r} is not known"
                                       f"{_close(c.name, names)}; the {c.kind}s are {shown}")
-            if not (isinstance(c.at_least, (int, float)) and not isinstance(c.at_least, bool)
-                    and math.isfinite(c.at_least)):
+            if not is_finite_number(c.at_least):
                 raise TreeFormatError(f"{path}: at_least must be a finite number, got "
                                       f"{c.at_least!r}")
             source = vocab.source(c)
@@ -351,8 +351,7 @@ def condition_from_dict(data: Any, path: str = "if") -> Condition:
                               f"{kind!r}")
     if not isinstance(name, str):
         raise TreeFormatError(f"{path}: {kind} names a value, got {_short(name)}")
-    if isinstance(at_least, bool) or not isinstance(at_least, (int, float)) or \
-            not math.isfinite(at_least):
+    if not is_finite_number(at_least):
         raise TreeFormatError(f"{path}: at_least must be a finite number, got "
                               f"{_short(at_least)}")
     return Condition(kind, name, float(at_least))

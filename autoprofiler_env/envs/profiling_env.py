@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import reprlib
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
@@ -29,6 +28,7 @@ from autoprofiler_env.errors import (
     RenderModeError,
     UnknownProblemError,
 )
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
@@ -674,8 +674,7 @@ def write_records(records: list[EpisodeRecord], path: Path) -> None:
 
 def _finite(name: str, value, accepted: str) -> float:
     """``value`` as a float, or a ``ValueError`` saying what ``name`` accepts."""
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
-            or not math.isfinite(float(value))):
+    if not is_finite_number(value):
         raise ValueError(f"{name} must be {accepted}, got {value!r}")
     return float(value)
 

@@ -69,6 +69,7 @@ from autoprofiler_env.harness.records import (
 from autoprofiler_env.harness.static_check import check_source
 from autoprofiler_env.harness.wire import WireError
 from autoprofiler_env.harness.worker import out_of_memory, return_cached
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.problems.problem import Problem
 
 TIMEOUT_S = 300.0
@@ -151,7 +152,7 @@ def _nbytes(leaves: list) -> int:
 def _times(header: dict, n: int) -> list[float]:
     times = header.get("times_ms")
     if not (isinstance(times, list) and len(times) == n and all(
-            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+            is_finite_number(t)
             and t >= 0 for t in times)):
         raise WireError(f"'times_ms' is not a list of {n} finite, non-negative numbers")
     return [float(t) for t in times]
@@ -598,7 +599,7 @@ class Evaluator:
             header, _ = self._ask(worker, {"op": "warmup", "seed": config.seed + 1,
                                            "ms": config.warmup_ms}, deadline, state)
         per_call = header.get("per_call_ms")
-        if not isinstance(per_call, (int, float)) or not math.isfinite(per_call):
+        if not is_finite_number(per_call):
             raise WireError("'per_call_ms' is not a number")
         candidate_ms = min(max(float(per_call), 1e-4), self.timeout_s * 1e3)
         with state.phase("timing"):

@@ -9,10 +9,10 @@ launchers and returns ``(sites, kernel sources, launchers)``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.optimizers.triton.templates import (
     _LAYER_NORM,
     _NORM,
@@ -34,8 +34,7 @@ from autoprofiler_env.optimizers.triton.trace import (
 
 
 def _is_number(x) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)
-            and math.isfinite(float(x)))
+    return isinstance(x, (int, float)) and is_finite_number(x)
 
 
 def _lit(x) -> str:
