@@ -266,6 +266,25 @@ def test_each_unusable_edit_says_why_and_the_others_are_kept():
     assert reasons[5].startswith("edit 7: changes nothing")
 
 
+def test_huge_integers_in_a_reply_are_named_not_a_crash():
+    huge = "1" + "0" * 400  # JSON reads it as an int no float holds
+    threshold = _reply({"op": "split", "node": 0, "if": {"feature": "log_flops",
+                                                         "at_least": 123456789},
+                        "then": {"stop": True}}, SPLIT_ON_FLOPS).replace("123456789", huge)
+    parsed = parse_reply(threshold, _feedback(), 4)
+    assert parsed.edits == [SPLIT_ON_FLOPS]
+    assert parsed.unusable[0].startswith("edit 1: if: at_least must be a finite number, got 1000")
+    node = '{"edits": [{"op": "rewrite", "node": %s, "with": {"stop": true}}]}'
+    assert parse_reply(node % huge, _feedback(), 4).unusable[0].startswith(
+        "edit 1: no node 1000")  # shortened: 400 digits told back to the model say nothing
+    assert len(parse_reply(node % huge, _feedback(), 4).unusable[0]) < 130
+    # more digits than Python reads from text: the reply does not decode, and says why, not
+    # "got {"stop": true}" (the inner object that did decode)
+    with pytest.raises(LLMError, match=r'^no_json: the reply\'s "node" is an integer of 5001 '
+                                       r"digits, too long to read: a node number is one of"):
+        parse_reply(node % ("1" + "0" * 5000), _feedback(), 4)
+
+
 def test_edits_beyond_n_are_dropped():
     parsed = parse_reply(_reply(OCCUPANCY_ON_ELSE, SPLIT_ON_FLOPS, UNKNOWN_SECTION), _feedback(),
                          1)

@@ -33,6 +33,7 @@ from agents.tree.nodes import (
     Tree,
     TreeFormatError,
     Vocabulary,
+    _short,
     check,
     condition_from_dict,
     node_from_dict,
@@ -74,7 +75,8 @@ class Split:
     def apply(self, tree: Tree, vocab: Vocabulary | None = None) -> Tree:
         nodes = tree.nodes()
         if not 0 <= self.node < len(nodes):
-            raise TreeFormatError(f"no node {self.node}: the tree has nodes 0-{len(nodes) - 1}")
+            raise TreeFormatError(f"no node {_short(self.node)}: the tree has nodes "
+                                  f"0-{len(nodes) - 1}")
         root = replace_node(tree.root, self.node,
                             Branch(self.condition, self.new, nodes[self.node]))
         check(root, vocab)
@@ -99,7 +101,8 @@ def edit_from_dict(data: Any) -> Edit:
                               '{"op": "split", "node": N, "if": CONDITION, "then": NODE}')
     node = data.get("node")
     if isinstance(node, bool) or not isinstance(node, int):
-        raise TreeFormatError(f"an edit's node is a node number (an integer), got {node!r}")
+        raise TreeFormatError(f"an edit's node is a node number (an integer), got "
+                              f"{_short(node)}")
     if data["op"] == "rewrite":
         if set(data) != {"op", "node", "with"}:
             raise TreeFormatError(f"a rewrite has the keys op, node, with; got {sorted(data)}")

@@ -200,7 +200,7 @@ def replace_node(root: Node, index: int, new: Node) -> Node:
 
     n = sum(1 for _ in walk(root))
     if not 0 <= index < n:
-        raise TreeFormatError(f"no node {index}: the tree has nodes 0-{n - 1}")
+        raise TreeFormatError(f"no node {_short(index)}: the tree has nodes 0-{n - 1}")
     return rebuild(root)
 
 

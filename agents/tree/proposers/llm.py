@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 import urllib.parse
 from collections import Counter
@@ -331,10 +332,14 @@ def extract_json(text: str) -> object:
     """
     text = text[:REPLY_CHARS]
     found: list[object] = []
+    too_long: list[_LongInteger] = []
 
     def decode(candidate: str) -> bool:
         try:
-            found.append(json.loads(candidate))
+            found.append(json.loads(candidate, parse_int=_json_int))
+        except _LongInteger as e:
+            too_long.append(e)
+            return False
         except (ValueError, RecursionError):
             return False
         return True
@@ -344,7 +349,7 @@ def extract_json(text: str) -> object:
     for block in _fenced_blocks(text):
         if decode(block.strip()) and _is_reply(found[-1]):
             return found[-1]
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_int=_json_int)
     start, tries = 0, 0
     while tries < 200:  # bounded: each raw_decode may read to the end of the text
         at = min((i for i in (text.find("{", start), text.find("[", start)) if i >= 0),
@@ -354,13 +359,17 @@ def extract_json(text: str) -> object:
         tries += 1
         try:
             value, end = decoder.raw_decode(text, at)
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError) as e:
+            if isinstance(e, _LongInteger):
+                too_long.append(e)
             start = at + 1
             continue
         found.append(value)
         if _is_reply(value):
             return value
         start = end
+    if too_long:  # the reply's JSON, unread for it: not an inner object that did decode
+        raise LLMError("no_json", too_long[0].explain(text))
     for value in sorted(found, key=lambda v: not isinstance(v, (dict, list))):
         return value  # not a reply: parse_reply says what it is
     preview = " ".join(text.split())[:200]
@@ -389,6 +398,32 @@ def _fenced_blocks(text: str) -> list[str]:
         if close < 0:
             return blocks
         start = close + 3
+
+
+class _LongInteger(ValueError):
+    """A JSON integer with more digits than Python converts from text
+    (``sys.get_int_max_str_digits()``, 4300 by default): the whole JSON value holding it does
+    not decode. Told apart from other undecodable text so that the reply is refused for it,
+    not read as whatever inner object did decode (a ``{"stop": true}``)."""
+
+    def __init__(self, digits: str) -> None:
+        self.digits = digits.lstrip("-")
+        super().__init__(f"an integer of {len(self.digits)} digits")
+
+    def explain(self, text: str) -> str:
+        """What is wrong, naming the key that holds the integer where the text shows it."""
+        match = re.search(r'"([^"\\]{1,40})"\s*:\s*-?' + self.digits[:40], text)
+        where = f'"{match.group(1)}"' if match else "a number"
+        return (f"the reply's {where} is an integer of {len(self.digits)} digits, too long to "
+                "read: a node number is one of the tree's (as the prompt numbers them), a "
+                "threshold a number of ordinary size")
+
+
+def _json_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # only the limit on digits makes int() refuse JSON's digits
+        raise _LongInteger(text) from None
 
 
 def parse_reply(text: str, feedback: Feedback, n: int) -> ParsedReply:
