@@ -3,6 +3,7 @@ learner (deterministic, resumable) and the learn-tree command."""
 
 import json
 import math
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -398,6 +399,38 @@ def test_a_corrupted_log_is_an_error_not_a_fresh_start(small, tmp_path):
     log.write_text("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
     with pytest.raises(AutoProfilerError, match="line 2 is not JSON"):
         learn(tr, va, SearchProposer(0), LearnConfig(rounds=3), log=log, progress=False)
+
+
+def _bogus(line: dict) -> dict:
+    kept = {"op": "rewrite", "node": 0, "with": {"collect": "Bogus", "next": {"stop": True}}}
+    line["proposals"][line["accepted"]]["edit"] = kept
+    return line
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda line: [], r"line \d+ is corrupted \(a log line is a JSON object, not list\)"),
+    (lambda line: line | {"accepted": 99}, r"line \d+ is corrupted \(its accepted is not the "
+                                           r"index of one of its \d+ proposals\)"),
+    (lambda line: {k: v for k, v in line.items() if k != "train_objective"},
+     r"line \d+ is corrupted \(its train_objective is not a finite number\)"),
+    (lambda line: line | {"validation_objective": "high"},
+     r"line \d+ is corrupted \(its validation_objective is not a finite number\)"),
+    (_bogus, r"round \d+ is corrupted \(the edit it kept does not apply to the tree of the "
+             r"rounds before it: .*'Bogus'"),
+], ids=["not-an-object", "accepted-out-of-range", "no-train-objective", "objective-a-string",
+        "kept-edit-unknown-section"])
+def test_a_log_line_of_json_but_not_a_round_is_an_error_naming_it(small, tmp_path, change,
+                                                                  message):
+    tr, va = small
+    log = tmp_path / "log.jsonl"
+    learn(tr, va, SearchProposer(1), LearnConfig(rounds=5), log=log, progress=False)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    at = next(i for i, line in enumerate(lines) if line.get("accepted") is not None)
+    lines[at] = change(lines[at])
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(AutoProfilerError, match=f"^{re.escape(str(log))}: {message}.*"
+                                                "start a new run with another --out"):
+        learn(tr, va, SearchProposer(1), LearnConfig(rounds=5), log=log, progress=False)
 
 
 def test_fewer_rounds_than_the_log_holds_give_the_tree_of_that_many_rounds(small, tmp_path):

@@ -57,6 +57,7 @@ from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposer, prop
 from autoprofiler_env.envs.backends import Hindsight
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.evaluation import rollout
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.oracle import best_affordable
 from autoprofiler_env.scoring import shipped_speedup
 
@@ -240,8 +241,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     best_round, accepted = 0, 0
     for line in lines:
         if line.get("accepted") is not None:
-            current = edit_from_dict(line["proposals"][line["accepted"]]["edit"]).apply(
-                current, train.vocab)
+            current = _replay(line, current, train.vocab, log)
             accepted += 1
             if (line["validation_objective"], line["train_objective"]) > best[:2]:
                 best = (line["validation_objective"], line["train_objective"], current)
@@ -410,6 +410,47 @@ def _differences(old, new, first: dict, header: dict, path: str = "") -> list[st
     return [f"{path}: {_show(old)} in the log, {_show(new)} now"]
 
 
+def _replay(line: dict, tree: Tree, vocab, log) -> Tree:
+    """``tree`` with the edit that round ``line`` kept; an error naming the log and the
+    round where that edit does not apply (the log was edited, or is of another start)."""
+    try:
+        return edit_from_dict(line["proposals"][line["accepted"]]["edit"]).apply(tree, vocab)
+    except TreeFormatError as e:
+        raise AutoProfilerError(f"{log}: round {line['round']} is corrupted (the edit it kept "
+                                f"does not apply to the tree of the rounds before it: {e}): "
+                                "start a new run with another --out") from None
+
+
+def _line_problem(line) -> str | None:
+    """What makes a decoded log line unusable, or None. A round line is checked here, once,
+    for every field that resuming reads (its number, its objectives, its kept edit), so that
+    a hand-edited log is one error naming its line, not a KeyError where it is used."""
+    if not isinstance(line, dict):
+        return f"a log line is a JSON object, not {type(line).__name__}"
+    if line.get("kind") != "round":
+        return None
+    number, proposals, accepted = line.get("round"), line.get("proposals"), line.get("accepted")
+    if isinstance(number, bool) or not isinstance(number, int):
+        return "its round is not a whole number"
+    for key in ("train_objective", "validation_objective"):
+        if not is_finite_number(line.get(key)):
+            return f"its {key} is not a finite number"
+    if not isinstance(line.get("summary"), str):
+        return "its summary is not a string"
+    if not isinstance(proposals, list) or not all(isinstance(p, dict) for p in proposals):
+        return "its proposals are not a list of objects"
+    if accepted is None:
+        return None
+    if isinstance(accepted, bool) or not isinstance(accepted, int) or \
+            not 0 <= accepted < len(proposals):
+        return f"its accepted is not the index of one of its {len(proposals)} proposals"
+    try:
+        edit_from_dict(proposals[accepted].get("edit"))
+    except TreeFormatError as e:
+        return f"its kept edit is not an edit: {e}"
+    return None
+
+
 def _resume(log, header: dict, vocab) -> list[dict]:
     """The round lines of an earlier run of the same settings in ``log`` (none for a new
     log); an error for a log of other settings."""
@@ -422,13 +463,18 @@ def _resume(log, header: dict, vocab) -> list[dict]:
         if not text.strip():
             continue
         try:
-            lines.append(json.loads(text))
+            line = json.loads(text)
         except ValueError:
             if i >= len(raw) - 2:  # a last line cut by an interruption
                 dropped = True
                 break
             raise AutoProfilerError(f"{log}: line {i + 1} is not JSON: the log is corrupted "
                                     "(start a new run with another --out)") from None
+        problem = _line_problem(line)
+        if problem:
+            raise AutoProfilerError(f"{log}: line {i + 1} is corrupted ({problem}): start a "
+                                    "new run with another --out")
+        lines.append(line)
     if not lines or lines[0].get("kind") != "start":
         raise AutoProfilerError(f"{log}: not a learn-tree log (its first line is not the "
                                 "run's settings)")
