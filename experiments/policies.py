@@ -40,6 +40,7 @@ a resumed experiment refuses the runs of a file changed since.
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import os
 import sys
@@ -278,6 +279,7 @@ def made(thing, env, spec: str):
     an object without ``predict`` is a :class:`PolicySpecError`."""
     policy = thing
     if isinstance(thing, type) or (not hasattr(thing, "predict") and callable(thing)):
+        _takes_the_environment(thing, spec)
         policy = thing(env)
     if not callable(getattr(policy, "predict", None)):
         made_by = (f"{getattr(thing, '__qualname__', thing)}(env) returned "
@@ -293,6 +295,28 @@ def made(thing, env, spec: str):
     if isinstance(policy, BaseAlgorithm):
         _fitting(policy, env, spec)
     return policy
+
+
+def _takes_the_environment(thing, spec: str) -> None:
+    """A :class:`PolicySpecError` for a class or function whose signature cannot take the
+    environment as its one argument. Checked on the signature, before the call: a TypeError
+    of the call itself would look the same as one raised inside a correct constructor's
+    body, which is the policy's own error and is left to surface as it is."""
+    try:
+        signature = inspect.signature(thing)
+    except (TypeError, ValueError):  # no signature to read (some built-ins): just called
+        return
+    try:
+        signature.bind(object())
+    except TypeError as e:
+        name = getattr(thing, "__qualname__", None) or type(thing).__name__
+        raise PolicySpecError(
+            f"--policy {spec}: {name}{signature} cannot be called with the environment ({e}): "
+            "give a class whose __init__ takes it (def __init__(self, env)) or a function "
+            "f(env), either returning a policy: an object with stable-baselines3's "
+            "predict(observation, state=None, episode_start=None, deterministic=False[, "
+            "action_masks=None]) -> (action, state) (autoprofiler_env/policy.py); or such "
+            "an object itself") from None
 
 
 def _imported(spec: str):

@@ -121,6 +121,39 @@ def test_a_py_spec_that_names_nothing_says_what(here):
     assert load("py:mine_errors:nested.Policy", env).stochastic  # a dotted attribute
 
 
+NOT_TAKING_THE_ENV = '''
+class NoEnv:
+    def __init__(self):
+        pass
+
+
+def two(env, extra):
+    pass
+
+
+class Raises:
+    def __init__(self, env):
+        raise TypeError("a bug inside a correct constructor")
+'''
+
+
+def test_a_py_class_or_function_that_does_not_take_the_env_says_what_it_must_be(here):
+    env = gym.make("AutoProfiler-v0", split="test")
+    (here / "mine_signatures.py").write_text(NOT_TAKING_THE_ENV)
+    from experiments.policies import PolicySpecError
+
+    for spec, shown in [("py:mine_signatures:NoEnv", r"NoEnv\(\)"),
+                        ("py:mine_signatures:two", r"two\(env, extra\)")]:
+        with pytest.raises(PolicySpecError, match=rf"^--policy {spec}: {shown} cannot be "
+                                                  r"called with the environment \(.*\): give a "
+                                                  r"class whose __init__ takes it"):
+            load(spec, env)
+    # the signature fits: a TypeError of the constructor's own body is its own, not hidden
+    with pytest.raises(TypeError, match="a bug inside a correct constructor") as info:
+        load("py:mine_signatures:Raises", env)
+    assert not isinstance(info.value, AutoProfilerError)
+
+
 def test_stochastic_policies_run_once_per_seed_as_the_random_baseline_does(here):
     (here / "mine_seeds.py").write_text(COIN)
     summary, episodes = benchmark(None, [0.25], seeds=3, policies=[
