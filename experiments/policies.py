@@ -150,7 +150,7 @@ def load(spec: str, env) -> Entry:
                                       f"{env.unwrapped.optimizer!r}: learn one "
                                       "with `autoprofiler learn-tree` and give tree:FILE")
             return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE), **_learned(path))
-        path = Path(spec.removeprefix("tree:"))
+        path = _tree_path(spec)
         return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"),
                      **_learned(path))
     if kind(spec) == "sb3":
@@ -188,7 +188,7 @@ def check(spec: str) -> None:
             raise PolicySpecError(f"--policy {spec}: {path}: no such model file or run "
                                   f"directory (a relative path is read from {Path.cwd()})")
     elif kind(spec) == "tree":
-        path = Path(spec.removeprefix("tree:"))
+        path = _tree_path(spec)
         if not path.is_file():
             raise PolicySpecError(f"--policy {spec}: {path}: no such tree file (a relative "
                                   f"path is read from {Path.cwd()})")
@@ -214,7 +214,7 @@ def files_read(spec: str, env) -> list[Path]:
         found = shipped_tree(env.unwrapped.optimizer)
         return [found] if found is not None else []
     if kind(spec) == "tree":
-        return [Path(spec.removeprefix("tree:"))]
+        return [_tree_path(spec)]
     if kind(spec) == "sb3":
         from agents.rl import BEST_MODEL
 
@@ -240,6 +240,16 @@ def checksums(spec: str, env) -> dict[str, str]:
         except OSError:
             found[str(path)] = "missing"
     return found
+
+
+def _tree_path(spec: str) -> Path:
+    """The file of ``tree:FILE`` (an empty FILE would be the current directory)."""
+    path = spec.removeprefix("tree:")
+    if not path:
+        raise PolicySpecError(f"--policy {spec!r}: give the tree's file after tree: "
+                              f"(tree:FILE, e.g. the tree.json a learn-tree run writes), or "
+                              f"{SHIPPED_TREE} for the tree the project ships")
+    return Path(path)
 
 
 def _sb3_parts(spec: str) -> tuple[str | None, Path]:

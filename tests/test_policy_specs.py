@@ -16,7 +16,7 @@ import autoprofiler_env  # noqa: F401
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.evaluation import rollout
 from experiments.benchmark import benchmark
-from experiments.policies import load
+from experiments.policies import check, load
 
 ROOT = Path(__file__).parents[1]
 
@@ -152,6 +152,17 @@ def test_a_py_class_or_function_that_does_not_take_the_env_says_what_it_must_be(
     with pytest.raises(TypeError, match="a bug inside a correct constructor") as info:
         load("py:mine_signatures:Raises", env)
     assert not isinstance(info.value, AutoProfilerError)
+
+
+def test_a_tree_spec_without_its_file_says_to_give_one():
+    from experiments.policies import PolicySpecError
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    message = r"^--policy 'tree:': give the tree's file after tree: \(tree:FILE"
+    with pytest.raises(PolicySpecError, match=message):
+        load("tree:", env)  # it read the current directory: "cannot read ... Is a directory"
+    with pytest.raises(PolicySpecError, match=message):
+        check("tree:")
 
 
 def test_stochastic_policies_run_once_per_seed_as_the_random_baseline_does(here):
