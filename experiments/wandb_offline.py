@@ -34,18 +34,25 @@ _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 @dataclass
 class OfflineRun:
     """What an offline run logged: its history rows (each a dict with ``_step``), its config,
-    its summary, its group and job type, the names of the artifacts it logged, and whether
-    its exit record is there (``finished``: wandb wrote the whole run)."""
+    its summary, its project, name, group and job type, the step metric of each metric it
+    defined (``metrics``: a name or glob to its ``step_metric``, "" for none), the names of
+    the artifacts it logged, and whether its exit record is there (``finished``: wandb wrote
+    the whole run) with the exit code it gives (``exit_code``: 0 a run finished, else
+    failed; None before the record)."""
 
     path: Path
     run_id: str = ""
+    project: str = ""
+    name: str = ""
     group: str = ""
     job_type: str = ""
     config: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
     artifacts: list[str] = field(default_factory=list)
     finished: bool = False
+    exit_code: int | None = None
 
     def curve(self, key: str) -> list[tuple[int, float]]:
         """``(step, value)`` of every history row that holds ``key``."""
@@ -80,18 +87,22 @@ def _read(path: Path) -> OfflineRun:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run.run_id, run.group = record.run.run_id, record.run.run_group
+            run.project, run.name = record.run.project, record.run.display_name
             run.job_type = record.run.job_type
             run.config.update(_items(record.run.config.update, config=True))
         elif kind == "config":
             run.config.update(_items(record.config.update, config=True))
         elif kind == "history":
             run.history.append(_items(record.history.item))
+        elif kind == "metric":
+            metric = record.metric
+            run.metrics[metric.name or metric.glob_name] = metric.step_metric
         elif kind == "summary":
             run.summary.update(_items(record.summary.update))
         elif kind == "artifact":
             run.artifacts.append(record.artifact.name)
         elif kind == "exit":
-            run.finished = True
+            run.finished, run.exit_code = True, record.exit.exit_code
     return run
 
 
