@@ -96,6 +96,7 @@ import numpy as np
 
 from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.numeric import is_finite_number
 from experiments.live import LiveConfig
 
 FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
@@ -137,16 +138,6 @@ def read_json(path: Path, remedy: str = "remove it to make it again (the other r
     return data
 
 
-def _finite(value) -> bool:
-    """A real number that is finite as a float (a huge JSON integer is not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 def run_outcomes(path: Path, run: dict, key: str) -> dict[str, tuple[float, float]]:
     """Per problem, the log of the shipped speedup and the profiling cost that the run file
     ``path`` (read as ``run``) holds for ``key`` (``split/budget``); a missing cell, a speedup
@@ -161,7 +152,8 @@ def run_outcomes(path: Path, run: dict, key: str) -> dict[str, tuple[float, floa
     for problem, outcome in cell.items():
         speedup, cost = ((outcome.get("speedup"), outcome.get("cost"))
                          if isinstance(outcome, dict) else (None, None))
-        if not (_finite(speedup) and _finite(cost) and speedup > 0 and cost >= 0):
+        if not (is_finite_number(speedup) and is_finite_number(cost) and speedup > 0
+                and cost >= 0):
             raise DamagedRunError(
                 f"{path}: the outcome of {problem} at {key} is not a speedup > 0 and a cost "
                 f">= 0 ({str(outcome)[:80]}): remove the file to make it again (the other "
@@ -222,8 +214,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         return value
 
     budgets = need("budgets", list, [0.1, 0.25, 0.5, 1.0])
-    if not budgets or any(isinstance(b, bool) or not isinstance(b, (int, float))
-                          or not 0 < b < math.inf for b in budgets):
+    if not budgets or any(not is_finite_number(b) or b <= 0 for b in budgets):
         raise ConfigError(f"{path}: 'budgets' must be a list of fractions > 0, got {budgets!r}")
     splits = need("splits", list, ["test", "val"])
     if not splits or any(s not in ("train", "val", "test") for s in splits):

@@ -84,6 +84,7 @@ from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.dataset.splits import SPLITS
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
@@ -197,37 +198,32 @@ def _invalid_outcome(where: str, o: Outcome) -> str | None:
     return None
 
 
-def _metric_value(value) -> bool:
-    """A kernel's metric as ncu gives it: a finite number, or a string (an enumeration such as
-    ``launch__func_cache_config``'s ``CachePreferNone``)."""
-    if type(value) is str:
-        return True
-    if type(value) not in (int, float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an integer too large for a float
-        return False
-
-
 def _invalid_metrics(record: ProblemRecord, kinds: dict[str, tuple]) -> str | None:
     """The first kernel metric of ``record`` that is not a finite number or a string, or that
     is a number where the file has it as a string elsewhere or the reverse (``kinds``: each
     metric's kind, value and place as first seen, over the whole file), said; None when all
-    are."""
+    are. (Hundreds of thousands of values a file: the places are said only on an error.)"""
     for section, profile in record.profiles.items():
         for i, kernel in enumerate(profile.kernels):
             for metric, value in kernel.metrics.items():
-                where = f"profiles[{section!r}].kernels[{i}].metrics[{metric!r}]"
-                kind = type(value)
-                if kind is not str and not _metric_value(value):
-                    return _bad(where, value, ("a finite number or a string (ncu's value)",))
-                kind = str if kind is str else float
-                seen = kinds.setdefault(metric, (kind, value, f"{record.uri}'s {where}"))
-                if seen[0] is not kind:
-                    return (f"{where} is {value!r} and {seen[2]} is {seen[1]!r}: a metric is a "
-                            "number in every kernel or a string in every kernel")
+                kind = type(value)  # ncu's value: a number, or a string (an enumeration)
+                if kind is not str:
+                    if not (math.isfinite(value) if kind is float else is_finite_number(value)):
+                        return _bad(_metric_place(section, i, metric), value,
+                                    ("a finite number or a string (ncu's value)",))
+                    kind = float
+                seen = kinds.get(metric)
+                if seen is None:
+                    kinds[metric] = (kind, value, record.uri, section, i)
+                elif seen[0] is not kind:
+                    return (f"{_metric_place(section, i, metric)} is {value!r} and "
+                            f"{seen[2]}'s {_metric_place(*seen[3:], metric)} is {seen[1]!r}: "
+                            "a metric is a number in every kernel or a string in every kernel")
     return None
+
+
+def _metric_place(section: str, kernel: int, metric: str) -> str:
+    return f"profiles[{section!r}].kernels[{kernel}].metrics[{metric!r}]"
 
 
 def _invalid_sections(sections) -> str | None:
