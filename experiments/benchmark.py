@@ -373,12 +373,15 @@ def print_table(summary: list[dict]) -> None:
 
 
 def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path: Path) -> None:
-    """Logs to wandb (offline when no key is configured)."""
+    """Logs to wandb (:mod:`experiments.tracking` says where): the tables, the plot, and
+    each agent's geometric-mean speedup in the summary under
+    ``<agent>/budget=<b>/geomean_speedup`` (:func:`wandb_key`: the agent as the table
+    names it, without ``/``)."""
     import wandb
 
     from experiments.tracking import wandb_run
 
-    run = wandb_run("benchmark", config)
+    run = wandb_run("benchmark", config, name=f"benchmark-{config.get('split', 'test')}")
     run.log({"episodes": wandb.Table(columns=list(episodes[0]),
                                      data=[list(r.values()) for r in episodes]),
              "summary": wandb.Table(columns=list(COLUMNS),
@@ -386,6 +389,12 @@ def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path
     if plot_path.exists():
         run.log({"speedup_vs_cost": wandb.Image(str(plot_path))})
     for r in summary:
-        run.summary[f"{r['agent']}/budget={r['budget']:g}/geomean_speedup"] = \
+        run.summary[f"{wandb_key(r['agent'])}/budget={r['budget']:g}/geomean_speedup"] = \
             r["geomean_speedup"]
     run.finish()
+
+
+def wandb_key(name: str) -> str:
+    """``name`` as one segment of a wandb key: wandb splits keys on ``/`` (a policy named
+    by its spec, ``sb3:runs/a``, would become folders), so each ``/`` is a ``_``."""
+    return name.replace("/", "_")

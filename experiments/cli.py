@@ -568,11 +568,14 @@ def _seed_count(text: str) -> int:
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import COLUMNS, benchmark, log_wandb, plot, print_table, write_csv
+    from experiments.tracking import check_wandb, dataset_sha256, versions
 
     budgets = _budgets(args.budgets, "--budgets")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         return _fail(f"--out {args.out}: a file, not a folder")
     seeds = _seed_count(args.seeds)
+    if args.wandb:
+        check_wandb()
     summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=seeds,
                                        split=args.split, policies=args.policy,
                                        optimizer=args.optimizer)
@@ -583,7 +586,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     print_table(summary)
     print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}")
     if args.wandb:
-        log_wandb(vars(args) | {"command": "benchmark", "seeds": seeds}, summary, episodes,
+        log_wandb({"command": "benchmark", "dataset": args.dataset,
+                   "dataset_sha256": dataset_sha256(args.dataset), "split": args.split,
+                   "optimizer": args.optimizer, "budgets": budgets, "seeds": seeds,
+                   "policies": args.policy, "versions": versions()}, summary, episodes,
                   figure)
     return EXIT_OK
 
@@ -601,7 +607,7 @@ def _checked_input(function, *args, **kwargs):
 
 def cmd_learn_tree(args: argparse.Namespace) -> int:
     from experiments.learn_tree import learn_tree, make_proposer
-    from experiments.tracking import wandb_run
+    from experiments.tracking import check_wandb, finishing, versions, wandb_run
 
     budgets = _budgets(args.budget, "--budget")
     for option, value, least in (("--rounds", args.rounds, 1), ("--proposals", args.proposals, 1),
@@ -611,22 +617,27 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     if not 0 <= args.margin < math.inf:
         return _fail(f"--margin {args.margin}: the mean log score an edit must add, a finite "
                      "number >= 0")
+    if args.wandb:
+        check_wandb()
     proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
                              args.llm_timeout, args.llm_temperature,
                              None if args.llm_structured == "none" else args.llm_structured,
                              args.llm_fold_system, args.llm_schema_depth)
-    run = wandb_run("learn-tree", vars(args) | {"command": "learn-tree"}) if args.wandb \
+    # the settings as the command took them; learn_tree adds its resolved ones (run.json's)
+    run = wandb_run("learn-tree", {
+        "command": "learn-tree", "budgets": sorted(set(budgets)), "proposer": args.proposer,
+        "seed": args.seed, "rounds": args.rounds, "dataset": args.dataset,
+        "optimizer": args.optimizer, "start": args.start, "proposals": args.proposals,
+        "margin": args.margin, "patience": args.patience, "cost_penalty": args.cost_penalty,
+        "versions": versions()}, name=f"{args.proposer}-seed{args.seed}") if args.wandb \
         else None
-    try:
+    with finishing(run):
         tree, results = _checked_input(learn_tree, sorted(set(budgets)), proposer, Path(args.out),
                                    rounds=args.rounds, dataset=args.dataset,
                                    optimizer=args.optimizer, start=args.start,
                                    proposals=args.proposals, margin=args.margin,
                                    patience=args.patience, cost_penalty=args.cost_penalty,
                                    wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
-    finally:
-        if run is not None:
-            run.finish()
     from agents.tree.render import export_text
 
     print(export_text(tree))
@@ -653,7 +664,7 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from agents.rl.config import read_config
-    from experiments.tracking import wandb_run
+    from experiments.tracking import check_wandb, finishing, wandb_run
     from experiments.train import (
         check_out,
         config_path,
@@ -665,6 +676,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.seed < 0:
         return _fail(f"--seed {args.seed}: a whole number >= 0 (Gymnasium's seeds)")
+    if args.wandb:
+        check_wandb()
     path = config_path(args.config)
     config, given = read_config(path)
     if args.steps is not None:
@@ -678,13 +691,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"resuming the interrupted run in {out} at step {interrupted.get('steps')} of "
               f"{config.total_timesteps}", flush=True)
     run = wandb_run("train", {"config_file": str(path), "seed": args.seed},
-                    group=args.wandb_group or f"train-{path.stem}") if args.wandb else None
-    try:
+                    group=args.wandb_group or f"train-{path.stem}",
+                    name=f"{path.stem}-seed{args.seed}") if args.wandb else None
+    with finishing(run):
         result = train(config, out, seed=args.seed, given=given, source=str(path),
                        wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
-    finally:
-        if run is not None:
-            run.finish()
     print_summary(result)
     return EXIT_OK
 
@@ -693,8 +704,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from experiments.experiment import config_path, load_config, run_experiment, write
-    from experiments.tracking import wandb_run
+    from experiments.tracking import check_wandb, finishing, wandb_run
 
+    if args.wandb:
+        check_wandb()
     config = load_config(config_path(args.config))
     if config.live is None and (args.workers or args.address or args.time_budget):
         return _fail("--workers, --address and --time-budget spread a live evaluation: the "
@@ -709,46 +722,90 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / "experiment" / config.name)
     command = f"autoprofiler experiment --config {args.config}" + (
         f" --out {args.out}" if args.out else "")
-    result = run_experiment(config, out)
-    paths = write(config, result, out, command)
-    print((out / "leaderboard.md").read_text())
-    print("saved " + ", ".join(str(p) for p in paths))
-    live_paths: list[Path] = []
-    if config.live is not None:
-        from experiments import live
+    # started before the experiment: one that fails or is interrupted hours in has its run,
+    # marked failed
+    run = wandb_run("experiment", _experiment_wandb_config(config), group=config.name,
+                    name=config.name) if args.wandb else None
+    with finishing(run):
+        result = run_experiment(config, out)
+        paths = write(config, result, out, command)
+        print((out / "leaderboard.md").read_text())
+        print("saved " + ", ".join(str(p) for p in paths))
+        live_result, live_paths = None, []
+        if config.live is not None:
+            from experiments import live
 
-        live_result = live.run_live(config, out, workers, time_budget_s=args.time_budget)
-        done, total = live_result["problems"]
-        live_paths = live.write(config, live_result, out, command)
-        if live_paths:
-            print((out / "live" / "replay_vs_live.md").read_text())
-            print("saved " + ", ".join(str(p) for p in live_paths))
-        print(f"live: {done} of {total} problems finished"
-              + (f", {live_result['failed']} failed (live/failures.jsonl)"
-                 if live_result["failed"] else "")
-              + ("; the time budget ran out: run the same command again to go on"
-                 if live_result["stopped_by_time_budget"] else ""), file=sys.stderr)
-    if args.wandb:
-        import wandb
-
-        def table(rows):
-            return wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
-
-        run = wandb_run("experiment", {"config": str(config.path), "name": config.name},
-                        group=config.name)
-        logged = {"leaderboard": table(result["rows"])}
-        logged |= {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
-        if live_paths:
-            logged |= {"live/leaderboard": table(live_result["rows"]),
-                       "live/replay_vs_live": table(live_result["comparison"])}
-            logged |= {f"live/{p.stem}": wandb.Image(str(p)) for p in live_paths
-                       if p.suffix == ".png"}
-        run.log(logged)
-        run.finish()
+            live_result = live.run_live(config, out, workers, time_budget_s=args.time_budget)
+            done, total = live_result["problems"]
+            live_paths = live.write(config, live_result, out, command)
+            if live_paths:
+                print((out / "live" / "replay_vs_live.md").read_text())
+                print("saved " + ", ".join(str(p) for p in live_paths))
+            print(f"live: {done} of {total} problems finished"
+                  + (f", {live_result['failed']} failed (live/failures.jsonl)"
+                     if live_result["failed"] else "")
+                  + ("; the time budget ran out: run the same command again to go on"
+                     if live_result["stopped_by_time_budget"] else ""), file=sys.stderr)
+        if run is not None:
+            _log_experiment(run, result, paths, live_result, live_paths)
     return EXIT_OK
 
 
+def _experiment_wandb_config(config) -> dict:
+    """An experiment's wandb config: the experiment config as loaded (paths relative to the
+    working directory where under it), the dataset's sha256 and the versions."""
+    import dataclasses
+
+    from experiments.tracking import dataset_sha256, versions
+    from experiments.train import portable
+
+    def plain(value):
+        if isinstance(value, Path):
+            return portable(value)
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    return plain(dataclasses.asdict(config)) | {
+        "command": "experiment", "dataset_sha256": dataset_sha256(config.env.get("dataset")),
+        "versions": versions()}
+
+
+def _log_experiment(run, result: dict, paths: list[Path], live_result: dict | None,
+                    live_paths: list[Path]) -> None:
+    """The leaderboard as a table and in the run's summary (each row's geometric-mean
+    speedup and its ratio to the fixed configuration chosen on train, under
+    ``<split>/budget=<b>/<agent>/``), the plots as images; the live evaluation's too."""
+    import wandb
+
+    from experiments.benchmark import wandb_key
+
+    def table(rows):
+        return wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
+
+    logged = {"leaderboard": table(result["rows"])}
+    logged |= {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
+    if live_paths:
+        logged |= {"live/leaderboard": table(live_result["rows"]),
+                   "live/replay_vs_live": table(live_result["comparison"])}
+        logged |= {f"live/{p.stem}": wandb.Image(str(p)) for p in live_paths
+                   if p.suffix == ".png"}
+    run.log(logged)
+    for row in result["rows"]:
+        key = f"{row['split']}/budget={row['budget']:g}/{wandb_key(row['agent'])}"
+        for column in ("geomean_speedup", "x_fixed"):
+            if row.get(column) is not None:
+                run.summary[f"{key}/{column}"] = row[column]
+
+
 # -- the parser -----------------------------------------------------------------------------
+
+WANDB_HELP = ("log to wandb (experiments/tracking.py): in WANDB_MODE if set, else as wandb's "
+              "settings say where wandb finds an API key (`wandb login`), else offline; to "
+              "the project WANDB_PROJECT (default: autoprofiler-env)")
+"""The one help of every command's ``--wandb``."""
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -857,8 +914,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="environment steps to train for (default: the config's "
                    "n_timesteps); SB3 rounds it up to whole rollouts (n_steps x n_envs "
                    "on-policy); to resume a run, give the same as it was started with")
-    p.add_argument("--wandb", action="store_true",
-                   help="log to wandb (offline unless WANDB_API_KEY or WANDB_MODE is set)")
+    p.add_argument("--wandb", action="store_true", help=WANDB_HELP)
     p.add_argument("--wandb-group", help="the wandb group (default: train-<config>)")
     p.set_defaults(func=cmd_train)
 
@@ -884,8 +940,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "SB3's predict), or a baseline's name")
     p.add_argument("--out", default="runs/benchmark",
                    help="where the CSVs and plot go (default: runs/benchmark, overwritten)")
-    p.add_argument("--wandb", action="store_true",
-                   help="log to wandb (offline when no WANDB_API_KEY is set)")
+    p.add_argument("--wandb", action="store_true", help=WANDB_HELP)
     p.set_defaults(func=cmd_benchmark)
 
     p = sub.add_parser("learn-tree", help="learn an AutoProfiler tree on the train split "
@@ -931,8 +986,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-schema-depth", type=int,
                    help="unroll the reply schema's nodes to this depth (small models nest "
                    "without end under a recursive one)")
-    p.add_argument("--wandb", action="store_true",
-                   help="log to wandb (offline when no WANDB_API_KEY is set)")
+    p.add_argument("--wandb", action="store_true", help=WANDB_HELP)
     p.set_defaults(func=cmd_learn_tree)
 
     p = sub.add_parser("experiment", help="the learned agents against the baselines across "
@@ -942,8 +996,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "compare, experiments/configs/compare.yaml)")
     p.add_argument("--out", help="the experiment's folder (default: runs/experiment/<name>); "
                    "a run whose file is there is not run again")
-    p.add_argument("--wandb", action="store_true",
-                   help="log the leaderboard and plots to wandb, one group per experiment")
+    p.add_argument("--wandb", action="store_true", help=WANDB_HELP)
     w = p.add_argument_group("a live evaluation (a config with 'live:', experiments/live.py)")
     w.add_argument("--workers", metavar="N|ray",
                    help="one problem's episodes at a time per GPU: N local GPUs, or 'ray' (one "

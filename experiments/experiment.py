@@ -56,8 +56,9 @@ policy again (every finished run is checked before anything runs). A tree's lear
 exactly (its logs replay); an RL agent's interrupted training resumes from its last save,
 which is not bit-identical to an uninterrupted training (experiments/train.py says why):
 the leaderboard names the agents and seeds whose training resumed, and at which steps.
-``--wandb`` logs the leaderboard, the plots and the config to one wandb group named after the
-experiment.
+``--wandb`` starts a wandb run named after the experiment (its group too) before anything
+runs (a failed one ends failed) and logs the config, the dataset's sha256, the leaderboard
+and the plots.
 
 The config (YAML)::
 

@@ -146,18 +146,23 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start, propo
                 "proposer_endpoint": getattr(proposer, "endpoint", None)}
     trees, results, curves, starts = {}, {}, {}, {}
     below, below_budget = None, None
+    if wandb_run is not None:
+        wandb_run.config.update({"settings": settings}, allow_val_change=True)
     for budget in budgets:
         config = LearnConfig(budget=budget, rounds=rounds, proposals=proposals, margin=margin,
                              patience=patience)
+        key = f"budget={budget:g}"
+        if wandb_run is not None:  # each budget's curves against its own rounds
+            wandb_run.define_metric(f"{key}/round")
+            wandb_run.define_metric(f"{key}/*", step_metric=f"{key}/round")
 
-        def on_round(line, budget=budget):
+        def on_round(line, key=key):
             if wandb_run is not None:
-                wandb_run.log({f"budget={budget:g}/train": math.exp(line["train_objective"]),
-                               f"budget={budget:g}/validation":
-                                   math.exp(line["validation_objective"]),
-                               f"budget={budget:g}/tree_size": line["tree_size"],
-                               f"budget={budget:g}/accepted": line["accepted"] is not None,
-                               "round": line["round"]})
+                wandb_run.log({f"{key}/train": math.exp(line["train_objective"]),
+                               f"{key}/validation": math.exp(line["validation_objective"]),
+                               f"{key}/tree_size": line["tree_size"],
+                               f"{key}/accepted": line["accepted"] is not None,
+                               f"{key}/round": line["round"]})
 
         begin, log = first, out / f"log-{budget:g}.jsonl"
         at.update(budget=budget, log=log)

@@ -43,18 +43,20 @@ again; a run whose status is ``running`` (still training, or killed by a signal 
 SIGINT) is refused too: remove its directory.
 
 ``autoprofiler benchmark --policy sb3:DIR`` puts the run's best model beside the baselines
-(:func:`agents.rl.load_run`). With ``--wandb`` the run (one group per config unless
-``--wandb-group`` says otherwise; offline without a key) gets SB3's logger
+(:func:`agents.rl.load_run`). With ``--wandb`` the run (named ``<config>-seed<N>``, one
+group per config unless ``--wandb-group`` says otherwise; where it goes:
+:mod:`experiments.tracking`, offline without a key) gets SB3's logger
 (:class:`experiments.sb3_wandb.WandbOutputFormat`: ``rollout/``, ``train/``, ``time/``,
 ``episode/`` and ``eval/`` keys against environment steps), the config, the last
-evaluation's episodes as a table and the run directory's files as a ``model`` artifact.
+evaluation's episodes as a table, ``evaluations.png`` and the run directory's files as a
+``model`` artifact. An interrupted run's wandb run ends failed (exit code 1), with the saved
+``model.zip`` and the run directory as its artifact (the replay buffer left out).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -67,6 +69,7 @@ from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
 from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.profiler.runner import terminate_becomes_exit
+from experiments.tracking import versions
 
 CONFIGS = Path(__file__).parent / "configs"
 """The shipped configs, one per algorithm."""
@@ -426,20 +429,6 @@ def _save_interrupted(model, out: Path) -> dict:
     return {}
 
 
-def versions() -> dict:
-    """The versions a model's results depend on."""
-    import importlib.metadata as metadata
-
-    found = {"python": platform.python_version()}
-    for name in ("autoprofiler-env", "stable-baselines3", "sb3-contrib", "gymnasium",
-                 "torch", "numpy"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
 def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = None,
           source: str = "config", wandb_run=None, progress: bool = True,
           command: list[str] | None = None, verbose: int = 0,
@@ -568,6 +557,10 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
                 "status": "interrupted", "interrupted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "steps": int(model.num_timesteps),
                 "seconds": before + time.perf_counter() - started})
+            if wandb_run is not None:  # what the resumption starts from, in wandb too
+                _log_model_artifact(wandb_run, out, {"status": "interrupted",
+                                                     "steps": int(model.num_timesteps)},
+                                    ["latest", "interrupted"])
             raise
         seconds = before + time.perf_counter() - started
         save_model(model, out / "model.zip")
@@ -623,35 +616,50 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 def _wandb_identity(run) -> dict | None:
-    if run is None:
+    """Where ``run.json``'s wandb run is (None: no run, or a disabled one, which writes
+    nothing)."""
+    if run is None or run.disabled:
         return None
     return {"id": run.id, "group": run.group or None, "dir": str(run.dir),
             "mode": run.settings.mode}
 
 
 def _log_wandb(run, result: TrainResult, records: dict) -> None:
-    """The end of a run in wandb: the last evaluation's episodes as a table, the best and
-    the last scores in the summary, the run directory's files as a ``model`` artifact."""
+    """The end of a run in wandb: the last evaluation's episodes as a table, the curves of
+    ``evaluations.png`` as an image, the best and the last scores in the summary, the run
+    directory's files as a ``model`` artifact."""
     import wandb
 
     columns = ["budget", "problem", "sections", "cost", "candidate", "correct", "speedup"]
     rows = [[budget, r.problem, ",".join(r.sections), r.cost, r.candidate, r.correct,
              r.speedup] for budget, episodes in records.items() for r in episodes]
-    run.log({"eval/episodes": wandb.Table(columns=columns, data=rows)}, step=result.steps)
+    logged = {"eval/episodes": wandb.Table(columns=columns, data=rows)}
+    if (result.out / "evaluations.png").is_file():
+        logged["evaluations"] = wandb.Image(str(result.out / "evaluations.png"))
+    run.log(logged, step=result.steps)
     run.summary["best/step"] = result.best.step
     run.summary["best/geomean_speedup"] = result.best.geomean_speedup
     for r in result.best.results:
         run.summary[f"best/budget={r.budget:g}/geomean_speedup"] = r.geomean_speedup
     run.summary["steps_per_second"] = result.steps_per_second
-    artifact = wandb.Artifact(f"model-{run.id}", type="model",
-                              metadata={"best": result.best.to_dict()})
+    _log_model_artifact(run, result.out, {"best": result.best.to_dict()},
+                        ["latest", f"best-{result.best.step}"])
+
+
+def _log_model_artifact(run, out: Path, metadata: dict, aliases: list[str]) -> None:
+    """The run directory's files (the models, ``run.json``, the evaluations, SB3's and the
+    monitors' logs; not an off-policy run's replay buffer, which can be gigabytes) as the
+    wandb run's ``model`` artifact."""
+    import wandb
+
+    artifact = wandb.Artifact(f"model-{run.id}", type="model", metadata=metadata)
     for name in ("model.zip", "best_model.zip", "run.json", "evaluations.jsonl",
                  "evaluations.png", "progress.csv"):
-        if (result.out / name).is_file():
-            artifact.add_file(str(result.out / name))
-    if (result.out / "monitor").is_dir():
-        artifact.add_dir(str(result.out / "monitor"), name="monitor")
-    run.log_artifact(artifact, aliases=["latest", f"best-{result.best.step}"])
+        if (out / name).is_file():
+            artifact.add_file(str(out / name))
+    if (out / "monitor").is_dir():
+        artifact.add_dir(str(out / "monitor"), name="monitor")
+    run.log_artifact(artifact, aliases=aliases)
 
 
 def print_summary(result: TrainResult) -> None:

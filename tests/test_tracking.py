@@ -1,6 +1,17 @@
-"""wandb runs of one process: each lands where its environment says, with its group."""
+"""wandb runs: each lands where its environment says (wandb's own settings where it finds
+a key, offline where it finds none), with its group and name; a failed or interrupted one
+ends failed; a --wandb that could not log is one error before the command's work; what each
+command logs (its config, its summary, its curves' step axes)."""
 
-from experiments.tracking import wandb_run
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.errors import AutoProfilerError
+from experiments.tracking import check_wandb, finishing, wandb_mode, wandb_run
 from experiments.wandb_offline import read_offline_run
 
 
@@ -43,3 +54,209 @@ def test_a_run_still_being_written_is_read_as_far_as_written_after_the_wait(tmp_
     started = time.monotonic()
     partial = read_offline_run(head, wait_s=0.5)
     assert not partial.finished and 0.5 <= time.monotonic() - started < 10
+
+
+@pytest.fixture
+def no_key(tmp_path, monkeypatch, fresh_wandb):
+    """wandb as on a machine where it was never set up: no key in the environment, no
+    ``~/.netrc`` (``NETRC`` names a file not there), no settings (``WANDB_CONFIG_DIR``
+    empty); runs under ``tmp_path``."""
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_PROJECT", "WANDB_IDENTITY_TOKEN_FILE",
+                 "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    (tmp_path / "wandb-config").mkdir()
+    return tmp_path
+
+
+def _one_run(where: Path):
+    runs = list((where / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, runs
+    return read_offline_run(runs[0], wait_s=30)
+
+
+def test_where_wandb_finds_a_key_its_own_settings_decide(no_key, monkeypatch):
+    """`wandb login` puts the key in ~/.netrc, not the environment: wandb decides then (here
+    `wandb offline` in its settings); without a key the run is offline; WANDB_MODE wins."""
+    from urllib.parse import urlsplit
+
+    from wandb.sdk import wandb_setup
+
+    # wandb reads its settings once per process: written before it first looks
+    (no_key / "wandb-config" / "settings").write_text("[default]\nmode = offline\n")
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "10")  # should it try the server: fail soon
+    assert wandb_mode() == "offline"
+    host = urlsplit(wandb_setup.singleton().settings.base_url).netloc
+    (no_key / "netrc").write_text(f"machine {host}\n  login user\n  password {'k' * 40}\n")
+    assert wandb_mode() is None  # wandb's to decide
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert wandb_mode() == "disabled"
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.setenv("WANDB_PROJECT", "mine")
+    with finishing(wandb_run("test", {"a": 1}, name="named")) as run:
+        assert run.settings.mode == "offline" and run.project == "mine"
+    logged = _one_run(no_key)
+    assert (logged.project, logged.name, logged.exit_code) == ("mine", "named", 0)
+
+
+def test_a_run_that_raises_ends_failed(no_key):
+    with pytest.raises(KeyboardInterrupt), finishing(wandb_run("test", {})) as run:
+        run.log({"x": 1.0})
+        raise KeyboardInterrupt
+    logged = _one_run(no_key)
+    assert logged.finished and logged.exit_code == 1 and logged.curve("x") == [(0, 1.0)]
+
+
+def test_a_wandb_that_cannot_log_is_one_error(no_key, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "bogus")
+    with pytest.raises(AutoProfilerError, match=r"WANDB_MODE='bogus' is not a mode wandb "
+                                                r"knows: give one of online, offline"):
+        check_wandb()
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.setitem(sys.modules, "wandb", None)  # its import fails, as when missing
+    with pytest.raises(AutoProfilerError, match=r"wandb cannot be imported .*pip install "
+                                                r"wandb.*or leave out --wandb"):
+        check_wandb()
+
+
+@pytest.mark.parametrize("command", [
+    ["benchmark", "--budgets", "0.25"], ["learn-tree", "--rounds", "1"], ["experiment"],
+    ["train", "--steps", "64"]])
+@pytest.mark.parametrize("broken", ["mode", "import"])
+def test_each_command_refuses_a_wandb_that_cannot_log_before_its_work(
+        no_key, monkeypatch, capsys, command, broken):
+    from experiments.cli import main
+
+    if broken == "mode":
+        monkeypatch.setenv("WANDB_MODE", "bogus")
+    else:
+        monkeypatch.setitem(sys.modules, "wandb", None)
+    out = no_key / "out"
+    assert main([*command, "--out", str(out), "--wandb"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("autoprofiler: error: --wandb: "), err
+    assert not out.exists()
+
+
+def _shipped_tree_twice(where: Path) -> list[str]:
+    """Two tree specs of one short name (tree:tree): the benchmark names them by the spec,
+    which holds a ``/``."""
+    from agents.tree import shipped_tree
+
+    specs = []
+    for name in ("a", "b"):
+        (where / name).mkdir()
+        shutil.copy(shipped_tree("reference"), where / name / "tree.json")
+        specs.append(f"tree:{where / name / 'tree.json'}")
+    return specs
+
+
+@pytest.mark.filterwarnings("ignore:.*was learned on")
+def test_benchmark_logs_its_settings_and_a_summary_key_per_agent(no_key, study_dataset,
+                                                                  monkeypatch):
+    from experiments.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    specs = _shipped_tree_twice(no_key)
+    assert main(["benchmark", "--dataset", str(study_dataset), "--budgets", "0.25",
+                 "--seeds", "1", "--split", "val", "--out", str(no_key / "out"),
+                 *[a for spec in specs for a in ("--policy", spec)], "--wandb"]) == 0
+    logged = _one_run(no_key)
+    assert logged.exit_code == 0 and logged.job_type == "benchmark"
+    config = logged.config
+    assert {k: config[k] for k in ("budgets", "seeds", "split", "policies", "dataset")} == {
+        "budgets": [0.25], "seeds": 1, "split": "val", "policies": specs,
+        "dataset": str(study_dataset)}
+    assert len(config["dataset_sha256"]) == 64 and config["versions"]["python"]
+    assert not {"func", "wandb", "out"} & set(config)
+    scores = {k: v for k, v in logged.summary.items() if k.endswith("/geomean_speedup")}
+    assert "no-profile/budget=0.25/geomean_speedup" in scores
+    assert all(len(k.split("/")) == 3 for k in scores), sorted(scores)
+    assert {k.split("/")[0] for k in scores} >= {spec.replace("/", "_") for spec in specs}
+
+
+def test_learn_tree_logs_its_settings_and_each_budgets_curves_against_its_rounds(
+        no_key, monkeypatch):
+    from experiments.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert main(["learn-tree", "--budget", "0.1,0.25", "--rounds", "2", "--proposals", "2",
+                 "--out", str(no_key / "out"), "--wandb"]) == 0
+    logged = _one_run(no_key)
+    assert logged.exit_code == 0 and logged.name == "search-seed0"
+    config = logged.config
+    assert config["budgets"] == [0.1, 0.25] and config["rounds"] == 2
+    assert config["settings"]["dataset_sha256"] == json.loads(
+        (no_key / "out" / "run.json").read_text())["settings"]["dataset_sha256"]
+    assert config["versions"]["python"] and not {"func", "wandb", "llm_base_url"} & set(config)
+    for budget in ("0.1", "0.25"):
+        key = f"budget={budget}"
+        assert logged.metrics[f"{key}/*"] == f"{key}/round"
+        rounds = [row[f"{key}/round"] for row in logged.history if f"{key}/train" in row]
+        assert rounds == sorted(rounds) and len(rounds) >= 2
+    assert not any("round" in row for row in logged.history)
+
+
+def test_an_interrupted_learn_tree_run_ends_failed(no_key, monkeypatch, capsys):
+    import experiments.learn_tree
+    from experiments.cli import main
+
+    def interrupted(*args, **kwargs):
+        kwargs["wandb_run"].log({"budget=0.25/train": 1.0})
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setattr(experiments.learn_tree, "learn_tree", interrupted)
+    assert main(["learn-tree", "--out", str(no_key / "out"), "--wandb"]) == 2
+    assert capsys.readouterr().err.strip().endswith("autoprofiler: error: interrupted")
+    assert _one_run(no_key).exit_code == 1
+
+
+EXPERIMENT = """name: wb
+budgets: [0.25]
+splits: [test]
+seeds: 1
+baselines: [no-profile]
+reps: 50
+"""
+
+
+def test_experiment_logs_its_config_and_leaderboard_from_a_run_started_first(
+        no_key, monkeypatch, capsys):
+    import experiments.experiment
+    from experiments.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.chdir(no_key)
+    Path("wb.yaml").write_text(EXPERIMENT)
+    assert main(["experiment", "--config", "wb.yaml", "--out", "out", "--wandb"]) == 0
+    logged = _one_run(no_key)
+    assert (logged.name, logged.group, logged.job_type, logged.exit_code) == (
+        "wb", "wb", "experiment", 0)
+    config = logged.config
+    assert {k: config[k] for k in ("name", "budgets", "splits", "seeds", "baselines",
+                                   "path")} == {
+        "name": "wb", "budgets": [0.25], "splits": ["test"], "seeds": [0],
+        "baselines": ["no-profile"], "path": "wb.yaml"}
+    assert config["dataset_sha256"] == json.loads(Path("out/settings.json").read_text())[
+        "dataset_sha256"] and config["versions"]["python"]
+    rows = {r["agent"]: r for r in experiments.experiment.aggregate(
+        experiments.experiment.load_config("wb.yaml"), Path("out"))["rows"]}
+    assert logged.summary["test/budget=0.25/no-profile/geomean_speedup"] == pytest.approx(
+        rows["no-profile"]["geomean_speedup"])
+    assert logged.summary["test/budget=0.25/no-profile/x_fixed"] == pytest.approx(
+        rows["no-profile"]["x_fixed"])
+    assert logged.curve("leaderboard/_type") and logged.curve("budgets/_type")
+    # a failed experiment has its run, failed
+    shutil.rmtree(Path("wandb"))
+
+    def failed(config, out, progress=True):
+        raise experiments.experiment.ConfigError("the experiment failed")
+
+    monkeypatch.setattr(experiments.experiment, "run_experiment", failed)
+    assert main(["experiment", "--config", "wb.yaml", "--out", "out2", "--wandb"]) == 2
+    assert capsys.readouterr().err.strip().endswith("the experiment failed")
+    assert _one_run(no_key).exit_code == 1

@@ -310,7 +310,8 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
     run = read_offline_run(Path(identity["dir"]).parent, wait_s=30)
     assert run.finished  # wandb may still be flushing the file after finish() returns
     assert run.path.name == f"run-{identity['id']}.wandb"
-    assert run.group == "test-group" and run.job_type == "train"
+    assert run.group == "test-group" and run.job_type == "train" and run.name == "tiny-seed1"
+    assert run.exit_code == 0  # finished, not failed
     assert run.config["algorithm"] == "maskable_ppo" and run.config["seed"] == 1
     assert run.config["dataset_sha256"] == json.loads(Path("run/run.json").read_text())[
         "dataset_sha256"]
@@ -328,6 +329,7 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
     assert run.summary["best/geomean_speedup"] == pytest.approx(
         max(line["geomean_speedup"] for line in lines))
     assert f"model-{run.run_id}" in run.artifacts
+    assert run.curve("evaluations/_type") == [(512, "image-file")]  # evaluations.png
 
 
 def test_subproc_vec_env_trains(tmp_path):
@@ -553,6 +555,35 @@ def test_the_command_resumes_only_the_runs_own_config(tmp_path, monkeypatch, cap
         256, 512, run["steps"]][:2 + (run["steps"] != 512)]
     assert main(command) == 2
     assert "holds a run already (run.json): give another --out" in capsys.readouterr().err
+
+
+def test_an_interrupted_wandb_run_is_failed_with_its_model_and_a_disabled_one_is_not_named(
+        tmp_path, monkeypatch, capsys, fresh_wandb):
+    """Ctrl-C: the wandb run ends failed (exit code 1), with the saved model and run folder
+    as its artifact (what the resumption starts from); a resumption with WANDB_MODE=disabled
+    names no wandb run in run.json (a disabled run writes nothing)."""
+    from experiments.cli import main
+    from experiments.wandb_offline import read_offline_run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    given = _with(lambda c, o: c.update(n_timesteps=512, n_envs=1) or o["eval"].update(
+        frequency=256, budgets=[1.0]))
+    Path("tiny.yaml").write_text(yaml.safe_dump(given))
+    command = ["train", "--config", "tiny.yaml", "--out", "run", "--wandb"]
+    _interrupt_at(monkeypatch, 300)
+    assert main(command) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "autoprofiler: error: interrupted"
+    identity = json.loads(Path("run/run.json").read_text())["wandb"]
+    run = read_offline_run(Path(identity["dir"]).parent, wait_s=30)
+    assert run.finished and run.exit_code == 1 and run.name == "tiny-seed0"
+    assert run.artifacts == [f"model-{run.run_id}"]
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert main(command) == 0
+    meta = json.loads(Path("run/run.json").read_text())
+    assert meta["status"] == "finished" and meta["wandb"] == identity
+    assert meta["wandb_resumed"] == [None]
 
 
 def test_an_interrupted_run_without_its_model_starts_afresh(tmp_path):
