@@ -59,6 +59,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -471,6 +472,9 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     out = check_out(out, config, seed, resume=resume)
     previous = read_run(out)  # None, or an interrupted run (check_out refused the others)
     if previous is not None and not (out / "model.zip").is_file():
+        warnings.warn(f"{out}: the interrupted run there has no model.zip (stopped before it "
+                      f"saved, or removed since): trained afresh from step 0, its "
+                      f"evaluations and best model replaced", stacklevel=2)
         for name in ("best_model.zip", "evaluations.jsonl", REPLAY_BUFFER):
             (out / name).unlink(missing_ok=True)  # stopped before it saved: start afresh
         previous = None

@@ -595,7 +595,9 @@ def test_an_interrupted_run_without_its_model_starts_afresh(tmp_path):
     (out / "evaluations.jsonl").write_text(json.dumps({"step": 64}) + "\n")
     config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=256, n_envs=1)
                                     or o["eval"].update(frequency=128, budgets=[1.0])))
-    result = train(config, out, seed=0, progress=False)
+    with pytest.warns(UserWarning, match=r"the interrupted run there has no model.zip .*: "
+                                         r"trained afresh from step 0"):
+        result = train(config, out, seed=0, progress=False)
     assert result.steps == 256 and [e.step for e in result.evaluations] == [128, 256]
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "finished" and "resumed" not in run and run["seed"] == 0
