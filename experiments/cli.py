@@ -756,6 +756,7 @@ def _experiment_wandb_config(config) -> dict:
     working directory where under it), the dataset's sha256 and the versions."""
     import dataclasses
 
+    from experiments.experiment import ConfigError
     from experiments.tracking import dataset_sha256, versions
     from experiments.train import portable
 
@@ -768,9 +769,12 @@ def _experiment_wandb_config(config) -> dict:
             return [plain(v) for v in value]
         return value
 
+    try:
+        sha256 = dataset_sha256(config.env.get("dataset"))
+    except (ValueError, AutoProfilerError) as e:  # as run_experiment says it, before it runs
+        raise ConfigError(f"{config.path}: env: {e}") from None
     return plain(dataclasses.asdict(config)) | {
-        "command": "experiment", "dataset_sha256": dataset_sha256(config.env.get("dataset")),
-        "versions": versions()}
+        "command": "experiment", "dataset_sha256": sha256, "versions": versions()}
 
 
 def _log_experiment(run, result: dict, paths: list[Path], live_result: dict | None,

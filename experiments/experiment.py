@@ -278,13 +278,12 @@ def _check_agent(path: Path, name: str, accepted: dict[str, str], options: dict)
         if kind is None:
             raise ConfigError(f"{path}: agents.{name}: unknown key {key!r} "
                               f"({', '.join(accepted)})")
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if kind in ("count", "count0") and not (
                 isinstance(value, int) and not isinstance(value, bool)
                 and value >= (1 if kind == "count" else 0)):
             raise ConfigError(f"{where}: a whole number >= {1 if kind == 'count' else 0}, "
                               f"got {value!r}")
-        if kind == "fraction" and not (number and 0 <= value < math.inf):
+        if kind == "fraction" and not (is_finite_number(value) and value >= 0):
             raise ConfigError(f"{where}: a finite number >= 0, got {value!r}")
         if kind == "str" and not (isinstance(value, str) and value):
             raise ConfigError(f"{where}: a name, got {value!r}")
@@ -551,7 +550,12 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
     # file when that is written: a resumed experiment does not score the train split again)
     chosen_file = _run_file(out, TRAIN_CHOSEN, 0)
     if chosen_file.is_file():
-        chosen = {float(b): name for b, name in _chosen(chosen_file).items()}
+        try:
+            chosen = {float(b): name for b, name in _chosen(chosen_file).items()}
+        except ValueError:
+            raise DamagedRunError(f"{chosen_file} names its choices by budgets that are not "
+                                  "numbers: remove it to make it again (the other runs are "
+                                  "kept)") from None
     else:
         chosen = _choose_fixed(config)
     for spec, seed in tqdm(jobs, desc=f"experiment {config.name}", unit="run",
@@ -594,39 +598,61 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
               splits: Iterable[str] | None = None) -> dict:
     """(split, budget) -> agent -> (runs x problems) log speedups, and the costs; the
     replay-only rows (the oracle's, the best fixed configuration in hindsight) where
-    ``oracle``, over ``splits`` (None: the config's)."""
+    ``oracle``, over ``splits`` (None: the config's). Every run file must hold the same
+    problems at a (split, budget) (:func:`_same_problems`)."""
     names = [s.name for s in config.agents] + list(config.baselines) + [TRAIN_CHOSEN,
                                                                          HINDSIGHT, "oracle"]
     if not oracle:
         names = [n for n in names if n not in (HINDSIGHT, "oracle")]
-    scores: dict = {}
-    costs: dict = {}
-    problems: dict[str, tuple[Path, list[str]]] = {}  # per key: the first file's problems
+    keys = [(split, b) for split in (config.splits if splits is None else
+                                     [s for s in config.splits if s in set(splits)])
+            for b in config.budgets]
+    cells: dict = {}  # (split, budget) -> name -> [(path, problem -> (log speedup, cost))]
     for name in names:
         seeds = config.seeds if name in {s.name for s in config.agents} else (
             # a fixed policy: once (seed 0), a stochastic one once per seed (the live
             # evaluation plays each fixed policy once)
             [s for s in config.seeds if _run_file(out, name, s).is_file()] or (0,))
-        paths = [_run_file(out, name, seed) for seed in seeds]
-        runs = [read_json(path) for path in paths]
-        for split in (config.splits if splits is None else
-                      [s for s in config.splits if s in set(splits)]):
-            for b in config.budgets:
-                key = f"{split}/{b:g}"
-                cells = [run_outcomes(path, run, key) for path, run in zip(paths, runs)]
-                for path, cell in zip(paths, cells):  # every row scores the same problems
-                    first = problems.setdefault(key, (path, sorted(cell)))
-                    if sorted(cell) != first[1]:
-                        raise DamagedRunError(
-                            f"{path} holds {len(cell)} problems at {key} where {first[0]} "
-                            f"holds {len(first[1])}, not the same ones: remove it to make it "
-                            "again (the other runs are kept)")
-                order = problems[key][1]
-                scores.setdefault((split, b), {})[name] = np.array(
-                    [[cell[p][0] for p in order] for cell in cells])
-                costs.setdefault((split, b), {})[name] = float(np.mean(
-                    [[cell[p][1] for p in order] for cell in cells]))
+        for path in [_run_file(out, name, seed) for seed in seeds]:
+            run = read_json(path)
+            for split, b in keys:
+                cells.setdefault((split, b), {}).setdefault(name, []).append(
+                    (path, run_outcomes(path, run, f"{split}/{b:g}")))
+    scores: dict = {}
+    costs: dict = {}
+    for (split, b), by_name in cells.items():
+        order = _same_problems(f"{split}/{b:g}", [c for runs in by_name.values() for c in runs])
+        for name, runs in by_name.items():
+            scores.setdefault((split, b), {})[name] = np.array(
+                [[cell[p][0] for p in order] for _, cell in runs])
+            costs.setdefault((split, b), {})[name] = float(np.mean(
+                [[cell[p][1] for p in order] for _, cell in runs]))
     return {"scores": scores, "costs": costs}
+
+
+def _same_problems(key: str, runs: list[tuple[Path, dict]]) -> list[str]:
+    """The problems every run file of ``runs`` (path, outcomes) holds at ``key``, sorted; a
+    :class:`DamagedRunError` naming the files whose problems are not those most files hold
+    (or, where no set is held by more files than another, every file's count)."""
+    held: dict[tuple[str, ...], list[Path]] = {}
+    for path, cell in runs:
+        held.setdefault(tuple(sorted(cell)), []).append(path)
+    if len(held) == 1:
+        return list(next(iter(held)))
+    counts = sorted((len(paths) for paths in held.values()), reverse=True)
+    if counts[0] == counts[1]:  # no majority: the files themselves must say which is wrong
+        said = "; ".join(f"{len(problems)} in {', '.join(map(str, paths))}"
+                         for problems, paths in held.items())
+        raise DamagedRunError(f"the run files hold different problems at {key} ({said}): "
+                              "remove the damaged one to make it again (the others are kept)")
+    usual = max(held, key=lambda problems: len(held[problems]))
+    odd = [(problems, path) for problems, paths in held.items() if problems != usual
+           for path in paths]
+    problems, path = odd[0]
+    raise DamagedRunError(
+        f"{path} holds {len(problems)} problems at {key} where {len(held[usual])} other run "
+        f"files hold the same {len(usual)}, not those: remove it to make it again (the other "
+        "runs are kept)" + (f"; {len(odd) - 1} more file(s) differ so" if len(odd) > 1 else ""))
 
 
 BOOTSTRAP_SEED = 0
@@ -753,6 +779,11 @@ PERMUTATIONS = 100_000
 """Random sign flips drawn by :func:`sign_flip_p` where more problems differ."""
 
 
+EQUAL = 1e-12
+"""Two problems' mean log speedups closer than this are equal: the same speedups on every
+run, up to the rounding of their mean."""
+
+
 def problem_differences(scores: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Per problem, the mean log speedup of ``scores`` (runs x problems) minus that of
     ``other`` (its runs x the same problems): the seeds averaged, so that each problem counts
@@ -770,10 +801,10 @@ def sign_flip_p(scores: np.ndarray, other: np.ndarray) -> float:
     random ones from numpy's generator seeded with :data:`BOOTSTRAP_SEED` (``(k + 1) / (n +
     1)``). 1.0 where no problem differs."""
     d = problem_differences(scores, other)
-    d = d[np.abs(d) > 1e-12]  # an equal speedup, up to the seeds' mean's rounding
+    d = d[np.abs(d) > EQUAL]
     if d.size == 0:
         return 1.0
-    observed = abs(d.sum()) - 1e-12
+    observed = abs(d.sum()) - EQUAL  # a pattern's sum equal to it, up to rounding
     if d.size <= EXACT_UP_TO:
         sums = np.zeros(1)
         for x in d:
@@ -856,9 +887,10 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
                                                                            fixed)
                 d = problem_differences(by_agent[name], fixed)
                 row["better"], row["equal"], row["worse"] = (
-                    int(np.sum(d > 1e-12)), int(np.sum(np.abs(d) <= 1e-12)),
-                    int(np.sum(d < -1e-12)))
-                row["p_fixed"] = sign_flip_p(by_agent[name], fixed)
+                    int(np.sum(d > EQUAL)), int(np.sum(np.abs(d) <= EQUAL)),
+                    int(np.sum(d < -EQUAL)))
+                if name not in (HINDSIGHT, "oracle"):  # chosen on these problems: no test
+                    row["p_fixed"] = sign_flip_p(by_agent[name], fixed)
             rows.append(row)
     _adjust(rows, learned)
 

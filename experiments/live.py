@@ -224,17 +224,20 @@ def _problems(config, out: Path) -> list[tuple[str, str]]:
     """(URI, split) of the problems the live runs play: those the experiment's replay runs
     played, per split (so that each live outcome has its replay twin), or those of
     ``live.problems``."""
-    from experiments.experiment import TRAIN_CHOSEN, ConfigError, _run_file, read_json
+    from experiments.experiment import (
+        TRAIN_CHOSEN,
+        ConfigError,
+        _run_file,
+        read_json,
+        run_outcomes,
+    )
 
     path = _run_file(out, TRAIN_CHOSEN, 0)
-    outcomes = read_json(path).get("outcomes")
-    if not isinstance(outcomes, dict):
-        raise ConfigError(f"{path} holds no outcomes: remove it and run the replay experiment "
-                          "again (autoprofiler experiment does)")
+    run = read_json(path)
     found = []
     for split in config.splits:
         key = f"{split}/{config.budgets[0]:g}"
-        found += [(uri, split) for uri in outcomes[key]]
+        found += [(uri, split) for uri in run_outcomes(path, run, key)]
     if config.live.problems is None:
         return found
     by_uri = dict(found)

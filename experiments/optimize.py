@@ -34,7 +34,6 @@ walked).
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -252,7 +251,8 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     if not is_finite_number(budget) or budget <= 0:
         raise ValueError(f"the budget must be a number > 0 (a fraction of the full set's cost), "
                          f"got {budget!r}")
-    if import_timeout_s is not None and not 0 < import_timeout_s < math.inf:
+    if import_timeout_s is not None and not (is_finite_number(import_timeout_s)
+                                             and import_timeout_s > 0):
         raise ValueError(f"the import timeout must be a number of seconds > 0, got "
                          f"{import_timeout_s!r}")
     if budget_unit not in BUDGET_UNITS:

@@ -69,6 +69,8 @@ def _api_key_configured() -> bool:
     try:
         return wbauth.authenticate_session(host=host, source="autoprofiler", prompt=False,
                                            update_session=False) is not None
+    except TypeError:  # a wandb whose private lookup takes other arguments
+        return bool(os.environ.get("WANDB_API_KEY"))
     except AuthenticationError as e:
         raise AutoProfilerError(f"--wandb: the configured wandb key is malformed ({e}): "
                                 "`wandb login --relogin`, or set WANDB_MODE=offline") from None
@@ -93,8 +95,9 @@ def wandb_run(job_type: str, config: dict, group: str | None = None,
 @contextmanager
 def finishing(run):
     """Finishes ``run`` (None: no run) as the block ends: with exit code 0 when it ends
-    normally, 1 when it raises (Ctrl-C included), so that wandb marks a failed or
-    interrupted run failed rather than finished."""
+    normally, 1 when it raises (Ctrl-C included, and any ``SystemExit``: the commands return
+    their exit code rather than raise it), so that wandb marks a failed or interrupted run
+    failed rather than finished."""
     if run is None:
         yield None
         return

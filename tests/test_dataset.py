@@ -1023,6 +1023,20 @@ def test_a_kernel_metric_that_is_not_ncus_value_is_refused(suite_part, tmp_path,
     assert ".kernels[" in message and "].metrics[" in message and uri in message
 
 
+def test_an_integer_beyond_a_floats_range_is_refused_where_a_number_is_recorded(suite_part,
+                                                                                 tmp_path):
+    """1 and 400 zeros compares below inf exactly, so a range check of 0 <= v < inf passed it
+    and float() overflowed where it was used (a reviewer's finding)."""
+    uri = json.loads(suite_part)["problems"][0]["uri"]
+
+    def damage(body):
+        profile = next(iter(body["problems"][0]["profiles"].values()))
+        profile["cost"]["replay_s"] = 10 ** 400
+
+    message = _refused(_damaged(suite_part, tmp_path, damage), "not a finite number >= 0", uri)
+    assert ".cost.replay_s is 1000" in message
+
+
 @pytest.mark.parametrize("sections, says", [
     ([], "sections is '[]', not a non-empty list of section names"),
     ("SpeedOfLight", "sections is 'SpeedOfLight', not a non-empty list"),

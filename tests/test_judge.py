@@ -58,7 +58,7 @@ def runtime_judge():
     ("file_write", "filesystem"), ("file_delete", "filesystem"), ("socket_send", "network"),
     ("spawns_and_hangs", "concurrency"), ("input_hijack", "introspection"),
     ("randn_patch", "patch"), ("profile_hook", "introspection"), ("to_patch", "patch"),
-    ("detach_patch", "patch"),
+    ("detach_patch", "patch"), ("thread_grab", "concurrency"), ("thread_restore", "concurrency"),
 ])
 def test_the_static_check_rejects_each_cheat(judge, name, rule):
     findings = [f for f in check_source(cheat(name)) if f.rejects]

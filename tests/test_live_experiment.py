@@ -194,6 +194,8 @@ def test_closing_a_live_env_stops_its_judge_and_a_copy_starts_its_own(study_data
     ({"evidence": "sampled"}, "evidence must be one of"),
     ({"evidence": "recorded"}, "give dataset= too"),
     ({"harness": {"device": "cuda"}}, "unknown setting 'device'"),
+    ({"import_timeout_s": 10 ** 400}, "import_timeout_s must be a finite number of seconds"),
+    ({"import_timeout_s": True}, "import_timeout_s must be a finite number of seconds"),
 ])
 def test_a_live_backend_refuses_bad_settings(data_dir, kwargs, message):
     from autoprofiler_env.envs.backends import LiveBackend

@@ -101,10 +101,13 @@ _REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
 
 # -- the range of each recorded value, checked on load ------------------------------------------
 # (what it must be, the test); a test is False for None, NaN and booleans (bool is an int)
-_INF = math.inf
-_POSITIVE = ("a finite number > 0", lambda v: type(v) in (float, int) and 0 < v < _INF)
-_NON_NEGATIVE = ("a finite number >= 0", lambda v: type(v) in (float, int) and 0 <= v < _INF)
-_NON_NEGATIVE_OR_INF = ("a number >= 0 or inf", lambda v: type(v) in (float, int) and v >= 0)
+# (an int beyond a float's range compares below inf exactly, then overflows where it is used)
+_POSITIVE = ("a finite number > 0",
+             lambda v: type(v) in (float, int) and is_finite_number(v) and v > 0)
+_NON_NEGATIVE = ("a finite number >= 0",
+                 lambda v: type(v) in (float, int) and is_finite_number(v) and v >= 0)
+_NON_NEGATIVE_OR_INF = ("a number >= 0 or inf", lambda v: (type(v) is float and v >= 0)
+                        or (type(v) is int and is_finite_number(v) and v >= 0))
 _COUNT = ("an integer >= 0", lambda v: type(v) is int and v >= 0)
 _AT_LEAST_ONE = ("an integer >= 1", lambda v: type(v) is int and v >= 1)
 _OUTCOME_VALUES = (("median_ms", _POSITIVE), ("p20_ms", _POSITIVE), ("p80_ms", _POSITIVE),

@@ -13,7 +13,7 @@ result only. The table is also in docs/harness.md.
 | ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` |
 | ``network`` | rejects | ``socket``, ``ssl``, ``http``, ``urllib``, ``requests``, ``httpx``, ``aiohttp``, ``ftplib``, ``smtplib`` |
 | ``filesystem`` | rejects | ``open`` for writing, ``os.remove`` / ``unlink`` / ``rmdir`` / ``rename`` / ``replace`` / ``makedirs`` / ``mkdir``, ``shutil``, ``Path.write_*`` / ``unlink`` / ``rmdir`` / ``touch`` |
-| ``concurrency`` | rejects | ``threading``, ``_thread``, ``multiprocessing``, ``concurrent.futures``, ``subprocess``, ``os.fork`` / ``system`` / ``exec*`` / ``spawn*`` / ``popen``, ``signal`` |
+| ``concurrency`` | rejects | ``threading``, ``_thread``, ``multiprocessing``, ``concurrent.futures``, ``subprocess``, ``os.fork`` / ``system`` / ``exec*`` / ``spawn*`` / ``popen``, ``signal``, ``torch.set_num_threads`` / ``set_num_interop_threads`` (the reference is timed with the judge's threads) |
 | ``dynamic_code`` | warns | ``exec``, ``eval``, ``compile``, ``__import__``, ``importlib`` (they can hide anything from this check) |
 | ``stream`` | warns | ``torch.cuda.Stream``, ``torch.cuda.stream``, ``wait_stream``, ``record_stream`` (legitimate in CUDA-graph capture; work left on a side stream is caught at run time) |
 | ``fallback`` | warns | ``try`` / ``except`` (KernelBench's bypass rule; falling back to PyTorch is not cheating here) |
@@ -51,6 +51,7 @@ _OS_PROC = {"fork", "forkpty", "system", "popen", "execv", "execve", "execl", "e
 _PATH_WRITES = {"write_text", "write_bytes", "unlink", "rmdir", "touch",
                 "mkdir", "symlink_to", "hardlink_to", "chmod"}
 _STREAM_ATTRS = {"wait_stream", "record_stream"}
+_TORCH_THREADS = {"set_num_threads", "set_num_interop_threads"}
 _DYNAMIC = {"exec", "eval", "compile", "__import__"}
 
 
@@ -133,6 +134,8 @@ class _Visitor(ast.NodeVisitor):
                 self.add("filesystem", node, f"imports os.{alias.name}")
             elif module == "sys" and alias.name in _SYS_INTROSPECTION:
                 self.add("introspection", node, f"imports sys.{alias.name}")
+            elif module == "torch" and alias.name in _TORCH_THREADS:
+                self.add("concurrency", node, f"imports torch.{alias.name}")
         self.generic_visit(node)
 
     # -- assignments (monkey-patching) ------------------------------------------------------
@@ -191,6 +194,8 @@ class _Visitor(ast.NodeVisitor):
         elif full.startswith("os.") and node.attr in _ENV_ATTRS:
             self.add("environment", node, f"uses {full}")
         elif full.startswith("os.") and node.attr in _OS_PROC:
+            self.add("concurrency", node, f"uses {full}")
+        elif full.startswith("torch.") and node.attr in _TORCH_THREADS:
             self.add("concurrency", node, f"uses {full}")
         elif full.startswith("os.") and node.attr in _OS_FS:
             self.add("filesystem", node, f"uses {full}")

@@ -201,8 +201,10 @@ class Guard:
     functions and classes); and the process-wide hooks (trace and profile functions,
     ``sys.monitoring`` tools, ``gc`` callbacks, ``torch`` function modes other than a
     device's, dispatch modes); on a CPU, torch's thread counts (a candidate that takes more
-    threads than the reference was timed with is faster by the machine, not by its code).
-    :data:`UNWATCHED` names what torch and Python change themselves. A patch inside torch beneath what is watched is not seen (docs/harness.md)."""
+    threads than the reference was timed with is faster by the machine, not by its code; one
+    that takes them inside ``forward`` and gives them back is the static check's to find).
+    :data:`UNWATCHED` names what torch and Python change themselves. A patch inside torch
+    beneath what is watched is not seen (docs/harness.md)."""
 
     def __init__(self, module: types.ModuleType, cpu: bool = False) -> None:
         self.module = module

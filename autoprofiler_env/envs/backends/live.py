@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model, warn_
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
 from autoprofiler_env.errors import MachineError, ProfilingError
 from autoprofiler_env.features import static_features
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
 from autoprofiler_env.problems.isolated import (
     DEFAULT_IMPORT_TIMEOUT_S,
@@ -113,8 +113,7 @@ class LiveBackend:
                              "dataset= too (e.g. 'suite')")
         if import_timeout_s is None:
             import_timeout_s = DEFAULT_IMPORT_TIMEOUT_S
-        if isinstance(import_timeout_s, bool) or not isinstance(import_timeout_s, (int, float)) \
-                or not 0 < import_timeout_s < math.inf:
+        if not is_finite_number(import_timeout_s) or import_timeout_s <= 0:
             raise ValueError(f"import_timeout_s must be a finite number of seconds > 0, got "
                              f"{import_timeout_s!r}")
         harness = dict(harness or {})
