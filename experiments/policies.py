@@ -246,7 +246,7 @@ def _tree_path(spec: str) -> Path:
     """The file of ``tree:FILE`` (an empty FILE would be the current directory)."""
     path = spec.removeprefix("tree:")
     if not path:
-        raise PolicySpecError(f"--policy {spec!r}: give the tree's file after tree: "
+        raise PolicySpecError(f"--policy {spec}: give the tree's file after tree: "
                               f"(tree:FILE, e.g. the tree.json a learn-tree run writes), or "
                               f"{SHIPPED_TREE} for the tree the project ships")
     return Path(path)

@@ -158,7 +158,7 @@ def test_a_tree_spec_without_its_file_says_to_give_one():
     from experiments.policies import PolicySpecError
 
     env = gym.make("AutoProfiler-v0", split="test")
-    message = r"^--policy 'tree:': give the tree's file after tree: \(tree:FILE"
+    message = r"^--policy tree:: give the tree's file after tree: \(tree:FILE"
     with pytest.raises(PolicySpecError, match=message):
         load("tree:", env)  # it read the current directory: "cannot read ... Is a directory"
     with pytest.raises(PolicySpecError, match=message):
