@@ -20,10 +20,11 @@ MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
 """The modes wandb accepts (its ``Settings.mode``), where wandb does not say itself."""
 
 
-def check_wandb() -> None:
+def check_wandb() -> str | None:
     """Raises an :class:`AutoProfilerError` saying what to do where ``--wandb`` could not
     log: wandb not importable, or ``WANDB_MODE`` not a mode wandb knows. A command that takes
-    ``--wandb`` calls this first, so the error comes before its work, not after."""
+    ``--wandb`` calls this first, so the error comes before its work, not after. Returns the
+    mode to start a run in (:func:`wandb_mode`)."""
     try:
         import wandb  # noqa: F401
     except ImportError as e:
@@ -34,7 +35,7 @@ def check_wandb() -> None:
     if mode and mode not in _modes():
         raise AutoProfilerError(f"--wandb: WANDB_MODE={mode!r} is not a mode wandb knows: "
                                 f"give one of {', '.join(_modes())}, or unset it")
-    wandb_mode()  # a configured key of a malformed format: said now
+    return wandb_mode()  # a configured key of a malformed format: said now
 
 
 def _modes() -> tuple[str, ...]:
@@ -81,14 +82,14 @@ def wandb_run(job_type: str, config: dict, group: str | None = None,
     """A wandb run of the project (``job_type``: the command; ``group``: the experiment it
     belongs to, None for none; ``name``: the run's name, None for wandb's), where the module
     docstring says."""
-    check_wandb()
+    mode = check_wandb()
     import wandb
 
     # wandb reads its environment once per process (at its first run): what a later run of
     # the same process is given (its directory, its mode, its project) is passed, not left
     # to that
     return wandb.init(project=os.environ.get("WANDB_PROJECT") or PROJECT, job_type=job_type,
-                      config=config, group=group, name=name, mode=wandb_mode(),
+                      config=config, group=group, name=name, mode=mode,
                       dir=os.environ.get("WANDB_DIR"))
 
 
