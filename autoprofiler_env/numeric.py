@@ -20,3 +20,17 @@ def is_finite_number(value: object) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
+
+
+def shown(value: object) -> str:
+    """``value`` for an error message: ``reprlib``'s short repr (a long number or list cut in
+    the middle), and an int too long for Python to turn into digits (over 4,300 of them:
+    ``repr`` itself raises ``ValueError``) by its size, so that the message never fails."""
+    import reprlib
+
+    try:
+        return reprlib.repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+        return f"a {type(value).__name__} that cannot be shown"

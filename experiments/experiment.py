@@ -200,6 +200,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
         line = f" (line {where.line + 1})" if where is not None else ""
         raise ConfigError(f"{path}: not valid YAML{line}: "
                           f"{getattr(e, 'problem', None) or e}") from None
+    except ValueError as e:  # a number too long for Python's int (over 4,300 digits)
+        raise ConfigError(f"{path}: not a config Python can read ({e})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: an experiment config is a mapping of keys "
                           f"({', '.join(sorted(_KEYS))})")

@@ -416,6 +416,8 @@ def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, endi
     ({"budget": "0.25"}, ValueError, "budget must be a finite number > 0"),
     ({"budget": 10**400}, ValueError, "budget must be a finite number > 0"),
     ({"budget_range": [0.05, 10**400]}, ValueError, "budget_range must be a list"),
+    # past 4,300 digits Python's repr itself raises: the message names the size instead
+    ({"budget": 10**5000}, ValueError, "got an integer of about 5000 digits"),
     ({"cost_penalty": math.nan}, ValueError, "cost_penalty must be a finite number >= 0"),
     ({"cost_penalty": -0.1}, ValueError, "cost_penalty must be a finite number >= 0"),
     ({"incorrect_reward": math.nan}, ValueError, "incorrect_reward must be None or a finite"),
@@ -426,7 +428,7 @@ def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, endi
     ({"problems": [RELU, "problem://nope"]}, NotRecordedError,
      r"holds no problem 'problem://nope'; it holds 12 problems: problem://autoprofiler/v1/"),
 ], ids=["budget-nan", "budget-inf", "budget-0", "budget-str", "budget-huge-int",
-        "budget-range-huge-int", "penalty-nan",
+        "budget-range-huge-int", "budget-too-long-to-print", "penalty-nan",
         "penalty-negative", "incorrect-nan", "incorrect-inf", "problems-empty",
         "problems-str", "problems-int", "problems-unknown"])
 def test_bad_make_kwargs_fail_at_construction_saying_what_is_accepted(study_dataset, kwargs,

@@ -117,6 +117,7 @@ def test_runs_made_on_another_build_of_the_dataset_are_not_reused(tmp_path):
     ("agents: {t: {kind: tree, margin: 1" + "0" * 400 + "}}\n",
      r"agents.t.margin: a finite number >= 0"),
     ("budgets: [1" + "0" * 400 + "]\n", r"'budgets' must be a list of fractions > 0"),
+    ("budgets: [1" + "0" * 5000 + "]\n", r"not a config Python can read \(Exceeds the limit"),
     ("agents: {t: {kind: tree, epochs: 3}}\n", r"agents.t: unknown key 'epochs' \(rounds, "),
     ("reps: -5\n", r"'reps' must be a count of bootstrap resamples >= 1, got -5"),
     ("poi_reps: 0\n", r"'poi_reps' must be a count of bootstrap resamples >= 1"),

@@ -157,6 +157,8 @@ def read_config(path: str | Path) -> tuple[TrainConfig, dict]:
         line = f" (line {where.line + 1})" if where is not None else ""
         raise ConfigError(f"{path}: not valid YAML{line}: "
                           f"{getattr(e, 'problem', None) or e}") from None
+    except ValueError as e:  # a number too long for Python's int (over 4,300 digits)
+        raise ConfigError(f"{path}: not a config Python can read ({e})") from None
     named = path.stem if path.stem in ALGORITHMS else None
     return config_from_dict(given, str(path), algorithm=named), given
 

@@ -28,7 +28,7 @@ from autoprofiler_env.errors import (
     RenderModeError,
     UnknownProblemError,
 )
-from autoprofiler_env.numeric import is_finite_number
+from autoprofiler_env.numeric import is_finite_number, shown
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
@@ -254,13 +254,13 @@ class ProfilingEnv(gym.Env):
         budget = _finite("budget", budget, "a finite number > 0 (a fraction of the full set's "
                          "cost, or an absolute amount with budget_is_fraction=False)")
         if budget <= 0:
-            raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+            raise ValueError(f"budget must be a finite number > 0, got {shown(budget)}")
         if budget_range is not None:
             budget_range = _budget_range(budget_range)
         cost_penalty = _finite("cost_penalty", cost_penalty, "a finite number >= 0 (0: none)")
         if cost_penalty < 0:
             raise ValueError(f"cost_penalty must be a finite number >= 0 (0: none; a negative "
-                             f"one would reward profiling), got {cost_penalty!r}")
+                             f"one would reward profiling), got {shown(cost_penalty)}")
         if incorrect_reward is not None:
             incorrect_reward = _finite("incorrect_reward", incorrect_reward,
                                        "None or a finite number, e.g. math.log(0.5)")
@@ -407,7 +407,8 @@ class ProfilingEnv(gym.Env):
         if "budget" in options:
             budget = _finite("the budget option", options["budget"], "a finite number > 0")
             if budget <= 0:
-                raise ValueError(f"the budget option must be a finite number > 0, got {budget!r}")
+                raise ValueError(f"the budget option must be a finite number > 0, "
+                                 f"got {shown(budget)}")
         if self._live:  # before any work: the live backend's device must be on this machine
             self.backend.check_machine()
         super().reset(seed=seed)
@@ -675,7 +676,7 @@ def write_records(records: list[EpisodeRecord], path: Path) -> None:
 def _finite(name: str, value, accepted: str) -> float:
     """``value`` as a float, or a ``ValueError`` saying what ``name`` accepts."""
     if not is_finite_number(value):
-        raise ValueError(f"{name} must be {accepted}, got {value!r}")
+        raise ValueError(f"{name} must be {accepted}, got {shown(value)}")
     return float(value)
 
 
@@ -686,10 +687,10 @@ def _budget_range(value) -> list[float]:
                 "episode's budget is drawn log-uniformly between them), or None")
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") \
             or len(value) != 2:
-        raise ValueError(f"budget_range must be {accepted}, got {value!r}")
+        raise ValueError(f"budget_range must be {accepted}, got {shown(value)}")
     low, high = (_finite("budget_range", v, accepted) for v in value)
     if not 0 < low <= high:
-        raise ValueError(f"budget_range must be {accepted}, got {value!r}")
+        raise ValueError(f"budget_range must be {accepted}, got {shown(value)}")
     return [low, high]
 
 
