@@ -727,7 +727,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     run = wandb_run("experiment", _experiment_wandb_config(config), group=config.name,
                     name=config.name) if args.wandb else None
     with finishing(run):
-        result = run_experiment(config, out)
+        result = run_experiment(config, out,
+                                wandb_group=config.name if args.wandb else None)
         paths = write(config, result, out, command)
         print((out / "leaderboard.md").read_text())
         print("saved " + ", ".join(str(p) for p in paths))

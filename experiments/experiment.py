@@ -58,7 +58,10 @@ which is not bit-identical to an uninterrupted training (experiments/train.py sa
 the leaderboard names the agents and seeds whose training resumed, and at which steps.
 ``--wandb`` starts a wandb run named after the experiment (its group too) before anything
 runs (a failed one ends failed) and logs the config, the dataset's sha256, the leaderboard
-and the plots.
+and the plots; each learned agent's seed that learns or trains is a run of the same group
+beside it (``<agent>-seed<n>``, job type ``learn-tree`` or ``train``: the curves those
+commands log, and the agent's geometric-mean speedup and cost per split and budget in its
+summary). An agent loaded from a finished run of ``--out`` logs nothing again.
 
 The config (YAML)::
 
@@ -99,6 +102,7 @@ from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.numeric import is_finite_number
 from experiments.live import LiveConfig
+from experiments.tracking import finishing
 
 FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
 TRAIN_CHOSEN = "fixed (chosen on train)"
@@ -347,9 +351,10 @@ def _run_file(out: Path, agent: str, seed: int) -> Path:
     return out / "runs" / safe / f"seed-{seed}.json"
 
 
-def _learned_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path, envs):
-    """Learns (or trains) ``spec``'s agent for ``seed``; returns a policy for the
-    environments."""
+def _learned_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path, envs,
+                    wandb_run=None):
+    """Learns (or trains) ``spec``'s agent for ``seed``, logging to ``wandb_run`` (None:
+    nowhere); returns a policy for the environments."""
     if spec.kind == "tree":
         from agents.tree import TreePolicy
         from experiments.learn_tree import learn_tree, make_proposer
@@ -359,12 +364,14 @@ def _learned_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: P
         tree, _ = learn_tree(list(config.budgets), proposer,
                              out / "agents" / spec.name / f"seed-{seed}",
                              dataset=config.env.get("dataset"),
-                             optimizer=config.env.get("optimizer"), progress=False, **options)
+                             optimizer=config.env.get("optimizer"), progress=False,
+                             wandb_run=wandb_run, **options)
         return lambda env: TreePolicy(tree, env, spec.name)
-    return _rl_policy(spec, seed, config, out)
+    return _rl_policy(spec, seed, config, out, wandb_run)
 
 
-def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
+def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path,
+               wandb_run=None):
     """Trains ``spec``'s RL agent for ``seed`` (``autoprofiler train``'s run, in
     ``out/agents/<name>/seed-<n>``; a finished run there is loaded, not trained again) and
     returns its best model (kept by the validation evaluation during training)."""
@@ -402,7 +409,7 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path):
             shutil.rmtree(run_dir)
         # an interrupted training (Ctrl-C, SIGTERM) resumes where it was saved
         train(train_config, run_dir, seed=seed, given=given, source=str(path),
-              progress=False, command=["autoprofiler", "experiment", "--config",
+              progress=False, wandb_run=wandb_run, command=["autoprofiler", "experiment", "--config",
                                        portable(config.path)])
     model = load_run(run_dir)
     return lambda env: model
@@ -488,9 +495,11 @@ def _choose_fixed(config: ExperimentConfig) -> dict[float, str]:
     return chosen
 
 
-def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -> dict:
+def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True,
+                   wandb_group: str | None = None) -> dict:
     """Runs what is not run yet, then aggregates; returns the leaderboard rows and the
-    score matrices."""
+    score matrices. ``wandb_group``: each learned agent's learning or training that runs is
+    a wandb run of this group (:func:`_agent_wandb_run`), beside the experiment's own."""
     import gymnasium as gym
     from tqdm import tqdm
 
@@ -565,33 +574,64 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True) -
         path = _run_file(out, spec.name, seed)
         if path.is_file():
             continue
-        if spec.kind in AGENT_KINDS:
-            make = _learned_policy(spec, seed, config, out, envs)
-        elif spec.kind in ("chosen", "hindsight"):
-            def make(env):
-                return None
-        else:
-            def make(env, name=spec.name, seed=seed):
-                entry = load(name, env)
-                entry.seed(seed)  # a stochastic one, as the benchmark seeds it
-                return entry.policy
-        result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {},
-                  "settings": expected(spec)}
-        for split, env in envs.items():
-            for b in config.budgets:
-                if spec.kind == "chosen":
-                    policy = baseline(env, chosen[b])
-                elif spec.kind == "hindsight":  # the best on this split, chosen here
-                    best = best_fixed(env, b)
-                    result.setdefault("chosen", {})[f"{split}/{b:g}"] = best
-                    policy = baseline(env, best)
-                else:
-                    policy = make(env)
-                result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b)
-        if spec.kind == "chosen":
-            result["chosen"] = {f"{b:g}": chosen[b] for b in config.budgets}
-        write_atomic(path, (json.dumps(result) + "\n").encode())
+        child = (_agent_wandb_run(config, spec, seed, wandb_group)
+                 if wandb_group is not None and spec.kind in AGENT_KINDS else None)
+        with finishing(child):  # an agent's run that fails or is interrupted ends failed
+            if spec.kind in AGENT_KINDS:
+                make = _learned_policy(spec, seed, config, out, envs, child)
+            elif spec.kind in ("chosen", "hindsight"):
+                def make(env):
+                    return None
+            else:
+                def make(env, name=spec.name, seed=seed):
+                    entry = load(name, env)
+                    entry.seed(seed)  # a stochastic one, as the benchmark seeds it
+                    return entry.policy
+            result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {},
+                      "settings": expected(spec)}
+            for split, env in envs.items():
+                for b in config.budgets:
+                    if spec.kind == "chosen":
+                        policy = baseline(env, chosen[b])
+                    elif spec.kind == "hindsight":  # the best on this split, chosen here
+                        best = best_fixed(env, b)
+                        result.setdefault("chosen", {})[f"{split}/{b:g}"] = best
+                        policy = baseline(env, best)
+                    else:
+                        policy = make(env)
+                    result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b)
+            if spec.kind == "chosen":
+                result["chosen"] = {f"{b:g}": chosen[b] for b in config.budgets}
+            write_atomic(path, (json.dumps(result) + "\n").encode())
+            if child is not None:
+                child.summary.update(_agent_summary(result))
     return aggregate(config, out)
+
+
+def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group: str):
+    """The wandb run of one learned agent's seed in an experiment's group (named
+    ``<agent>-seed<n>``, of the job type of the command that would learn it alone: its curves
+    as ``learn-tree``'s or ``train``'s), opened beside the experiment's run."""
+    from experiments.tracking import wandb_run
+
+    return wandb_run("learn-tree" if spec.kind == "tree" else "train",
+                     {"experiment": config.name, "agent": spec.name, "kind": spec.kind,
+                      "options": dict(spec.options), "seed": seed},
+                     group=group, name=f"{spec.name}-seed{seed}", alongside=True)
+
+
+def _agent_summary(result: dict) -> dict:
+    """A learned agent's run file as wandb summary numbers: per split and budget, the
+    geometric mean of the shipped speedups over the problems and the mean profiling cost."""
+    summary = {}
+    for key, cell in result["outcomes"].items():
+        split, budget = key.split("/")
+        speedups = [o["speedup"] for o in cell.values()]
+        summary[f"{split}/budget={budget}/geomean_speedup"] = float(
+            np.exp(np.mean(np.log(speedups))))
+        summary[f"{split}/budget={budget}/cost_s"] = float(
+            np.mean([o["cost"] for o in cell.values()]))
+    return summary
 
 
 # -- aggregating ----------------------------------------------------------------------------

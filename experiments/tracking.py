@@ -78,10 +78,12 @@ def _api_key_configured() -> bool:
 
 
 def wandb_run(job_type: str, config: dict, group: str | None = None,
-              name: str | None = None):
+              name: str | None = None, alongside: bool = False):
     """A wandb run of the project (``job_type``: the command; ``group``: the experiment it
     belongs to, None for none; ``name``: the run's name, None for wandb's), where the module
-    docstring says."""
+    docstring says. ``alongside``: the process has a run open that goes on (an experiment's,
+    beside its agents' trainings); by default wandb finishes a process's open run when
+    another starts."""
     mode = check_wandb()
     import wandb
 
@@ -90,7 +92,8 @@ def wandb_run(job_type: str, config: dict, group: str | None = None,
     # to that
     return wandb.init(project=os.environ.get("WANDB_PROJECT") or PROJECT, job_type=job_type,
                       config=config, group=group, name=name, mode=mode,
-                      dir=os.environ.get("WANDB_DIR"))
+                      dir=os.environ.get("WANDB_DIR"),
+                      **({"reinit": "create_new"} if alongside else {}))
 
 
 @contextmanager

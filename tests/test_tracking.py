@@ -253,10 +253,44 @@ def test_experiment_logs_its_config_and_leaderboard_from_a_run_started_first(
     # a failed experiment has its run, failed
     shutil.rmtree(Path("wandb"))
 
-    def failed(config, out, progress=True):
+    def failed(config, out, progress=True, wandb_group=None):
         raise experiments.experiment.ConfigError("the experiment failed")
 
     monkeypatch.setattr(experiments.experiment, "run_experiment", failed)
     assert main(["experiment", "--config", "wb.yaml", "--out", "out2", "--wandb"]) == 2
     assert capsys.readouterr().err.strip().endswith("the experiment failed")
     assert _one_run(no_key).exit_code == 1
+
+
+def test_each_learned_agent_of_an_experiment_is_a_run_of_its_group(no_key, monkeypatch):
+    """The experiment's run and, beside it, one run per learned agent and seed that learns
+    or trains, with that command's curves and the agent's scores; a finished agent loaded
+    again logs nothing."""
+    import experiments.experiment
+    from experiments.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.chdir(no_key)
+    Path("wb.yaml").write_text(EXPERIMENT + "agents:\n"
+                               "  t: {kind: tree, rounds: 2, proposals: 2}\n"
+                               "  r: {kind: rl, config: maskable_ppo, steps: 1024}\n")
+    assert main(["experiment", "--config", "wb.yaml", "--out", "out", "--wandb"]) == 0
+    runs = [read_offline_run(path, wait_s=30)
+            for path in sorted(Path("wandb").glob("offline-run-*"))]
+    by_name = {run.name: run for run in runs}
+    assert sorted(by_name) == ["r-seed0", "t-seed0", "wb"]
+    assert {run.group for run in runs} == {"wb"} and {run.exit_code for run in runs} == {0}
+    tree, rl = by_name["t-seed0"], by_name["r-seed0"]
+    assert (tree.job_type, rl.job_type) == ("learn-tree", "train")
+    assert tree.config["agent"] == "t" and tree.config["seed"] == 0
+    assert any("budget=0.25/train" in row for row in tree.history)  # learn-tree's curves
+    assert any("eval/geomean_speedup" in row for row in rl.history)  # train's
+    rows = {r["agent"]: r for r in experiments.experiment.aggregate(
+        experiments.experiment.load_config("wb.yaml"), Path("out"))["rows"]}
+    for name, run in (("t", tree), ("r", rl)):  # one seed: its score is the row's
+        assert run.summary["test/budget=0.25/geomean_speedup"] == pytest.approx(
+            rows[name]["geomean_speedup"])
+        assert run.summary["test/budget=0.25/cost_s"] >= 0
+    shutil.rmtree(Path("wandb"))
+    assert main(["experiment", "--config", "wb.yaml", "--out", "out", "--wandb"]) == 0
+    assert _one_run(no_key).name == "wb"  # nothing learned again
