@@ -645,7 +645,9 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
     for budget, r in sorted(results.items()):
         failed = sum(r.failed.values())
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(r.failed.items()))
-        print(f"budget {budget:g}: train {r.train:.4f}, validation {r.validation:.4f} "
+        kept = f"round {r.best_round}" if r.best_round else "the start"
+        print(f"budget {budget:g}: the tree of {kept} (the best validation): "
+              f"train {r.train:.4f}, validation {r.validation:.4f} "
               f"({r.accepted} edits kept in {r.rounds} rounds, {r.tree.size()} nodes)"
               + (f"; {failed} rounds without a usable reply ({kinds})" if failed else ""))
         if r.rounds and failed >= r.rounds:

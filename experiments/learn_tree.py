@@ -193,7 +193,8 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start, propo
     tree.save(out / "tree.json")
     write_atomic(out / "tree.txt", (export_text(tree) + "\n").encode())
     plot(tree, out / "tree.png")
-    plot_curves(curves, out / "curve.png", proposer.name)
+    plot_curves(curves, out / "curve.png", proposer.name,
+                kept={b: r.best_round for b, r in results.items()})
     if wandb_run is not None:
         import wandb
 
@@ -282,8 +283,9 @@ def _supersede_if_moved(log: Path, start) -> None:
           file=sys.stderr)
 
 
-def plot_curves(curves: dict, path: Path, title: str) -> Path:
-    """Train and validation score against round, one panel per budget."""
+def plot_curves(curves: dict, path: Path, title: str, kept: dict | None = None) -> Path:
+    """Train and validation score against round, one panel per budget; ``kept``: per budget,
+    the round whose tree is kept (the best validation score), marked."""
 
     import matplotlib
 
@@ -296,6 +298,9 @@ def plot_curves(curves: dict, path: Path, title: str) -> Path:
             rounds, train, val = zip(*curve)
             ax.step(rounds, train, where="post", label="train", color="tab:blue")
             ax.step(rounds, val, where="post", label="validation", color="tab:orange")
+        if kept and budget in kept:
+            ax.axvline(kept[budget], color="black", linestyle=":", linewidth=1,
+                       label=f"kept: round {kept[budget]} (best validation)")
         ax.set_title(f"budget {budget:.0%} of the full set")
         ax.set_xlabel("round")
         ax.set_ylabel("geometric-mean speedup")

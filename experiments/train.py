@@ -675,4 +675,4 @@ def print_summary(result: TrainResult) -> None:
         print(f"{name} (step {evaluation.step}): geomean speedup "
               f"{evaluation.geomean_speedup:.4f} ({budgets})")
     print(f"saved {result.model}, {result.best_model}, {result.out / 'run.json'}, "
-          f"{result.out / 'evaluations.jsonl'}")
+          f"{result.out / 'evaluations.jsonl'}, {result.out / 'evaluations.png'}")

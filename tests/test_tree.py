@@ -360,6 +360,14 @@ def test_the_learner_keeps_only_edits_that_improve_and_picks_on_validation(train
     # the tree returned is the best on validation, and its scores are what it scores
     best = max(lines, key=lambda line: line["validation_objective"])
     assert math.log(result.validation) >= best["validation_objective"] - 1e-12
+    # the round that made it: the first of the best (validation, then train), or the start
+    top = max((line["validation_objective"], line["train_objective"]) for line in lines)
+    if math.log(result.validation) > top[0] + 1e-12:
+        assert result.best_round == 0
+    else:
+        assert result.best_round == next(
+            line["round"] for line in lines if line["accepted"] is not None
+            and (line["validation_objective"], line["train_objective"]) == top)
     assert result.validation == pytest.approx(score(rollout(va, TreePolicy(result.tree, va),
                                                             budget=0.25)))
     assert result.train == pytest.approx(score(rollout(tr, TreePolicy(result.tree, tr),
@@ -513,7 +521,12 @@ def test_learn_tree_writes_the_tree_its_log_and_pictures(tmp_path, capsys):
     tree = load(out / "tree.json")
     assert tree.root.condition == Condition("budget", "fraction", 0.158)
     assert set(tree.meta["scores"]) == {"0.1", "0.25"}
-    assert "[0] if budget >= 0.158 of the full set" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "[0] if budget >= 0.158 of the full set" in printed
+    for budget in ("0.1", "0.25"):  # which round's tree is kept, said
+        assert re.search(rf"budget {budget}: the tree of (round \d+|the start) \(the best "
+                         r"validation\): "
+                         r"train \d", printed), printed
     assert main(["benchmark", "--budgets", "0.25", "--policy", f"tree:{out / 'tree.json'}",
                  "--out", str(tmp_path / "bench")]) == 0
     assert "tree:tree" in (tmp_path / "bench" / "benchmark.csv").read_text()

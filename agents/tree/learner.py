@@ -98,6 +98,7 @@ class LearnResult:
     curve: list = field(default_factory=list)  # (round, train, validation) after each round
     failed: dict = field(default_factory=dict)  # rounds whose reply gave no edit to score,
     # by kind (unusable_kind: no_json, schema, empty, invalid, ...; the resumed ones included)
+    best_round: int = 0       # the round that made ``tree`` (0: the start)
 
 
 RETRY_WAITS = (2.0, 4.0, 8.0)
@@ -359,7 +360,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
         if out:
             out.close()
     return LearnResult(best[2], math.exp(best[1]), math.exp(best[0]),
-                       curve[-1][0] if curve else 0, accepted, curve, dict(failed))
+                       curve[-1][0] if curve else 0, accepted, curve, dict(failed), best_round)
 
 
 DESCRIPTIVE = ("started_from",)
