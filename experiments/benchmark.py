@@ -159,10 +159,12 @@ def write_csv(rows: list[dict], path: Path, columns=None) -> None:
 
 # The picture: one curve per agent, each with its own (colour, marker) pair. The oracle (the
 # ceiling) and no-profile (the floor to beat) are drawn in black and grey, above the rest,
-# the shipped AutoProfiler tree in crimson; the others take colours of tab10 (its grey left out, which is no-profile's) and markers
-# whose cycle lengths are coprime, so no two of 63 agents share a pair.
+# the shipped AutoProfiler tree in crimson; the others take colours of tab10 (its grey left
+# out, which is no-profile's, and its red, which read as the tree's crimson, given for a dark
+# blue of tab20b) and markers whose cycle lengths are coprime, so no two of 63 agents share a
+# pair.
 ORACLE, NO_PROFILE, TREE = "oracle", "no-profile", "autoprofiler-tree"
-_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#393b79", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
 _MARKERS = ("o", "^", "D", "v", "P", "<", ">")
 _EMPHASISED = {

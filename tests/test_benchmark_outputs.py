@@ -145,6 +145,11 @@ def test_agent_styles_stay_distinct_for_many_agents():
     styles = agent_styles(names)
     pairs = {(to_rgba(s["color"]), s["marker"]) for s in styles.values()}
     assert len(pairs) == len(names)
+    # and none of the others takes a red that reads as the shipped tree's crimson
+    tree = agent_styles(["autoprofiler-tree", *names])
+    crimson = to_rgba(tree.pop("autoprofiler-tree")["color"])
+    assert all(sum(abs(a - b) for a, b in zip(to_rgba(s["color"]), crimson)) > 0.3
+               for s in tree.values())
 
 
 def test_the_oracle_and_no_profile_stand_out(summary):
