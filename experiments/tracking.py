@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from contextlib import contextmanager
 
 from autoprofiler_env.errors import AutoProfilerError
@@ -86,6 +87,10 @@ def wandb_run(job_type: str, config: dict, group: str | None = None,
     another starts."""
     mode = check_wandb()
     import wandb
+
+    if "weave" not in sys.modules:  # wandb takes this project's `agents` package for the
+        # OpenAI Agents SDK (imported as `agents` too) and suggests installing Weave
+        os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
 
     # wandb reads its environment once per process (at its first run): what a later run of
     # the same process is given (its directory, its mode, its project) is passed, not left

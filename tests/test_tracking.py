@@ -294,3 +294,18 @@ def test_each_learned_agent_of_an_experiment_is_a_run_of_its_group(no_key, monke
     shutil.rmtree(Path("wandb"))
     assert main(["experiment", "--config", "wb.yaml", "--out", "out", "--wandb"]) == 0
     assert _one_run(no_key).name == "wb"  # nothing learned again
+
+
+def test_wandb_does_not_take_the_agents_package_for_openais(no_key, monkeypatch, capsys):
+    """wandb suggested installing Weave ("Detected [agents] in use") on every run: it takes
+    this project's `agents` package for the OpenAI Agents SDK."""
+    import agents  # noqa: F401
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "false")
+    monkeypatch.setenv("WANDB_DISABLE_WEAVE", "")  # restored after the test, unset now
+    monkeypatch.delenv("WANDB_DISABLE_WEAVE")
+    with finishing(wandb_run("test", {})):
+        pass
+    captured = capsys.readouterr()
+    assert "Weave" not in captured.out + captured.err
