@@ -20,10 +20,23 @@ the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N
 - ``run.json``: the config as given and as resolved, the environment's kwargs, the command
   line, the seed, the dataset's checksum, the package's and the libraries' versions, the
   best and the last evaluation;
-- ``evaluations.jsonl``: each evaluation (step, per-budget geometric-mean speedup, ...);
-  ``evaluations.png``: the same as curves, one per budget, the best evaluation marked;
-- ``progress.csv`` (SB3's logger) and ``monitor/<rank>.monitor.csv`` (every episode: its
-  return, length, problem, sections, cost, speedup, correctness).
+- ``evaluations.jsonl``: each evaluation (step, per-budget geometric-mean speedup, ...,
+  each episode's log score and length); ``evaluations.png``: the same as curves, one per
+  budget, the best evaluation marked;
+- ``evaluations.npz``: the evaluations in the format of SB3's ``EvalCallback``
+  (``timesteps`` (n_evals,); ``results`` and ``ep_lengths`` (n_evals, n_episodes), an
+  episode per (budget, problem) of the evaluation, budget after budget: its log score, the
+  ``ln`` of its shipped speedup, and its length in steps), so that the mean of a row of
+  ``results`` is that evaluation's objective (the mean over the budgets of the log
+  geometric-mean speedups, ``evaluations.jsonl``'s ``objective``);
+- ``progress.csv`` (SB3's logger) and ``<rank>.monitor.csv`` (SB3's ``Monitor``: every
+  training episode, its return, length, problem, sections, cost, speedup, correctness).
+
+The files are where SB3 and rl-baselines3-zoo look for them: SB3's ``load_results(out)``
+reads the monitor files, and a run given ``--out logs/maskable_ppo/AutoProfiler-v0_1`` is
+plotted by the zoo's ``rl_zoo3.plots.plot_train -a maskable_ppo -e AutoProfiler-v0 -f logs``
+(the monitor files) and ``rl_zoo3.plots.all_plots -a maskable_ppo -e AutoProfiler-v0 -f logs``
+(``evaluations.npz``).
 
 A long run that is interrupted loses nothing and resumes. Ctrl-C (a ``KeyboardInterrupt``)
 saves ``model.zip`` (and an off-policy algorithm's replay buffer, ``replay_buffer.pkl``) and
@@ -32,9 +45,12 @@ resumes the run (:func:`train`): the model is loaded with the run's algorithm, t
 environments are made again as they were (seeded), training goes on to the run's total steps,
 the evaluations continue on their schedule and the best model kept stays the best unless an
 evaluation beats it; ``evaluations.jsonl``, ``progress.csv`` and the monitor files are
-appended to, and ``run.json``'s ``resumed`` lists the steps at which the run resumed. The
-config and ``--steps`` must resolve to the run's config, and ``--seed`` and the dataset (its
-sha256) must be the run's, else the command refuses, naming the first difference (give
+appended to (a run interrupted when they were in ``monitor/``, as they were before, keeps
+them there), ``evaluations.npz`` is written again from ``evaluations.jsonl`` (leaving out,
+with a warning, the evaluations of an ``evaluations.jsonl`` written before it held each
+episode's score), and ``run.json``'s ``resumed`` lists the steps at which the run resumed.
+The config and ``--steps`` must resolve to the run's config, and ``--seed`` and the dataset
+(its sha256) must be the run's, else the command refuses, naming the first difference (give
 another ``--out`` to train anew). A resumed run is not bit-identical to an uninterrupted one:
 the environments' and the random number generators' states are not restored (:func:`train`
 says what). With ``--wandb`` a resumption is another wandb run of the group (``run.json``'s
@@ -80,8 +96,8 @@ ENV_ID = "autoprofiler_env:AutoProfiler-v0"
 subprocess of a ``SubprocVecEnv``."""
 RUN_SCHEMA = 1
 INFO_KEYWORDS = ("problem", "sections", "cost", "speedup", "correct")
-"""What each episode's line of ``monitor/<rank>.monitor.csv`` holds besides SB3's return,
-length and time."""
+"""What each episode's line of ``<rank>.monitor.csv`` holds besides SB3's return, length and
+time."""
 REPLAY_BUFFER = "replay_buffer.pkl"
 """An interrupted off-policy run's replay buffer (SB3's ``save_replay_buffer``), which its
 resumption loads; removed when the run finishes."""
@@ -273,9 +289,10 @@ def make_eval_env(config: TrainConfig, source: str = "config"):
 
 def make_train_env(config: TrainConfig, seed: int, monitor_dir: Path | None = None,
                    source: str = "config", append: bool = False):
-    """``n_envs`` Monitor-wrapped training environments in the config's vector env.
-    ``append``: the monitor files are a resumed run's, appended to (their ``t`` keeps
-    counting from their header's ``t_start``), not started anew."""
+    """``n_envs`` Monitor-wrapped training environments in the config's vector env, their
+    episodes in ``monitor_dir``'s ``<rank>.monitor.csv`` (where given). ``append``: the
+    monitor files are a resumed run's, appended to (their ``t`` keeps counting from their
+    header's ``t_start``), not started anew."""
     import gymnasium as gym
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
@@ -475,8 +492,12 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
         warnings.warn(f"{out}: the interrupted run there has no model.zip (stopped before it "
                       f"saved, or removed since): trained afresh from step 0, its "
                       f"evaluations and best model replaced", stacklevel=2)
-        for name in ("best_model.zip", "evaluations.jsonl", REPLAY_BUFFER):
+        for name in ("best_model.zip", "evaluations.jsonl", "evaluations.npz", REPLAY_BUFFER):
             (out / name).unlink(missing_ok=True)  # stopped before it saved: start afresh
+        for monitor in [*out.glob("*.monitor.csv"), *out.glob("monitor/*.monitor.csv")]:
+            monitor.unlink()  # a rank the new run lacks would stay in load_results' episodes
+        if (out / "monitor").is_dir() and not any((out / "monitor").iterdir()):
+            (out / "monitor").rmdir()
         previous = None
     out.mkdir(parents=True, exist_ok=True)
     eval_env = make_eval_env(config, source)
@@ -486,7 +507,11 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     try:
         if previous is not None:
             _check_same_environment(out, previous, dataset_sha256, kwargs)
-        vec_env = make_train_env(config, seed, out / "monitor", source,
+        # the monitor files at the top of the run directory, where SB3's load_results and
+        # the zoo's plot_train look for them; a run interrupted when they were in monitor/
+        # (before this layout) resumes appending to them there
+        legacy = previous is not None and (out / "monitor").is_dir()
+        vec_env = make_train_env(config, seed, out / "monitor" if legacy else out, source,
                                  append=previous is not None)
     except BaseException:
         eval_env.close()
@@ -536,7 +561,8 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
         evaluator = RolloutEvalCallback(eval_env, config.eval.budgets, config.eval.frequency,
                                         best_model_path=out / "best_model.zip",
                                         log_path=out / "evaluations.jsonl", seed=seed,
-                                        on_evaluation=on_evaluation, verbose=verbose)
+                                        on_evaluation=on_evaluation, verbose=verbose,
+                                        npz_path=out / "evaluations.npz")
         if previous is not None:
             evaluator.restore(read_evaluations(out / "evaluations.jsonl"))
         callbacks = [EpisodeOutcomeCallback(), evaluator]
@@ -574,7 +600,8 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
         meta |= {"status": "finished", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                  "steps": result.steps, "seconds": seconds,
                  "steps_per_second": result.steps_per_second,
-                 "best": result.best.to_dict(), "last": result.last.to_dict()}
+                 "best": result.best.to_dict(episodes=False),
+                 "last": result.last.to_dict(episodes=False)}
         _write_json(out / "run.json", meta)
         plot_evaluations(result.evaluations, out / "evaluations.png", out.name)
         (out / REPLAY_BUFFER).unlink(missing_ok=True)  # only a resumption reads it
@@ -646,7 +673,7 @@ def _log_wandb(run, result: TrainResult, records: dict) -> None:
     for r in result.best.results:
         run.summary[f"best/budget={r.budget:g}/geomean_speedup"] = r.geomean_speedup
     run.summary["steps_per_second"] = result.steps_per_second
-    _log_model_artifact(run, result.out, {"best": result.best.to_dict()},
+    _log_model_artifact(run, result.out, {"best": result.best.to_dict(episodes=False)},
                         ["latest", f"best-{result.best.step}"])
 
 
@@ -658,10 +685,12 @@ def _log_model_artifact(run, out: Path, metadata: dict, aliases: list[str]) -> N
 
     artifact = wandb.Artifact(f"model-{run.id}", type="model", metadata=metadata)
     for name in ("model.zip", "best_model.zip", "run.json", "evaluations.jsonl",
-                 "evaluations.png", "progress.csv"):
+                 "evaluations.npz", "evaluations.png", "progress.csv"):
         if (out / name).is_file():
             artifact.add_file(str(out / name))
-    if (out / "monitor").is_dir():
+    for monitor in sorted(out.glob("*.monitor.csv")):
+        artifact.add_file(str(monitor))
+    if (out / "monitor").is_dir():  # a run resumed from the layout before: monitor/<rank>
         artifact.add_dir(str(out / "monitor"), name="monitor")
     run.log_artifact(artifact, aliases=aliases)
 
@@ -675,4 +704,5 @@ def print_summary(result: TrainResult) -> None:
         print(f"{name} (step {evaluation.step}): geomean speedup "
               f"{evaluation.geomean_speedup:.4f} ({budgets})")
     print(f"saved {result.model}, {result.best_model}, {result.out / 'run.json'}, "
-          f"{result.out / 'evaluations.jsonl'}, {result.out / 'evaluations.png'}")
+          f"{result.out / 'evaluations.jsonl'}, {result.out / 'evaluations.npz'}, "
+          f"{result.out / 'evaluations.png'}")

@@ -18,6 +18,7 @@ import autoprofiler_env  # noqa: F401  (registers the ids)
 from agents.rl.config import ConfigError, config_from_dict, load_config
 from autoprofiler_env.evaluation import rollout, score
 from autoprofiler_env.jsonlines import read_jsonl
+from autoprofiler_env.scoring import log_score
 from experiments.train import CONFIGS, build_model, make_eval_env, make_train_env, train
 
 # the training configs: every file of experiments/configs in the zoo's format (the others,
@@ -36,6 +37,30 @@ TINY = {  # MaskablePPO small enough for a test: an update every 128 steps
     "autoprofiler": {"algorithm": "maskable_ppo", "vec_env": "dummy",
                      "eval": {"frequency": 1000, "split": "val", "budgets": [0.25, 1.0]}},
 }
+
+
+def _check_npz(out: Path, lines: list[dict]) -> dict:
+    """``out/evaluations.npz`` as SB3's EvalCallback writes it, one row per evaluation of
+    ``lines`` (``evaluations.jsonl``'s): the mean of a row of ``results`` is its objective,
+    each budget's part the budget's log geometric-mean speedup."""
+    with np.load(out / "evaluations.npz") as file:
+        npz = dict(file)
+    assert set(npz) == {"timesteps", "results", "ep_lengths"}
+    assert npz["timesteps"].tolist() == [line["step"] for line in lines]
+    assert npz["results"].ndim == 2 and npz["results"].shape == npz["ep_lengths"].shape
+    assert npz["results"].shape[0] == len(lines)
+    assert npz["results"].mean(axis=1) == pytest.approx([line["objective"] for line in lines])
+    assert npz["ep_lengths"].dtype.kind == "i" and npz["ep_lengths"].min() >= 1
+    for row, line in enumerate(lines):
+        width = npz["results"].shape[1] // len(line["budgets"])
+        for i, result in enumerate(line["budgets"].values()):
+            part = slice(width * i, width * (i + 1))
+            assert npz["results"][row, part].tolist() == result["log_scores"]
+            assert npz["ep_lengths"][row, part].tolist() == result["lengths"]
+            assert np.mean(result["log_scores"]) == pytest.approx(
+                math.log(result["geomean_speedup"]))
+            assert 0 <= np.mean(result["lengths"]) - result["mean_sections"] <= 1
+    return npz
 
 
 def _tiny(**settings):
@@ -61,9 +86,10 @@ def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
     result = train(config_from_dict(TINY, "tiny"), out, seed=3, given=TINY, source="tiny",
                    progress=False, command=["autoprofiler", "train", "test"])
     for name in ("model.zip", "best_model.zip", "run.json", "evaluations.jsonl",
-                 "evaluations.png", "progress.csv", "monitor/0.monitor.csv",
-                 "monitor/1.monitor.csv"):
+                 "evaluations.npz", "evaluations.png", "progress.csv", "0.monitor.csv",
+                 "1.monitor.csv"):
         assert (out / name).is_file(), name
+    assert not (out / "monitor").exists()  # SB3's and the zoo's layout: at the top
     assert (out / "evaluations.png").read_bytes().startswith(b"\x89PNG")
     # the evaluations: every 1000 steps and at the end (on-policy: 16 updates of 128 steps)
     lines = read_jsonl(out / "evaluations.jsonl")
@@ -88,12 +114,31 @@ def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
     assert run["status"] == "finished" and run["steps"] == 2048
     assert run["command"] == ["autoprofiler", "train", "test"]
     assert run["best"]["step"] == best["step"]
+    assert "log_scores" not in run["best"]["budgets"]["1"]  # evaluations.jsonl has them
+    # SB3's EvalCallback format, as rl-baselines3-zoo's all_plots reads it: an episode per
+    # (budget, problem), 2 budgets x the 12 val problems
+    npz = _check_npz(out, lines)
+    assert npz["results"].shape == npz["ep_lengths"].shape == (3, 2 * 12)
+    # SB3's load_results reads the monitor files at the top of the run directory
+    from stable_baselines3.common.monitor import load_results
+
+    episodes = load_results(str(out))
+    assert len(episodes) == sum(len(_lines(out / f"{rank}.monitor.csv")) - 2 for rank in (0, 1))
+    assert {"r", "l", "t", "problem", "speedup"} <= set(episodes.columns)
+    assert episodes["l"].sum() <= 2048
     # the run directory as a policy: its best model reproduces its recorded evaluation
     entry = load(f"sb3:{out}", val)
     assert type(entry.policy).__name__ == "MaskablePPO"
-    for budget in ("0.25", "1"):
+    row = lines.index(best)
+    for i, budget in enumerate(("0.25", "1")):
         records = rollout(val, entry.policy, budget=float(budget), seed=3)
         assert score(records) == pytest.approx(best["budgets"][budget]["geomean_speedup"])
+        # the npz's row: each episode's log score and length, budget after budget
+        scores = npz["results"][row, 12 * i:12 * (i + 1)]
+        lengths = npz["ep_lengths"][row, 12 * i:12 * (i + 1)]
+        assert scores == pytest.approx([log_score(r.correct, r.speedup) for r in records])
+        assert all(len(r.sections) <= n <= len(r.sections) + 1 for r, n in zip(
+            records, lengths))  # a step per section, and STOP unless the budget ran out
     # the final model by file, as before
     final = load(f"sb3:{out / 'model.zip'}", val)
     last = lines[-1]["budgets"]["1"]["geomean_speedup"]
@@ -341,7 +386,7 @@ def test_subproc_vec_env_trains(tmp_path):
     result = train(config, tmp_path / "run", progress=False)
     assert result.steps == 256 and [e.step for e in result.evaluations] == [128, 256]
     for rank in (0, 1):  # each subprocess's Monitor wrote its episodes
-        lines = (tmp_path / "run" / "monitor" / f"{rank}.monitor.csv").read_text().splitlines()
+        lines = (tmp_path / "run" / f"{rank}.monitor.csv").read_text().splitlines()
         assert lines[1] == "r,l,t,problem,sections,cost,speedup,correct" and len(lines) > 10
 
 
@@ -461,8 +506,9 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     assert run["status"] == "interrupted" and run["steps"] == 1100 and run["seconds"] > 0
     assert (out / "model.zip").is_file() and not (out / "replay_buffer.pkl").exists()
     assert [line["step"] for line in read_jsonl(out / "evaluations.jsonl")] == [1000]
+    _check_npz(out, read_jsonl(out / "evaluations.jsonl"))
     before = {name: _lines(out / name) for name in (
-        "progress.csv", "monitor/0.monitor.csv", "monitor/1.monitor.csv")}
+        "progress.csv", "0.monitor.csv", "1.monitor.csv")}
 
     result = train(config, out, **args)  # the same call again: it resumes
     # SB3 goes on from step 1100 in whole rollouts to the total (2000): 1100 + 8 x 128
@@ -470,6 +516,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     lines = read_jsonl(out / "evaluations.jsonl")
     assert [line["step"] for line in lines] == [1000, 2000, 2124] == [
         e.step for e in result.evaluations]
+    _check_npz(out, lines)  # the interrupted run's evaluation, then the resumed run's
     # the best is kept across the interruption: an evaluation is the best only if it beats
     # every one before it, the 1000's included
     assert [line["best"] for line in lines] == [
@@ -496,13 +543,46 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     assert steps[:steps.index(1000) + 1] == [128 * i for i in range(1, 8)] + [1000]
     assert max(steps) == 2124 and 1228 in steps and steps == sorted(steps)
     for rank in (0, 1):  # an episode's t keeps counting from the file's t_start
-        times = [float(row.split(",")[2]) for row in _lines(
-            out / "monitor" / f"{rank}.monitor.csv")[2:]]
+        times = [float(row.split(",")[2]) for row in _lines(out / f"{rank}.monitor.csv")[2:]]
         assert times == sorted(times)
     # finished, it is never trained again
     with pytest.raises(Exception, match=r"holds a run already \(run.json\): give another "
                                         r"--out, or remove the directory to train again$"):
         train(config, out, **args)
+
+
+def test_a_run_interrupted_in_the_layout_before_resumes_in_it(tmp_path, monkeypatch):
+    """A run interrupted when its monitor files were in monitor/ and its evaluations.jsonl
+    had no per-episode values (no evaluations.npz): the monitor files there are appended
+    to, and evaluations.npz holds the evaluations made from the resumption on."""
+    out = tmp_path / "run"
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=512, n_envs=1)
+                                    or o["eval"].update(frequency=256, budgets=[1.0])))
+    _interrupt_at(monkeypatch, 300)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, progress=False)
+    (out / "monitor").mkdir()
+    (out / "0.monitor.csv").rename(out / "monitor" / "0.monitor.csv")
+    (out / "evaluations.npz").unlink()
+    lines = read_jsonl(out / "evaluations.jsonl")
+    for line in lines:
+        for result in line["budgets"].values():
+            del result["log_scores"], result["lengths"]
+    (out / "evaluations.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    before = _lines(out / "monitor" / "0.monitor.csv")
+
+    with pytest.warns(UserWarning, match=r"evaluations.npz: leaves out the 1 restored "
+                                         r"evaluation\(s\) without per-episode scores "
+                                         r"\(step 256: evaluations.jsonl has none"):
+        result = train(config, out, progress=False)
+    # SB3 goes on from step 300 in whole rollouts (64 steps) to the total: 300 + 4 x 64
+    assert result.steps == 556 and [e.step for e in result.evaluations] == [256, 512, 556]
+    now = _lines(out / "monitor" / "0.monitor.csv")
+    assert len(now) > len(before) and now[:len(before)] == before
+    assert not list(out.glob("*.monitor.csv"))
+    lines = read_jsonl(out / "evaluations.jsonl")
+    assert "log_scores" not in lines[0]["budgets"]["1"]
+    _check_npz(out, lines[1:])
 
 
 def test_the_command_resumes_only_the_runs_own_config(tmp_path, monkeypatch, capsys):
@@ -651,7 +731,7 @@ def test_sigterm_saves_the_run_as_interrupted_and_the_same_command_resumes_it(tm
                "--out", "run"]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-    monitor = tmp_path / "run" / "monitor" / "0.monitor.csv"
+    monitor = tmp_path / "run" / "0.monitor.csv"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and (
             not monitor.is_file() or len(monitor.read_text().splitlines()) < 50):

@@ -1,6 +1,6 @@
 """stable-baselines3 callbacks for training on the environment: evaluation with the project's
-one evaluation (keeping the best model), per-episode outcomes in SB3's logger, a progress
-bar.
+one evaluation (keeping the best model; its log in JSON lines and in SB3's ``evaluations.npz``
+format), per-episode outcomes in SB3's logger, a progress bar.
 
 They write to SB3's logger, so whatever output formats the logger has (CSV, stdout, wandb
 through :class:`experiments.sb3_wandb.WandbOutputFormat`) get the same values.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,13 +35,18 @@ def save_model(model, path: Path) -> Path:
 @dataclass(frozen=True)
 class BudgetResult:
     """The policy's evaluation at one budget: the project's score (the geometric-mean
-    speedup) and what it collected."""
+    speedup) and what it collected; ``log_scores`` and ``lengths``, each episode's (one per
+    problem, in the evaluation environment's order) log score (``ln`` of the shipped speedup:
+    their mean is ``ln(geomean_speedup)``) and length in steps (None: not recorded, as in
+    the ``evaluations.jsonl`` of a run interrupted before they were)."""
 
     budget: float
     geomean_speedup: float
     mean_sections: float
     mean_cost: float  # in the environment's budget_unit
     correct: float    # the fraction of problems whose candidate was correct
+    log_scores: tuple[float, ...] | None = None
+    lengths: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,21 +65,46 @@ class Evaluation:
         """The geometric mean over budgets of the geometric-mean speedups."""
         return math.exp(self.objective)
 
-    def to_dict(self) -> dict:
-        """One line of ``evaluations.jsonl``."""
+    def to_dict(self, episodes: bool = True) -> dict:
+        """One line of ``evaluations.jsonl`` (``episodes`` false: without each budget's
+        per-episode ``log_scores`` and ``lengths``, as ``run.json`` keeps it)."""
+        def budget(r: BudgetResult) -> dict:
+            d = asdict(r)
+            if not episodes or r.log_scores is None:
+                d.pop("log_scores")
+                d.pop("lengths")
+            return d
+
         return {"step": self.step, "geomean_speedup": self.geomean_speedup,
                 "objective": self.objective, "best": self.best, "seconds": self.seconds,
-                "budgets": {f"{r.budget:g}": asdict(r) for r in self.results}}
+                "budgets": {f"{r.budget:g}": budget(r) for r in self.results}}
 
     @classmethod
     def from_dict(cls, line: dict) -> Evaluation:
         """The evaluation one line of ``evaluations.jsonl`` holds (:meth:`to_dict`'s
-        inverse)."""
-        results = tuple(BudgetResult(**{k: v[k] for k in (
-            "budget", "geomean_speedup", "mean_sections", "mean_cost", "correct")})
-            for v in line["budgets"].values())
+        inverse; a line without per-episode values gives ``log_scores`` and ``lengths``
+        None)."""
+        def budget(v: dict) -> BudgetResult:
+            scores, lengths = v.get("log_scores"), v.get("lengths")
+            return BudgetResult(
+                **{k: v[k] for k in ("budget", "geomean_speedup", "mean_sections",
+                                     "mean_cost", "correct")},
+                log_scores=None if scores is None else tuple(float(x) for x in scores),
+                lengths=None if lengths is None else tuple(int(x) for x in lengths))
+
+        results = tuple(budget(v) for v in line["budgets"].values())
         return cls(int(line["step"]), results, float(line["objective"]), bool(line["best"]),
                    float(line["seconds"]))
+
+    @property
+    def episodes(self) -> tuple[list[float], list[int]] | None:
+        """Every episode's log score and length, budget after budget (each budget's in its
+        problems' order): the mean of the scores is :attr:`objective` (each budget has one
+        episode per problem); None where a budget's were not recorded."""
+        if any(r.log_scores is None or r.lengths is None for r in self.results):
+            return None
+        return ([s for r in self.results for s in r.log_scores],
+                [n for r in self.results for n in r.lengths])
 
 
 def read_evaluations(path: Path) -> list[Evaluation]:
@@ -84,18 +115,42 @@ def read_evaluations(path: Path) -> list[Evaluation]:
     return [Evaluation.from_dict(line) for line in read_jsonl(path)] if path.is_file() else []
 
 
+class _StepCounter:
+    """``env`` with a count of its ``step`` calls (an episode's length, as SB3's ``Monitor``
+    counts it); everything else is ``env``'s."""
+
+    def __init__(self, env) -> None:
+        self._env, self.steps = env, 0
+
+    def step(self, action):
+        self.steps += 1
+        return self._env.step(action)
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+
 def evaluate(env, model, budgets, seed: int | None = 0, step: int = 0
              ) -> tuple[Evaluation, dict[float, list]]:
     """``model`` on every problem of ``env`` at each budget (deterministic; masks where the
-    model takes them); returns the evaluation (``best`` False) and each budget's records."""
+    model takes them); returns the evaluation (``best`` False; each budget's per-episode log
+    scores and lengths in it) and each budget's records."""
     started = time.perf_counter()
     results, records = [], {}
+    counted, lengths = _StepCounter(env), []
+
+    def observe(record, observation):  # an episode's end: its steps since the last one's
+        lengths.append(counted.steps - sum(lengths))
+
     for budget in budgets:
-        episodes = records[budget] = rollout(env, model, budget=budget, seed=seed)
+        first = len(lengths)
+        episodes = records[budget] = rollout(counted, model, budget=budget, seed=seed,
+                                             observe=observe)
         results.append(BudgetResult(
             budget, score(episodes), float(np.mean([len(r.sections) for r in episodes])),
             float(np.mean([r.cost for r in episodes])),
-            float(np.mean([bool(r.correct) for r in episodes]))))
+            float(np.mean([bool(r.correct) for r in episodes])),
+            tuple(log_score(r.correct, r.speedup) for r in episodes), tuple(lengths[first:])))
     objective = float(np.mean([math.log(r.geomean_speedup) for r in results]))
     return Evaluation(step, tuple(results), objective, False,
                       time.perf_counter() - started), records
@@ -111,17 +166,24 @@ class RolloutEvalCallback(BaseCallback):
     ``eval/budget=<b>/geomean_speedup``, ``.../mean_sections``, ``.../mean_cost`` and
     ``.../correct`` in SB3's logger.
 
+    ``npz_path``, when given, gets all the evaluations after each one (written whole,
+    atomically) in the format of SB3's ``EvalCallback`` ``evaluations.npz``, which
+    rl-baselines3-zoo's ``all_plots`` reads: ``timesteps`` (n_evals,), ``results`` and
+    ``ep_lengths`` (n_evals, n_episodes): an episode per (budget, problem), budget after
+    budget, its log score (``ln`` of the shipped speedup) and its length in steps; the mean
+    of a row of ``results`` is the evaluation's ``objective``.
+
     ``on_evaluation(evaluation, records)``, when given, is called after each evaluation
     (the command logs the records to wandb there).
 
     A resumed run restores what the interrupted one evaluated (:meth:`restore`): the best
     model kept stays the best unless an evaluation beats it, and the evaluations continue on
     the same schedule (an evaluation the interruption missed is made up when training
-    resumes)."""
+    resumes), and ``npz_path`` is written again from them."""
 
     def __init__(self, eval_env, budgets, frequency: int, best_model_path: Path | None = None,
                  log_path: Path | None = None, seed: int | None = 0, on_evaluation=None,
-                 verbose: int = 0) -> None:
+                 verbose: int = 0, npz_path: Path | None = None) -> None:
         super().__init__(verbose)
         if frequency < 1:
             raise ValueError(f"frequency must be a whole number of steps >= 1, got {frequency}")
@@ -130,6 +192,7 @@ class RolloutEvalCallback(BaseCallback):
         self.frequency = int(frequency)
         self.best_model_path = Path(best_model_path) if best_model_path else None
         self.log_path = Path(log_path) if log_path else None
+        self.npz_path = Path(npz_path) if npz_path else None
         self.seed = seed
         self.on_evaluation = on_evaluation
         self.evaluations: list[Evaluation] = []
@@ -139,8 +202,11 @@ class RolloutEvalCallback(BaseCallback):
     def restore(self, evaluations) -> None:
         """Takes ``evaluations`` (an interrupted run's, as :func:`read_evaluations` reads
         them) as this callback's own: the best of them (the first of the highest objective,
-        as :meth:`evaluate` keeps it) is the one to beat, and the next evaluation is the
-        schedule's next after the last of them."""
+        as :meth:`evaluate` keeps it) is the one to beat, the next evaluation is the
+        schedule's next after the last of them, and ``npz_path`` is written again from them
+        (an interruption may have come between the two files; a warning names the restored
+        evaluations it leaves out, those of an ``evaluations.jsonl`` written before each
+        episode's score was recorded in it)."""
         self.evaluations = list(evaluations)
         self.best = None
         for evaluation in self.evaluations:
@@ -148,6 +214,31 @@ class RolloutEvalCallback(BaseCallback):
                 self.best = evaluation
         last = self.evaluations[-1].step if self.evaluations else 0
         self._next = (last // self.frequency + 1) * self.frequency
+        unrecorded = [e.step for e in self.evaluations if e.episodes is None]
+        if unrecorded and self.npz_path is not None:
+            steps = (f"step {unrecorded[0]}" if len(unrecorded) == 1
+                     else f"steps {unrecorded[0]} to {unrecorded[-1]}")
+            warnings.warn(f"{self.npz_path}: leaves out the {len(unrecorded)} restored "
+                          f"evaluation(s) without per-episode scores ({steps}: "
+                          "evaluations.jsonl has none for them, written before they were "
+                          "recorded)", stacklevel=2)
+        if self.evaluations:
+            self.write_npz()
+
+    def write_npz(self) -> None:
+        """``npz_path`` (if any) from the evaluations so far: those whose per-episode values
+        are known (every one this callback made; a restored one may lack them)."""
+        if self.npz_path is None:
+            return
+        rows = [(e.step, *e.episodes) for e in self.evaluations if e.episodes is not None]
+        width = len(rows[0][1]) if rows else 0
+        buffer = io.BytesIO()
+        np.savez(buffer, timesteps=np.array([row[0] for row in rows], dtype=np.int64),
+                 results=np.array([row[1] for row in rows], dtype=np.float64
+                                  ).reshape(len(rows), width),
+                 ep_lengths=np.array([row[2] for row in rows], dtype=np.int64
+                                     ).reshape(len(rows), width))
+        write_atomic(self.npz_path, buffer.getvalue())
 
     def _on_training_start(self) -> None:
         # a resumed run whose interruption came between a due evaluation and its end
@@ -179,6 +270,7 @@ class RolloutEvalCallback(BaseCallback):
         if self.log_path is not None:
             with JsonlAppender(self.log_path) as log:
                 log.write(evaluation.to_dict())
+        self.write_npz()
         self.logger.record("eval/geomean_speedup", evaluation.geomean_speedup)
         self.logger.record("eval/objective", evaluation.objective)
         self.logger.record("eval/best_geomean_speedup", self.best.geomean_speedup)
