@@ -303,8 +303,9 @@ def make_train_env(config: TrainConfig, seed: int, monitor_dir: Path | None = No
     starts = (_monitor_starts(Path(monitor_dir), config.n_envs)
               if append and monitor_dir is not None else None)
     vec_env = _checked(lambda: make_vec_env(
-        # render_mode: make_vec_env would ask for rgb_array, which the environment lacks
-        ENV_ID, n_envs=config.n_envs, seed=seed, env_kwargs={"render_mode": None} | kwargs,
+        # make_vec_env makes each with render_mode rgb_array, as the zoo's training does (the
+        # environment draws its picture only when render() is called: no cost per step)
+        ENV_ID, n_envs=config.n_envs, seed=seed, env_kwargs=kwargs,
         monitor_dir=str(monitor_dir) if monitor_dir is not None else None,
         monitor_kwargs={"info_keywords": INFO_KEYWORDS, "override_existing": starts is None},
         vec_env_cls=SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv), source)
