@@ -27,10 +27,15 @@ def shown(value: object) -> str:
     the middle), and an int too long for Python to turn into digits (over 4,300 of them:
     ``repr`` itself raises ``ValueError``) by its size, so that the message never fails."""
     import reprlib
+    import sys
 
+    if isinstance(value, int) and not isinstance(value, bool):
+        digits = int(abs(value).bit_length() * 0.30103) + 1  # log10(2): within one digit
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # 0: no limit
+        if limit and digits > limit:  # said by its size before repr is tried: Python 3.14's
+            # reprlib no longer raises, but names the object in words that it then cuts
+            return f"an integer of about {digits} digits"
     try:
         return reprlib.repr(value)
     except ValueError:
-        if isinstance(value, int):
-            return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
         return f"a {type(value).__name__} that cannot be shown"

@@ -61,7 +61,9 @@ runs (a failed one ends failed) and logs the config, the dataset's sha256, the l
 and the plots; each learned agent's seed that learns or trains is a run of the same group
 beside it (``<agent>-seed<n>``, job type ``learn-tree`` or ``train``: the curves those
 commands log, and the agent's geometric-mean speedup and cost per split and budget in its
-summary). An agent loaded from a finished run of ``--out`` logs nothing again.
+summary). An agent whose run file ``--out`` holds logs nothing again; one whose learning or
+training finished but whose evaluation did not (interrupted between the two) gets a run with
+its scores and, having nothing left to learn, no curves.
 
 The config (YAML)::
 
@@ -409,8 +411,8 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path,
             shutil.rmtree(run_dir)
         # an interrupted training (Ctrl-C, SIGTERM) resumes where it was saved
         train(train_config, run_dir, seed=seed, given=given, source=str(path),
-              progress=False, wandb_run=wandb_run, command=["autoprofiler", "experiment", "--config",
-                                       portable(config.path)])
+              progress=False, wandb_run=wandb_run,
+              command=["autoprofiler", "experiment", "--config", portable(config.path)])
     model = load_run(run_dir)
     return lambda env: model
 
@@ -623,12 +625,13 @@ def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group
 def _agent_summary(result: dict) -> dict:
     """A learned agent's run file as wandb summary numbers: per split and budget, the
     geometric mean of the shipped speedups over the problems and the mean profiling cost."""
+    from autoprofiler_env.scoring import geomean
+
     summary = {}
     for key, cell in result["outcomes"].items():
         split, budget = key.split("/")
-        speedups = [o["speedup"] for o in cell.values()]
-        summary[f"{split}/budget={budget}/geomean_speedup"] = float(
-            np.exp(np.mean(np.log(speedups))))
+        summary[f"{split}/budget={budget}/geomean_speedup"] = geomean(
+            o["speedup"] for o in cell.values())
         summary[f"{split}/budget={budget}/cost_s"] = float(
             np.mean([o["cost"] for o in cell.values()]))
     return summary

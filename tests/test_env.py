@@ -417,7 +417,7 @@ def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, endi
     ({"budget": 10**400}, ValueError, "budget must be a finite number > 0"),
     ({"budget_range": [0.05, 10**400]}, ValueError, "budget_range must be a list"),
     # past 4,300 digits Python's repr itself raises: the message names the size instead
-    ({"budget": 10**5000}, ValueError, "got an integer of about 5000 digits"),
+    ({"budget": 10**5000}, ValueError, "got an integer of about 5001 digits"),
     ({"cost_penalty": math.nan}, ValueError, "cost_penalty must be a finite number >= 0"),
     ({"cost_penalty": -0.1}, ValueError, "cost_penalty must be a finite number >= 0"),
     ({"incorrect_reward": math.nan}, ValueError, "incorrect_reward must be None or a finite"),

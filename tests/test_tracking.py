@@ -309,3 +309,23 @@ def test_wandb_does_not_take_the_agents_package_for_openais(no_key, monkeypatch,
         pass
     captured = capsys.readouterr()
     assert "Weave" not in captured.out + captured.err
+
+
+def test_an_agent_that_fails_in_an_experiment_ends_its_run_and_the_experiments_failed(
+        no_key, monkeypatch):
+    import experiments.experiment
+    from experiments.cli import main
+
+    def failing(spec, seed, config, out, envs, wandb_run=None):
+        wandb_run.log({"budget=0.25/train": 1.0})
+        raise experiments.experiment.ConfigError("the agent failed")
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.chdir(no_key)
+    Path("wb.yaml").write_text(EXPERIMENT + "agents:\n  t: {kind: tree, rounds: 2}\n")
+    monkeypatch.setattr(experiments.experiment, "_learned_policy", failing)
+    assert main(["experiment", "--config", "wb.yaml", "--out", "out", "--wandb"]) == 2
+    runs = {run.name: run for run in (read_offline_run(path, wait_s=30) for path in
+                                      sorted(Path("wandb").glob("offline-run-*")))}
+    assert sorted(runs) == ["t-seed0", "wb"]
+    assert runs["t-seed0"].exit_code == 1 and runs["wb"].exit_code == 1
