@@ -810,6 +810,8 @@ def test_the_shipped_tree_reproduces_its_recorded_scores(optimizer):
         assert score(rollout(val, TreePolicy(tree, val), budget=b)) == pytest.approx(
             scores["validation"], rel=1e-9)
     assert shipped_tree("llm:nobody") is None
+    # its rendering ships beside it (read without Python), and is the tree's
+    assert path.with_suffix(".txt").read_text() == export_text(tree) + "\n"
 
 
 class _NoHindsight:
