@@ -115,6 +115,9 @@ class OptimizeResult:
     verdict: Verdict | None
     explanation: tuple[str, ...] = ()
     """Why the tree took its path: a line per node (:meth:`agents.tree.TreePolicy.explain`)."""
+    profile: dict | None = None
+    """The same profile as data (:meth:`Profile.to_dict`: each kernel's metrics and the
+    findings; ``Profile.from_dict`` reads it back); None where nothing was collected."""
 
     @property
     def spent(self) -> float:
@@ -332,7 +335,8 @@ def _episode(env, policy, uri: str, tree: str, optimizer: str,
     return OptimizeResult(uri, tree, optimizer, float(base.budget), base.budget_unit,
                           float(base.episode_budget), tuple(policy.path(obs)), sections,
                           tuple(section_costs), render_profile(profile), verdict,
-                          tuple(policy.explain(obs)))
+                          tuple(policy.explain(obs)),
+                          profile.to_dict() if profile is not None else None)
 
 
 def _ends_episode(costs: np.ndarray, budget: float, spent: float, collected: list[int]) -> bool:

@@ -210,6 +210,10 @@ def test_the_profile_is_the_optimizers_and_the_verdict_the_episodes(tmp_path):
     assert d["verdict"]["candidate"] == "compile" and d["verdict"]["correct"] is True
     assert d["total"]["passes"] == result.passes and d["profile_markdown"] == text.split(
         "<!-- profile -->\n")[1].split("<!-- /profile -->")[0]
+    # and the profile as data, which reads back as the profile the markdown renders
+    from autoprofiler_env.profiler.records import Profile
+
+    assert render_markdown(Profile.from_dict(d["profile"])) == result.profile_markdown
 
 
 @pytest.mark.parametrize("root, unit, sections", [
