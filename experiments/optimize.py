@@ -179,7 +179,11 @@ def check_machine(device: str = "cuda", command: str = "optimize",
         raise MachineError(f"{need}: --device must be cuda or cuda:N, got {device!r}")
     from autoprofiler_env.envs.backends.live import require_cuda  # the live env's own check
 
-    require_cuda(device, need)
+    require_cuda(device, need, hint=(
+        "run it on a GPU machine; on this one, `autoprofiler problems --source FILE "
+        "--features` shows the static features the tree's first branches read, and "
+        "docs/tree.md its first step from Python (AutoProfilerLive-v0, device=\"cpu\")")
+        if command == "optimize" else "")
     from autoprofiler_env.errors import NcuNotFoundError
     from autoprofiler_env.profiler.runner import find_ncu
 

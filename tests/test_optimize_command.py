@@ -69,6 +69,7 @@ def test_without_a_gpu_it_says_so_in_one_line(tmp_path, capsys):
     line = one_line(err)
     assert "optimize needs a CUDA GPU and Nsight Compute (ncu)" in line
     assert "no CUDA device" in line
+    assert "on this one, `autoprofiler problems --source FILE --features` shows" in line
 
 
 def test_without_ncu_it_says_so_in_one_line(tmp_path, capsys, monkeypatch):
