@@ -261,6 +261,10 @@ def test_profile_without_a_gpu_says_so_in_one_line(capsys, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--sections", "Bogus"], "--sections Bogus: unknown section 'Bogus'; ncu 2025.3.1 has: "),
+    (["--sections", "SpeedOfLite"], "--sections SpeedOfLite: unknown section 'SpeedOfLite' "
+                                    "(did you mean SpeedOfLight?); ncu 2025.3.1 has: "),
+    (["--sections", "basic"], "--sections basic: unknown section 'basic' ('basic' is one of "
+                              "ncu's sets, not a section: its sections are LaunchStats, "),
     (["--sections", ","], "--sections ',': give section ids, comma-separated"),
     (["--sections", "LaunchStats", "--timeout", "-1"], "--timeout -1: seconds > 0"),
 ])

@@ -77,9 +77,15 @@ class Catalogue:
         try:
             return self.sections[section_id]
         except KeyError:
+            from difflib import get_close_matches
+
+            near = get_close_matches(str(section_id), list(self.sections), n=1)
             raise UnknownSectionError(
-                f"unknown section {section_id!r}; ncu {self.ncu_version} has: "
-                f"{', '.join(sorted(self.sections))}") from None
+                f"unknown section {section_id!r}"
+                + (f" (did you mean {near[0]}?)" if near else "")
+                + (f" ({section_id!r} is one of ncu's sets, not a section: its sections are "
+                   f"{', '.join(self.sets[section_id])})" if section_id in self.sets else "")
+                + f"; ncu {self.ncu_version} has: {', '.join(sorted(self.sections))}") from None
 
     def by_display_name(self, name: str) -> Section | None:
         for s in self.sections.values():
