@@ -8,7 +8,7 @@
                           [--tolerance kernelbench-v0.1] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
     autoprofiler optimize FILE [--tree TREE] [--optimizer reference|reference-v1|llm:MODEL]
-                          [--profile-only] [--budget 0.25] [--budget-unit passes|sections]
+                          [--plan | --profile-only] [--budget 0.25] [--budget-unit passes|sections]
                           [--device cuda] [--import-timeout 5] [--json]
     autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
                             [--seed 0] [--out runs/tree] [--wandb]
@@ -231,9 +231,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     try:
         result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
                           budget_unit=args.budget_unit, device=args.device,
-                          profile_only=args.profile_only, import_timeout_s=args.import_timeout)
+                          profile_only=args.profile_only, import_timeout_s=args.import_timeout,
+                          plan=args.plan)
     except ValueError as e:
         return _fail(str(e).splitlines()[0], type(e).__name__)
+    if args.plan:
+        if args.json:
+            print(json.dumps({"problem": args.file, "explanation": result}, indent=1))
+            return EXIT_OK
+        print("\n".join(result))
+        print("the walk goes on from its first section's metrics, which need ncu on a GPU: "
+              "`autoprofiler optimize FILE --profile-only` there collects the profile")
+        return EXIT_OK
     print(format_json(result) if args.json else format_text(result).rstrip("\n"))
     verdict = result.verdict
     if verdict is not None and not verdict.correct:
@@ -890,6 +899,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reference, reference-v1 or llm:<model> (the OpenAI-compatible "
                    "endpoint of $AUTOPROFILER_LLM_BASE_URL); default: the environment's "
                    "(autoprofiler_env.optimizers.DEFAULT_OPTIMIZER)")
+    p.add_argument("--plan", action="store_true",
+                   help="on any machine (no GPU, no ncu): the tree's first step on the file, "
+                        "from its static features and the budget, a line per node")
     p.add_argument("--profile-only", action="store_true",
                    help="print the profile and its cost; do not invoke the optimizer")
     p.add_argument("--budget", type=float, default=0.3,

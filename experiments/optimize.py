@@ -180,9 +180,8 @@ def check_machine(device: str = "cuda", command: str = "optimize",
     from autoprofiler_env.envs.backends.live import require_cuda  # the live env's own check
 
     require_cuda(device, need, hint=(
-        "run it on a GPU machine; on this one, `autoprofiler problems --source FILE "
-        "--features` shows the static features the tree's first branches read, and "
-        "docs/tree.md its first step from Python (AutoProfilerLive-v0, device=\"cpu\")")
+        "run it on a GPU machine; on this one, `autoprofiler optimize FILE --plan` shows the "
+        "tree's first step on the file, from its static features")
         if command == "optimize" else "")
     from autoprofiler_env.errors import NcuNotFoundError
     from autoprofiler_env.profiler.runner import find_ncu
@@ -219,9 +218,14 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
 def optimize(problem: str | Path, tree: str | Path | None = None, *,
              optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
-             import_timeout_s: float | None = None, env=None) -> OptimizeResult:
+             import_timeout_s: float | None = None, env=None,
+             plan: bool = False) -> OptimizeResult | list[str]:
     """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
-    exactly the profile collected and judges the candidate.
+    exactly the profile collected and judges the candidate. With ``plan``, on any machine
+    (no GPU, no ncu): the walk's first step, from the problem's static features and the
+    budget, as :meth:`agents.tree.TreePolicy.explain` says it (a line per node, numbered as
+    the tree's rendering numbers them); what it does after its first section reads that
+    section's metrics, which need ncu on a GPU.
 
     Args:
         problem: a KernelBench-format file (or a suite URI or name); with ``env``, one of that
@@ -271,6 +275,17 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     # the cheap checks first, so that a typo costs no GPU and no ncu run
     tree_path = Path(tree) if tree is not None else shipped_tree(optimizer)
     loaded = load(tree_path)
+    if plan:
+        from autoprofiler_env.problems import load_problem
+
+        load_problem(problem)
+        env = live_env(str(problem), optimizer, budget, budget_unit, "cpu",
+                       import_timeout_s=import_timeout_s)
+        try:
+            obs, _ = env.reset()
+            return TreePolicy(loaded, env).explain(obs)
+        finally:
+            env.close()
     if env is None:
         from autoprofiler_env.problems import load_problem
 

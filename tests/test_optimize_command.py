@@ -4,6 +4,7 @@ environment's stand-in: same ``ProfilingEnv``, same ``TreePolicy``, a backend an
 the H200's recording)."""
 
 import json
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -69,7 +70,7 @@ def test_without_a_gpu_it_says_so_in_one_line(tmp_path, capsys):
     line = one_line(err)
     assert "optimize needs a CUDA GPU and Nsight Compute (ncu)" in line
     assert "no CUDA device" in line
-    assert "on this one, `autoprofiler problems --source FILE --features` shows" in line
+    assert "on this one, `autoprofiler optimize FILE --plan` shows the tree's first" in line
 
 
 def test_without_ncu_it_says_so_in_one_line(tmp_path, capsys, monkeypatch):
@@ -273,3 +274,22 @@ def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path
     assert "# Nsight Compute profile (MemoryWorkloadAnalysis)" in out
     assert "(--profile-only)" in out
     assert "budget 0.3 of the full set = 4.5 sections" in out
+
+
+def test_plan_walks_the_first_step_on_a_machine_without_a_gpu(tmp_path, capsys):
+    """--plan needs no GPU and no ncu: the tree's walk up to its first action, from the file's
+    static features (imported in a worker, as every file of the user's) and the budget."""
+    tree = tree_file(tmp_path, {"if": {"feature": "log_n_ops", "at_least": 0.1},
+                                "then": collect("LaunchStats"), "else": {"stop": True}})
+    code, out, err = run_main(capsys, PROBLEM, "--tree", tree, "--plan")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert re.fullmatch(r"\[0\] if log_n_ops >= 0\.1: [0-9.]+, yes", lines[0]), lines
+    assert lines[1] == "[1] collect LaunchStats: the action"
+    assert "which need ncu on a GPU" in lines[-1]
+    code, out, _ = run_main(capsys, PROBLEM, "--tree", tree, "--plan", "--json")
+    assert code == 0 and json.loads(out)["explanation"] == lines[:2]
+    # the shipped tree on a suite file, as the docs show it
+    code, out, _ = run_main(capsys, "autoprofiler_env/problems/suite/level2/"
+                                    "linear_gelu_layernorm_4096x4096.py", "--plan")
+    assert code == 0 and "[41] collect InstructionStats: the action" in out
