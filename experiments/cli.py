@@ -226,23 +226,27 @@ def _check_candidate(path: str) -> None:
 # -- optimize -------------------------------------------------------------------------------
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from experiments.optimize import format_json, format_text, optimize
+    from experiments.optimize import format_json, format_text, optimize, plan
 
-    try:
-        result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
-                          budget_unit=args.budget_unit, device=args.device,
-                          profile_only=args.profile_only, import_timeout_s=args.import_timeout,
-                          plan=args.plan)
-    except ValueError as e:
-        return _fail(str(e).splitlines()[0], type(e).__name__)
     if args.plan:
+        try:
+            lines = plan(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
+                         budget_unit=args.budget_unit, import_timeout_s=args.import_timeout)
+        except ValueError as e:
+            return _fail(str(e).splitlines()[0], type(e).__name__)
         if args.json:
-            print(json.dumps({"problem": args.file, "explanation": result}, indent=1))
+            print(json.dumps({"problem": args.file, "explanation": lines}, indent=1))
             return EXIT_OK
-        print("\n".join(result))
+        print("\n".join(lines))
         print("the walk goes on from its first section's metrics, which need ncu on a GPU: "
               "`autoprofiler optimize FILE --profile-only` there collects the profile")
         return EXIT_OK
+    try:
+        result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
+                          budget_unit=args.budget_unit, device=args.device,
+                          profile_only=args.profile_only, import_timeout_s=args.import_timeout)
+    except ValueError as e:
+        return _fail(str(e).splitlines()[0], type(e).__name__)
     print(format_json(result) if args.json else format_text(result).rstrip("\n"))
     verdict = result.verdict
     if verdict is not None and not verdict.correct:

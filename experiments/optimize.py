@@ -218,14 +218,9 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
 def optimize(problem: str | Path, tree: str | Path | None = None, *,
              optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
-             import_timeout_s: float | None = None, env=None,
-             plan: bool = False) -> OptimizeResult | list[str]:
+             import_timeout_s: float | None = None, env=None) -> OptimizeResult:
     """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
-    exactly the profile collected and judges the candidate. With ``plan``, on any machine
-    (no GPU, no ncu): the walk's first step, from the problem's static features and the
-    budget, as :meth:`agents.tree.TreePolicy.explain` says it (a line per node, numbered as
-    the tree's rendering numbers them); what it does after its first section reads that
-    section's metrics, which need ncu on a GPU.
+    exactly the profile collected and judges the candidate.
 
     Args:
         problem: a KernelBench-format file (or a suite URI or name); with ``env``, one of that
@@ -255,8 +250,51 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
         ProfilingError: ncu could not profile the program (no permission to read the
             counters, the program crashed under replay, ...).
     """
-    from agents.tree.nodes import load
     from agents.tree.policy import TreePolicy
+
+    optimizer, tree_path, loaded = _checked(tree, optimizer, budget, budget_unit,
+                                            import_timeout_s)
+    if env is None:
+        from autoprofiler_env.problems import load_problem
+
+        load_problem(problem)
+        check_machine(device)
+        env = live_env(str(problem), optimizer, budget, budget_unit, device,
+                       import_timeout_s=import_timeout_s)
+        uri = env.unwrapped.problems[0]
+    else:
+        uri = str(problem)
+    policy = TreePolicy(loaded, env)
+    return _episode(env, policy, uri, str(tree_path), optimizer, profile_only)
+
+
+def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str | None = None,
+         budget: float = DEFAULT_BUDGET, budget_unit: str = "passes",
+         import_timeout_s: float | None = None) -> list[str]:
+    """The walk of ``tree`` on ``problem`` up to its first section, on any machine (no GPU,
+    no ncu: ``optimize --plan``): from the problem's static features and the budget, as
+    :meth:`agents.tree.TreePolicy.explain` says it, a line per node numbered as the tree's
+    rendering numbers them. What the walk does after that section reads the section's
+    metrics, which need ncu on a GPU. The arguments and errors are :func:`optimize`'s (but
+    for the machine's)."""
+    from agents.tree.policy import TreePolicy
+    from autoprofiler_env.problems import load_problem
+
+    optimizer, _, loaded = _checked(tree, optimizer, budget, budget_unit, import_timeout_s)
+    load_problem(problem)
+    env = live_env(str(problem), optimizer, budget, budget_unit, "cpu",
+                   import_timeout_s=import_timeout_s)
+    try:
+        obs, _ = env.reset()
+        return TreePolicy(loaded, env).explain(obs)
+    finally:
+        env.close()
+
+
+def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
+    """:func:`optimize`'s cheap checks of its arguments, before any GPU or ncu run (a typo
+    costs neither): the optimizer (its default given), the tree's path and the tree."""
+    from agents.tree.nodes import load
     from autoprofiler_env.envs.backends.base import llm_model
 
     if not is_finite_number(budget) or budget <= 0:
@@ -275,29 +313,7 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     # the cheap checks first, so that a typo costs no GPU and no ncu run
     tree_path = Path(tree) if tree is not None else shipped_tree(optimizer)
     loaded = load(tree_path)
-    if plan:
-        from autoprofiler_env.problems import load_problem
-
-        load_problem(problem)
-        env = live_env(str(problem), optimizer, budget, budget_unit, "cpu",
-                       import_timeout_s=import_timeout_s)
-        try:
-            obs, _ = env.reset()
-            return TreePolicy(loaded, env).explain(obs)
-        finally:
-            env.close()
-    if env is None:
-        from autoprofiler_env.problems import load_problem
-
-        load_problem(problem)
-        check_machine(device)
-        env = live_env(str(problem), optimizer, budget, budget_unit, device,
-                       import_timeout_s=import_timeout_s)
-        uri = env.unwrapped.problems[0]
-    else:
-        uri = str(problem)
-    policy = TreePolicy(loaded, env)
-    return _episode(env, policy, uri, str(tree_path), optimizer, profile_only)
+    return optimizer, tree_path, loaded
 
 
 def _episode(env, policy, uri: str, tree: str, optimizer: str,

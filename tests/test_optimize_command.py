@@ -293,3 +293,6 @@ def test_plan_walks_the_first_step_on_a_machine_without_a_gpu(tmp_path, capsys):
     code, out, _ = run_main(capsys, "autoprofiler_env/problems/suite/level2/"
                                     "linear_gelu_layernorm_4096x4096.py", "--plan")
     assert code == 0 and "[41] collect InstructionStats: the action" in out
+    # its arguments are checked as optimize's are, in one line
+    code, out, err = run_main(capsys, PROBLEM, "--tree", tree, "--plan", "--budget", "-1")
+    assert code == 2 and out == "" and "the budget must be a number > 0" in one_line(err)
