@@ -139,8 +139,9 @@ def evaluate(env, model, budgets, seed: int | None = 0, step: int = 0
     results, records = [], {}
     counted, lengths = _StepCounter(env), []
 
-    def observe(record, observation):  # an episode's end: its steps since the last one's
-        lengths.append(counted.steps - sum(lengths))
+    def observe(record, observation):  # an episode's end: its steps, counted afresh after
+        lengths.append(counted.steps)
+        counted.steps = 0
 
     for budget in budgets:
         first = len(lengths)
