@@ -40,6 +40,10 @@ _RESET_MEANINGS = {"problem": "the episode's problem URI, one of env.unwrapped.p
                    "budget": "the episode's budget, in the budget kwarg's terms"}
 _STARTS_KEPT = 4096
 """How many (problem, budget) starts an environment keeps (about 4 KB each)."""
+# a step's info before the last: the outcome's keys, unknown yet (``ProfilingEnv._info``)
+_NO_OUTCOME = dict.fromkeys(("candidate", "reason", "correct", "speedup", "error_kind",
+                             "eager_ms", "candidate_ms", "record"), None) | {
+    "invalid_action": False}
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,11 @@ class ProfilingEnv(gym.Env):
     if you like; an episode has at most ``n_sections + 1`` steps). The last step's ``info``
     holds the episode: ``problem``, ``sections`` (in order), ``cost``, ``candidate``,
     ``reason``, ``correct``, ``speedup``, ``error_kind``, ``eager_ms`` and ``candidate_ms``
-    (the median times behind the speedup), and ``record`` (an :class:`EpisodeRecord`).
+    (the median times behind the speedup), ``invalid_action`` and ``record`` (an
+    :class:`EpisodeRecord`). Every step's ``info`` (``reset``'s too) has these same keys:
+    ``sections`` and ``cost`` so far, and the outcome's None until the last step, so that a
+    ``TimeLimit`` that cuts an episode leaves a ``Monitor(info_keywords=...)`` empty cells,
+    not a ``KeyError``.
 
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
     ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
@@ -188,7 +196,8 @@ class ProfilingEnv(gym.Env):
       there meets the same numbers.
 
     ``make`` kwargs (all JSON-serializable): ``dataset`` (a shipped dataset's name,
-    ``"suite"`` (default) or ``"kernelbench"``, or a file's path: :mod:`autoprofiler_env.dataset.names`;
+    ``"suite"`` (default) or ``"kernelbench"``, or a file's path:
+    :mod:`autoprofiler_env.dataset.names`;
     live, it is optional: its records name the problems, and a user's KernelBench file is
     checked against the recorded sha256), ``source`` (live only: the KernelBench checkout
     that a KernelBench dataset's problems are read from), ``split`` or ``problems``
@@ -558,8 +567,7 @@ class ProfilingEnv(gym.Env):
                                          outcome.speedup, self._return + float(reward),
                                          self._episode_budget_given)
         info = self._info()
-        info.update(problem=self._uri, sections=tuple(self._collected), cost=self._spent,
-                    candidate=outcome.transformation, reason=outcome.reason,
+        info.update(candidate=outcome.transformation, reason=outcome.reason,
                     correct=outcome.correct, speedup=outcome.speedup,
                     error_kind=outcome.error_kind, eager_ms=outcome.eager_ms,
                     candidate_ms=outcome.candidate_ms, invalid_action=invalid,
@@ -596,7 +604,9 @@ class ProfilingEnv(gym.Env):
         return self._costs.copy()
 
     def _info(self) -> dict:
-        return {"action_mask": self._mask_int8.copy(), "problem": self._uri}
+        """A step's info: the episode so far, the outcome's keys None until ``_finish``."""
+        return {"action_mask": self._mask_int8.copy(), "problem": self._uri,
+                "sections": tuple(self._collected), "cost": self._spent, **_NO_OUTCOME}
 
     def render(self):
         if self.render_mode is None:
