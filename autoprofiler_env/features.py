@@ -27,6 +27,11 @@ built on the CPU and traced on meta where only its constructor or inputs need th
 the CPU otherwise (at its smoke sizes when it has them); :attr:`StaticFeatures.trace` says
 which.
 
+A file that puts its model or tensors on CUDA itself (``.cuda()``, ``.to("cuda")``,
+``device="cuda"``; KernelBench's files leave that to the harness) is traced as if it did not:
+a function mode reads CUDA as the trace's device, so the features need no GPU and are the
+same on a machine with one.
+
 >>> from autoprofiler_env.problems import load_problem
 >>> f = static_features(load_problem("softmax_4096x8192"))
 >>> f.tags, f.flops, f.bytes_min
@@ -239,7 +244,8 @@ class StaticFeatures:
                  self.n_inputs, self.max_input_rank]
         ratios = [self.arithmetic_intensity, self.fusion_ratio]
         hist = [self.op_histogram.get(c, 0) for c in OP_CATEGORIES]
-        return np.log10(1.0 + np.asarray(sizes + ratios + hist, dtype=np.float64)).astype(np.float32)
+        values = np.asarray(sizes + ratios + hist, dtype=np.float64)
+        return np.log10(1.0 + values).astype(np.float32)
 
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -289,12 +295,66 @@ def module_features(path: str | Path, module: ModuleType,
             than needing real values, or on the CPU too.
     """
     try:
-        return _trace_on_meta(path, module)
-    except _NeedsData as e:
-        reason = e.reason
-    if on_fallback is not None:
-        on_fallback(reason)
-    return _trace_on_cpu(path, module, reason)
+        try:
+            return _trace_on_meta(path, module)
+        except _NeedsData as e:
+            reason = e.reason
+        if on_fallback is not None:
+            on_fallback(reason)
+        return _trace_on_cpu(path, module, reason)
+    except ProblemError as e:
+        if e.hint or not _wants_cuda(e):
+            raise
+        raise ProblemError(path, e.cause, hint=(
+            "features are traced without a GPU, reading .cuda(), .to('cuda') and "
+            "device='cuda' as the trace's own device, but this file needs more of CUDA: build "
+            "the Model and the inputs on the default device, as KernelBench's files do; the "
+            "harness moves them to the GPU")) from e
+
+
+def _wants_cuda(e: BaseException) -> bool:
+    """Whether the error (or one it came from) is torch's for CUDA on a machine without it, or
+    a tensor of the file's left on CUDA beside the trace's."""
+    e, seen = e.__cause__, 0  # the errors torch raised (a ProblemError's own names the path)
+    while e is not None and seen < 8:
+        if _CUDA_WORD.search(str(e)):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+# "Torch not compiled with CUDA enabled", "No CUDA GPUs are available", "Found no NVIDIA
+# driver", "... on the same device, but found ... cuda:0 and meta"
+_CUDA_WORD = re.compile(r"CUDA|NVIDIA|(?<![a-z])cuda(?![a-z])")
+
+
+def _is_cuda(value) -> bool:
+    torch = _torch()
+    return ((isinstance(value, str) and value.split(":")[0] == "cuda")
+            or (isinstance(value, torch.device) and value.type == "cuda"))
+
+
+def _cuda_as_traced():
+    """A torch function mode reading CUDA as the trace's device: ``device="cuda"`` of a
+    factory, ``.to("cuda")`` and ``.cuda()`` go to the default device (meta in the meta
+    trace, the CPU in the CPU's). Entered inside ``torch.device(...)``, so that the default
+    device is still that one while it handles a call."""
+    from torch.overrides import TorchFunctionMode
+
+    torch = _torch()
+
+    class CudaAsTraced(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.Tensor.cuda:
+                return args[0].to(torch.get_default_device())
+            if any(_is_cuda(a) for a in args) or any(_is_cuda(v) for v in kwargs.values()):
+                here = torch.get_default_device()
+                args = tuple(here if _is_cuda(a) else a for a in args)
+                kwargs = {k: here if _is_cuda(v) else v for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+
+    return CudaAsTraced()
 
 
 class _NeedsData(Exception):
@@ -332,7 +392,7 @@ def _trace_on_meta(path: str | Path, module: ModuleType) -> StaticFeatures:
 
     def build(what: str, make: Callable[[], Any]) -> Any:
         try:
-            with torch.device("meta"), torch.no_grad():
+            with torch.device("meta"), torch.no_grad(), _cuda_as_traced():
                 return make()
         except Exception as e:
             if not _needs_data(e):
@@ -341,7 +401,7 @@ def _trace_on_meta(path: str | Path, module: ModuleType) -> StaticFeatures:
         # it needs real values (Swin's stochastic-depth rates are torch.linspace(...).item()):
         # built on the CPU, then moved to meta, so the forward is still traced on shapes only
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _cuda_as_traced():
                 value = make()
                 moved = value.to("meta") if isinstance(value, torch.nn.Module) else \
                     _tree_to_meta(value)
@@ -354,7 +414,7 @@ def _trace_on_meta(path: str | Path, module: ModuleType) -> StaticFeatures:
     model = build("Model", lambda: module.Model(*module.get_init_inputs()))
     inputs = build("the inputs", module.get_inputs)
     try:
-        with torch.device("meta"), torch.no_grad():
+        with torch.device("meta"), torch.no_grad(), _cuda_as_traced():
             return _count(model, inputs, "cpu-init" if built_on_cpu else "meta")
     except Exception as e:
         if _needs_data(e):
@@ -381,7 +441,7 @@ def _trace_on_cpu(path: str | Path, module: ModuleType, reason: str) -> StaticFe
     try:
         for key, value in smoke.items():
             setattr(module, key, value)
-        with torch.device("cpu"), torch.no_grad():
+        with torch.device("cpu"), torch.no_grad(), _cuda_as_traced():
             model = module.Model(*module.get_init_inputs())
             inputs = module.get_inputs()
             return _count(model, inputs, "cpu-smoke" if at_smoke else "cpu")

@@ -137,3 +137,67 @@ def test_a_bug_is_not_retried_on_the_cpu(tmp_path):
                                            r"the CPU too: ValueError: also broken"):
         static_features(_needs_data(tmp_path, forward="if x.sum().item() > -1e9:\n"
                                                       "    raise ValueError('also broken')"))
+
+
+# -- a file that puts its tensors on CUDA itself ---------------------------------------------
+
+ON_CUDA = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rate = {rate}
+        self.proj = nn.Linear(16, 16){to_model}
+
+    def forward(self, x):
+        {forward}
+        return self.proj(x{to_x}) * self.rate
+
+
+def get_inputs():
+    return [torch.randn(64, 16{device})]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _on_cuda(tmp_path, name, rate="0.5", to_model="", to_x="", device="", forward="pass"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(ON_CUDA.format(rate=rate, to_model=to_model, to_x=to_x, device=device,
+                                   forward=forward))
+    return load_file(path)
+
+
+def test_cuda_in_the_file_is_read_as_the_traces_device_with_the_same_features(tmp_path):
+    """.cuda(), .to("cuda"), device="cuda" (a user's own kernel, not KernelBench's style):
+    traced on meta (or the CPU where it needs real values) as if they were not there, so the
+    features need no GPU and are the same with one."""
+    plain = static_features(_on_cuda(tmp_path, "plain"))
+    cuda = static_features(_on_cuda(tmp_path, "cuda", to_model=".cuda()", to_x='.to("cuda")',
+                                    device=', device="cuda"'))
+    assert plain.trace == cuda.trace == "meta" and cuda == plain
+    device = static_features(_on_cuda(tmp_path, "device", to_model=".to(torch.device('cuda:0'))",
+                                      device=", device=torch.device('cuda')"))
+    assert device == plain
+    init = static_features(_on_cuda(tmp_path, "init", rate="torch.ones(2).cuda()[0].item()",
+                                    to_model=".cuda()"))
+    assert init.trace == "cpu-init"
+    assert init == StaticFeatures.from_dict({**plain.to_dict(), "trace": "cpu-init"})
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_file_that_needs_cuda_beyond_moving_tensors_is_told_what_to_do(tmp_path):
+    from autoprofiler_env.errors import ProblemError
+
+    with pytest.raises(ProblemError, match="Torch not compiled with CUDA") as e:
+        static_features(_on_cuda(tmp_path, "sync", forward="torch.cuda.synchronize()"))
+    assert "build the Model and the inputs on the default device" in e.value.hint
+    assert "/sync.py: the reference forward failed" in str(e.value)
+    with pytest.raises(ProblemError) as e:  # a bug that is not CUDA's: no such hint
+        static_features(_on_cuda(tmp_path, "bug", forward="raise ValueError('broken')"))
+    assert e.value.hint == ""
