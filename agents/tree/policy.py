@@ -16,7 +16,8 @@ Walking again after a section is collected retraces the same path: a Collect tak
 collected, one passed over for its cost still does not fit (the remaining budget only
 shrinks), and the values a branch reads come only from sections collected above it, which
 the next steps do not change (``check`` makes sure of that). So the path of an episode is the
-path of its last walk, and :meth:`TreePolicy.path` gives it.
+path of its last walk, and :meth:`TreePolicy.path` gives it; :meth:`TreePolicy.routes`, every
+path an episode can take from an observation on, before the sections' values are measured.
 
 >>> policy = TreePolicy(load("tree.json"), env)
 >>> obs, info = env.reset()
@@ -25,6 +26,7 @@ path of its last walk, and :meth:`TreePolicy.path` gives it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,25 @@ from agents.tree.nodes import (
     walk,
 )
 from agents.tree.reading import locate, observed, raw, threshold
+
+_FITS = 1e-12  # the slack the action mask allows a section's cost against what is left
+
+
+@dataclass(frozen=True)
+class Route:
+    """One way the walk can go from an observation to a stop (:meth:`TreePolicy.routes`).
+
+    Attributes:
+        nodes: the numbers of the nodes it visits (:meth:`TreePolicy.path` on the episode's
+            last observation).
+        actions: the sections it collects, in order.
+        measured: each branch on a value of a section collected on the way, (its number,
+            whether its condition holds); "no" includes the value being unknown.
+    """
+
+    nodes: tuple[int, ...]
+    actions: tuple[int, ...]
+    measured: tuple[tuple[int, bool], ...]
 
 
 class TreePolicy:
@@ -115,6 +136,48 @@ class TreePolicy:
                 node = node[4] if value is not None and value >= node[3] else node[5]
             else:
                 return self.stop, path
+
+    def routes(self, observation: dict, costs, left: float) -> list[Route]:
+        """Every way the walk can go on from ``observation`` to a stop, each section it
+        reaches collected where it fits (``costs``: each section's, ``left``: the budget left,
+        in the budget's unit, compared as the environment's action mask compares them). A
+        branch on a value ``observation`` holds (a feature, the budget, a collected section's)
+        goes one way; one on a section collected on the way goes either way, its value to be
+        measured (a side that contradicts that value's sides above it is left out); one on a
+        section not collected takes ``else``. Each route's ``nodes`` is what :meth:`path`
+        gives on its episode's last observation."""
+        nodes = self.tree.nodes()
+        collected = np.asarray(observation["collected"], dtype=bool)
+        out: list[Route] = []
+
+        def go(node, route: Route, spent: float, bounds: dict) -> None:
+            route = Route(route.nodes + (node[1],), route.actions, route.measured)
+            op = node[0]
+            if op == 0:
+                a = node[2]
+                if not collected[a] and a not in route.actions and costs[a] <= left - spent + _FITS:
+                    route = Route(route.nodes, route.actions + (a,), route.measured)
+                    spent += float(costs[a])
+                go(node[3], route, spent, bounds)
+            elif op == 1:
+                source = self._vocab.source(nodes[node[1]].condition)
+                if source is None or self.sections.index(source) not in route.actions:
+                    value = raw(observation, node[2])  # known now, or never on this route
+                    go(node[4] if value is not None and value >= node[3] else node[5], route,
+                       spent, bounds)
+                    return
+                low, high = bounds.get(node[2], (-np.inf, np.inf))  # the value is in [low, high)
+                for holds, child, side in ((True, node[4], (max(low, node[3]), high)),
+                                           (False, node[5], (low, min(high, node[3])))):
+                    if side[0] < side[1]:
+                        go(child, Route(route.nodes, route.actions,
+                                        route.measured + ((node[1], holds),)),
+                           spent, {**bounds, node[2]: side})
+            else:
+                out.append(route)
+
+        go(self._program, Route((), (), ()), 0.0, {})
+        return out
 
     def path(self, observation: dict, action_mask: np.ndarray | None = None) -> list[int]:
         """The numbers of the nodes the walk visits on ``observation`` (an episode's last

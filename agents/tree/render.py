@@ -17,12 +17,14 @@ from pathlib import Path
 from agents.tree.nodes import Branch, Collect, Node, Stop, Tree
 
 
-def export_text(tree: Tree | Node, counts: dict[int, int] | None = None) -> str:
+def export_text(tree: Tree | Node, counts: dict[int, int] | None = None,
+                start: int = 0) -> str:
     """One line per node, numbered in preorder, a branch's two sides indented; ``counts``
-    (node number -> how many episodes reached it) is shown beside each node when given."""
+    (node number -> how many episodes reached it) is shown beside each node when given;
+    ``start``: the root's number (a subtree's, to number it as its whole tree does)."""
     root = tree.root if isinstance(tree, Tree) else tree
     lines: list[str] = []
-    number = 0
+    number = start
 
     def tag(i: int) -> str:
         return f"  ({counts.get(i, 0)} problems)" if counts is not None else ""
@@ -44,6 +46,15 @@ def export_text(tree: Tree | Node, counts: dict[int, int] | None = None) -> str:
 
     visit(root, "")
     return "\n".join(lines)
+
+
+def plain(kind: str, name: str, value: float) -> float | None:
+    """A ``log_`` feature's value or threshold in plain numbers (the observation's log10(1 +
+    x), autoprofiler_env/features.py, undone: ``log_input_bytes >= 7.405`` is
+    ``input_bytes >= 2.54e+07``); None for any other value."""
+    if kind != "feature" or not name.startswith("log_"):
+        return None
+    return 10.0 ** value - 1.0
 
 
 def plot(tree: Tree | Node, path: str | Path, counts: dict[int, int] | None = None,
