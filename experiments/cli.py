@@ -226,20 +226,16 @@ def _check_candidate(path: str) -> None:
 # -- optimize -------------------------------------------------------------------------------
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from experiments.optimize import format_json, format_text, optimize, plan
+    from experiments.optimize import format_json, format_plan, format_text, optimize, plan
 
     if args.plan:
         try:
-            lines = plan(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
-                         budget_unit=args.budget_unit, import_timeout_s=args.import_timeout)
+            planned = plan(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
+                           budget_unit=args.budget_unit, import_timeout_s=args.import_timeout)
         except ValueError as e:
             return _fail(str(e).splitlines()[0], type(e).__name__)
-        if args.json:
-            print(json.dumps({"problem": args.file, "explanation": lines}, indent=1))
-            return EXIT_OK
-        print("\n".join(lines))
-        print("the walk goes on from its first section's metrics, which need ncu on a GPU: "
-              "`autoprofiler optimize FILE --profile-only` there collects the profile")
+        print(json.dumps(planned.to_dict(), indent=1) if args.json
+              else format_plan(planned).rstrip("\n"))
         return EXIT_OK
     try:
         result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
@@ -904,8 +900,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "endpoint of $AUTOPROFILER_LLM_BASE_URL); default: the environment's "
                    "(autoprofiler_env.optimizers.DEFAULT_OPTIMIZER)")
     p.add_argument("--plan", action="store_true",
-                   help="on any machine (no GPU, no ncu): the tree's first step on the file, "
-                        "from its static features and the budget, a line per node")
+                   help="on any machine (no GPU, no ncu): the tree's walk on the file to its "
+                        "first section, from its static features and the budget, then every "
+                        "path it can take after it on the measured metrics, with its cost")
     p.add_argument("--profile-only", action="store_true",
                    help="print the profile and its cost; do not invoke the optimizer")
     p.add_argument("--budget", type=float, default=0.3,

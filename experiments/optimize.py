@@ -36,14 +36,18 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from autoprofiler_env.errors import AutoProfilerError, MachineError
 from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
+
+if TYPE_CHECKING:
+    from agents.tree.nodes import Node
 
 BUDGET_UNITS = ("passes", "sections")
 """The budget units the live backend knows before profiling (a section's seconds it cannot)."""
@@ -147,6 +151,66 @@ class OptimizeResult:
 SCHEMA = "autoprofiler-optimize/1"
 
 
+@dataclass(frozen=True)
+class PlannedPath:
+    """One way the tree's walk can go on a file (:func:`plan`), to a stop.
+
+    Attributes:
+        nodes: the numbers of the nodes it visits, from the root (the rendering's numbers).
+        sections: the sections it collects, in order.
+        costs: what each costs, in the budget's unit (live: the catalogue's passes).
+        measured: each branch on the way that reads a collected section's metric or findings,
+            (its number, whether its condition holds): the value is measured by ncu.
+        explanation: why it goes its way after the first section: a line per branch and per
+            Collect passed over for the budget, in :meth:`agents.tree.TreePolicy.explain`'s
+            words.
+    """
+
+    nodes: tuple[int, ...]
+    sections: tuple[str, ...]
+    costs: tuple[float, ...]
+    measured: tuple[tuple[int, bool], ...]
+    explanation: tuple[str, ...]
+
+    @property
+    def cost(self) -> float:
+        """What its sections cost together, in the budget's unit."""
+        return sum(self.costs)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a tree would collect on a file and what it would cost, known before profiling it
+    (:func:`plan`; schema :data:`PLAN_SCHEMA`)."""
+
+    problem: str
+    tree: str
+    optimizer: str
+    budget: float
+    budget_unit: str
+    budget_total: float
+    explanation: tuple[str, ...]
+    """The walk up to its first section (or its stop): :meth:`agents.tree.TreePolicy.explain`."""
+    first: int | None
+    """The number of the first section's Collect (None: the walk stops before any)."""
+    below: Node | None
+    """The subtree below it (its ``next``), numbered from ``first + 1``."""
+    paths: tuple[PlannedPath, ...]
+    """Every way the walk can go from the root to a stop on this file at this budget."""
+
+    def to_dict(self) -> dict:
+        d = asdict(replace(self, below=None))
+        d["schema"] = PLAN_SCHEMA
+        d["below"] = None if self.below is None else self.below.to_dict()
+        for path, out in zip(self.paths, d["paths"]):
+            out["cost"] = path.cost
+            out["measured"] = [{"node": n, "holds": holds} for n, holds in path.measured]
+        return d
+
+
+PLAN_SCHEMA = "autoprofiler-plan/1"
+
+
 # -- what it needs ----------------------------------------------------------------------------
 
 def shipped_tree(optimizer: str) -> Path:
@@ -180,8 +244,8 @@ def check_machine(device: str = "cuda", command: str = "optimize",
     from autoprofiler_env.envs.backends.live import require_cuda  # the live env's own check
 
     require_cuda(device, need, hint=(
-        "run it on a GPU machine; on this one, `autoprofiler optimize FILE --plan` shows the "
-        "tree's first step on the file, from its static features")
+        "run it on a GPU machine; on this one, `autoprofiler optimize FILE --plan` shows what "
+        "the tree would collect on the file and what it would cost")
         if command == "optimize" else "")
     from autoprofiler_env.errors import NcuNotFoundError
     from autoprofiler_env.profiler.runner import find_ncu
@@ -270,25 +334,82 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
 
 def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str | None = None,
          budget: float = DEFAULT_BUDGET, budget_unit: str = "passes",
-         import_timeout_s: float | None = None) -> list[str]:
-    """The walk of ``tree`` on ``problem`` up to its first section, on any machine (no GPU,
-    no ncu: ``optimize --plan``): from the problem's static features and the budget, as
-    :meth:`agents.tree.TreePolicy.explain` says it, a line per node numbered as the tree's
-    rendering numbers them. What the walk does after that section reads the section's
-    metrics, which need ncu on a GPU. The arguments and errors are :func:`optimize`'s (but
-    for the machine's)."""
+         import_timeout_s: float | None = None) -> Plan:
+    """What ``tree`` would collect on ``problem`` and what it would cost, on any machine (no
+    GPU, no ncu: ``optimize --plan``): its walk up to its first section, from the problem's
+    static features and the budget (:meth:`agents.tree.TreePolicy.explain`, numbered as the
+    tree's rendering numbers the nodes), the subtree below that section, and every path the
+    walk can take through it (:meth:`agents.tree.TreePolicy.routes`): a branch on a static
+    feature or the budget, or a section whose cost does not fit what is left, is decided here;
+    a branch on a collected section's metric or findings goes either way, on what ncu
+    measures. The arguments and errors are :func:`optimize`'s (but for the machine's)."""
+    from agents.tree.nodes import Collect
     from agents.tree.policy import TreePolicy
     from autoprofiler_env.problems import load_problem
 
-    optimizer, _, loaded = _checked(tree, optimizer, budget, budget_unit, import_timeout_s)
+    optimizer, tree_path, loaded = _checked(tree, optimizer, budget, budget_unit,
+                                            import_timeout_s)
     load_problem(problem)
     env = live_env(str(problem), optimizer, budget, budget_unit, "cpu",
                    import_timeout_s=import_timeout_s)
     try:
         obs, _ = env.reset()
-        return TreePolicy(loaded, env).explain(obs)
+        base = env.unwrapped
+        policy = TreePolicy(loaded, env)
+        costs, total = base.section_costs, float(base.episode_budget)
+        walk = policy.path(obs)
+        nodes = loaded.nodes()
+        first = walk[-1] if isinstance(nodes[walk[-1]], Collect) else None
+        paths = tuple(PlannedPath(
+            route.nodes, tuple(base.sections[a] for a in route.actions),
+            tuple(float(costs[a]) for a in route.actions), route.measured,
+            tuple(_why(policy, obs, route, len(walk), costs, total, base.budget_unit)))
+            for route in policy.routes(obs, costs, total))
+        return Plan(base.problems[0], str(tree_path), optimizer, float(base.budget),
+                    base.budget_unit, total, tuple(policy.explain(obs)), first,
+                    nodes[first].next if first is not None else None, paths)
     finally:
         env.close()
+
+
+def _why(policy, obs: dict, route, start: int, costs: np.ndarray, total: float,
+         unit: str) -> list[str]:
+    """A line per branch and per Collect passed over on ``route`` from its node ``start`` on
+    (the nodes after its first section), in :meth:`~agents.tree.TreePolicy.explain`'s words;
+    a ``log_`` feature also in plain numbers."""
+    from agents.tree.nodes import Branch, Collect, vocabulary
+    from agents.tree.reading import observed
+    from agents.tree.render import plain
+
+    nodes = policy.tree.nodes()
+    measured = dict(route.measured)
+    spent, lines = 0.0, []
+    for i, number in enumerate(route.nodes):
+        node = nodes[number]
+        if isinstance(node, Collect):
+            cost = float(costs[policy.sections.index(node.section)])
+            if policy.sections.index(node.section) in route.actions:
+                spent += cost
+            elif i >= start:
+                lines.append(f"[{number}] collect {node.section}: does not fit the budget left "
+                             f"({cost:g} {unit}, {total - spent:.3g} left)")
+        elif isinstance(node, Branch) and i >= start:
+            c = node.condition
+            holds = route.nodes[i + 1] == number + 1  # then: the next number in preorder
+            at_least = plain(c.kind, c.name, c.at_least)
+            shown = c.describe() + (f" ({c.name[4:]} >= {at_least:.3g})"
+                                    if at_least is not None else "")
+            if number in measured:
+                lines.append(f"[{number}] if {shown}: measured, "
+                             f"{'yes' if holds else 'no (or unknown)'}")
+                continue
+            value = observed(obs, c.kind, c.name, vocabulary(policy.sections),
+                             policy.metric_names)
+            read = ("unknown (its section is not collected)" if value is None else
+                    f"{value:.3g}" + (f" ({plain(c.kind, c.name, value):.3g})"
+                                      if at_least is not None else ""))
+            lines.append(f"[{number}] if {shown}: {read}, {'yes' if holds else 'no'}")
+    return lines
 
 
 def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
@@ -424,6 +545,39 @@ def format_text(result: OptimizeResult) -> str:
         else:
             lines.append(f"- incorrect ({v.error_kind or 'unknown'}); eager "
                          f"{_fmt(v.eager_ms, ' ms', 4)}")
+    return "\n".join(lines) + "\n"
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan for a person: the walk up to its first section, the subtree below it as the
+    tree's rendering shows it (:func:`agents.tree.export_text`), then each path: its sections'
+    costs against the budget and why it goes its way."""
+    from agents.tree.render import export_text
+
+    lines = list(plan.explanation)
+    budget = f"{plan.budget:g} of the full set = {plan.budget_total:g} {plan.budget_unit}"
+    if plan.first is None:
+        lines.append(f"the walk stops before collecting any section at {budget}: the "
+                     "optimizer is given no profile")
+        return "\n".join(lines) + "\n"
+    measured = any(path.measured for path in plan.paths)
+    lines.append("below it" + (" (a branch on a section's metric reads what ncu measures on a "
+                               "GPU):" if measured else ", nothing reads a measured metric:"))
+    lines += [f"    {line}" for line in
+              export_text(plan.below, start=plan.first + 1).splitlines()]
+    lines.append(f"{len(plan.paths)} path{'s' if len(plan.paths) > 1 else ''}, at {budget}:")
+    for path in plan.paths:
+        costs = " + ".join(f"{c:g}" for c in path.costs)
+        lines.append(f"    {' + '.join(path.sections)}: "
+                     f"{costs + ' = ' if len(path.costs) > 1 else ''}{path.cost:g} of "
+                     f"{plan.budget_total:g} {plan.budget_unit}")
+        lines += [f"        {line}" for line in path.explanation]
+    first = plan.paths[0].sections[0]
+    if all(path.sections == (first,) for path in plan.paths):
+        lines.append(f"the walk collects nothing after {first}"
+                     + (", whatever its metrics show" if measured else ""))
+    lines.append("on a GPU with ncu, `autoprofiler optimize FILE --profile-only` collects the "
+                 "profile")
     return "\n".join(lines) + "\n"
 
 

@@ -3,16 +3,19 @@ and verdict it prints, run through the replay environment on the shipped dataset
 environment's stand-in: same ``ProfilingEnv``, same ``TreePolicy``, a backend answering from
 the H200's recording)."""
 
+import itertools
 import json
 import re
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import autoprofiler_env  # noqa: F401  (registers the environments)
-from agents.tree.nodes import from_dict
+from agents.tree.nodes import Branch, from_dict, load, vocabulary
 from agents.tree.policy import TreePolicy
+from agents.tree.reading import locate, threshold
 from autoprofiler_env.evaluation import rollout
 from autoprofiler_env.profiler import render_markdown
 from experiments import optimize as command
@@ -21,6 +24,7 @@ from tests.conftest import DATA
 
 PROBLEM = str(DATA / "problems" / "relu_small.py")
 POOL = "problem://autoprofiler/v1/level1/adaptive_avg_pool2d_128x256x56x56"  # compile: 1.93x
+RELU = "autoprofiler_env/problems/suite/level1/relu_16384x16384.py"  # traced in-process
 MATMUL = "problem://autoprofiler/v1/level1/matmul_4096x4096x4096"  # tf32: fails 1e-2
 
 
@@ -70,7 +74,7 @@ def test_without_a_gpu_it_says_so_in_one_line(tmp_path, capsys):
     line = one_line(err)
     assert "optimize needs a CUDA GPU and Nsight Compute (ncu)" in line
     assert "no CUDA device" in line
-    assert "on this one, `autoprofiler optimize FILE --plan` shows the tree's first" in line
+    assert "on this one, `autoprofiler optimize FILE --plan` shows what the tree" in line
 
 
 def test_without_ncu_it_says_so_in_one_line(tmp_path, capsys, monkeypatch):
@@ -286,7 +290,7 @@ def test_plan_walks_the_first_step_on_a_machine_without_a_gpu(tmp_path, capsys):
     lines = out.strip().splitlines()
     assert re.fullmatch(r"\[0\] if log_n_ops >= 0\.1: [0-9.]+, yes", lines[0]), lines
     assert lines[1] == "[1] collect LaunchStats: the action"
-    assert "which need ncu on a GPU" in lines[-1]
+    assert "on a GPU with ncu" in lines[-1]
     code, out, _ = run_main(capsys, PROBLEM, "--tree", tree, "--plan", "--json")
     assert code == 0 and json.loads(out)["explanation"] == lines[:2]
     # the shipped tree on a suite file, as the docs show it
@@ -296,3 +300,144 @@ def test_plan_walks_the_first_step_on_a_machine_without_a_gpu(tmp_path, capsys):
     # its arguments are checked as optimize's are, in one line
     code, out, err = run_main(capsys, PROBLEM, "--tree", tree, "--plan", "--budget", "-1")
     assert code == 2 and out == "" and "the budget must be a number > 0" in one_line(err)
+
+
+def walks(tree_path, problem, budget):
+    """What the tree's own walk (``TreePolicy.predict``, then ``path`` on the last
+    observation) gives on ``problem`` for every assignment of the values its branches on
+    sections read: each value below all of its thresholds, at each of them, or not reported;
+    the observation of each step built as the environment's would be (a section's values known
+    once it is collected, the action mask from what is left), the costs the live ones."""
+    env = command.live_env(problem, "reference", budget, "passes", "cpu")
+    obs0, _ = env.reset()
+    base, tree = env.unwrapped, load(tree_path)
+    policy, vocab = TreePolicy(tree, env), vocabulary(tuple(base.sections))
+    costs, budget_total = base.section_costs, base.episode_budget
+    env.close()
+    read = {}  # where the observation holds a value -> (its section, the thresholds read)
+    for node in tree.nodes():
+        if isinstance(node, Branch) and vocab.source(node.condition) is not None:
+            c = node.condition
+            where = locate(c.kind, c.name, vocab, policy.metric_names)
+            read.setdefault(where, (vocab.source(c), set()))[1].add(threshold(c))
+    found = set()
+    for values in itertools.product(*[[min(t) - 1, *sorted(t), None] for _, t in read.values()]):
+        obs = {k: np.array(v, copy=True) for k, v in obs0.items()}
+        collected, spent = [], 0.0
+        while True:
+            for (entry, known, j), (section, _), value in zip(read, read.values(), values):
+                if section in collected and value is not None:
+                    obs[entry][j] = value
+                    obs[known][j] = 1
+            fits = (obs["collected"] == 0) & (costs <= budget_total - spent + 1e-12)
+            mask = np.append(fits, True)
+            action = int(policy.predict(obs, action_masks=mask)[0])
+            if action == policy.stop:
+                break
+            collected.append(base.sections[action])
+            obs["collected"][action] = 1
+            spent += costs[action]
+        found.add((tuple(policy.path(obs, mask)), tuple(collected)))
+    return found, dict(zip(base.sections, costs.tolist())), budget_total
+
+
+@pytest.mark.parametrize("budget", [0.05, 0.3, 0.5, 0.8])
+def test_plan_gives_every_path_the_walk_can_take_below_its_first_section(budget):
+    """The paths of the shipped tree on a suite file are what its own walk gives with the
+    metrics set to take each way, each with the live costs (the catalogue's passes) summed."""
+    planned = command.plan(RELU, budget=budget)
+    tree = command.shipped_tree("reference")
+    found, costs, total = walks(tree, RELU, budget)
+    assert {(p.nodes, p.sections) for p in planned.paths} == found
+    assert len(planned.paths) == 2  # one metric branch below Occupancy, both ways
+    assert planned.budget_total == pytest.approx(total)
+    for p in planned.paths:
+        assert p.sections[0] == "Occupancy" and p.nodes[:p.nodes.index(planned.first) + 1] == \
+            tuple(int(line[1:line.index("]")]) for line in planned.explanation)
+        assert p.costs == tuple(costs[s] for s in p.sections) and p.cost == sum(p.costs)
+        assert p.cost <= total and [n for n, _ in p.measured] == [planned.first + 1]
+    # the subtree below the first section is the tree's own node
+    assert planned.below == load(tree).nodes()[planned.first].next
+    if budget == 0.3:  # docs/tree.md shows its text as it is
+        docs = (Path(__file__).parents[1] / "docs" / "tree.md").read_text()
+        assert "```\n" + command.format_plan(planned) + "```\n" in docs
+    if budget == 0.05:  # 1.9 passes: the roofline chart (3) never fits after Occupancy (1)
+        assert {p.sections for p in planned.paths} == {("Occupancy",)}
+        assert all("collect SpeedOfLight_RooflineChart: does not fit the budget left (3 "
+                   "passes, 0.9 left)" in p.explanation[-1] for p in planned.paths)
+
+
+def test_plan_decides_what_it_can_and_leaves_the_rest_to_the_measured_values(tmp_path, capsys):
+    """Below the first section: a metric read twice goes only the ways one value can take, a
+    section that does not fit is passed over (and a branch on it takes else), a branch on a
+    section collected on the way goes both ways; the JSON has it all, the text says it."""
+    metric = "launch__waves_per_multiprocessor"
+    tree = tree_file(tmp_path, collect("LaunchStats") | {"next": {
+        "if": {"metric": metric, "at_least": 2.0},
+        "then": {"if": {"metric": metric, "at_least": 8.0},
+                 "then": collect("Occupancy"), "else": collect("SpeedOfLight")},
+        "else": {"if": {"metric": metric, "at_least": 4.0},  # never: < 2 or unknown
+                 "then": collect("WarpStateStats"),
+                 "else": {"collect": "MemoryWorkloadAnalysis_Tables",  # 30 passes: no room
+                          "next": {"if": {"finding": "MemoryWorkloadAnalysis_Tables",
+                                          "at_least": 5.0},
+                                   "then": {"stop": True},
+                                   "else": {"collect": "Occupancy", "next": {
+                                       "if": {"finding": "Occupancy", "at_least": 1.0},
+                                       "then": {"stop": True}, "else": {"stop": True}}}}}}}})
+    planned = command.plan(RELU, tree)
+    found, _, _ = walks(tree, RELU, 0.3)
+    assert {(p.nodes, p.sections) for p in planned.paths} == found
+    assert [(p.sections, p.cost, p.measured) for p in planned.paths] == [
+        (("LaunchStats", "Occupancy"), 2.0, ((1, True), (2, True))),
+        (("LaunchStats", "SpeedOfLight"), 11.0, ((1, True), (2, False))),
+        (("LaunchStats", "Occupancy"), 2.0, ((1, False), (7, False), (14, True))),
+        (("LaunchStats", "Occupancy"), 2.0, ((1, False), (7, False), (14, False)))]
+    assert planned.paths[2].explanation == (
+        f"[1] if {metric} >= 2: measured, no (or unknown)",
+        f"[7] if {metric} >= 4: measured, no (or unknown)",  # the 'yes' side cannot be
+        "[10] collect MemoryWorkloadAnalysis_Tables: does not fit the budget left (30 passes, "
+        "10.4 left)",
+        "[11] if finding(MemoryWorkloadAnalysis_Tables) >= 5%: unknown (its section is not "
+        "collected), no",
+        "[14] if finding(Occupancy) >= 1%: measured, yes")
+    code, out, err = run_main(capsys, RELU, "--tree", tree, "--plan", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["schema"] == "autoprofiler-plan/1" and data["first"] == 0
+    assert data["below"] == json.loads(tree.read_text())["root"]["next"]
+    assert (data["budget"], data["budget_unit"], data["budget_total"]) == (0.3, "passes", 11.4)
+    assert data["paths"][1] == {
+        "nodes": [0, 1, 2, 5, 6], "sections": ["LaunchStats", "SpeedOfLight"],
+        "costs": [1.0, 10.0], "cost": 11.0,
+        "measured": [{"node": 1, "holds": True}, {"node": 2, "holds": False}],
+        "explanation": [f"[1] if {metric} >= 2: measured, yes",
+                        f"[2] if {metric} >= 8: measured, no (or unknown)"]}
+    code, out, _ = run_main(capsys, RELU, "--tree", tree, "--plan")
+    lines = out.splitlines()
+    assert lines[:3] == ["[0] collect LaunchStats: the action",
+                         "below it (a branch on a section's metric reads what ncu measures on "
+                         "a GPU):", f"    [1] if {metric} >= 2"]
+    assert "4 paths, at 0.3 of the full set = 11.4 passes:" in lines
+    assert "    LaunchStats + SpeedOfLight: 1 + 10 = 11 of 11.4 passes" in lines
+
+
+def test_plan_says_plainly_where_the_walk_ends_at_its_first_step(tmp_path, capsys):
+    tree = tree_file(tmp_path, collect("SpeedOfLight"))  # 10 of the full set's 38 passes
+    code, out, _ = run_main(capsys, RELU, "--tree", tree, "--plan", "--budget", "0.2")
+    assert code == 0 and out.splitlines() == [
+        "[0] collect SpeedOfLight: does not fit the budget left", "[1] stop: the action",
+        "the walk stops before collecting any section at 0.2 of the full set = 7.6 passes: the "
+        "optimizer is given no profile"]
+    code, out, _ = run_main(capsys, RELU, "--tree", tree, "--plan", "--budget", "0.2",
+                            "--json")
+    data = json.loads(out)
+    assert data["first"] is None and data["below"] is None
+    assert data["paths"] == [{"nodes": [0, 1], "sections": [], "costs": [], "cost": 0,
+                              "measured": [], "explanation": []}]
+    code, out, _ = run_main(capsys, RELU, "--tree", tree, "--plan")
+    assert out.splitlines()[1:] == [
+        "below it, nothing reads a measured metric:", "    [1] stop",
+        "1 path, at 0.3 of the full set = 11.4 passes:", "    SpeedOfLight: 10 of 11.4 passes",
+        "the walk collects nothing after SpeedOfLight",
+        "on a GPU with ncu, `autoprofiler optimize FILE --profile-only` collects the profile"]
