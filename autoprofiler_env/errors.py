@@ -125,6 +125,16 @@ class OptimizationError(AutoProfilerError):
     the problem, a program it cannot rewrite)."""
 
 
+class OptimizerSpecError(AutoProfilerError, ValueError):
+    """An optimizer of your own, ``py:MODULE:ATTR``, that cannot be used: its module does not
+    import, it has no ATTR, ATTR cannot be called with no arguments or gives no object with
+    ``optimize``, that ``optimize`` returned neither a
+    :class:`~autoprofiler_env.optimizers.Candidate` nor a source string (raised at the
+    episode's end), or it was given to the replay, which has no outcomes recorded for it. The
+    message says what is accepted. A ``ValueError`` too, as every bad argument of the
+    environment is."""
+
+
 class LLMError(OptimizationError):
     """The language model gave no usable candidate: a time-out, a refused or failed request,
     an empty reply, a reply without code, or code that does not parse.

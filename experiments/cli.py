@@ -7,7 +7,8 @@
     autoprofiler evaluate --problem URI_OR_FILE --candidate FILE [--device cpu|cuda]
                           [--tolerance kernelbench-v0.1] [--json]
     autoprofiler profile --problem URI_OR_FILE --sections A,B [--json|--markdown]
-    autoprofiler optimize FILE [--tree TREE] [--optimizer reference|reference-v1|llm:MODEL]
+    autoprofiler optimize FILE [--tree TREE]
+                          [--optimizer reference|reference-v1|llm:MODEL|py:MODULE:ATTR]
                           [--plan | --profile-only] [--budget 0.25] [--budget-unit passes|sections]
                           [--device cuda] [--import-timeout 5] [--json]
     autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
@@ -896,8 +897,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tree", help="a profiling tree file (default: the one the project ships "
                    "for the optimizer, agents/tree/data/<optimizer>.json)")
     p.add_argument("--optimizer",
-                   help="reference, reference-v1 or llm:<model> (the OpenAI-compatible "
-                   "endpoint of $AUTOPROFILER_LLM_BASE_URL); default: the environment's "
+                   help="reference, reference-v1, llm:<model> (the OpenAI-compatible "
+                   "endpoint of $AUTOPROFILER_LLM_BASE_URL) or py:MODULE:ATTR (your own: in a "
+                   "module importable from the current directory or PYTHONPATH, an object "
+                   "with optimize(problem, profile) returning the ModelNew source or a "
+                   "Candidate, or a class or function called with no arguments that returns "
+                   "one; give --tree too); default: the environment's "
                    "(autoprofiler_env.optimizers.DEFAULT_OPTIMIZER)")
     p.add_argument("--plan", action="store_true",
                    help="on any machine (no GPU, no ncu): the tree's walk on the file to its "
@@ -1122,7 +1127,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "recording's own are reference-v1's); repeatable")
     q.add_argument("--tolerances", metavar="FILE",
                    help="rows of the same candidates judged again by judge 2 "
-                   "(experiments/studies/rejudge.py): their tolerance_needed, where the verdicts agree")
+                   "(experiments/studies/rejudge.py): their tolerance_needed, where the "
+                   "verdicts agree")
     q.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="more saved ncu runs, e.g. a profiler study's sections and sets alone "
                         "(their measured costs replace modelled ones); repeatable")

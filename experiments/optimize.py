@@ -225,7 +225,9 @@ def shipped_tree(optimizer: str) -> Path:
     path = shipped(optimizer)
     if path is None:
         raise TreeFormatError(f"no tree ships for the optimizer {optimizer!r} (in "
-                              f"{_shown(DATA)}): give one with --tree FILE")
+                              f"{_shown(DATA)}): give one with --tree FILE (e.g. "
+                              f"{_shown(DATA / 'reference.json')}, learned for the reference "
+                              "optimizer)")
     return path
 
 
@@ -290,9 +292,11 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
         problem: a KernelBench-format file (or a suite URI or name); with ``env``, one of that
             environment's problem URIs.
         tree: a tree file (None: :func:`shipped_tree` of ``optimizer``).
-        optimizer: ``reference``, ``reference-v1`` or ``llm:<model>`` (the live backend asks
-            the OpenAI-compatible endpoint of ``$AUTOPROFILER_LLM_BASE_URL``); None: the
-            environment's default (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`).
+        optimizer: ``reference``, ``reference-v1``, ``llm:<model>`` (the live backend asks
+            the OpenAI-compatible endpoint of ``$AUTOPROFILER_LLM_BASE_URL``) or
+            ``py:MODULE:ATTR``, your own (:mod:`autoprofiler_env.optimizers.custom`; no tree
+            ships for it: give ``tree``); None: the environment's default
+            (:data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`).
         budget: a fraction of ncu's full set's cost in ``budget_unit``.
         budget_unit: ``passes`` (the catalogue's replay passes) or ``sections``.
         device: the CUDA device.
@@ -306,7 +310,9 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
 
     Raises:
         ValueError: a budget that is not a number > 0, an unknown budget unit or optimizer,
-            an import timeout that is not a number of seconds > 0.
+            an import timeout that is not a number of seconds > 0 (OptimizerSpecError: a
+            ``py:`` optimizer that cannot be loaded, or whose candidate is neither a source
+            string nor a Candidate).
         TreeFormatError: the tree file is missing, unreadable or not a valid tree.
         ProblemError: the problem file is missing or broken (ProblemTimeoutError: its
             import outlasts ``import_timeout_s``).

@@ -10,8 +10,9 @@
   (:func:`agents.rl.load_run`);
 - ``tree:FILE``: an AutoProfiler tree file (:mod:`agents.tree`), named ``tree:<file stem>``
   in the tables (the benchmark names it by the spec as given where two specs would share a
-  name: every ``learn-tree`` run writes ``tree.json``); ``autoprofiler-tree``: the tree the project ships for the environment's
-  optimizer (:func:`agents.tree.shipped_tree`), which the benchmark shows by default;
+  name: every ``learn-tree`` run writes ``tree.json``); ``autoprofiler-tree``: the tree the
+  project ships for the environment's optimizer (:func:`agents.tree.shipped_tree`), which
+  the benchmark shows by default;
 - ``maskable-ppo``: the MaskablePPO policy the project ships for the environment's optimizer
   (:func:`agents.rl.shipped_model`), shown by default too;
 - ``py:MODULE:ATTR``: a policy of your own (the ``module:attr`` form of entry points):
@@ -39,16 +40,15 @@ a resumed experiment refuses the runs of a file changed since.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.policy import Policy
+from autoprofiler_env.pyspec import imported
 
 SHIPPED_TREE = "autoprofiler-tree"
 """The name of the shipped tree's entry."""
@@ -330,40 +330,12 @@ def _takes_the_environment(thing, spec: str) -> None:
 
 
 def _imported(spec: str):
-    """The object ``py:MODULE:ATTR`` names, MODULE imported with the current directory on
-    the import path (as ``python -m`` has it)."""
-    module_name, sep, attribute = spec.removeprefix("py:").partition(":")
-    if not (module_name and sep and attribute):
-        raise PolicySpecError(f"--policy {spec!r}: give py:MODULE:ATTR, MODULE a module "
-                              "importable from the current directory or PYTHONPATH and ATTR "
-                              "a class or function in it that is called with the environment "
-                              "(e.g. py:my_policies:CheapestFirst for my_policies.py here)")
-    here = os.getcwd()
-    if not any(os.path.abspath(p or os.curdir) == here for p in sys.path):
-        sys.path.insert(0, here)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-            raise PolicySpecError(
-                f"--policy {spec}: no module {module_name!r} is importable from the current "
-                f"directory ({here}) or PYTHONPATH: run from the folder that holds its file "
-                f"({module_name.replace('.', '/')}.py), or add that folder to PYTHONPATH"
-                ) from None
-        raise PolicySpecError(f"--policy {spec}: importing {module_name} failed: {e} (a "
-                              "module it imports is not installed)") from e
-    found = module
-    for part in attribute.split("."):
-        if not hasattr(found, part):
-            own = sorted(n for n, v in vars(module).items()
-                         if not n.startswith("_") and callable(v)
-                         and getattr(v, "__module__", None) == module.__name__)
-            raise PolicySpecError(
-                f"--policy {spec}: {module_name} ({getattr(module, '__file__', None)}) has no "
-                f"attribute {attribute!r}; its classes and functions: "
-                f"{', '.join(own) or 'none'}")
-        found = getattr(found, part)
+    """The object ``py:MODULE:ATTR`` names (:func:`autoprofiler_env.pyspec.imported`)."""
+    found = imported(spec, PolicySpecError, "--policy",
+                     "a class or function in it that is called with the environment (e.g. "
+                     "py:my_policies:CheapestFirst for my_policies.py here)")
     if not callable(found) and not hasattr(found, "predict"):
+        attribute = spec.removeprefix("py:").partition(":")[2]
         raise PolicySpecError(f"--policy {spec}: {attribute} is a {type(found).__name__}, "
                               "not a class or function to call with the environment")
     return found

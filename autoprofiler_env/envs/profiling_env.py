@@ -209,12 +209,19 @@ class ProfilingEnv(gym.Env):
     ``"llm:<model>"``: on the replay one of the model's recorded replies for the problem and
     the collected section set, drawn with the environment's seeded generator, and
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
-    ``"largest_recorded_subset"``), ``budget`` and ``budget_unit`` (``seconds``, ``passes`` or
-    ``sections``) and ``budget_is_fraction`` (a fraction of the full set's cost, default, or an
-    absolute amount), ``budget_range`` (``[low, high]``, in the same terms as ``budget``:
-    when set, each episode whose ``reset`` gives no budget draws one log-uniformly between
-    them with the seeded generator, in place of ``budget``, so that one policy trains for
-    every budget; the observation's ``budget_total`` tells it which; default None),
+    ``"largest_recorded_subset"``; or, live only, ``"py:MODULE:ATTR"``: an optimizer of your
+    own, MODULE imported from the current directory or ``PYTHONPATH``, ATTR an object with
+    ``optimize(problem, profile)`` returning the ``ModelNew`` source or a
+    :class:`~autoprofiler_env.optimizers.Candidate`, or a class or function called with no
+    arguments that returns one (:mod:`autoprofiler_env.optimizers.custom`; an exception of
+    its ``optimize`` is the episode's incorrect candidate, ``error_kind`` ``optimizer_raised``;
+    the replay, which has nothing recorded for it, refuses it), ``budget`` and
+    ``budget_unit`` (``seconds``, ``passes`` or ``sections``) and ``budget_is_fraction`` (a
+    fraction of the full set's cost, default, or an absolute amount), ``budget_range``
+    (``[low, high]``, in the same terms as ``budget``: when set, each episode whose ``reset``
+    gives no budget draws one log-uniformly between them with the seeded generator, in place
+    of ``budget``, so that one policy trains for every budget; the observation's
+    ``budget_total`` tells it which; default None),
     ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, live only ``evidence``
     (``"ncu"``, default: ncu profiles each collected section; ``"recorded"``: the dataset's
     recorded profiles, only the judging live), ``harness`` (HarnessConfig settings, e.g.

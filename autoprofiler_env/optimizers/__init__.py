@@ -9,7 +9,8 @@
   local transformers model writes the ModelNew source.
 
 All have ``optimize(problem, profile, ...) -> Candidate``; ``profile`` may be None (no
-sections).
+sections). The live environment also takes one of your own, ``py:MODULE:ATTR``
+(:mod:`.custom`).
 """
 
 from autoprofiler_env.optimizers import triton  # noqa: F401  (registers triton_*)

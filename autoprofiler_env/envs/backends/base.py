@@ -76,16 +76,18 @@ class Hindsight(Backend, Protocol):
         problem can reach."""
 
 
-OPTIMIZERS = ("reference", "reference-v1", "llm:<model>")
+OPTIMIZERS = ("reference", "reference-v1", "llm:<model>", "py:MODULE:ATTR")
 """What ``optimizer`` may name: a deterministic reference optimizer (``reference``, composed
-decisions; ``reference-v1``, the first, one transformation), or an LLM optimizer by the model
+decisions; ``reference-v1``, the first, one transformation), an LLM optimizer by the model
 name its outcomes were recorded under (``llm:<model>``; live: the model on the
-OpenAI-compatible endpoint of ``AUTOPROFILER_LLM_BASE_URL``)."""
+OpenAI-compatible endpoint of ``AUTOPROFILER_LLM_BASE_URL``), or, live only, an optimizer of
+your own (``py:MODULE:ATTR``: :mod:`autoprofiler_env.optimizers.custom`)."""
 
 
 def llm_model(optimizer: str) -> str | None:
-    """The model of ``"llm:<model>"``; None for a reference optimizer; ValueError otherwise."""
-    if optimizer in ("reference", "reference-v1"):
+    """The model of ``"llm:<model>"``; None for a reference optimizer or one of your own
+    (``py:``); ValueError otherwise."""
+    if optimizer in ("reference", "reference-v1") or optimizer.startswith("py:"):
         return None
     if optimizer.startswith("llm:") and len(optimizer) > 4:
         return optimizer[4:]

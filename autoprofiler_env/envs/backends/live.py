@@ -13,7 +13,12 @@ from autoprofiler_env.envs.observation import SectionView, key_metrics, section_
 from autoprofiler_env.errors import MachineError, ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.numeric import is_finite_number
-from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER, reference_optimizer
+from autoprofiler_env.optimizers import (
+    DEFAULT_OPTIMIZER,
+    REFERENCE_OPTIMIZERS,
+    reference_optimizer,
+)
+from autoprofiler_env.optimizers.custom import is_custom, load_optimizer
 from autoprofiler_env.problems.isolated import (
     DEFAULT_IMPORT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -92,8 +97,11 @@ class LiveBackend:
     whose KernelBench level and name the dataset recorded keeps the record's URI too. Either
     way the file is checked against the recorded sha256 (a
     :class:`~autoprofiler_env.errors.SourceMismatchError` says which commit was recorded).
-    ``optimizer`` None: the dataset's own (:meth:`~autoprofiler_env.dataset.Dataset.default_optimizer`),
-    else :data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`."""
+    ``optimizer`` None: the dataset's own
+    (:meth:`~autoprofiler_env.dataset.Dataset.default_optimizer`), else
+    :data:`~autoprofiler_env.optimizers.DEFAULT_OPTIMIZER`; ``py:MODULE:ATTR``: an optimizer of
+    your own (:mod:`autoprofiler_env.optimizers.custom`), loaded here (an
+    :class:`~autoprofiler_env.errors.OptimizerSpecError` says what is wrong with it)."""
 
     def __init__(self, problems: list[str] | None = None, device: str = "cuda",
                  ncu: str | None = None, timeout_s: float = 600.0,
@@ -152,8 +160,12 @@ class LiveBackend:
         self.sections = ACTION_SECTIONS
         self.metrics = key_metrics(self.sections)
         model = llm_model(optimizer)
-        self._llm = model is not None
-        if model is None:
+        # the reference optimizers read the eager time (launch overhead), and their identity
+        # is the program unchanged; an LLM's or your own's is whatever its code is
+        self._reference = optimizer in REFERENCE_OPTIMIZERS
+        if is_custom(optimizer):
+            self.optimizer = load_optimizer(optimizer)
+        elif model is None:
             self.optimizer = reference_optimizer(optimizer, device=device, tolerance=tolerance)
         else:
             from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
@@ -291,14 +303,15 @@ class LiveBackend:
         self.check_machine()  # not deep in the harness's worker
         problem = self._problems[uri]
         profile = self.profile(uri, sections) if sections else None
-        if not self._llm:  # the reference optimizers read the eager time (launch overhead)
+        if self._reference:  # the reference optimizers read the eager time (launch overhead)
             candidate = self.optimizer.optimize(problem, profile, eager_ms=self._eager_ms(uri))
         else:
             candidate = self.optimizer.optimize(problem, profile)
-        if candidate.error:  # an LLM reply with no code: judged as incorrect, never run
+        if candidate.error:  # an LLM reply with no code, an optimizer that raised: judged as
+            # incorrect, never run
             return EpisodeOutcome(candidate.producer, candidate.reason, False, None,
                                   candidate.error.split(":")[0])
-        if candidate.producer == "identity" and not self._llm:
+        if candidate.producer == "identity" and self._reference:
             # the program unchanged: eager's own time, 1.0x by definition (as in the replay)
             eager_ms = self._eager_ms(uri)
             return EpisodeOutcome("identity", candidate.reason, True, 1.0, None, eager_ms,

@@ -12,8 +12,9 @@ from autoprofiler_env.dataset import Dataset
 from autoprofiler_env.dataset.replay import LLM_MISSING
 from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model, warn_ill_posed
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
-from autoprofiler_env.errors import DatasetError, NotRecordedError
+from autoprofiler_env.errors import DatasetError, NotRecordedError, OptimizerSpecError
 from autoprofiler_env.optimizers import reference_optimizer
+from autoprofiler_env.optimizers.custom import is_custom
 from autoprofiler_env.optimizers.reference_v1 import CHOICES as V1_CHOICES
 from autoprofiler_env.profiler.records import Profile
 from autoprofiler_env.scoring import log_score
@@ -52,6 +53,12 @@ class ReplayBackend:
 
         from autoprofiler_env.harness.tolerance import resolve
 
+        if optimizer is not None and is_custom(optimizer):
+            raise OptimizerSpecError(
+                f"optimizer {optimizer}: the replay (AutoProfiler-v0) answers with recorded "
+                "outcomes, and none are recorded for an optimizer of your own: run it in the "
+                f"live environment, gym.make('AutoProfilerLive-v0', optimizer={optimizer!r}, "
+                f"problems=[...]), or `autoprofiler optimize FILE --optimizer {optimizer}`")
         if tolerance is not None:
             resolve(tolerance)  # an unknown regime fails here, naming the known ones
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.load(dataset)

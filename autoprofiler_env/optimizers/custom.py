@@ -1,0 +1,110 @@
+"""An optimizer of your own, ``py:MODULE:ATTR`` (the live environment's ``optimizer``,
+``autoprofiler optimize --optimizer``).
+
+ATTR (dotted for a nested one) is an optimizer -- an object with ``optimize(problem,
+profile)`` -- or a class or function called with no arguments that returns one (a function
+reads its own settings: the environment passes none). ``optimize`` is called once per
+episode, as every optimizer is, with the :class:`~autoprofiler_env.problems.Problem` and the
+merged :class:`~autoprofiler_env.profiler.records.Profile` of the sections collected (None
+with none), and returns the ``ModelNew`` source as a string (its candidate is then named by
+the spec), or a :class:`~autoprofiler_env.optimizers.Candidate` (its own ``producer``,
+``reason``; ``error`` set: no program, judged incorrect unrun). Where ``optimize`` raises,
+the episode's candidate is incorrect with ``error_kind`` ``optimizer_raised`` and a reason
+naming the exception, as an LLM's failed request is (:class:`CustomOptimizer`).
+
+>>> optimizer = load_optimizer("py:my_optimizer:MyOptimizer")  # my_optimizer.py here
+"""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+from pathlib import Path
+
+from autoprofiler_env.errors import OptimizerSpecError
+from autoprofiler_env.optimizers.candidate import Candidate
+from autoprofiler_env.pyspec import PREFIX, imported
+
+CONTRACT = ("an object with optimize(problem, profile) returning the ModelNew source (a str) "
+            "or a Candidate (autoprofiler_env/optimizers/candidate.py)")
+RAISED = "optimizer_raised"
+"""The ``error_kind`` of an episode whose optimizer raised."""
+
+
+def is_custom(optimizer: str) -> bool:
+    """Whether ``optimizer`` names an optimizer of your own (``py:...``)."""
+    return optimizer.startswith(PREFIX)
+
+
+def load_optimizer(spec: str) -> CustomOptimizer:
+    """The optimizer ``py:MODULE:ATTR`` names, ready for an episode.
+
+    Raises:
+        OptimizerSpecError: the module does not import, it has no ATTR, ATTR is a class or
+            function that cannot be called with no arguments, or what it is (or returns)
+            has no ``optimize`` method.
+    """
+    found = imported(spec, OptimizerSpecError, "optimizer",
+                     f"a class or function in it called with no arguments that returns {CONTRACT}"
+                     ", or such an object (e.g. py:my_optimizer:MyOptimizer for "
+                     "my_optimizer.py here)")
+    optimizer = found
+    if isinstance(found, type) or (callable(found) and not hasattr(found, "optimize")):
+        name = getattr(found, "__qualname__", None) or type(found).__name__
+        try:
+            signature = inspect.signature(found)
+        except (TypeError, ValueError):  # no signature to read (some built-ins): just called
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind()
+            except TypeError as e:
+                raise OptimizerSpecError(
+                    f"optimizer {spec}: {name}{signature} cannot be called with no arguments "
+                    f"({e}): give a class whose __init__ takes none, or a function that "
+                    f"takes none, returning {CONTRACT}; or such an object itself") from None
+        optimizer = found()  # an error of its own body is its own: left as it is
+    if not callable(getattr(optimizer, "optimize", None)):
+        made_by = f"{name}() returned " if optimizer is not found else ""
+        raise OptimizerSpecError(f"optimizer {spec}: {made_by}{type(optimizer).__name__} "
+                                 f"{optimizer!r:.60}, which has no optimize method: an "
+                                 f"optimizer is {CONTRACT}")
+    return CustomOptimizer(spec, optimizer)
+
+
+class CustomOptimizer:
+    """Your optimizer (``wrapped``) behind the interface every optimizer of the environment
+    has: ``optimize(problem, profile) -> Candidate``, a source string made a candidate named
+    by ``spec``, and an exception of ``wrapped.optimize`` a candidate with ``error`` set
+    (``"optimizer_raised: <exception>"``), so that the episode ends incorrect, as an LLM's
+    failed request does, rather than the run."""
+
+    def __init__(self, spec: str, wrapped) -> None:
+        self.spec = spec
+        self.wrapped = wrapped
+
+    def optimize(self, problem, profile=None) -> Candidate:
+        """The candidate ``wrapped`` writes for ``problem`` from ``profile``.
+
+        Raises:
+            OptimizerSpecError: it returned neither a str nor a Candidate.
+        """
+        try:
+            made = self.wrapped.optimize(problem, profile)
+        except Exception as e:  # its own failure: the episode's, not the run's
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            what = f"{type(e).__name__}: {e}"
+            return Candidate(problem.uri, "", self.spec,
+                             reason=f"{self.spec}: optimize raised {what} "
+                                    f"({Path(where.filename).name}:{where.lineno})",
+                             evidence={"traceback": traceback.format_exc()},
+                             error=f"{RAISED}: {what}")
+        if isinstance(made, str):
+            return Candidate(problem.uri, made, self.spec,
+                             reason=f"{self.spec} wrote the program")
+        if isinstance(made, Candidate):
+            return made
+        raise OptimizerSpecError(f"optimizer {self.spec}: optimize returned "
+                                 f"{type(made).__name__} {made!r:.60}: it returns the ModelNew "
+                                 "source (a str) or a Candidate "
+                                 "(autoprofiler_env/optimizers/candidate.py)")

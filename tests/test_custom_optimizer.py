@@ -1,0 +1,225 @@
+"""An optimizer of your own, ``py:MODULE:ATTR``: in the live environment and in ``autoprofiler
+optimize`` on this CPU (no sections collected, so no ncu: the candidate is judged on the CPU),
+refused by the replay, and each way it can be wrong named."""
+
+import json
+import re
+import sys
+
+import gymnasium as gym
+import pytest
+
+import autoprofiler_env  # noqa: F401  (registers the environments)
+from autoprofiler_env.errors import OptimizerSpecError
+from autoprofiler_env.optimizers import Candidate
+from autoprofiler_env.optimizers.custom import load_optimizer
+from autoprofiler_env.problems import load_problem
+from experiments import optimize as command
+from experiments.cli import main
+from tests.conftest import DATA, ROOT
+
+PROBLEM = str(DATA / "problems" / "relu_small.py")
+
+MINE = '''
+from pathlib import Path
+
+from autoprofiler_env.optimizers import Candidate
+
+
+def same(problem):
+    """The problem's own program, its Model as ModelNew: correct, about 1x."""
+    return Path(problem.path).read_text() + "\\nModelNew = Model\\n"
+
+
+class Same:
+    def optimize(self, problem, profile):
+        return same(problem)
+
+
+class AsCandidate:
+    def __init__(self, device="cuda"):
+        self.device = device
+
+    def optimize(self, problem, profile):
+        return Candidate(problem.uri, same(problem), "mine", reason="my reason")
+
+
+def make():
+    return AsCandidate(device="cpu")
+
+
+instance = Same()
+
+
+class Broken:
+    def optimize(self, problem, profile):
+        raise RuntimeError("my bug")
+
+
+class ReturnsNone:
+    def optimize(self, problem, profile):
+        return None
+
+
+class NoOptimize:
+    pass
+
+
+class NeedsArguments:
+    def __init__(self, model):
+        pass
+
+    def optimize(self, problem, profile):
+        return ""
+
+
+answer = 42
+'''
+
+
+@pytest.fixture()
+def here(tmp_path, monkeypatch):
+    """``tmp_path`` as the current directory holding ``mine.py``, not on the import path (as
+    for the ``autoprofiler`` console script); its modules are forgotten afterwards."""
+    (tmp_path / "mine.py").write_text(MINE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path
+                                      if p not in ("", ".", str(tmp_path))])
+    sys.modules.pop("mine", None)
+    yield tmp_path
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            sys.modules.pop(name)
+
+
+def live(optimizer):
+    return gym.make("AutoProfilerLive-v0", problems=[PROBLEM], device="cpu",
+                    budget_unit="passes", optimizer=optimizer)
+
+
+def stop(env) -> dict:
+    """The episode's end with no section collected (no ncu): the optimizer's outcome."""
+    env.reset(seed=0)
+    *_, terminated, _, info = env.step(env.unwrapped.STOP)
+    assert terminated
+    return info
+
+
+def test_a_live_episode_judges_the_candidate_of_your_optimizer(here):
+    """docs/tree.md's example, saved as my_optimizer.py in the current directory."""
+    blocks = re.findall(r"^```python\n(.*?)^```", (ROOT / "docs" / "tree.md").read_text(),
+                        re.S | re.M)
+    (here / "my_optimizer.py").write_text(next(b for b in blocks if "class MyOptimizer" in b))
+    spec = "py:my_optimizer:MyOptimizer"
+    env = live(spec)
+    assert env.unwrapped.optimizer == spec
+    info = stop(env)
+    assert info["candidate"] == spec  # a source string: named by the spec
+    assert info["reason"] == f"{spec} wrote the program"
+    assert info["correct"] is True and info["error_kind"] is None
+    assert 0.2 < info["speedup"] < 5  # its own program: about 1x (a CPU's timing is noisy)
+    assert info["eager_ms"] > 0 and info["candidate_ms"] > 0
+    env.close()
+
+
+@pytest.mark.parametrize("spec", ["py:mine:Same", "py:mine:AsCandidate", "py:mine:make",
+                                  "py:mine:instance"])
+def test_attr_is_a_class_a_function_or_an_optimizer(here, spec):
+    """A class or function is called with no arguments; an object with optimize is the
+    optimizer itself; a Candidate comes back as it is, a source string as one named by the
+    spec."""
+    problem = load_problem(PROBLEM)
+    candidate = load_optimizer(spec).optimize(problem, None)
+    assert isinstance(candidate, Candidate)
+    assert candidate.problem_uri == problem.uri and candidate.error is None
+    assert candidate.source.endswith("ModelNew = Model\n")
+    mine = spec in ("py:mine:AsCandidate", "py:mine:make")
+    assert candidate.producer == ("mine" if mine else spec)
+
+
+def test_optimize_runs_your_optimizer(here, capsys, monkeypatch):
+    """``autoprofiler optimize FILE --optimizer py:...``: the machine check is this CPU's seam
+    (a tree that stops at once collects no section, so no ncu runs)."""
+    monkeypatch.setattr(command, "check_machine", lambda device="cuda": "ncu")
+    tree = here / "stop.json"
+    tree.write_text(json.dumps({"format": "autoprofiler-tree", "version": 1, "meta": {},
+                                "root": {"stop": True}}))
+    code = main(["optimize", PROBLEM, "--tree", str(tree), "--optimizer", "py:mine:Same",
+                 "--device", "cpu", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["optimizer"] == "py:mine:Same" and d["sections"] == []
+    assert d["verdict"]["candidate"] == "py:mine:Same" and d["verdict"]["correct"] is True
+    # its optimize raising: the candidate is incorrect (exit 1), not the command's failure
+    code = main(["optimize", PROBLEM, "--tree", str(tree), "--optimizer", "py:mine:Broken",
+                 "--device", "cpu"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "py:mine:Broken: optimize raised RuntimeError: my bug (mine.py:" in out
+    assert err.strip() == "autoprofiler: candidate py:mine:Broken incorrect (optimizer_raised)"
+    # no tree ships for it: one line saying to give one
+    code = main(["optimize", PROBLEM, "--optimizer", "py:mine:Same"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert "no tree ships for the optimizer 'py:mine:Same'" in err and "--tree FILE" in err
+    assert "reference.json" in err
+    # a spec naming nothing: one line, exit 2
+    code = main(["optimize", PROBLEM, "--tree", str(tree), "--optimizer", "py:mine:Nope",
+                 "--device", "cpu"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "has no attribute 'Nope'" in err
+
+
+def test_the_replay_refuses_it_saying_to_run_it_live(here):
+    with pytest.raises(OptimizerSpecError, match=r"optimizer py:mine:Same: the replay "
+                       r"\(AutoProfiler-v0\) answers with recorded outcomes, and none are "
+                       r"recorded for an optimizer of your own: run it in the live "
+                       r"environment, gym.make\('AutoProfilerLive-v0'"):
+        gym.make("AutoProfiler-v0", optimizer="py:mine:Same")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("py:nowhere_module:X", r"^optimizer py:nowhere_module:X: no module 'nowhere_module' is "
+                            r"importable from the current directory \(.*\) or PYTHONPATH"),
+    ("py:mine:Nope", r"^optimizer py:mine:Nope: mine \(.*mine.py\) has no attribute 'Nope'; "
+                     r"its classes and functions: AsCandidate, Broken, NeedsArguments, "
+                     r"NoOptimize, ReturnsNone, Same, make, same"),
+    ("py:mine:NoOptimize", r"NoOptimize\(\) returned NoOptimize .*which has no optimize "
+                           r"method: an optimizer is an object with optimize\(problem, "
+                           r"profile\)"),
+    ("py:mine:answer", r"int 42, which has no optimize method"),
+    ("py:mine:NeedsArguments", r"NeedsArguments\(model\) cannot be called with no arguments"),
+    ("py:mine", r"^optimizer 'py:mine': give py:MODULE:ATTR"),
+])
+def test_a_spec_that_gives_no_optimizer_says_what(here, spec, message):
+    with pytest.raises(OptimizerSpecError, match=message):
+        live(spec)
+
+
+def test_a_module_that_does_not_import_says_what_it_lacks(here):
+    (here / "mine_broken.py").write_text("import not_installed_anywhere\n")
+    with pytest.raises(OptimizerSpecError, match=r"importing mine_broken failed: No module "
+                                                 r"named 'not_installed_anywhere'"):
+        live("py:mine_broken:X")
+
+
+def test_optimize_raising_is_the_episodes_incorrect_candidate(here):
+    """As an LLM's failed request is: judged incorrect without running anything, the reason
+    naming the exception and where it was raised."""
+    env = live("py:mine:Broken")
+    info = stop(env)
+    assert info["candidate"] == "py:mine:Broken" and info["correct"] is False
+    assert info["error_kind"] == "optimizer_raised" and info["speedup"] is None
+    assert info["reason"].startswith("py:mine:Broken: optimize raised RuntimeError: my bug "
+                                     "(mine.py:")
+    assert env.unwrapped.backend.judged == []
+
+
+def test_optimize_returning_neither_source_nor_candidate_is_an_error(here):
+    env = live("py:mine:ReturnsNone")
+    env.reset(seed=0)
+    with pytest.raises(OptimizerSpecError, match=r"optimizer py:mine:ReturnsNone: optimize "
+                                                 r"returned NoneType None: it returns the "
+                                                 r"ModelNew source \(a str\) or a Candidate"):
+        env.step(env.unwrapped.STOP)
