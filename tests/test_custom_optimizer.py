@@ -74,6 +74,16 @@ class NeedsArguments:
 
 
 answer = 42
+
+seen = []
+
+
+class Recording:
+    """Keeps each profile it is given."""
+
+    def optimize(self, problem, profile):
+        seen.append(profile)
+        return same(problem)
 '''
 
 
@@ -184,7 +194,7 @@ def test_the_replay_refuses_it_saying_to_run_it_live(here):
                             r"importable from the current directory \(.*\) or PYTHONPATH"),
     ("py:mine:Nope", r"^optimizer py:mine:Nope: mine \(.*mine.py\) has no attribute 'Nope'; "
                      r"its classes and functions: AsCandidate, Broken, NeedsArguments, "
-                     r"NoOptimize, ReturnsNone, Same, make, same"),
+                     r"NoOptimize, Recording, ReturnsNone, Same, make, same"),
     ("py:mine:NoOptimize", r"NoOptimize\(\) returned NoOptimize .*which has no optimize "
                            r"method: an optimizer is an object with optimize\(problem, "
                            r"profile\)"),
@@ -223,3 +233,20 @@ def test_optimize_returning_neither_source_nor_candidate_is_an_error(here):
                                                  r"returned NoneType None: it returns the "
                                                  r"ModelNew source \(a str\) or a Candidate"):
         env.step(env.unwrapped.STOP)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_your_optimizer_is_given_the_sections_collected_and_judged(here):
+    """Live on CUDA: the section collected is profiled by ncu and handed to your optimizer as
+    a Profile; its program is judged on the GPU."""
+    env = gym.make("AutoProfilerLive-v0", problems=[PROBLEM], device="cuda",
+                   budget_unit="passes", budget=1.0, optimizer="py:mine:Recording")
+    env.reset(seed=0)
+    env.step(env.unwrapped.sections.index("SpeedOfLight"))
+    *_, terminated, _, info = env.step(env.unwrapped.STOP)
+    assert terminated and info["sections"] == ("SpeedOfLight",)
+    assert info["correct"] is True and 0.5 < info["speedup"] < 2  # its own program: about 1x
+    (profile,) = sys.modules["mine"].seen
+    assert "SpeedOfLight" in profile.sections and profile.kernels
+    assert all(k.metrics for k in profile.kernels)
+    env.close()
