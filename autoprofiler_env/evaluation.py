@@ -52,7 +52,7 @@ def rollout(env, policy: Policy, problems: Iterable[str] | None = None,
             obs, _, terminated, truncated, info = env.step(_scalar(action))
             if terminated or truncated:
                 break
-        if info.get("record") is None:  # a wrapper cut the episode before the optimizer ran
+        if "record" not in info:  # a wrapper cut the episode before the optimizer ran
             raise AutoProfilerError(f"the episode on {uri} was truncated (a TimeLimit "
                                     "wrapper?): rollout needs episodes that end in the "
                                     "environment, which it does within n_sections + 1 steps")

@@ -184,41 +184,43 @@ def test_info_gives_the_mask_as_gymnasiums_sample_takes_it(study_dataset):
     assert info["action_mask"].dtype == np.int8  # the last step's too
 
 
-def test_every_steps_info_has_the_last_steps_keys_so_a_cut_episode_leaves_monitor_empty_cells(
+def test_every_steps_info_has_the_episode_so_far_and_the_last_step_the_outcome(
         study_dataset, tmp_path):
-    """A TimeLimit that cuts an episode hands SB3's Monitor a step's info: with the episode's
-    keys in it (the outcome's None), Monitor(info_keywords=...) writes empty cells, not a
-    KeyError; an episode that ends in the environment writes its outcome."""
+    """problem, sections and cost at every step, so that SB3's Monitor(info_keywords=...)
+    under a TimeLimit that cuts an episode can log them; the outcome's keys at the last step
+    alone, so that a Gymnasium vector environment's masks (info["_speedup"]) mark the
+    sub-environments whose episode ended."""
     import pandas as pd
     from gymnasium.wrappers import TimeLimit
     from stable_baselines3.common.monitor import Monitor
 
-    from experiments.train import INFO_KEYWORDS
-
     env = make(REPLAY_ID, study_dataset, budget=1.0)
     _, first = env.reset(seed=0)
+    assert first["sections"] == () and first["cost"] == 0.0
     _, _, _, _, middle = env.step(0)
     _, _, terminated, _, last = env.step(env.unwrapped.STOP)
-    assert terminated and set(first) == set(middle) == set(last)
-    assert middle["sections"] == ("SpeedOfLight",) and middle["cost"] > 0
-    assert middle["speedup"] is None and middle["record"] is None
-    assert last["record"] is not None and last["sections"] == middle["sections"]
+    assert terminated and middle["sections"] == last["sections"] == ("SpeedOfLight",)
+    assert middle["cost"] == last["cost"] > 0
+    assert "speedup" not in middle and "record" not in middle and last["record"] is not None
 
+    vec = gym.vector.SyncVectorEnv([lambda: make(REPLAY_ID, study_dataset, budget=1.0)] * 3)
+    _, info = vec.reset(seed=0)
+    _, _, terminated, _, info = vec.step(np.array([vec.single_action_space.n - 1, 0, 0]))
+    assert terminated.tolist() == [True, False, False]
+    assert info["_speedup"].tolist() == info["_record"].tolist() == [True, False, False]
+    assert info["_sections"].tolist() == [True, True, True]
+    assert info["sections"][1] == info["sections"][2] == ("SpeedOfLight",)
+    vec.close()
+
+    keywords = ("problem", "sections", "cost")
     cut = Monitor(TimeLimit(make(REPLAY_ID, study_dataset, budget=1.0), max_episode_steps=1),
-                  str(tmp_path / "run"), info_keywords=INFO_KEYWORDS)
-    for _ in range(2):
-        cut.reset(seed=0)
-        *_, truncated, info = cut.step(0)
-        assert truncated and info["episode"]["l"] == 1
-        cut.reset()
-        *_, terminated, _, info = cut.step(cut.unwrapped.STOP)  # (TimeLimit truncates too)
-        assert terminated and info["record"] is not None and info["correct"] is not None
+                  str(tmp_path / "run"), info_keywords=keywords)
+    cut.reset(seed=0)
+    *_, terminated, truncated, info = cut.step(0)
+    assert truncated and not terminated and info["episode"]["l"] == 1
     cut.close()
     rows = pd.read_csv(tmp_path / "run.monitor.csv", skiprows=1)
-    assert len(rows) == 4
-    assert rows["correct"].isna().tolist() == [True, False, True, False]
-    assert rows["speedup"].iloc[[0, 2]].isna().all()
-    assert rows["sections"].iloc[0] == "('SpeedOfLight',)"
+    assert rows["sections"].tolist() == ["('SpeedOfLight',)"] and rows["cost"][0] > 0
 
 
 @pytest.mark.parametrize("env_id", [REPLAY_ID, LIVE_ID])

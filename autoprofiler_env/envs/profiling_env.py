@@ -40,10 +40,6 @@ _RESET_MEANINGS = {"problem": "the episode's problem URI, one of env.unwrapped.p
                    "budget": "the episode's budget, in the budget kwarg's terms"}
 _STARTS_KEPT = 4096
 """How many (problem, budget) starts an environment keeps (about 4 KB each)."""
-# a step's info before the last: the outcome's keys, unknown yet (``ProfilingEnv._info``)
-_NO_OUTCOME = dict.fromkeys(("candidate", "reason", "correct", "speedup", "error_kind",
-                             "eager_ms", "candidate_ms", "record"), None) | {
-    "invalid_action": False}
 
 
 @dataclass(frozen=True)
@@ -153,10 +149,13 @@ class ProfilingEnv(gym.Env):
     holds the episode: ``problem``, ``sections`` (in order), ``cost``, ``candidate``,
     ``reason``, ``correct``, ``speedup``, ``error_kind``, ``eager_ms`` and ``candidate_ms``
     (the median times behind the speedup), ``invalid_action`` and ``record`` (an
-    :class:`EpisodeRecord`). Every step's ``info`` (``reset``'s too) has these same keys:
-    ``sections`` and ``cost`` so far, and the outcome's None until the last step, so that a
-    ``TimeLimit`` that cuts an episode leaves a ``Monitor(info_keywords=...)`` empty cells,
-    not a ``KeyError``.
+    :class:`EpisodeRecord`). Every step's ``info`` (``reset``'s too) has ``action_mask``,
+    ``problem``, and ``sections`` and ``cost`` so far; the outcome's keys are the last step's
+    alone, as Gymnasium has it (a vector environment's ``info["_speedup"]`` marks the
+    sub-environments whose episode ended). So SB3's ``Monitor(info_keywords=...)`` under a
+    ``TimeLimit`` that cuts episodes may name ``problem``, ``sections`` and ``cost``; an
+    outcome's key needs episodes that end in the environment (within ``n_sections + 1``
+    steps).
 
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
     ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
@@ -611,9 +610,9 @@ class ProfilingEnv(gym.Env):
         return self._costs.copy()
 
     def _info(self) -> dict:
-        """A step's info: the episode so far, the outcome's keys None until ``_finish``."""
+        """A step's info: the episode so far (``_finish`` adds the outcome)."""
         return {"action_mask": self._mask_int8.copy(), "problem": self._uri,
-                "sections": tuple(self._collected), "cost": self._spent, **_NO_OUTCOME}
+                "sections": tuple(self._collected), "cost": self._spent}
 
     def render(self):
         if self.render_mode is None:
