@@ -56,7 +56,6 @@ DEFAULT_BUDGET = 0.3
 are not known before profiling it): SpeedOfLight's 10 passes are 26% of the full set's, while
 the replay's seconds, which the shipped trees were learned on, put it at a median 21%; at 25%
 of the passes the trees' first sections would not fit."""
-_FITS = 1e-12  # the slack the environment allows a section's cost against what is left
 
 
 @dataclass(frozen=True)
@@ -505,7 +504,9 @@ def _ends_episode(costs: np.ndarray, budget: float, spent: float, collected: lis
     """Whether, with ``collected`` (the last one included) and ``spent`` (in the order the
     environment adds it up), no other section fits what is left: the environment's step of the
     last one then ends the episode (its documented termination), calling the optimizer."""
-    left = budget - spent + _FITS
+    from autoprofiler_env.envs.profiling_env import COST_SLACK
+
+    left = budget - spent + COST_SLACK
     done = set(collected)
     return not any(costs[i] <= left for i in range(len(costs)) if i not in done)
 

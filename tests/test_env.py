@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 
 import autoprofiler_env  # noqa: F401  (registers the ids)
 from autoprofiler_env.envs import LIVE_ID, REPLAY_ID
-from autoprofiler_env.envs.profiling_env import EpisodeRecord, ProfilingEnv
+from autoprofiler_env.envs.profiling_env import COST_SLACK, EpisodeRecord, ProfilingEnv
 from autoprofiler_env.errors import (
     AutoProfilerError,
     MachineError,
@@ -137,7 +137,7 @@ def test_the_mask_is_what_the_remaining_budget_affords_and_observations_are_the_
         obs, info = env.reset(seed=episode)
         costs, budget, spent = env.section_costs, env.episode_budget, 0.0
         while True:
-            expected = (obs["collected"] == 0) & (costs <= budget - spent + 1e-12)
+            expected = (obs["collected"] == 0) & (costs <= budget - spent + COST_SLACK)
             assert np.array_equal(info["action_mask"][:-1], expected)
             assert np.array_equal(obs["action_mask"], info["action_mask"].astype(np.int8))
             assert info["action_mask"][-1]

@@ -16,6 +16,7 @@ import autoprofiler_env  # noqa: F401  (registers the environments)
 from agents.tree.nodes import Branch, from_dict, load, vocabulary
 from agents.tree.policy import TreePolicy
 from agents.tree.reading import locate, threshold
+from autoprofiler_env.envs.profiling_env import COST_SLACK
 from autoprofiler_env.evaluation import rollout
 from autoprofiler_env.profiler import render_markdown
 from experiments import optimize as command
@@ -329,7 +330,7 @@ def walks(tree_path, problem, budget):
                 if section in collected and value is not None:
                     obs[entry][j] = value
                     obs[known][j] = 1
-            fits = (obs["collected"] == 0) & (costs <= budget_total - spent + 1e-12)
+            fits = (obs["collected"] == 0) & (costs <= budget_total - spent + COST_SLACK)
             mask = np.append(fits, True)
             action = int(policy.predict(obs, action_masks=mask)[0])
             if action == policy.stop:

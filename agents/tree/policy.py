@@ -44,9 +44,6 @@ from agents.tree.nodes import (
 )
 from agents.tree.reading import locate, observed, raw, threshold
 
-_FITS = 1e-12  # the slack the action mask allows a section's cost against what is left
-
-
 @dataclass(frozen=True)
 class Route:
     """One way the walk can go from an observation to a stop (:meth:`TreePolicy.routes`).
@@ -146,6 +143,8 @@ class TreePolicy:
         measured (a side that contradicts that value's sides above it is left out); one on a
         section not collected takes ``else``. Each route's ``nodes`` is what :meth:`path`
         gives on its episode's last observation."""
+        from autoprofiler_env.envs.profiling_env import COST_SLACK  # the env's: ~1 s to import
+
         nodes = self.tree.nodes()
         collected = np.asarray(observation["collected"], dtype=bool)
         out: list[Route] = []
@@ -155,7 +154,8 @@ class TreePolicy:
             op = node[0]
             if op == 0:
                 a = node[2]
-                if not collected[a] and a not in route.actions and costs[a] <= left - spent + _FITS:
+                fits = costs[a] <= left - spent + COST_SLACK
+                if not collected[a] and a not in route.actions and fits:
                     route = Route(route.nodes, route.actions + (a,), route.measured)
                     spent += float(costs[a])
                 go(node[3], route, spent, bounds)

@@ -33,6 +33,11 @@ from autoprofiler_env.scoring import log_score, shipped_speedup
 
 BUDGET_UNITS = ("seconds", "passes", "sections")
 REWARDS = ("log_speedup", "speedup")
+COST_SLACK = 1e-12
+"""How far a section's cost may exceed what is left of the budget and still fit: the action
+mask's comparison, ``cost <= budget - spent + COST_SLACK`` (in the budget's unit), so that a
+section costing exactly what is left fits though the float subtraction rounds. A policy or
+tool that reproduces the mask (``TreePolicy.routes``, ``autoprofiler optimize``) uses it."""
 RESET_OPTIONS = ("problem", "budget")
 """The keys ``reset(options=...)`` accepts; any other key is a ``ValueError``."""
 _RESET_KEYS = frozenset(RESET_OPTIONS)
@@ -506,7 +511,7 @@ class ProfilingEnv(gym.Env):
     def _update_mask(self) -> None:
         """The valid sections: not collected, and costing at most what is left."""
         affordable = bisect_right(self._sorted_costs,
-                                  self._budget_total - self._spent + 1e-12)
+                                  self._budget_total - self._spent + COST_SLACK)
         self._bits = self._uncollected & self._cheapest[affordable]
         self._obs.set_mask(self._bits)
 
