@@ -161,8 +161,7 @@ class PlannedPath:
         measured: each branch on the way that reads a collected section's metric or findings,
             (its number, whether its condition holds): the value is measured by ncu.
         explanation: why it goes its way after the first section: a line per branch and per
-            Collect passed over for the budget, in :meth:`agents.tree.TreePolicy.explain`'s
-            words.
+            Collect passed over (:meth:`agents.tree.TreePolicy.explain_route`).
     """
 
     nodes: tuple[int, ...]
@@ -368,53 +367,14 @@ def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str 
         paths = tuple(PlannedPath(
             route.nodes, tuple(base.sections[a] for a in route.actions),
             tuple(float(costs[a]) for a in route.actions), route.measured,
-            tuple(_why(policy, obs, route, len(walk), costs, total, base.budget_unit)))
+            tuple(policy.explain_route(obs, route, costs, total, base.budget_unit,
+                                       start=len(walk))))
             for route in policy.routes(obs, costs, total))
         return Plan(base.problems[0], str(tree_path), optimizer, float(base.budget),
                     base.budget_unit, total, tuple(policy.explain(obs)), first,
                     nodes[first].next if first is not None else None, paths)
     finally:
         env.close()
-
-
-def _why(policy, obs: dict, route, start: int, costs: np.ndarray, total: float,
-         unit: str) -> list[str]:
-    """A line per branch and per Collect passed over on ``route`` from its node ``start`` on
-    (the nodes after its first section), in :meth:`~agents.tree.TreePolicy.explain`'s words;
-    a ``log_`` feature also in plain numbers."""
-    from agents.tree.nodes import Branch, Collect, vocabulary
-    from agents.tree.reading import observed
-    from agents.tree.render import plain
-
-    nodes = policy.tree.nodes()
-    measured = dict(route.measured)
-    spent, lines = 0.0, []
-    for i, number in enumerate(route.nodes):
-        node = nodes[number]
-        if isinstance(node, Collect):
-            cost = float(costs[policy.sections.index(node.section)])
-            if policy.sections.index(node.section) in route.actions:
-                spent += cost
-            elif i >= start:
-                lines.append(f"[{number}] collect {node.section}: does not fit the budget left "
-                             f"({cost:g} {unit}, {total - spent:.3g} left)")
-        elif isinstance(node, Branch) and i >= start:
-            c = node.condition
-            holds = route.nodes[i + 1] == number + 1  # then: the next number in preorder
-            at_least = plain(c.kind, c.name, c.at_least)
-            shown = c.describe() + (f" ({c.name[4:]} >= {at_least:.3g})"
-                                    if at_least is not None else "")
-            if number in measured:
-                lines.append(f"[{number}] if {shown}: measured, "
-                             f"{'yes' if holds else 'no (or unknown)'}")
-                continue
-            value = observed(obs, c.kind, c.name, vocabulary(policy.sections),
-                             policy.metric_names)
-            read = ("unknown (its section is not collected)" if value is None else
-                    f"{value:.3g}" + (f" ({plain(c.kind, c.name, value):.3g})"
-                                      if at_least is not None else ""))
-            lines.append(f"[{number}] if {shown}: {read}, {'yes' if holds else 'no'}")
-    return lines
 
 
 def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):

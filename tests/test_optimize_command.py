@@ -289,7 +289,8 @@ def test_plan_walks_the_first_step_on_a_machine_without_a_gpu(tmp_path, capsys):
     code, out, err = run_main(capsys, PROBLEM, "--tree", tree, "--plan")
     assert code == 0, err
     lines = out.strip().splitlines()
-    assert re.fullmatch(r"\[0\] if log_n_ops >= 0\.1: [0-9.]+, yes", lines[0]), lines
+    assert re.fullmatch(r"\[0\] if log_n_ops >= 0\.1 \(n_ops >= 0\.259\): [0-9.]+ "
+                        r"\([0-9.e+]+\), yes", lines[0]), lines
     assert lines[1] == "[1] collect LaunchStats: the action"
     assert "on a GPU with ncu" in lines[-1]
     code, out, _ = run_main(capsys, PROBLEM, "--tree", tree, "--plan", "--json")
@@ -357,6 +358,14 @@ def test_plan_gives_every_path_the_walk_can_take_below_its_first_section(budget)
             tuple(int(line[1:line.index("]")]) for line in planned.explanation)
         assert p.costs == tuple(costs[s] for s in p.sections) and p.cost == sum(p.costs)
         assert p.cost <= total and [n for n, _ in p.measured] == [planned.first + 1]
+    # a log_ feature reads also in plain numbers, in the walk up to the first section (explain)
+    # as in the paths' lines (explain_route): one formatter
+    read = [line for line in planned.explanation + sum((p.explanation for p in planned.paths), ())
+            if " if log_" in line]
+    assert len(read) >= 2 - (budget < 0.158)  # log_input_bytes below Occupancy, and above it
+    # log_arithmetic_intensity where the budget is 0.158 of the full set or more
+    assert all(re.fullmatch(r"\[\d+\] if log_(\w+) >= [\d.]+ \(\1 >= [^)]+\): "
+                            r"[-\d.e+]+ \([-\d.e+]+\), (yes|no)", line) for line in read), read
     # the subtree below the first section is the tree's own node
     assert planned.below == load(tree).nodes()[planned.first].next
     if budget == 0.3:  # docs/tree.md shows its text as it is

@@ -197,8 +197,33 @@ def test_a_section_that_does_not_fit_is_passed_over_and_its_values_are_unknown(t
                                     f"[1] if {SM} >= 60: 75, yes", "[2] stop: the action"]
     feature = TreePolicy(Tree(Branch(Condition("feature", "log_flops", 9.0),
                                      Collect("Occupancy"), Stop())), train)
+    # a log_ feature's threshold and value also in plain numbers (log10(1 + x) undone)
     assert feature.explain(_obs(train, features={"log_flops": 8.5})) == [
-        "[0] if log_flops >= 9: 8.5, no", "[3] stop: the action"]
+        "[0] if log_flops >= 9 (flops >= 1e+09): 8.5 (3.16e+08), no", "[3] stop: the action"]
+
+
+def test_a_routes_explanation_reads_as_explain_and_says_why_a_collect_is_passed_over(train):
+    """explain_route: its branches in explain's words (the same lines); a Collect passed over
+    reads "collected" where its section already is, else "does not fit" with its cost and
+    what is left; the Collects taken have no line."""
+    sections = train.unwrapped.sections
+    tree = Tree(Collect("SpeedOfLight", Branch(Condition("feature", "log_flops", 9.0),
+                                               Collect("Occupancy", Collect("LaunchStats")),
+                                               Stop())))
+    policy = TreePolicy(tree, train)
+    obs = _obs(train, ["SpeedOfLight"], features={"log_flops": 9.5})
+    costs = np.full(len(sections), 5.0)
+    costs[sections.index("Occupancy")] = costs[sections.index("LaunchStats")] = 1.0
+    [route] = policy.routes(obs, costs, 1.5)
+    assert route.nodes == (0, 1, 2, 3, 4)
+    assert route.actions == (sections.index("Occupancy"),) and route.measured == ()
+    lines = policy.explain_route(obs, route, costs, 1.5, "passes")
+    assert lines == ["[0] collect SpeedOfLight: collected",
+                     "[1] if log_flops >= 9 (flops >= 1e+09): 9.5 (3.16e+09), yes",
+                     "[3] collect LaunchStats: does not fit the budget left (1 passes, 0.5 "
+                     "left)"]
+    assert policy.explain(obs)[:2] == lines[:2]  # the walk's own lines
+    assert policy.explain_route(obs, route, costs, 1.5, "passes", start=2) == lines[2:]
 
 
 def test_the_shipped_trees_explanation_follows_its_path_on_every_test_problem():

@@ -17,7 +17,8 @@ collected, one passed over for its cost still does not fit (the remaining budget
 shrinks), and the values a branch reads come only from sections collected above it, which
 the next steps do not change (``check`` makes sure of that). So the path of an episode is the
 path of its last walk, and :meth:`TreePolicy.path` gives it; :meth:`TreePolicy.routes`, every
-path an episode can take from an observation on, before the sections' values are measured.
+path an episode can take from an observation on, before the sections' values are measured, and
+:meth:`TreePolicy.explain_route`, why one of them goes its way.
 
 >>> policy = TreePolicy(load("tree.json"), env)
 >>> obs, info = env.reset()
@@ -43,6 +44,9 @@ from agents.tree.nodes import (
     walk,
 )
 from agents.tree.reading import locate, observed, raw, threshold
+from agents.tree.render import plain
+
+
 
 @dataclass(frozen=True)
 class Route:
@@ -95,6 +99,7 @@ class TreePolicy:
         self._vocab = vocab
         self.stop = len(self.sections)
         self._program = self._compile(tree.root, vocab)
+        self._nodes = tree.nodes()  # by number, as the walk numbers them
 
     # the tree compiled to tuples: (0, number, action, next) for a Collect, (1, number, where,
     # threshold, then, otherwise) for a Branch (agents.tree.reading), (2, number) for Stop;
@@ -145,7 +150,7 @@ class TreePolicy:
         gives on its episode's last observation."""
         from autoprofiler_env.envs.profiling_env import COST_SLACK  # the env's: ~1 s to import
 
-        nodes = self.tree.nodes()
+        nodes = self._nodes
         collected = np.asarray(observation["collected"], dtype=bool)
         out: list[Route] = []
 
@@ -189,12 +194,13 @@ class TreePolicy:
         """Why the walk on ``observation`` takes its action: one line per node it visits,
         numbered as :func:`~agents.tree.render.export_text` numbers them: a branch's
         condition, the value it read (in the condition's units; unknown where its section is
-        not collected) and the side taken; a collect node's section, and whether it is the
+        not collected; a ``log_`` feature's threshold and value also in plain numbers) and the
+        side taken (:meth:`branch_line`); a collect node's section, and whether it is the
         action or why the walk passes over it; stop. On an episode's last observation it
         explains the episode's whole path (:meth:`path`)::
 
             [0] if budget >= 0.25 of the full set: 0.3, yes
-            [21] if log_arithmetic_intensity >= 2.2: 1.72, no
+            [21] if log_arithmetic_intensity >= 2.2 (arithmetic_intensity >= 157): 1.72 (51.5), no
             [39] collect Occupancy: collected
             [40] collect SpeedOfLight_RooflineChart: does not fit the budget left
             [43] stop: the action
@@ -202,18 +208,12 @@ class TreePolicy:
         mask = np.asarray(observation["action_mask"] if action_mask is None else action_mask,
                           dtype=bool).reshape(-1)
         action, path = self._walk(observation, mask)
-        nodes = [node for _, node in walk(self.tree.root)]
+        nodes = self._nodes
         lines = []
         for number in path:
             node = nodes[number]
             if isinstance(node, Branch):
-                c = node.condition
-                value = observed(observation, c.kind, c.name, self._vocab, self.metric_names)
-                holds = value is not None and raw(observation, locate(
-                    c.kind, c.name, self._vocab, self.metric_names)) >= threshold(c)
-                read = ("unknown (its section is not collected)" if value is None
-                        else f"{value:.3g}")
-                lines.append(f"[{number}] if {c.describe()}: {read}, {'yes' if holds else 'no'}")
+                lines.append(self.branch_line(number, observation))
             elif isinstance(node, Collect):
                 index = self.sections.index(node.section)
                 why = ("the action" if index == action and number == path[-1] else
@@ -223,6 +223,66 @@ class TreePolicy:
             else:
                 lines.append(f"[{number}] stop: the action")
         return lines
+
+    def explain_route(self, observation: dict, route: Route, costs, left: float, unit: str,
+                      start: int = 0) -> list[str]:
+        """Why ``route`` (one of :meth:`routes` on ``observation``, ``costs`` and ``left``)
+        goes its way from its ``start``-th node on: a line per branch (:meth:`branch_line`;
+        one on a section collected on the route reads "measured", its side the route's) and
+        per Collect passed over, with what the section costs and what is left then (in
+        ``unit``, the budget's); the Collects the route takes, and its stop, have none::
+
+            [44] if launch__occupancy_limit_shared_mem >= 10.6: measured, no (or unknown)
+            [47] if log_input_bytes >= 7.405 (input_bytes >= 2.54e+07): 9.03 (1.07e+09), yes
+            [48] collect SpeedOfLight: does not fit the budget left (10 passes, 7.4 left)
+        """
+        nodes = self._nodes
+        measured = dict(route.measured)
+        taken: set[int] = set()
+        spent, lines = 0.0, []
+        for i, number in enumerate(route.nodes):
+            node = nodes[number]
+            if isinstance(node, Collect):
+                index = self.sections.index(node.section)
+                cost = float(costs[index])
+                # routes takes a section at its first Collect on the way that it fits at (the
+                # budget left only shrinks, so never at a later one) and passes over a Collect
+                # of a section collected already (in the observation, or on the route above:
+                # check refuses a second Collect of a section on one path, but the reason is
+                # derived here, not assumed) or one that does not fit what is left
+                if index in route.actions and index not in taken:
+                    taken.add(index)
+                    spent += cost
+                elif i < start:
+                    continue
+                elif observation["collected"][index] or index in taken:
+                    lines.append(f"[{number}] collect {node.section}: collected")
+                else:
+                    lines.append(f"[{number}] collect {node.section}: does not fit the budget "
+                                 f"left ({cost:g} {unit}, {left - spent:.3g} left)")
+            elif isinstance(node, Branch) and i >= start:
+                lines.append(self.branch_line(number, observation, measured.get(number)))
+        return lines
+
+    def branch_line(self, number: int, observation: dict, measured: bool | None = None) -> str:
+        """The line :meth:`explain` and :meth:`explain_route` give the branch ``number``: its
+        condition, a ``log_`` feature's threshold also in plain numbers
+        (:func:`~agents.tree.render.plain`), then the value ``observation`` holds (also in
+        plain numbers; unknown where its section is not collected) and the side it takes, or,
+        where ``measured`` is given, that the value is measured and the side (True: yes)."""
+        c = self._nodes[number].condition
+        at_least = plain(c.kind, c.name, c.at_least)
+        shown = c.describe() + (f" ({c.name[4:]} >= {at_least:.3g})"
+                                if at_least is not None else "")
+        if measured is not None:
+            return f"[{number}] if {shown}: measured, {'yes' if measured else 'no (or unknown)'}"
+        value = observed(observation, c.kind, c.name, self._vocab, self.metric_names)
+        holds = value is not None and raw(observation, locate(
+            c.kind, c.name, self._vocab, self.metric_names)) >= threshold(c)
+        read = ("unknown (its section is not collected)" if value is None else
+                f"{value:.3g}" + (f" ({plain(c.kind, c.name, value):.3g})"
+                                  if at_least is not None else ""))
+        return f"[{number}] if {shown}: {read}, {'yes' if holds else 'no'}"
 
     def predict(self, observation, state=None, episode_start=None, deterministic=True,
                 action_masks=None):
