@@ -172,8 +172,8 @@ class PlannedPath:
 
     @property
     def cost(self) -> float:
-        """What its sections cost together, in the budget's unit."""
-        return sum(self.costs)
+        """What its sections cost together, in the budget's unit (0.0 for none)."""
+        return sum(self.costs, 0.0)
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,8 @@ class Plan:
     (:func:`plan`; schema :data:`PLAN_SCHEMA`)."""
 
     problem: str
+    """Its URI (``problem://autoprofiler/v1/...``, ``problem://local/...``), not the path
+    given."""
     tree: str
     optimizer: str
     budget: float
@@ -481,9 +483,12 @@ def format_text(result: OptimizeResult) -> str:
     """The result for a person, in markdown: the profile exactly as the optimizer is shown it
     (between ``<!-- profile -->`` markers, ready to paste into a prompt), its cost, then the
     verdict."""
+    from agents.tree.policy import amount
+
+    total = amount(result.budget_total, result.budget_unit)
     head = (f"<!-- {result.problem}: tree {result.tree}, optimizer {result.optimizer}, "
-            f"budget {result.budget:g} of the full set = {result.budget_total:g} "
-            f"{result.budget_unit}; tree path {' -> '.join(map(str, result.path))} -->")
+            f"budget {result.budget:g} of the full set = {total}; "
+            f"tree path {' -> '.join(map(str, result.path))} -->")
     lines = [head, "<!-- profile -->",
              result.profile_markdown.rstrip(),
              "<!-- /profile -->", "", "## Why these sections", ""]
@@ -498,7 +503,7 @@ def format_text(result: OptimizeResult) -> str:
         lines.append(f"| **total** | {result.passes} | {result.replay_s:.2f} | "
                      f"{result.wall_s:.1f} | {result.spent:g} of {result.budget_total:g} |")
     else:
-        lines.append(f"nothing collected (0 of {result.budget_total:g} {result.budget_unit})")
+        lines.append(f"nothing collected (0 of {total})")
     lines += ["", "## Verdict", ""]
     v = result.verdict
     if v is None:
@@ -519,10 +524,12 @@ def format_plan(plan: Plan) -> str:
     """The plan for a person: the walk up to its first section, the subtree below it as the
     tree's rendering shows it (:func:`agents.tree.export_text`), then each path: its sections'
     costs against the budget and why it goes its way."""
+    from agents.tree.policy import amount
     from agents.tree.render import export_text
 
     lines = list(plan.explanation)
-    budget = f"{plan.budget:g} of the full set = {plan.budget_total:g} {plan.budget_unit}"
+    total = amount(plan.budget_total, plan.budget_unit)  # "4 of 11.4 passes": its unit
+    budget = f"{plan.budget:g} of the full set = {total}"
     if plan.first is None:
         lines.append(f"the walk stops before collecting any section at {budget}: the "
                      "optimizer is given no profile")
@@ -536,8 +543,7 @@ def format_plan(plan: Plan) -> str:
     for path in plan.paths:
         costs = " + ".join(f"{c:g}" for c in path.costs)
         lines.append(f"    {' + '.join(path.sections)}: "
-                     f"{costs + ' = ' if len(path.costs) > 1 else ''}{path.cost:g} of "
-                     f"{plan.budget_total:g} {plan.budget_unit}")
+                     f"{costs + ' = ' if len(path.costs) > 1 else ''}{path.cost:g} of {total}")
         lines += [f"        {line}" for line in path.explanation]
     first = plan.paths[0].sections[0]
     if all(path.sections == (first,) for path in plan.paths):

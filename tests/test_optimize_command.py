@@ -443,11 +443,18 @@ def test_plan_says_plainly_where_the_walk_ends_at_its_first_step(tmp_path, capsy
                             "--json")
     data = json.loads(out)
     assert data["first"] is None and data["below"] is None
-    assert data["paths"] == [{"nodes": [0, 1], "sections": [], "costs": [], "cost": 0,
+    assert data["paths"] == [{"nodes": [0, 1], "sections": [], "costs": [], "cost": 0.0,
                               "measured": [], "explanation": []}]
+    assert '"cost": 0.0' in out  # a float, as every other path's cost, not the int 0
     code, out, _ = run_main(capsys, RELU, "--tree", tree, "--plan")
     assert out.splitlines()[1:] == [
         "below it, nothing reads a measured metric:", "    [1] stop",
         "1 path, at 0.3 of the full set = 11.4 passes:", "    SpeedOfLight: 10 of 11.4 passes",
         "the walk collects nothing after SpeedOfLight",
         "on a GPU with ncu, `autoprofiler optimize FILE --profile-only` collects the profile"]
+    # 10.64 passes: Occupancy's 1 pass does not fit after SpeedOfLight's 10
+    tree = tree_file(tmp_path, collect("SpeedOfLight", "Occupancy"))
+    code, out, _ = run_main(capsys, RELU, "--tree", tree, "--plan", "--budget", "0.28")
+    assert code == 0 and out.splitlines()[4:7] == [
+        "1 path, at 0.28 of the full set = 10.64 passes:", "    SpeedOfLight: 10 of 10.64 passes",
+        "        [1] collect Occupancy: does not fit the budget left (1 pass, 0.64 left)"]

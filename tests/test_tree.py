@@ -31,6 +31,7 @@ from agents.tree import (
     vocabulary,
 )
 from agents.tree.learner import LearnConfig, learn
+from agents.tree.policy import amount
 from agents.tree.proposers.search import SearchProposer
 from autoprofiler_env.envs.observation import squash
 from autoprofiler_env.errors import AutoProfilerError
@@ -204,8 +205,8 @@ def test_a_section_that_does_not_fit_is_passed_over_and_its_values_are_unknown(t
 
 def test_a_routes_explanation_reads_as_explain_and_says_why_a_collect_is_passed_over(train):
     """explain_route: its branches in explain's words (the same lines); a Collect passed over
-    reads "collected" where its section already is, else "does not fit" with its cost and
-    what is left; the Collects taken have no line."""
+    reads "collected" where its section already is, else "does not fit" with its cost (the
+    unit singular for 1) and what is left; the Collects taken have no line."""
     sections = train.unwrapped.sections
     tree = Tree(Collect("SpeedOfLight", Branch(Condition("feature", "log_flops", 9.0),
                                                Collect("Occupancy", Collect("LaunchStats")),
@@ -220,10 +221,11 @@ def test_a_routes_explanation_reads_as_explain_and_says_why_a_collect_is_passed_
     lines = policy.explain_route(obs, route, costs, 1.5, "passes")
     assert lines == ["[0] collect SpeedOfLight: collected",
                      "[1] if log_flops >= 9 (flops >= 1e+09): 9.5 (3.16e+09), yes",
-                     "[3] collect LaunchStats: does not fit the budget left (1 passes, 0.5 "
-                     "left)"]
+                     "[3] collect LaunchStats: does not fit the budget left (1 pass, 0.5 left)"]
     assert policy.explain(obs)[:2] == lines[:2]  # the walk's own lines
     assert policy.explain_route(obs, route, costs, 1.5, "passes", start=2) == lines[2:]
+    assert amount(1.0, "passes") == "1 pass" and amount(2.0, "sections") == "2 sections"
+    assert amount(0.5, "seconds") == "0.5 seconds" and amount(1.0, "seconds") == "1 second"
 
 
 def test_the_shipped_trees_explanation_follows_its_path_on_every_test_problem():

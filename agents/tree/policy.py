@@ -46,6 +46,14 @@ from agents.tree.nodes import (
 from agents.tree.reading import locate, observed, raw, threshold
 from agents.tree.render import plain
 
+_SINGULAR = {"passes": "pass", "sections": "section", "seconds": "second"}
+
+
+def amount(value: float, unit: str) -> str:
+    """``value`` in the budget's ``unit`` for a person, the unit singular where the number
+    shows as 1: ``3 passes``, ``1 pass``, ``0.5 sections``."""
+    text = f"{value:g}"
+    return f"{text} {_SINGULAR.get(unit, unit) if text == '1' else unit}"
 
 
 @dataclass(frozen=True)
@@ -259,7 +267,7 @@ class TreePolicy:
                     lines.append(f"[{number}] collect {node.section}: collected")
                 else:
                     lines.append(f"[{number}] collect {node.section}: does not fit the budget "
-                                 f"left ({cost:g} {unit}, {left - spent:.3g} left)")
+                                 f"left ({amount(cost, unit)}, {left - spent:.3g} left)")
             elif isinstance(node, Branch) and i >= start:
                 lines.append(self.branch_line(number, observation, measured.get(number)))
         return lines
