@@ -28,9 +28,13 @@ the CPU otherwise (at its smoke sizes when it has them); :attr:`StaticFeatures.t
 which.
 
 A file that puts its model or tensors on CUDA itself (``.cuda()``, ``.to("cuda")``,
-``device="cuda"``; KernelBench's files leave that to the harness) is traced as if it did not:
-a function mode reads CUDA as the trace's device, so the features need no GPU and are the
-same on a machine with one.
+``device="cuda"`` or ``0``, ``.pin_memory()``; KernelBench's files leave that to the harness) is
+traced as if it did not: a function mode reads CUDA as the trace's device, so the features need
+no GPU and are the same on a machine with one. Not so for a file that asks whether it has one
+(``"cuda" if torch.cuda.is_available() else "cpu"``): without a GPU its tensors are the CPU's,
+which the meta trace cannot mix with its own, so it is traced on the CPU (at its smoke sizes,
+if it has them), and on meta where it has a GPU; a file that calls more of CUDA
+(``torch.cuda.synchronize()``) fails without one.
 
 >>> from autoprofiler_env.problems import load_problem
 >>> f = static_features(load_problem("softmax_4096x8192"))
@@ -307,9 +311,10 @@ def module_features(path: str | Path, module: ModuleType,
             raise
         raise ProblemError(path, e.cause, hint=(
             "features are traced without a GPU, reading .cuda(), .to('cuda') and "
-            "device='cuda' as the trace's own device, but this file needs more of CUDA: build "
-            "the Model and the inputs on the default device, as KernelBench's files do; the "
-            "harness moves them to the GPU")) from e
+            "device='cuda' as the trace's own device, but this file calls more of CUDA "
+            "(torch.cuda...): build the Model and the inputs on the default device and leave "
+            "CUDA calls out of the forward, as KernelBench's files do; the harness moves them "
+            "to the GPU")) from e
 
 
 def _wants_cuda(e: BaseException) -> bool:
@@ -324,8 +329,9 @@ def _wants_cuda(e: BaseException) -> bool:
 
 
 # "Torch not compiled with CUDA enabled", "No CUDA GPUs are available", "Found no NVIDIA
-# driver", "... on the same device, but found ... cuda:0 and meta"
-_CUDA_WORD = re.compile(r"CUDA|NVIDIA|(?<![a-z])cuda(?![a-z])")
+# driver", "... on the same device, but found ... cuda:0 and meta", "Cannot access accelerator
+# device when none is available" (torch.device(0))
+_CUDA_WORD = re.compile(r"CUDA|NVIDIA|(?<![a-z])(cuda|accelerator)(?![a-z])")
 
 
 def _is_cuda(value) -> bool:
@@ -335,23 +341,34 @@ def _is_cuda(value) -> bool:
 
 
 def _cuda_as_traced():
-    """A torch function mode reading CUDA as the trace's device: ``device="cuda"`` of a
-    factory, ``.to("cuda")`` and ``.cuda()`` go to the default device (meta in the meta
-    trace, the CPU in the CPU's). Entered inside ``torch.device(...)``, so that the default
-    device is still that one while it handles a call."""
+    """A torch function mode reading CUDA as the trace's device: ``device="cuda"`` (or an int
+    device) of a factory, ``.to("cuda")``, ``.to(0)`` and ``.cuda()`` go to the default device
+    (meta in the meta trace, the CPU in the CPU's), and pinned memory is not asked for
+    (``.pin_memory()`` is the tensor itself). Entered inside ``torch.device(...)``, so that the
+    default device is still that one while it handles a call."""
     from torch.overrides import TorchFunctionMode
 
     torch = _torch()
+    # .to's and Module.to's (its _parse_to's) first argument is a device where it is an int
+    to_calls = {torch.Tensor.to: 1, torch._C._nn._parse_to: 0}
 
     class CudaAsTraced(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if func is torch.device:  # as written: the call it is given to reads it
+                return func(*args, **kwargs)
             if func is torch.Tensor.cuda:
                 return args[0].to(torch.get_default_device())
-            if any(_is_cuda(a) for a in args) or any(_is_cuda(v) for v in kwargs.values()):
-                here = torch.get_default_device()
-                args = tuple(here if _is_cuda(a) else a for a in args)
-                kwargs = {k: here if _is_cuda(v) else v for k, v in kwargs.items()}
+            if func is torch.Tensor.pin_memory:
+                return args[0]
+            at = to_calls.get(func)
+            moved = [i for i, a in enumerate(args) if _is_cuda(a) or (i == at and type(a) is int)]
+            if moved or any(_is_cuda(v) for v in kwargs.values()) or "pin_memory" in kwargs \
+                    or type(kwargs.get("device")) is int:
+                here = torch.get_default_device()  # (not cheap: only where it is needed)
+                args = tuple(here if i in moved else a for i, a in enumerate(args))
+                kwargs = {k: here if _is_cuda(v) or (k == "device" and type(v) is int) else v
+                          for k, v in kwargs.items() if k != "pin_memory"}
             return func(*args, **kwargs)
 
     return CudaAsTraced()

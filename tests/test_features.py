@@ -190,14 +190,43 @@ def test_cuda_in_the_file_is_read_as_the_traces_device_with_the_same_features(tm
     assert init == StaticFeatures.from_dict({**plain.to_dict(), "trace": "cpu-init"})
 
 
+def test_a_cuda_device_the_file_builds_is_read_by_the_call_given_it(tmp_path):
+    """torch.device('cuda', 0) and torch.device(type='cuda', index=0) are built as written (the
+    trace's device in their place would be refused: torch.device(device, 0))."""
+    plain = static_features(_on_cuda(tmp_path, "plain"))
+    built = static_features(_on_cuda(tmp_path, "built", to_model=".to(torch.device('cuda', 0))",
+                                     to_x=".to(torch.device(type='cuda', index=0))",
+                                     device=", device=torch.device('cuda', index=0)"))
+    assert built == plain
+
+
+def test_pinned_memory_and_an_int_device_are_read_as_the_traces_device(tmp_path):
+    """x.pin_memory().cuda(non_blocking=True), a factory's pin_memory=True, device=0, .to(0)
+    and a Module's .to(0): the same features, on meta and in the CPU trace (pinned memory is
+    refused on meta, and on the CPU without a GPU); ints that are sizes stay sizes."""
+    plain = static_features(_on_cuda(tmp_path, "plain"))
+    meta = static_features(_on_cuda(tmp_path, "meta", to_model=".to(0)", device=", device=0",
+                                    to_x=".pin_memory().cuda(non_blocking=True).to(0)"))
+    assert meta == plain
+    cpu_plain = static_features(_on_cuda(tmp_path, "cpu_plain", forward="x.sum().item()"))
+    cpu = static_features(_on_cuda(tmp_path, "cpu", forward="x.sum().item()",
+                                   to_model=".to(device=0)", to_x=".pin_memory().to(0)",
+                                   device=", pin_memory=True"))
+    assert cpu_plain.trace == cpu.trace == "cpu" and cpu == cpu_plain
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
 def test_a_file_that_needs_cuda_beyond_moving_tensors_is_told_what_to_do(tmp_path):
     from autoprofiler_env.errors import ProblemError
 
     with pytest.raises(ProblemError, match="Torch not compiled with CUDA") as e:
         static_features(_on_cuda(tmp_path, "sync", forward="torch.cuda.synchronize()"))
-    assert "build the Model and the inputs on the default device" in e.value.hint
+    assert "build the Model and the inputs on the default device and leave CUDA calls out of " \
+        "the forward" in e.value.hint
     assert "/sync.py: the reference forward failed" in str(e.value)
+    with pytest.raises(ProblemError, match="Cannot access accelerator") as e:  # torch.device(0)
+        static_features(_on_cuda(tmp_path, "accelerator", forward="torch.device(0)"))
+    assert "build the Model and the inputs on the default device" in e.value.hint
     with pytest.raises(ProblemError) as e:  # a bug that is not CUDA's: no such hint
         static_features(_on_cuda(tmp_path, "bug", forward="raise ValueError('broken')"))
     assert e.value.hint == ""
