@@ -361,7 +361,10 @@ def _cuda_as_traced():
                 return args[0].to(torch.get_default_device())
             if func is torch.Tensor.pin_memory:
                 return args[0]
-            at = to_calls.get(func)
+            try:
+                at = to_calls.get(func)
+            except TypeError:  # an unhashable callable (as _count's _Calls meets): not .to
+                at = None
             moved = [i for i, a in enumerate(args) if _is_cuda(a) or (i == at and type(a) is int)]
             if moved or any(_is_cuda(v) for v in kwargs.values()) or "pin_memory" in kwargs \
                     or type(kwargs.get("device")) is int:
