@@ -127,12 +127,12 @@ class OptimizationError(AutoProfilerError):
 
 class OptimizerSpecError(AutoProfilerError, ValueError):
     """An optimizer of your own, ``py:MODULE:ATTR``, that cannot be used: its module does not
-    import, it has no ATTR, ATTR cannot be called with no arguments or gives no object with
-    ``optimize``, that ``optimize`` returned neither a
-    :class:`~autoprofiler_env.optimizers.Candidate` nor a source string (raised at the
-    episode's end), or it was given to the replay, which has no outcomes recorded for it. The
-    message says what is accepted. A ``ValueError`` too, as every bad argument of the
-    environment is."""
+    import (not found, or its import raised), it has no ATTR, ATTR cannot be called with no
+    arguments or gives no object with ``optimize``, or it was given to the replay, which has
+    no outcomes recorded for it. The message says what is accepted. What ``optimize`` does in
+    an episode is not this error: raising, or returning neither a
+    :class:`~autoprofiler_env.optimizers.Candidate` nor a source string, is that episode's
+    incorrect candidate. A ``ValueError`` too, as every bad argument of the environment is."""
 
 
 class LLMError(OptimizationError):

@@ -11,8 +11,26 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import sysconfig
+import traceback
 
 PREFIX = "py:"
+
+
+def parts(spec: str) -> tuple[str, str, str]:
+    """``(MODULE, ":", ATTR)`` of ``py:MODULE:ATTR``, each without surrounding whitespace
+    (``("", "", "")`` parts where the spec lacks them)."""
+    module_name, sep, attribute = spec.strip().removeprefix(PREFIX).partition(":")
+    return module_name.strip(), sep, attribute.strip()
+
+
+def normalized(spec: str) -> str:
+    """``spec`` without whitespace around it and its parts (``" py: pkg.mod:Cls"`` is
+    ``"py:pkg.mod:Cls"``); a spec not of the form only stripped."""
+    module_name, sep, attribute = parts(spec)
+    if spec.strip().startswith(PREFIX) and sep:
+        return f"{PREFIX}{module_name}:{attribute}"
+    return spec.strip()
 
 
 def imported(spec: str, error: type[Exception], flag: str, usage: str):
@@ -28,10 +46,12 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
 
     Raises:
         error: the spec is not of the form; MODULE is not importable (or a module it imports
-            is not installed); MODULE has no ATTR (the message lists its classes and
-            functions).
+            is not installed); importing MODULE raised (a SyntaxError, an exception of its
+            own: the message names it and where); MODULE has no ATTR (the message lists its
+            classes and functions).
     """
-    module_name, sep, attribute = spec.removeprefix(PREFIX).partition(":")
+    spec = normalized(spec)
+    module_name, sep, attribute = parts(spec)
     if not (spec.startswith(PREFIX) and module_name and sep and attribute):
         raise error(f"{flag} {spec!r}: give py:MODULE:ATTR, MODULE a module importable from "
                     f"the current directory or PYTHONPATH and ATTR {usage}")
@@ -42,13 +62,15 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-            raise error(
-                f"{flag} {spec}: no module {module_name!r} is importable from the current "
-                f"directory ({here}) or PYTHONPATH: run from the folder that holds its file "
-                f"({module_name.replace('.', '/')}.py), or add that folder to PYTHONPATH"
-                ) from None
+            raise error(f"{flag} {spec}: no module {module_name!r} is importable from the "
+                        f"current directory ({here}) or PYTHONPATH: {_where(module_name)}"
+                        ) from None
         raise error(f"{flag} {spec}: importing {module_name} failed: {e} (a module it "
                     "imports is not installed)") from e
+    except Exception as e:  # its own failure at import (a SyntaxError, a missing setting)
+        message = e.msg if isinstance(e, SyntaxError) else e  # its str repeats the line
+        raise error(f"{flag} {spec}: importing {module_name} failed: {type(e).__name__}: "
+                    f"{message} ({_raised_at(e)})") from e
     found = module
     for part in attribute.split("."):
         if not hasattr(found, part):
@@ -60,3 +82,25 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
                         f"{', '.join(own) or 'none'}")
         found = getattr(found, part)
     return found
+
+
+def _where(module_name: str) -> str:
+    """What to do about a module that is not importable: a path given as MODULE (``pkg/mod``,
+    ``mod.py``) said in dots."""
+    if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
+        dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+        return (f"MODULE is a module's dotted name, not its file: give py:{dotted}:ATTR, run "
+                "from the folder that holds its top package or module")
+    return (f"run from the folder that holds its file ({module_name.replace('.', '/')}.py), "
+            "or add that folder to PYTHONPATH")
+
+
+def _raised_at(e: BaseException) -> str:
+    """``file:line`` where ``e`` was raised (a SyntaxError: the line it points at)."""
+    if isinstance(e, SyntaxError) and e.filename:
+        return f"{os.path.basename(e.filename)}:{e.lineno}"
+    frames = traceback.extract_tb(e.__traceback__)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    # the deepest frame of a file of one's own (not importlib's, not the standard library's)
+    own = [f for f in frames if not f.filename.startswith(("<", stdlib))] or frames
+    return f"{os.path.basename(own[-1].filename)}:{own[-1].lineno}" if own else "?"

@@ -311,8 +311,7 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     Raises:
         ValueError: a budget that is not a number > 0, an unknown budget unit or optimizer,
             an import timeout that is not a number of seconds > 0 (OptimizerSpecError: a
-            ``py:`` optimizer that cannot be loaded, or whose candidate is neither a source
-            string nor a Candidate).
+            ``py:`` optimizer that cannot be loaded, checked before the tree and the machine).
         TreeFormatError: the tree file is missing, unreadable or not a valid tree.
         ProblemError: the problem file is missing or broken (ProblemTimeoutError: its
             import outlasts ``import_timeout_s``).
@@ -384,6 +383,7 @@ def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
     costs neither): the optimizer (its default given), the tree's path and the tree."""
     from agents.tree.nodes import load
     from autoprofiler_env.envs.backends.base import llm_model
+    from autoprofiler_env.optimizers.custom import is_custom, load_optimizer
 
     if not is_finite_number(budget) or budget <= 0:
         raise ValueError(f"the budget must be a number > 0 (a fraction of the full set's cost), "
@@ -398,6 +398,8 @@ def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
                          f"{budget_unit!r}")
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
     llm_model(optimizer)  # a ValueError naming the accepted optimizers
+    if is_custom(optimizer):  # a typo in its spec named first, on any machine
+        optimizer = load_optimizer(optimizer).spec
     # the cheap checks first, so that a typo costs no GPU and no ncu run
     tree_path = Path(tree) if tree is not None else shipped_tree(optimizer)
     loaded = load(tree_path)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.policy import Policy
-from autoprofiler_env.pyspec import imported
+from autoprofiler_env.pyspec import imported, parts
 
 SHIPPED_TREE = "autoprofiler-tree"
 """The name of the shipped tree's entry."""
@@ -222,7 +222,7 @@ def files_read(spec: str, env) -> list[Path]:
         return [path / BEST_MODEL if path.is_dir() else path]
     if kind(spec) == "py":
         _imported(spec)
-        module = sys.modules[spec.removeprefix("py:").partition(":")[0]]
+        module = sys.modules[parts(spec)[0]]
         source = getattr(module, "__file__", None)
         return [Path(source)] if source else []
     return []
@@ -335,7 +335,7 @@ def _imported(spec: str):
                      "a class or function in it that is called with the environment (e.g. "
                      "py:my_policies:CheapestFirst for my_policies.py here)")
     if not callable(found) and not hasattr(found, "predict"):
-        attribute = spec.removeprefix("py:").partition(":")[2]
+        attribute = parts(spec)[2]
         raise PolicySpecError(f"--policy {spec}: {attribute} is a {type(found).__name__}, "
                               "not a class or function to call with the environment")
     return found

@@ -61,6 +61,11 @@ class ReturnsNone:
         return None
 
 
+class ReturnsBytes:
+    def optimize(self, problem, profile):
+        return same(problem).encode()
+
+
 class NoOptimize:
     pass
 
@@ -185,8 +190,17 @@ def test_the_replay_refuses_it_saying_to_run_it_live(here):
     with pytest.raises(OptimizerSpecError, match=r"optimizer py:mine:Same: the replay "
                        r"\(AutoProfiler-v0\) answers with recorded outcomes, and none are "
                        r"recorded for an optimizer of your own: run it in the live "
-                       r"environment, gym.make\('AutoProfilerLive-v0'"):
+                       r"environment, gym.make\('AutoProfilerLive-v0'") as info:
         gym.make("AutoProfiler-v0", optimizer="py:mine:Same")
+    # the command it suggests is not itself refused (no tree ships for the optimizer)
+    suggested = re.search(r"`autoprofiler (optimize FILE [^`]*)`", str(info.value)).group(1)
+    assert "--tree agents/tree/data/reference.json" in suggested
+    args = suggested.replace("FILE", PROBLEM).split()
+    args[args.index("--tree") + 1] = str(ROOT / args[args.index("--tree") + 1])
+    assert main([*args, "--plan"]) == 0
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert ("--optimizer py:my_optimizer:MyOptimizer --tree agents/tree/data/reference.json"
+            in readme)
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -194,7 +208,8 @@ def test_the_replay_refuses_it_saying_to_run_it_live(here):
                             r"importable from the current directory \(.*\) or PYTHONPATH"),
     ("py:mine:Nope", r"^optimizer py:mine:Nope: mine \(.*mine.py\) has no attribute 'Nope'; "
                      r"its classes and functions: AsCandidate, Broken, NeedsArguments, "
-                     r"NoOptimize, Recording, ReturnsNone, Same, make, same"),
+                     r"NoOptimize, Recording, ReturnsBytes, ReturnsNone, Same, make, "
+                     r"same"),
     ("py:mine:NoOptimize", r"NoOptimize\(\) returned NoOptimize .*which has no optimize "
                            r"method: an optimizer is an object with optimize\(problem, "
                            r"profile\)"),
@@ -226,13 +241,119 @@ def test_optimize_raising_is_the_episodes_incorrect_candidate(here):
     assert env.unwrapped.backend.judged == []
 
 
-def test_optimize_returning_neither_source_nor_candidate_is_an_error(here):
-    env = live("py:mine:ReturnsNone")
-    env.reset(seed=0)
-    with pytest.raises(OptimizerSpecError, match=r"optimizer py:mine:ReturnsNone: optimize "
-                                                 r"returned NoneType None: it returns the "
-                                                 r"ModelNew source \(a str\) or a Candidate"):
-        env.step(env.unwrapped.STOP)
+@pytest.mark.parametrize("spec, returned", [("py:mine:ReturnsNone", "NoneType None"),
+                                             ("py:mine:ReturnsBytes", "bytes b'")])
+def test_optimize_returning_neither_source_nor_candidate_is_the_episodes_incorrect_candidate(
+        here, spec, returned):
+    """As an LLM's reply without code is ("no code" is an agent's most common failure): the
+    episode's, not the run's; bytes are not decoded, as any other type."""
+    env = live(spec)
+    info = stop(env)
+    assert info["candidate"] == spec and info["correct"] is False
+    assert info["error_kind"] == "optimizer_returned" and info["speedup"] is None
+    assert info["reason"].startswith(f"{spec}: optimize returned {returned}")
+    assert "not the ModelNew source (a str) or a Candidate" in info["reason"]
+    assert env.unwrapped.backend.judged == []
+    info = stop(env)  # the next episode runs as any other
+    assert info["error_kind"] == "optimizer_returned"
+
+
+BROKEN_IMPORTS = [
+    ("mine_syntax", "def optimize(:\n", r"SyntaxError: .* \(mine_syntax.py:1\)"),
+    ("mine_relative", "from . import sibling\n",
+     r"ImportError: attempted relative import with no known parent package "
+     r"\(mine_relative.py:1\)"),
+    ("mine_key", "import os\n\nKEY = os.environ['NO_SUCH_API_KEY_ANYWHERE']\n",
+     r"KeyError: 'NO_SUCH_API_KEY_ANYWHERE' \(mine_key.py:3\)"),
+]
+
+
+@pytest.mark.parametrize("module, source, message", BROKEN_IMPORTS)
+def test_a_module_whose_import_raises_is_a_spec_error_naming_where(here, module, source,
+                                                                    message):
+    (here / f"{module}.py").write_text(source)
+    with pytest.raises(OptimizerSpecError, match=rf"^optimizer py:{module}:X: importing "
+                                                 rf"{module} failed: {message}$"):
+        load_optimizer(f"py:{module}:X")
+    # the command: one line (exit 2), and --json gets it as JSON, not a traceback
+    code = main(["optimize", PROBLEM, "--optimizer", f"py:{module}:X", "--json"])
+    assert code == 2
+    from experiments.policies import PolicySpecError, load
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    with pytest.raises(PolicySpecError, match=rf"^--policy py:{module}:X: importing {module} "
+                                              rf"failed: {message}$"):
+        load(f"py:{module}:X", env)
+
+
+def test_a_module_whose_import_raises_is_json_from_the_command(here, capsys):
+    (here / "mine_key.py").write_text(BROKEN_IMPORTS[2][1])
+    code = main(["optimize", PROBLEM, "--optimizer", "py:mine_key:X", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    error = json.loads(out)["error"]
+    assert error["kind"] == "OptimizerSpecError"
+    assert error["message"].startswith("optimizer py:mine_key:X: importing mine_key failed: "
+                                       "KeyError: 'NO_SUCH_API_KEY_ANYWHERE' (mine_key.py:3)")
+
+
+@pytest.mark.parametrize("spec, dotted", [("py:pkg/mine:Same", "py:pkg.mine:ATTR"),
+                                          ("py:mine.py:Same", "py:mine:ATTR"),
+                                          ("py:pkg/mine.py:Same", "py:pkg.mine:ATTR")])
+def test_a_file_path_as_module_is_told_in_dots(here, spec, dotted):
+    with pytest.raises(OptimizerSpecError, match=rf"MODULE is a module's dotted name, not its "
+                                                 rf"file: give {re.escape(dotted)}"):
+        load_optimizer(spec)
+
+
+def test_whitespace_around_the_spec_and_its_parts_is_left_out(here):
+    assert load_optimizer(" py: mine : Same ").spec == "py:mine:Same"
+    candidate = load_optimizer("py: mine:Same").optimize(load_problem(PROBLEM), None)
+    assert candidate.producer == "py:mine:Same" and candidate.error is None
+
+
+def test_a_spec_typo_is_named_before_the_tree_and_the_machine(here, capsys):
+    """On this CPU, without --tree too: the typo first, not "needs a CUDA GPU" nor "no tree
+    ships"."""
+    tree = str(ROOT / "agents" / "tree" / "data" / "reference.json")
+    for args in (["--tree", tree], []):
+        code = main(["optimize", PROBLEM, "--optimizer", "py:my_optimzer:MyOptimizer", *args])
+        err = capsys.readouterr().err
+        assert code == 2 and "no module 'my_optimzer' is importable" in err, err
+        code = main(["optimize", PROBLEM, "--optimizer", "py:mine:Nope", *args])
+        err = capsys.readouterr().err
+        assert code == 2 and "has no attribute 'Nope'" in err, err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(),
+                    reason="needs a machine without CUDA")
+def test_without_a_gpu_the_live_env_points_a_py_optimizer_to_recorded_profiles(here):
+    """Not to the replay, which refuses it."""
+    from autoprofiler_env.errors import MachineError
+
+    env = gym.make("AutoProfilerLive-v0", problems=[PROBLEM], optimizer="py:mine:Same")
+    with pytest.raises(MachineError) as info:
+        env.reset(seed=0)
+    message = str(info.value)
+    assert "AutoProfiler-v0" not in message.replace("AutoProfilerLive-v0", "")
+    assert ("gym.make('AutoProfilerLive-v0', dataset='suite', evidence='recorded', "
+            "optimizer='py:mine:Same', problems=['relu_16384x16384'], device='cpu', "
+            "budget_unit='passes', budget=1.0, harness={'size': 'smoke'})") in message
+
+
+def test_the_docs_cpu_route_hands_your_optimizer_recorded_profiles(here, capsys):
+    """docs/tree.md's snippet, beside its my_optimizer.py: a suite problem's recorded
+    SpeedOfLight handed to the optimizer, its program judged on the CPU at smoke size."""
+    blocks = re.findall(r"^```python\n(.*?)^```", (ROOT / "docs" / "tree.md").read_text(),
+                        re.S | re.M)
+    (here / "my_optimizer.py").write_text(next(b for b in blocks if "class MyOptimizer" in b))
+    snippet = next(b for b in blocks if '"py:my_optimizer:' in b and "evidence=" in b)
+    seen = {}
+    exec(compile(snippet, "<docs>", "exec"), seen)
+    info = seen["info"]
+    assert info["sections"] == ("SpeedOfLight",)
+    assert info["candidate"] == "py:my_optimizer:MyOptimizer" and info["correct"] is True
+    assert capsys.readouterr().out.startswith("True ")
 
 
 @pytest.mark.gpu

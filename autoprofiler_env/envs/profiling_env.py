@@ -218,7 +218,8 @@ class ProfilingEnv(gym.Env):
     ``optimize(problem, profile)`` returning the ``ModelNew`` source or a
     :class:`~autoprofiler_env.optimizers.Candidate`, or a class or function called with no
     arguments that returns one (:mod:`autoprofiler_env.optimizers.custom`; an exception of
-    its ``optimize`` is the episode's incorrect candidate, ``error_kind`` ``optimizer_raised``;
+    its ``optimize`` is the episode's incorrect candidate, ``error_kind`` ``optimizer_raised``,
+    and so is a return of neither, ``optimizer_returned``;
     the replay, which has nothing recorded for it, refuses it), ``budget`` and
     ``budget_unit`` (``seconds``, ``passes`` or ``sections``) and ``budget_is_fraction`` (a
     fraction of the full set's cost, default, or an absolute amount), ``budget_range``

@@ -10,7 +10,10 @@ with none), and returns the ``ModelNew`` source as a string (its candidate is th
 the spec), or a :class:`~autoprofiler_env.optimizers.Candidate` (its own ``producer``,
 ``reason``; ``error`` set: no program, judged incorrect unrun). Where ``optimize`` raises,
 the episode's candidate is incorrect with ``error_kind`` ``optimizer_raised`` and a reason
-naming the exception, as an LLM's failed request is (:class:`CustomOptimizer`).
+naming the exception, as an LLM's failed request is; where it returns anything else (None,
+bytes, ...), with ``error_kind`` ``optimizer_returned`` and a reason naming the type, as an
+LLM's reply without code is (:class:`CustomOptimizer`). ``optimize`` itself is not timed: one
+that never returns blocks the episode.
 
 >>> optimizer = load_optimizer("py:my_optimizer:MyOptimizer")  # my_optimizer.py here
 """
@@ -23,12 +26,14 @@ from pathlib import Path
 
 from autoprofiler_env.errors import OptimizerSpecError
 from autoprofiler_env.optimizers.candidate import Candidate
-from autoprofiler_env.pyspec import PREFIX, imported
+from autoprofiler_env.pyspec import PREFIX, imported, normalized
 
 CONTRACT = ("an object with optimize(problem, profile) returning the ModelNew source (a str) "
             "or a Candidate (autoprofiler_env/optimizers/candidate.py)")
 RAISED = "optimizer_raised"
 """The ``error_kind`` of an episode whose optimizer raised."""
+RETURNED = "optimizer_returned"
+"""The ``error_kind`` of an episode whose optimizer returned neither a str nor a Candidate."""
 
 
 def is_custom(optimizer: str) -> bool:
@@ -44,6 +49,7 @@ def load_optimizer(spec: str) -> CustomOptimizer:
             function that cannot be called with no arguments, or what it is (or returns)
             has no ``optimize`` method.
     """
+    spec = normalized(spec)
     found = imported(spec, OptimizerSpecError, "optimizer",
                      f"a class or function in it called with no arguments that returns {CONTRACT}"
                      ", or such an object (e.g. py:my_optimizer:MyOptimizer for "
@@ -76,19 +82,17 @@ class CustomOptimizer:
     """Your optimizer (``wrapped``) behind the interface every optimizer of the environment
     has: ``optimize(problem, profile) -> Candidate``, a source string made a candidate named
     by ``spec``, and an exception of ``wrapped.optimize`` a candidate with ``error`` set
-    (``"optimizer_raised: <exception>"``), so that the episode ends incorrect, as an LLM's
-    failed request does, rather than the run."""
+    (``"optimizer_raised: <exception>"``), and anything else it returns (None, bytes, ...)
+    one too (``"optimizer_returned: <type>"``), so that the episode ends incorrect, as an
+    LLM's failed request does, rather than the run."""
 
     def __init__(self, spec: str, wrapped) -> None:
         self.spec = spec
         self.wrapped = wrapped
 
     def optimize(self, problem, profile=None) -> Candidate:
-        """The candidate ``wrapped`` writes for ``problem`` from ``profile``.
-
-        Raises:
-            OptimizerSpecError: it returned neither a str nor a Candidate.
-        """
+        """The candidate ``wrapped`` writes for ``problem`` from ``profile`` (``error`` set
+        where it raised, or returned neither a str nor a Candidate)."""
         try:
             made = self.wrapped.optimize(problem, profile)
         except Exception as e:  # its own failure: the episode's, not the run's
@@ -104,7 +108,9 @@ class CustomOptimizer:
                              reason=f"{self.spec} wrote the program")
         if isinstance(made, Candidate):
             return made
-        raise OptimizerSpecError(f"optimizer {self.spec}: optimize returned "
-                                 f"{type(made).__name__} {made!r:.60}: it returns the ModelNew "
-                                 "source (a str) or a Candidate "
-                                 "(autoprofiler_env/optimizers/candidate.py)")
+        what = type(made).__name__
+        return Candidate(problem.uri, "", self.spec,
+                         reason=f"{self.spec}: optimize returned {what} {made!r:.60}, not the "
+                                "ModelNew source (a str) or a Candidate "
+                                "(autoprofiler_env/optimizers/candidate.py)",
+                         error=f"{RETURNED}: {what}")

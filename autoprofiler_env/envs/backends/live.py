@@ -200,11 +200,17 @@ class LiveBackend:
         Raises:
             MachineError: the device is a CUDA one and torch sees no CUDA device here.
         """
+        hint = ("on a CPU, use the replay environment, gym.make('AutoProfiler-v0'), "
+                "whose episodes were recorded on a GPU (device='cpu' runs the live "
+                "environment's judging on the CPU, a check of its pipeline)")
+        if is_custom(self.optimizer_name):  # the replay refuses it: the recorded profiles
+            hint = (f"on a CPU, hand your optimizer a suite problem's profiles recorded on a "
+                    f"GPU and judge it on the CPU at smoke size: gym.make('AutoProfilerLive-v0', "
+                    f"dataset='suite', evidence='recorded', optimizer="
+                    f"{self.optimizer_name!r}, problems=['relu_16384x16384'], device='cpu', "
+                    f"budget_unit='passes', budget=1.0, harness={{'size': 'smoke'}})")
         require_cuda(self.device, f"the live environment (AutoProfilerLive-v0) on device "
-                     f"{self.device!r} needs a CUDA GPU",
-                     "on a CPU, use the replay environment, gym.make('AutoProfiler-v0'), "
-                     "whose episodes were recorded on a GPU (device='cpu' runs the live "
-                     "environment's judging on the CPU, a check of its pipeline)")
+                     f"{self.device!r} needs a CUDA GPU", hint)
 
     def close(self) -> None:
         """Stops the harness's judging processes (the next judgement starts new ones) and the

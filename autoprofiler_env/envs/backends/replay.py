@@ -58,7 +58,8 @@ class ReplayBackend:
                 f"optimizer {optimizer}: the replay (AutoProfiler-v0) answers with recorded "
                 "outcomes, and none are recorded for an optimizer of your own: run it in the "
                 f"live environment, gym.make('AutoProfilerLive-v0', optimizer={optimizer!r}, "
-                f"problems=[...]), or `autoprofiler optimize FILE --optimizer {optimizer}`")
+                f"problems=[...]), or `autoprofiler optimize FILE --optimizer {optimizer} "
+                "--tree agents/tree/data/reference.json`")
         if tolerance is not None:
             resolve(tolerance)  # an unknown regime fails here, naming the known ones
         self.dataset = dataset if isinstance(dataset, Dataset) else Dataset.load(dataset)
