@@ -10,7 +10,7 @@
     autoprofiler optimize FILE [--tree TREE]
                           [--optimizer reference|reference-v1|llm:MODEL|py:MODULE:ATTR]
                           [--plan | --profile-only] [--budget 0.25] [--budget-unit passes|sections]
-                          [--device cuda] [--import-timeout 5] [--json]
+                          [--device cuda] [--timeout 600] [--import-timeout 5] [--json]
     autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
                             [--seed 0] [--out runs/tree] [--wandb]
     autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--seed 0] [--out DIR]
@@ -241,7 +241,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     try:
         result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
                           budget_unit=args.budget_unit, device=args.device,
-                          profile_only=args.profile_only, import_timeout_s=args.import_timeout)
+                          profile_only=args.profile_only, import_timeout_s=args.import_timeout,
+                          timeout_s=args.timeout)
     except ValueError as e:
         return _fail(str(e).splitlines()[0], type(e).__name__)
     print(format_json(result) if args.json else format_text(result).rstrip("\n"))
@@ -917,6 +918,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what the budget counts: the catalogue's replay passes or sections "
                    "(default: passes)")
     p.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="seconds before the candidate is stopped, judged incorrect (timeout) "
+                   "once (default: 600, the live environment's)")
     p.add_argument("--import-timeout", type=float, default=DEFAULT_IMPORT_TIMEOUT_S,
                    help="seconds the file's import may take (in a worker process, for its "
                    f"static features; default: {DEFAULT_IMPORT_TIMEOUT_S:g}, as for `problems`)")

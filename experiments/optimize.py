@@ -89,6 +89,9 @@ class Verdict:
         speedup: eager time / candidate time (None when it did not run to the end).
         eager_ms, candidate_ms: the median times behind the speedup.
         error_kind: why it was judged incorrect (None when correct).
+        error: the same in words: the harness's reason (which output differed and by how
+            much, the SyntaxError's line, ...), or the optimizer's failure (None when
+            correct).
     """
 
     candidate: str
@@ -98,6 +101,7 @@ class Verdict:
     eager_ms: float | None
     candidate_ms: float | None
     error_kind: str | None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -260,10 +264,11 @@ def check_machine(device: str = "cuda", command: str = "optimize",
 
 def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda",
-             import_timeout_s: float | None = None):
+             import_timeout_s: float | None = None, timeout_s: float | None = None):
     """``AutoProfilerLive-v0`` on the one problem (a file path, a suite URI or name);
     ``import_timeout_s``: the seconds a file outside the suite may take to import (None: the
-    environment's default, 5).
+    environment's default, 5); ``timeout_s``: the seconds the judge allows the candidate
+    (None: the environment's default, 600).
 
     Raises:
         ProblemError: the problem file is missing or broken.
@@ -276,7 +281,7 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
 
     return gym.make("AutoProfilerLive-v0", problems=[str(problem)], optimizer=optimizer,
                     budget=budget, budget_unit=budget_unit, device=device,
-                    import_timeout_s=import_timeout_s)
+                    import_timeout_s=import_timeout_s, timeout_s=timeout_s)
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -284,7 +289,8 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
 def optimize(problem: str | Path, tree: str | Path | None = None, *,
              optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
-             import_timeout_s: float | None = None, env=None) -> OptimizeResult:
+             import_timeout_s: float | None = None, timeout_s: float | None = None,
+             env=None) -> OptimizeResult:
     """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
     exactly the profile collected and judges the candidate.
 
@@ -304,6 +310,10 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
         import_timeout_s: the seconds the file's import may take (in a worker process, for
             its static features, before anything else runs it); a slower or hanging import is
             a ProblemTimeoutError. None: the live environment's default, 5 s.
+        timeout_s: the seconds the judge allows the candidate (its import, build,
+            correctness runs and timing); one that outlasts it is incorrect, ``timeout``,
+            judged once. None: the live environment's default, 600 s; anything but a number
+            of seconds > 0 is a ValueError.
         env: an environment to run in instead of the live one (built with its own problems,
             optimizer and budget, which then win over the arguments): a replay environment
             serves tests and dry runs on a CPU. Without it, the machine is checked first.
@@ -323,13 +333,15 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
 
     optimizer, tree_path, loaded = _checked(tree, optimizer, budget, budget_unit,
                                             import_timeout_s)
+    if timeout_s is not None and not (is_finite_number(timeout_s) and timeout_s > 0):
+        raise ValueError(f"the timeout must be a number of seconds > 0, got {timeout_s!r}")
     if env is None:
         from autoprofiler_env.problems import load_problem
 
         load_problem(problem)
         check_machine(device)
         env = live_env(str(problem), optimizer, budget, budget_unit, device,
-                       import_timeout_s=import_timeout_s)
+                       import_timeout_s=import_timeout_s, timeout_s=timeout_s)
         uri = env.unwrapped.problems[0]
     else:
         uri = str(problem)
@@ -456,7 +468,8 @@ def _episode(env, policy, uri: str, tree: str, optimizer: str,
                                     "TimeLimit wrapper?)")
         verdict = Verdict(final["candidate"], final["reason"], bool(final["correct"]),
                           _number(final["speedup"]), _number(final["eager_ms"]),
-                          _number(final["candidate_ms"]), final["error_kind"])
+                          _number(final["candidate_ms"]), final["error_kind"],
+                          final["error"])
     return OptimizeResult(uri, tree, optimizer, float(base.budget), base.budget_unit,
                           float(base.episode_budget), tuple(policy.path(obs)), sections,
                           tuple(section_costs), render_profile(profile), verdict,
@@ -519,6 +532,8 @@ def format_text(result: OptimizeResult) -> str:
         else:
             lines.append(f"- incorrect ({v.error_kind or 'unknown'}); eager "
                          f"{_fmt(v.eager_ms, ' ms', 4)}")
+            if v.error:
+                lines.append(f"- why: {v.error}")
     return "\n".join(lines) + "\n"
 
 

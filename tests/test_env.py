@@ -202,6 +202,7 @@ def test_every_steps_info_has_the_episode_so_far_and_the_last_step_the_outcome(
     assert terminated and middle["sections"] == last["sections"] == ("SpeedOfLight",)
     assert middle["cost"] == last["cost"] > 0
     assert "speedup" not in middle and "record" not in middle and last["record"] is not None
+    assert "error" not in middle and last["error"] is None  # the replay records no reason
 
     vec = gym.vector.SyncVectorEnv([lambda: make(REPLAY_ID, study_dataset, budget=1.0)] * 3)
     _, info = vec.reset(seed=0)

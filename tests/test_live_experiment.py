@@ -254,13 +254,15 @@ class _Judged:
 
     def __init__(self, error_name=None, speedup=2.0):
         self.error_name, self.correct = error_name, error_name is None
+        self.error_message = "" if self.correct else f"the harness's words on {error_name}"
         self.speedup = speedup if self.correct else None
         self.reference_ms, self.candidate_ms = 1.0, 0.5
 
 
 def test_a_live_backend_judges_each_distinct_candidate_once_and_a_fluke_twice(data_dir):
-    """Three section sets reach two programs and identity: each program is judged once
-    (a timeout, twice), identity never (1.0x, as in the replay)."""
+    """Five section sets reach three programs and identity: each program is judged once
+    (a crash, twice; a timeout, once: a hang is the code's), identity never (1.0x, as in the
+    replay)."""
     from autoprofiler_env.envs.backends import LiveBackend
     from autoprofiler_env.optimizers.candidate import Candidate
 
@@ -268,7 +270,8 @@ def test_a_live_backend_judges_each_distinct_candidate_once_and_a_fluke_twice(da
                           harness=SMOKE)
     uri = backend.problems(None)[0]
     programs = {(): "identity", ("SpeedOfLight",): "compile", ("Occupancy",): "compile",
-                ("LaunchStats",): "tf32", ("WarpStateStats",): "tf32"}
+                ("LaunchStats",): "tf32", ("WarpStateStats",): "tf32",
+                ("InstructionStats",): "hangs"}
     seen = []
 
     class Optimizer:
@@ -278,18 +281,23 @@ def test_a_live_backend_judges_each_distinct_candidate_once_and_a_fluke_twice(da
 
     def judge(problem, source, size=None):
         seen.append(source)
-        return _Judged("timeout" if source == "# tf32" and seen.count(source) == 1 else None)
+        if source == "# hangs":
+            return _Judged("timeout")
+        return _Judged("crash" if source == "# tf32" and seen.count(source) == 1 else None)
 
     backend.optimizer, backend.evaluator.evaluate = Optimizer(), judge
     backend._eager[uri] = 1.0
     backend.profile = lambda uri, sections: type("P", (), {"sections": tuple(sections)})()
     outcomes = {s: backend.finish(uri, s) for s in programs}
-    assert seen == ["# compile", "# tf32", "# tf32"]  # the timeout judged again, once
+    assert seen == ["# compile", "# tf32", "# tf32", "# hangs"]  # the crash judged again
     assert outcomes[()].speedup == 1.0 and outcomes[()].correct
     assert outcomes[("SpeedOfLight",)].speedup == outcomes[("Occupancy",)].speedup == 2.0
     assert outcomes[("Occupancy",)].reason == "because of ('Occupancy',)"  # its own reason
     assert outcomes[("LaunchStats",)].correct and outcomes[("WarpStateStats",)].correct
-    assert [name for _, name in backend.judged] == ["compile", "tf32", "tf32"]
+    hangs = outcomes[("InstructionStats",)]
+    assert not hangs.correct and hangs.error_kind == "timeout"
+    assert hangs.error == "the harness's words on timeout"
+    assert [name for _, name in backend.judged] == ["compile", "tf32", "tf32", "hangs"]
 
 
 def test_a_unit_plays_only_what_is_not_written_and_stops_past_the_time_budget(

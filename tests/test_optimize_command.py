@@ -261,8 +261,8 @@ def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path
     are this command's own: the machine check and the environment it builds)."""
     monkeypatch.setattr(command, "check_machine", lambda device="cuda": "ncu")
     monkeypatch.setattr(command, "live_env", lambda problem, optimizer, budget, unit, device,
-                        import_timeout_s=None: replay_env(problem, optimizer=optimizer,
-                                                          budget=budget, budget_unit=unit))
+                        import_timeout_s=None, timeout_s=None: replay_env(
+                            problem, optimizer=optimizer, budget=budget, budget_unit=unit))
     tree = tree_file(tmp_path, collect("MemoryWorkloadAnalysis"))
     code, out, err = run_main(capsys, MATMUL, "--tree", tree, "--optimizer", "reference-v1",
                               "--json")

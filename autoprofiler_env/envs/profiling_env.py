@@ -152,15 +152,18 @@ class ProfilingEnv(gym.Env):
     the remaining budget. It is never truncated by the environment (wrap it in ``TimeLimit``
     if you like; an episode has at most ``n_sections + 1`` steps). The last step's ``info``
     holds the episode: ``problem``, ``sections`` (in order), ``cost``, ``candidate``,
-    ``reason``, ``correct``, ``speedup``, ``error_kind``, ``eager_ms`` and ``candidate_ms``
-    (the median times behind the speedup), ``invalid_action`` and ``record`` (an
-    :class:`EpisodeRecord`). Every step's ``info`` (``reset``'s too) has ``action_mask``,
-    ``problem``, and ``sections`` and ``cost`` so far; the outcome's keys are the last step's
-    alone, as Gymnasium has it (a vector environment's ``info["_speedup"]`` marks the
-    sub-environments whose episode ended). So SB3's ``Monitor(info_keywords=...)`` under a
-    ``TimeLimit`` that cuts episodes may name ``problem``, ``sections`` and ``cost``; an
-    outcome's key needs episodes that end in the environment (within ``n_sections + 1``
-    steps).
+    ``reason`` (the optimizer's), ``correct``, ``speedup``, ``error_kind``, ``error`` (why the
+    candidate was judged incorrect, in words: live, the harness's reason, e.g. which output
+    differed and by how much, or the SyntaxError's line, at most 1000 characters, what a repair
+    loop hands back to its optimizer; None when correct, and on the replay, which records
+    none), ``eager_ms`` and ``candidate_ms`` (the median times behind the speedup),
+    ``invalid_action`` and ``record`` (an :class:`EpisodeRecord`). Every step's ``info``
+    (``reset``'s too) has ``action_mask``, ``problem``, and ``sections`` and ``cost`` so far;
+    the outcome's keys are the last step's alone, as Gymnasium has it (a vector environment's
+    ``info["_speedup"]`` marks the sub-environments whose episode ended). So SB3's
+    ``Monitor(info_keywords=...)`` under a ``TimeLimit`` that cuts episodes may name
+    ``problem``, ``sections`` and ``cost``; an outcome's key needs episodes that end in the
+    environment (within ``n_sections + 1`` steps).
 
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
     ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
@@ -230,10 +233,15 @@ class ProfilingEnv(gym.Env):
     ``reward``, ``incorrect_reward``, ``cost_penalty``, ``device``, live only ``evidence``
     (``"ncu"``, default: ncu profiles each collected section; ``"recorded"``: the dataset's
     recorded profiles, only the judging live), ``harness`` (HarnessConfig settings, e.g.
-    ``{"size": "smoke"}``) and ``import_timeout_s`` (the seconds a problem file outside the
-    suite may take to import, in a worker process, when ``reset`` computes its static
-    features: default 5, as ``autoprofiler problems --import-timeout``; a slower or hanging
-    import is a :class:`~autoprofiler_env.errors.ProblemTimeoutError`), and
+    ``{"size": "smoke"}``), ``timeout_s`` (the seconds the judge allows one candidate: its
+    import, build, correctness runs and timing; default 600, the recording's limit; a
+    candidate that outlasts it is incorrect, ``error_kind`` ``timeout``, judged once, while a
+    crash, an unexplained timing or the judge out of memory is judged a second time, lest a
+    machine's hiccup be kept as the code's verdict; ``autoprofiler optimize --timeout``) and
+    ``import_timeout_s`` (the seconds a problem file outside the suite may take to import, in
+    a worker process, when ``reset`` computes its static features: default 5, as
+    ``autoprofiler problems --import-timeout``; a slower or hanging import is a
+    :class:`~autoprofiler_env.errors.ProblemTimeoutError`), and
     ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
     atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``
@@ -263,7 +271,8 @@ class ProfilingEnv(gym.Env):
                  device: str = "cuda", tolerance: str | float | None = None,
                  render_mode: str | None = None, source: str | None = None,
                  evidence: str | None = None, harness: dict | None = None,
-                 import_timeout_s: float | None = None) -> None:
+                 import_timeout_s: float | None = None,
+                 timeout_s: float | None = None) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise RenderModeError(  # as Gymnasium's environment template asserts
                 f"render_mode must be None or one of {self.metadata['render_modes']} (this "
@@ -292,11 +301,12 @@ class ProfilingEnv(gym.Env):
             if source is not None:
                 raise ValueError("source names the KernelBench checkout the live backend reads "
                                  "its problems from; the replay needs no sources: leave it out")
-            if evidence is not None or harness is not None or import_timeout_s is not None:
-                raise ValueError("evidence, harness and import_timeout_s are the live "
-                                 "backend's (where its profiles come from, how it judges, how "
-                                 "long a file's import may take); the replay's are recorded: "
-                                 "leave them out")
+            if (evidence is not None or harness is not None or import_timeout_s is not None
+                    or timeout_s is not None):
+                raise ValueError("evidence, harness, timeout_s and import_timeout_s are the "
+                                 "live backend's (where its profiles come from, how it judges, "
+                                 "how long a candidate may run, how long a file's import may "
+                                 "take); the replay's are recorded: leave them out")
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
@@ -308,7 +318,8 @@ class ProfilingEnv(gym.Env):
             self.backend = LiveBackend(problems, device=device, optimizer=optimizer,
                                        tolerance=tolerance, dataset=dataset, source=source,
                                        evidence=evidence or "ncu", harness=harness,
-                                       import_timeout_s=import_timeout_s)
+                                       import_timeout_s=import_timeout_s,
+                                       timeout_s=timeout_s)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         if problems is not None and backend == "live":  # file paths and names become URIs
@@ -581,7 +592,8 @@ class ProfilingEnv(gym.Env):
         info = self._info()
         info.update(candidate=outcome.transformation, reason=outcome.reason,
                     correct=outcome.correct, speedup=outcome.speedup,
-                    error_kind=outcome.error_kind, eager_ms=outcome.eager_ms,
+                    error_kind=outcome.error_kind, error=outcome.error,
+                    eager_ms=outcome.eager_ms,
                     candidate_ms=outcome.candidate_ms, invalid_action=invalid,
                     record=self.last_record)
         return self._obs.copy(), float(reward), True, False, info

@@ -23,6 +23,10 @@ class EpisodeOutcome:
     error_kind: str | None
     eager_ms: float | None = None      # the eager reference's median time, recorded or live
     candidate_ms: float | None = None  # the candidate's, when it ran
+    error: str | None = None
+    """Why it was judged incorrect, in words (None when correct): live, the harness's reason
+    (which output differed and by how much, the SyntaxError's line, ...) or the optimizer's
+    failure; the replay records none (None)."""
 
 
 @runtime_checkable

@@ -30,8 +30,16 @@ from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile
 
-TRANSIENT = ("timeout", "crash", "timing_mismatch", "out_of_memory")
-"""Verdicts that a second judgement may not repeat: the live backend judges once more."""
+TRANSIENT = ("crash", "timing_mismatch", "out_of_memory")
+"""Verdicts that a second judgement may not repeat: the live backend judges once more. Not a
+``timeout``: a candidate that outlasts the limit is nearly always the code's (a hang, an endless
+loop, a compile longer than the limit), and judging it again would double the wait."""
+TIMEOUT_S = 600.0
+"""The seconds the live backend's judge allows one candidate by default (``timeout_s``): the
+recording's limit (``autoprofiler record --candidate-timeout``), so that a slow compile the
+dataset judged is judged live too."""
+ERROR_CHARS = 1000
+"""At most this many characters of the harness's reason are kept in an episode's ``error``."""
 EVIDENCE = ("ncu", "recorded")
 """Where a live episode's profiles come from: ``ncu`` runs on this machine's GPU, or the
 dataset's ``recorded`` ones (what the replay shows), with only the judging live."""
@@ -64,12 +72,13 @@ class LiveBackend:
     times it. Nondeterministic: timings and sampled counters vary between runs.
 
     Each (problem, section) is profiled once per backend, and each distinct candidate (its
-    source) judged once per problem (twice where the first verdict was a timeout, a crash or
-    an unexplained timing): an episode that collects what another did, or leads the
-    optimizer to the same code, gets the same outcome, as in the replay (one recorded
-    outcome per candidate), and costs no GPU time; ``identity`` (the program unchanged) is
-    1.0x without a judgement, as in the replay. ``profiled`` and ``judged`` list what this
-    backend ran.
+    source) judged once per problem (twice where the first verdict was a crash, an unexplained
+    timing or the judge out of memory; a timeout is kept at once: :meth:`_judge`), each
+    candidate allowed ``timeout_s`` seconds (None: :data:`TIMEOUT_S`): an episode that
+    collects what another did, or leads the optimizer to the same code, gets the same
+    outcome, as in the replay (one recorded outcome per candidate), and costs no GPU time;
+    ``identity`` (the program unchanged) is 1.0x without a judgement, as in the replay.
+    ``profiled`` and ``judged`` list what this backend ran.
 
     ``evidence="recorded"`` (with a ``dataset``): the profiles are the ones the dataset
     recorded for the problem, so that no ncu runs (a machine whose counters are not
@@ -104,7 +113,7 @@ class LiveBackend:
     :class:`~autoprofiler_env.errors.OptimizerSpecError` says what is wrong with it)."""
 
     def __init__(self, problems: list[str] | None = None, device: str = "cuda",
-                 ncu: str | None = None, timeout_s: float = 600.0,
+                 ncu: str | None = None, timeout_s: float | None = None,
                  optimizer: str | None = None, tolerance: str | float | None = None,
                  dataset=None, source: str | Path | None = None, evidence: str = "ncu",
                  harness: dict | None = None,
@@ -124,6 +133,11 @@ class LiveBackend:
         if not is_finite_number(import_timeout_s) or import_timeout_s <= 0:
             raise ValueError(f"import_timeout_s must be a finite number of seconds > 0, got "
                              f"{import_timeout_s!r}")
+        if timeout_s is None:
+            timeout_s = TIMEOUT_S
+        if not is_finite_number(timeout_s) or timeout_s <= 0:
+            raise ValueError(f"timeout_s must be a finite number of seconds > 0 (what the "
+                             f"judge allows one candidate), got {timeout_s!r}")
         harness = dict(harness or {})
         settable = {f.name for f in fields(records.HarnessConfig)} - {"device", "tolerance"}
         if set(harness) - settable:
@@ -314,9 +328,10 @@ class LiveBackend:
         else:
             candidate = self.optimizer.optimize(problem, profile)
         if candidate.error:  # an LLM reply with no code, an optimizer that raised: judged as
-            # incorrect, never run
-            return EpisodeOutcome(candidate.producer, candidate.reason, False, None,
-                                  candidate.error.split(":")[0])
+            # incorrect, never run ("<kind>: <message>")
+            kind, _, message = candidate.error.partition(":")
+            return EpisodeOutcome(candidate.producer, candidate.reason, False, None, kind,
+                                  error=_trimmed(message.strip() or candidate.error))
         if candidate.producer == "identity" and self._reference:
             # the program unchanged: eager's own time, 1.0x by definition (as in the replay)
             eager_ms = self._eager_ms(uri)
@@ -327,19 +342,32 @@ class LiveBackend:
             result = self._judge(problem, candidate)
             self._outcomes[key] = EpisodeOutcome(
                 candidate.producer, candidate.reason, result.correct, result.speedup,
-                result.error_name, result.reference_ms, result.candidate_ms)
+                result.error_name, result.reference_ms, result.candidate_ms,
+                None if result.correct else _trimmed(result.error_message))
         # the same code, reached by another profile: its outcome, this episode's reason
         return replace(self._outcomes[key], transformation=candidate.producer,
                        reason=candidate.reason)
 
     def _judge(self, problem, candidate):
         """The harness's verdict on ``candidate``, judged again once where the first verdict
-        may be the machine's hiccup rather than the code's (a timeout, a crashed worker, a
-        timing its clock does not explain): kept for every episode that reaches the code, it
-        must not be a fluke."""
+        may be the machine's hiccup rather than the code's (:data:`TRANSIENT`: a crashed
+        worker, a timing its clock does not explain, the judge out of memory): kept for every
+        episode that reaches the code, it must not be a fluke.
+
+        A ``timeout`` is kept at once: a candidate that outlasts ``timeout_s`` is nearly always
+        the code's (its forward hangs, loops, or compiles for longer than the limit), and a
+        second judgement would only double the wait (2 x ``timeout_s``). Where a slow but
+        finite candidate is what outlasts it, give a larger ``timeout_s``."""
         for _ in range(2):
             result = self.evaluator.evaluate(problem, candidate.source)
             self.judged.append((problem.uri, candidate.producer))
             if result.error_name not in TRANSIENT:
                 break
         return result
+
+
+def _trimmed(message: str | None) -> str | None:
+    """The harness's reason, at most :data:`ERROR_CHARS` characters (None where empty)."""
+    if not message:
+        return None
+    return message if len(message) <= ERROR_CHARS else message[:ERROR_CHARS - 3] + "..."
