@@ -70,7 +70,8 @@ def test_without_a_gpu_it_says_so_in_one_line(tmp_path, capsys):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    code, out, err = run_main(capsys, PROBLEM, "--tree", tree_file(tmp_path, collect("LaunchStats")))
+    code, out, err = run_main(capsys, PROBLEM, "--tree",
+                              tree_file(tmp_path, collect("LaunchStats")))
     assert code == 2 and out == ""
     line = one_line(err)
     assert "optimize needs a CUDA GPU and Nsight Compute (ncu)" in line
@@ -83,7 +84,8 @@ def test_without_ncu_it_says_so_in_one_line(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setenv("NCU", str(tmp_path / "no-ncu-here"))
-    code, out, err = run_main(capsys, PROBLEM, "--tree", tree_file(tmp_path, collect("LaunchStats")))
+    code, out, err = run_main(capsys, PROBLEM, "--tree",
+                              tree_file(tmp_path, collect("LaunchStats")))
     assert code == 2 and out == ""
     line = one_line(err)
     assert "optimize needs a CUDA GPU and Nsight Compute (ncu)" in line
@@ -121,7 +123,8 @@ def test_a_missing_tree_file_is_one_line_and_exit_2(tmp_path, capsys):
     ("problem://autoprofiler/v1/level1/nope", "no problem of the suite"),
 ])
 def test_a_missing_or_broken_problem_is_one_line_and_exit_2(tmp_path, capsys, problem, message):
-    code, out, err = run_main(capsys, problem, "--tree", tree_file(tmp_path, collect("LaunchStats")))
+    code, out, err = run_main(capsys, problem, "--tree",
+                              tree_file(tmp_path, collect("LaunchStats")))
     assert code == 2 and out == ""
     assert message in one_line(err)
 
