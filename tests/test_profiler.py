@@ -219,6 +219,22 @@ def test_render_is_deterministic_and_shows_sections_and_findings():
     assert render_markdown(empty) == "No profile was collected for this program.\n"
 
 
+def test_a_chart_section_shows_its_own_metrics_where_ncu_prints_none():
+    """The roofline's section is a chart: ncu prints no values for it, so a profile of it
+    alone rendered its header and nothing (3 passes for an empty section in an LLM's prompt):
+    its own metrics are shown by name, with their units, the launch's left to the table."""
+    profiles, _ = profiles_from_run(_run("section-SpeedOfLight_RooflineChart"))
+    p = next(q for q in profiles if "matmul_4096" in q.problem_uri)
+    text = render_markdown(p)
+    body = text[text.index("## GPU Speed Of Light Roofline Chart"):].splitlines()[1]
+    assert body.startswith("- kernel 1: sm__sass_thread_inst_executed_op_ffma_pred_on.sum."
+                           "peak_sustained 1.69e+04 inst/cycle; ")
+    assert "dram__bytes.sum.per_second" in body and "launch__" not in body
+    speed = render_markdown(next(q for q in profiles_from_run(_run("suite-SpeedOfLight"))[0]
+                                 if "matmul_4096" in q.problem_uri))
+    assert "sm__" not in speed  # a section ncu prints values for: those alone, as before
+
+
 def test_each_finding_names_its_kernel_and_one_outside_the_table_its_share():
     """A rule fires per kernel: the rendering says which (the suite's tiny MLP, 32 kernels of
     about 6% each: its CPIStall finding stands for an elementwise kernel outside the three

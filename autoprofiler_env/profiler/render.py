@@ -56,6 +56,16 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
                 cells = "; ".join(f"{m.label} {m.value}{' ' + m.unit if m.unit else ''}"
                                   for m in shown)
                 lines.append(f"- kernel {i}: {cells}")
+            elif section is not None:  # a chart's section (a roofline): ncu prints no
+                # values, so its own metrics, by their names (not the launch's, in the table)
+                own = [(name, kernel.metrics[name]) for name in section.metrics
+                       if name in kernel.metrics and not name.startswith("launch__")]
+                if own:
+                    units = profile.units
+                    cells = "; ".join(f"{name} {_number(value)}"
+                                      f"{' ' + units[name] if name in units else ''}"
+                                      for name, value in own)
+                    lines.append(f"- kernel {i}: {cells}")
         ours = [(f, w) for f, w in findings if f.section == section_id and f.kind != "INF"]
         for finding, weighted in ours[:max_findings]:
             kernel, share = owner[id(finding)]
@@ -66,3 +76,8 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
                         if finding.speedup_pct is not None else f"on {where}")
             lines.append(f"- **{finding.kind} {finding.rule}** ({estimate}): {finding.message}")
     return "\n".join(lines) + "\n"
+
+
+def _number(value) -> str:
+    """A metric's value as the profile shows it: a number in four significant digits."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
