@@ -556,12 +556,23 @@ def format_plan(plan: Plan) -> str:
                                "GPU):" if measured else ", nothing reads a measured metric:"))
     lines += [f"    {line}" for line in
               export_text(plan.below, start=plan.first + 1).splitlines()]
-    lines.append(f"{len(plan.paths)} path{'s' if len(plan.paths) > 1 else ''}, at {budget}:")
-    for path in plan.paths:
+    ways: dict[tuple[str, ...], list[PlannedPath]] = {}  # paths that collect the same
+    for path in plan.paths:  # sections, grouped: one profile, reached either way
+        ways.setdefault(path.sections, []).append(path)
+    lines.append(f"{len(plan.paths)} path{'s' if len(plan.paths) > 1 else ''}"
+                 + (f" to {len(ways)} profile{'s' if len(ways) > 1 else ''}"
+                    if len(ways) < len(plan.paths) else "")
+                 + f", at {budget}:")
+    for sections, paths in ways.items():
+        path = paths[0]
         costs = " + ".join(f"{c:g}" for c in path.costs)
-        lines.append(f"    {' + '.join(path.sections)}: "
-                     f"{costs + ' = ' if len(path.costs) > 1 else ''}{path.cost:g} of {total}")
-        lines += [f"        {line}" for line in path.explanation]
+        lines.append(f"    {' + '.join(sections)}: "
+                     f"{costs + ' = ' if len(path.costs) > 1 else ''}{path.cost:g} of {total}"
+                     + (f", either of {len(paths)} ways:" if len(paths) > 1 else ""))
+        for k, way in enumerate(paths):
+            if k:
+                lines.append("      or")
+            lines += [f"        {line}" for line in way.explanation]
     first = plan.paths[0].sections[0]
     if all(path.sections == (first,) for path in plan.paths):
         lines.append(f"the walk collects nothing after {first}"

@@ -431,7 +431,11 @@ def test_plan_decides_what_it_can_and_leaves_the_rest_to_the_measured_values(tmp
     assert lines[:3] == ["[0] collect LaunchStats: the action",
                          "below it (a branch on a section's metric reads what ncu measures on "
                          "a GPU):", f"    [1] if {metric} >= 2"]
-    assert "4 paths, at 0.3 of the full set = 11.4 passes:" in lines
+    # paths that collect the same sections are one profile, reached either way
+    assert "4 paths to 2 profiles, at 0.3 of the full set = 11.4 passes:" in lines
+    at = lines.index("    LaunchStats + Occupancy: 1 + 1 = 2 of 11.4 passes, either of 3 ways:")
+    assert lines[at + 1:at + 4] == [f"        [1] if {metric} >= 2: measured, yes",
+                                    f"        [2] if {metric} >= 8: measured, yes", "      or"]
     assert "    LaunchStats + SpeedOfLight: 1 + 10 = 11 of 11.4 passes" in lines
 
 
