@@ -1,5 +1,7 @@
+import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,24 @@ def sb3_logs_in_pytests_folder(tmp_path_factory):
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
+
+
+@contextlib.contextmanager
+def users_module(tmp_path: Path, monkeypatch, name: str, source: str):
+    """``tmp_path`` as the current directory holding ``name``.py (``source``), not on the
+    import path (as for the ``autoprofiler`` console script): what a ``py:MODULE:ATTR`` spec
+    of a user's imports; its modules are forgotten afterwards."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path
+                                      if p not in ("", ".", str(tmp_path))])
+    sys.modules.pop(name, None)
+    try:
+        yield tmp_path
+    finally:
+        for loaded, module in list(sys.modules.items()):
+            if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+                sys.modules.pop(loaded)
 
 
 def candidate(name: str) -> str:

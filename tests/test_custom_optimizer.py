@@ -16,7 +16,7 @@ from autoprofiler_env.optimizers.custom import load_optimizer
 from autoprofiler_env.problems import load_problem
 from experiments import optimize as command
 from experiments.cli import main
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, users_module
 
 PROBLEM = str(DATA / "problems" / "relu_small.py")
 
@@ -94,17 +94,9 @@ class Recording:
 
 @pytest.fixture()
 def here(tmp_path, monkeypatch):
-    """``tmp_path`` as the current directory holding ``mine.py``, not on the import path (as
-    for the ``autoprofiler`` console script); its modules are forgotten afterwards."""
-    (tmp_path / "mine.py").write_text(MINE)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [p for p in sys.path
-                                      if p not in ("", ".", str(tmp_path))])
-    sys.modules.pop("mine", None)
-    yield tmp_path
-    for name, module in list(sys.modules.items()):
-        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
-            sys.modules.pop(name)
+    """``tmp_path`` as the current directory holding ``mine.py`` (``users_module``)."""
+    with users_module(tmp_path, monkeypatch, "mine", MINE) as folder:
+        yield folder
 
 
 def live(optimizer):

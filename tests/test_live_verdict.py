@@ -4,7 +4,6 @@ once while a crash is judged again, and the harness's reason for an incorrect ca
 the last step's ``info["error"]`` and the command's verdict."""
 
 import json
-import sys
 import time
 
 import gymnasium as gym
@@ -15,7 +14,7 @@ from autoprofiler_env.envs.backends.live import ERROR_CHARS, TRANSIENT
 from autoprofiler_env.harness import ErrorKind, EvalResult
 from experiments import optimize as command
 from experiments.cli import main
-from tests.conftest import DATA
+from tests.conftest import DATA, users_module
 
 PROBLEM = str(DATA / "problems" / "relu_small.py")
 
@@ -54,17 +53,9 @@ class Raises:
 
 @pytest.fixture()
 def here(tmp_path, monkeypatch):
-    """``tmp_path`` as the current directory holding ``writers.py``, not on the import path;
-    its modules are forgotten afterwards."""
-    (tmp_path / "writers.py").write_text(WRITERS)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [p for p in sys.path
-                                      if p not in ("", ".", str(tmp_path))])
-    sys.modules.pop("writers", None)
-    yield tmp_path
-    for name, module in list(sys.modules.items()):
-        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
-            sys.modules.pop(name)
+    """``tmp_path`` as the current directory holding ``writers.py`` (``users_module``)."""
+    with users_module(tmp_path, monkeypatch, "writers", WRITERS) as folder:
+        yield folder
 
 
 def live(optimizer, **kwargs):
