@@ -70,7 +70,7 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
     except Exception as e:  # its own failure at import (a SyntaxError, a missing setting)
         message = e.msg if isinstance(e, SyntaxError) else e  # its str repeats the line
         raise error(f"{flag} {spec}: importing {module_name} failed: {type(e).__name__}: "
-                    f"{message} ({_raised_at(e)})") from e
+                    f"{message} ({raised_at(e)})") from e
     found = module
     for part in attribute.split("."):
         if not hasattr(found, part):
@@ -95,12 +95,14 @@ def _where(module_name: str) -> str:
             "or add that folder to PYTHONPATH")
 
 
-def _raised_at(e: BaseException) -> str:
+def raised_at(e: BaseException) -> str:
     """``file:line`` where ``e`` was raised (a SyntaxError: the line it points at)."""
     if isinstance(e, SyntaxError) and e.filename:
         return f"{os.path.basename(e.filename)}:{e.lineno}"
     frames = traceback.extract_tb(e.__traceback__)
-    stdlib = sysconfig.get_paths()["stdlib"]
-    # the deepest frame of a file of one's own (not importlib's, not the standard library's)
-    own = [f for f in frames if not f.filename.startswith(("<", stdlib))] or frames
+    paths = sysconfig.get_paths()
+    others = ("<", paths["stdlib"], paths["purelib"], paths["platlib"])
+    # the deepest frame of a file of one's own (not importlib's, not the standard library's,
+    # not an installed package's: json's decoder, a client library)
+    own = [f for f in frames if not f.filename.startswith(others)] or frames
     return f"{os.path.basename(own[-1].filename)}:{own[-1].lineno}" if own else "?"

@@ -56,6 +56,13 @@ class Broken:
         raise RuntimeError("my bug")
 
 
+class BrokenInALibrary:
+    def optimize(self, problem, profile):
+        import json
+
+        return json.loads("{bad")  # raised in json's decoder: named at this line
+
+
 class ReturnsNone:
     def optimize(self, problem, profile):
         return None
@@ -199,7 +206,8 @@ def test_the_replay_refuses_it_saying_to_run_it_live(here):
     ("py:nowhere_module:X", r"^optimizer py:nowhere_module:X: no module 'nowhere_module' is "
                             r"importable from the current directory \(.*\) or PYTHONPATH"),
     ("py:mine:Nope", r"^optimizer py:mine:Nope: mine \(.*mine.py\) has no attribute 'Nope'; "
-                     r"its classes and functions: AsCandidate, Broken, NeedsArguments, "
+                     r"its classes and functions: AsCandidate, Broken, BrokenInALibrary, "
+                     r"NeedsArguments, "
                      r"NoOptimize, Recording, ReturnsBytes, ReturnsNone, Same, make, "
                      r"same"),
     ("py:mine:NoOptimize", r"NoOptimize\(\) returned NoOptimize .*which has no optimize "
@@ -231,6 +239,11 @@ def test_optimize_raising_is_the_episodes_incorrect_candidate(here):
     assert info["reason"].startswith("py:mine:Broken: optimize raised RuntimeError: my bug "
                                      "(mine.py:")
     assert env.unwrapped.backend.judged == []
+    info = stop(live("py:mine:BrokenInALibrary"))
+    line = MINE.splitlines().index('        return json.loads("{bad")  # raised in json\'s '
+                                   'decoder: named at this line') + 1
+    assert info["reason"].endswith(f"(mine.py:{line})")  # the user's line, not decoder.py's
+    assert info["error"].startswith("JSONDecodeError: ")
 
 
 @pytest.mark.parametrize("spec, returned", [("py:mine:ReturnsNone", "NoneType None"),

@@ -3,6 +3,7 @@ H200 (docs/data/profile_study_h200), rendering, and every failure the runner mus
 
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from autoprofiler_env.profiler import (
     render_markdown,
 )
 from autoprofiler_env.profiler.parse import parse_passes, parse_raw
+from autoprofiler_env.profiler.render import CHART_METRICS
 from autoprofiler_env.profiler.runner import (
     check_log,
     find_ncu,
@@ -233,6 +235,20 @@ def test_a_chart_section_shows_its_own_metrics_where_ncu_prints_none():
     speed = render_markdown(next(q for q in profiles_from_run(_run("suite-SpeedOfLight"))[0]
                                  if "matmul_4096" in q.problem_uri))
     assert "sm__" not in speed  # a section ncu prints values for: those alone, as before
+    # the hierarchical tensor roofline's 268 metrics: the non-zero ones, at most 24, said so
+    tensor, _ = profiles_from_run(_run("section-SpeedOfLight_HierarchicalTensorRooflineChart"))
+    line = next(x for x in render_markdown(tensor[0]).splitlines() if x.startswith("- kernel 1"))
+    assert line.count("; ") == CHART_METRICS - 1 and " 0 " not in line
+    assert re.search(r" \(and \d+ more of its metrics, zero or past the first 24\)$", line)
+    # the memory tables (30 passes) rendered a bare header too
+    tables, _ = profiles_from_run(_run("section-MemoryWorkloadAnalysis_Tables"))
+    text = render_markdown(next(q for q in tables if "matmul_4096" in q.problem_uri))
+    assert text[text.index("## Memory Workload Analysis Tables"):].splitlines()[1].startswith(
+        "- kernel 1: ")
+    # a section that is not a chart: what ncu printed, never its metrics by name
+    sampled, _ = profiles_from_run(_run("section-PmSampling"))
+    assert all("profiler__" not in render_markdown(q) for q in sampled)
+    assert "- kernel 1: Maximum Buffer Size" in render_markdown(sampled[0])
 
 
 def test_each_finding_names_its_kernel_and_one_outside_the_table_its_share():

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import inspect
 import traceback
-from pathlib import Path
 
 from autoprofiler_env.errors import OptimizerSpecError
 from autoprofiler_env.optimizers.candidate import Candidate
-from autoprofiler_env.pyspec import PREFIX, imported, normalized
+from autoprofiler_env.pyspec import PREFIX, imported, normalized, raised_at
 
 CONTRACT = ("an object with optimize(problem, profile) returning the ModelNew source (a str) "
             "or a Candidate (autoprofiler_env/optimizers/candidate.py)")
@@ -82,9 +81,10 @@ class CustomOptimizer:
     """Your optimizer (``wrapped``) behind the interface every optimizer of the environment
     has: ``optimize(problem, profile) -> Candidate``, a source string made a candidate named
     by ``spec``, and an exception of ``wrapped.optimize`` a candidate with ``error`` set
-    (``"optimizer_raised: <exception>"``), and anything else it returns (None, bytes, ...)
-    one too (``"optimizer_returned: <type>"``), so that the episode ends incorrect, as an
-    LLM's failed request does, rather than the run."""
+    (``"optimizer_raised: <exception>"``; the reason names the line of your own file it was
+    raised at, not a library's), and anything else it returns (None, bytes, ...) one too
+    (``"optimizer_returned: optimize returned <type>, ..."``), so that the episode ends
+    incorrect, as an LLM's failed request does, rather than the run."""
 
     def __init__(self, spec: str, wrapped) -> None:
         self.spec = spec
@@ -96,11 +96,9 @@ class CustomOptimizer:
         try:
             made = self.wrapped.optimize(problem, profile)
         except Exception as e:  # its own failure: the episode's, not the run's
-            where = traceback.extract_tb(e.__traceback__)[-1]
             what = f"{type(e).__name__}: {e}"
             return Candidate(problem.uri, "", self.spec,
-                             reason=f"{self.spec}: optimize raised {what} "
-                                    f"({Path(where.filename).name}:{where.lineno})",
+                             reason=f"{self.spec}: optimize raised {what} ({raised_at(e)})",
                              evidence={"traceback": traceback.format_exc()},
                              error=f"{RAISED}: {what}")
         if isinstance(made, str):
@@ -113,4 +111,5 @@ class CustomOptimizer:
                          reason=f"{self.spec}: optimize returned {what} {made!r:.60}, not the "
                                 "ModelNew source (a str) or a Candidate "
                                 "(autoprofiler_env/optimizers/candidate.py)",
-                         error=f"{RETURNED}: {what}")
+                         error=f"{RETURNED}: optimize returned {what}, not the ModelNew "
+                               "source (a str) or a Candidate")

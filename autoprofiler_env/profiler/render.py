@@ -13,6 +13,12 @@ from autoprofiler_env.profiler.catalogue import Catalogue, load_catalogue
 from autoprofiler_env.profiler.records import Profile
 
 
+CHART_METRICS = 24
+"""At most this many of a chart's or tables' section's own metrics a kernel (the roofline has
+17, the memory tables 17, the hierarchical tensor roofline 268): past it, the non-zero ones up
+to it."""
+
+
 def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 4,
                     catalogue: Catalogue | None = None) -> str:
     """Renders ``profile``; an empty profile (no sections) renders to a one-line note."""
@@ -56,16 +62,25 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
                 cells = "; ".join(f"{m.label} {m.value}{' ' + m.unit if m.unit else ''}"
                                   for m in shown)
                 lines.append(f"- kernel {i}: {cells}")
-            elif section is not None:  # a chart's section (a roofline): ncu prints no
-                # values, so its own metrics, by their names (not the launch's, in the table)
+            elif section is not None and section_id.endswith(("Chart", "Tables")):  # a
+                # chart or tables (a roofline, the memory chart and tables): ncu prints no
+                # values for them, so their own metrics, by name (not the launch's, in the table)
                 own = [(name, kernel.metrics[name]) for name in section.metrics
                        if name in kernel.metrics and not name.startswith("launch__")]
+                if len(own) > CHART_METRICS:  # the hierarchical rooflines' hundreds: the
+                    # non-zero ones, as many as a prompt can take
+                    left = [(n, v) for n, v in own if v != 0]
+                    own, more = left[:CHART_METRICS], len(own) - len(left[:CHART_METRICS])
+                else:
+                    more = 0
                 if own:
                     units = profile.units
                     cells = "; ".join(f"{name} {_number(value)}"
                                       f"{' ' + units[name] if name in units else ''}"
                                       for name, value in own)
-                    lines.append(f"- kernel {i}: {cells}")
+                    lines.append(f"- kernel {i}: {cells}"
+                                 + (f" (and {more} more of its metrics, zero or past the "
+                                    f"first {CHART_METRICS})" if more else ""))
         ours = [(f, w) for f, w in findings if f.section == section_id and f.kind != "INF"]
         for finding, weighted in ours[:max_findings]:
             kernel, share = owner[id(finding)]
