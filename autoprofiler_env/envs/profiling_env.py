@@ -234,10 +234,11 @@ class ProfilingEnv(gym.Env):
     (``"ncu"``, default: ncu profiles each collected section; ``"recorded"``: the dataset's
     recorded profiles, only the judging live), ``harness`` (HarnessConfig settings, e.g.
     ``{"size": "smoke"}``), ``timeout_s`` (the seconds the judge allows one candidate: its
-    import, build, correctness runs and timing; default 600, the recording's limit; a
-    candidate that outlasts it is incorrect, ``error_kind`` ``timeout``, judged once, while a
-    crash, an unexplained timing or the judge out of memory is judged a second time, lest a
-    machine's hiccup be kept as the code's verdict; ``autoprofiler optimize --timeout``) and
+    import, build, correctness runs and timing; default 600, the suite recording's limit;
+    KernelBench's recording allowed 180; a candidate that outlasts it is incorrect,
+    ``error_kind`` ``timeout``, judged once, while a crash, an unexplained timing or the judge
+    out of memory is judged a second time, lest a machine's hiccup be kept as the code's
+    verdict; ``autoprofiler optimize --timeout``) and
     ``import_timeout_s`` (the seconds a problem file outside the suite may take to import, in
     a worker process, when ``reset`` computes its static features: default 5, as
     ``autoprofiler problems --import-timeout``; a slower or hanging import is a

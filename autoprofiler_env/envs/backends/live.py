@@ -36,8 +36,11 @@ TRANSIENT = ("crash", "timing_mismatch", "out_of_memory")
 loop, a compile longer than the limit), and judging it again would double the wait."""
 TIMEOUT_S = 600.0
 """The seconds the live backend's judge allows one candidate by default (``timeout_s``): the
-recording's limit (``autoprofiler record --candidate-timeout``), so that a slow compile the
-dataset judged is judged live too."""
+suite recording's limit (``autoprofiler record --candidate-timeout``, 600 s:
+:data:`autoprofiler_env.dataset.record.candidates.CANDIDATE_TIMEOUT_S`), so that a slow
+compile the dataset judged is judged live too. KernelBench's recording allowed 180 s
+(:data:`autoprofiler_env.dataset.record.kernelbench.CANDIDATE_TIMEOUT_S`): ``timeout_s=180``
+judges as it did."""
 ERROR_CHARS = 1000
 """At most this many characters of the harness's reason are kept in an episode's ``error``."""
 EVIDENCE = ("ncu", "recorded")
