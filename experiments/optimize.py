@@ -395,7 +395,7 @@ def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
     costs neither): the optimizer (its default given), the tree's path and the tree."""
     from agents.tree.nodes import load
     from autoprofiler_env.envs.backends.base import llm_model
-    from autoprofiler_env.optimizers.custom import is_custom, load_optimizer
+    from autoprofiler_env.optimizers.custom import checked_spec, is_custom
 
     if not is_finite_number(budget) or budget <= 0:
         raise ValueError(f"the budget must be a number > 0 (a fraction of the full set's cost), "
@@ -410,8 +410,8 @@ def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
                          f"{budget_unit!r}")
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
     llm_model(optimizer)  # a ValueError naming the accepted optimizers
-    if is_custom(optimizer):  # a typo in its spec named first, on any machine
-        optimizer = load_optimizer(optimizer).spec
+    if is_custom(optimizer):  # a typo in its spec named first, on any machine (the
+        optimizer = checked_spec(optimizer)  # optimizer itself built once, by the live env)
     # the cheap checks first, so that a typo costs no GPU and no ncu run
     tree_path = Path(tree) if tree is not None else shipped_tree(optimizer)
     loaded = load(tree_path)

@@ -56,6 +56,19 @@ class Broken:
         raise RuntimeError("my bug")
 
 
+built = []
+
+
+class Counted:
+    """Counts its instances (a constructor that loads a model is built once a command)."""
+
+    def __init__(self):
+        built.append(self)
+
+    def optimize(self, problem, profile):
+        return same(problem)
+
+
 class BrokenInALibrary:
     def optimize(self, problem, profile):
         import json
@@ -207,7 +220,7 @@ def test_the_replay_refuses_it_saying_to_run_it_live(here):
                             r"importable from the current directory \(.*\) or PYTHONPATH"),
     ("py:mine:Nope", r"^optimizer py:mine:Nope: mine \(.*mine.py\) has no attribute 'Nope'; "
                      r"its classes and functions: AsCandidate, Broken, BrokenInALibrary, "
-                     r"NeedsArguments, "
+                     r"Counted, NeedsArguments, "
                      r"NoOptimize, Recording, ReturnsBytes, ReturnsNone, Same, make, "
                      r"same"),
     ("py:mine:NoOptimize", r"NoOptimize\(\) returned NoOptimize .*which has no optimize "
@@ -311,10 +324,26 @@ def test_a_file_path_as_module_is_told_in_dots(here, spec, dotted):
         load_optimizer(spec)
 
 
-def test_whitespace_around_the_spec_and_its_parts_is_left_out(here):
+def test_whitespace_around_the_spec_and_its_parts_is_left_out(here, capsys):
     assert load_optimizer(" py: mine : Same ").spec == "py:mine:Same"
     candidate = load_optimizer("py: mine:Same").optimize(load_problem(PROBLEM), None)
     assert candidate.producer == "py:mine:Same" and candidate.error is None
+    env = live(" py: mine : Same")  # the environment's and the command's entry points too
+    assert env.unwrapped.optimizer == "py:mine:Same" and stop(env)["candidate"] == "py:mine:Same"
+    env.close()
+    tree = str(ROOT / "agents" / "tree" / "data" / "reference.json")
+    assert main(["optimize", PROBLEM, "--optimizer", " py:mine:Same", "--tree", tree,
+                 "--plan", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["optimizer"] == "py:mine:Same"
+
+
+def test_a_command_builds_your_optimizer_once(here, capsys):
+    """Its spec is checked before the tree and the machine without building it (a
+    constructor may load a model); the live environment builds it, once."""
+    tree = str(ROOT / "agents" / "tree" / "data" / "reference.json")
+    assert main(["optimize", PROBLEM, "--optimizer", "py:mine:Counted", "--tree", tree,
+                 "--plan"]) == 0
+    assert len(sys.modules["mine"].built) == 1
 
 
 def test_a_spec_typo_is_named_before_the_tree_and_the_machine(here, capsys):

@@ -37,7 +37,7 @@ RETURNED = "optimizer_returned"
 
 def is_custom(optimizer: str) -> bool:
     """Whether ``optimizer`` names an optimizer of your own (``py:...``)."""
-    return optimizer.startswith(PREFIX)
+    return optimizer.strip().startswith(PREFIX)
 
 
 def load_optimizer(spec: str) -> CustomOptimizer:
@@ -48,14 +48,50 @@ def load_optimizer(spec: str) -> CustomOptimizer:
             function that cannot be called with no arguments, or what it is (or returns)
             has no ``optimize`` method.
     """
+    spec, found, name = _found(spec)
+    optimizer = found() if _made(found) else found  # an error of its own body is its own
+    if not callable(getattr(optimizer, "optimize", None)):
+        made_by = f"{name}() returned " if optimizer is not found else ""
+        raise OptimizerSpecError(f"optimizer {spec}: {made_by}{type(optimizer).__name__} "
+                                 f"{optimizer!r:.60}, which has no optimize method: an "
+                                 f"optimizer is {CONTRACT}")
+    return CustomOptimizer(spec, optimizer)
+
+
+def checked_spec(spec: str) -> str:
+    """``spec`` normalized, once :func:`load_optimizer`'s checks that need no instance pass
+    (the module imports, ATTR is there, can be called with no arguments, and a class of it has
+    ``optimize``): what a command checks before anything costly, without building the
+    optimizer (its constructor may load a model or open a client).
+
+    Raises:
+        OptimizerSpecError: as :func:`load_optimizer`, but for what only an instance tells.
+    """
+    spec, found, name = _found(spec)
+    if isinstance(found, type) and not callable(getattr(found, "optimize", None)):
+        raise OptimizerSpecError(f"optimizer {spec}: the class {name} has no optimize method: "
+                                 f"an optimizer is {CONTRACT}")
+    if not _made(found) and not callable(getattr(found, "optimize", None)):
+        raise OptimizerSpecError(f"optimizer {spec}: {type(found).__name__} {found!r:.60}, "
+                                 f"which has no optimize method: an optimizer is {CONTRACT}")
+    return spec
+
+
+def _made(found) -> bool:
+    """Whether ATTR makes the optimizer (a class, or a function without ``optimize``)."""
+    return isinstance(found, type) or (callable(found) and not hasattr(found, "optimize"))
+
+
+def _found(spec: str) -> tuple[str, object, str]:
+    """(the spec normalized, the object it names, that object's name), ATTR checked to be
+    callable with no arguments where it makes the optimizer."""
     spec = normalized(spec)
     found = imported(spec, OptimizerSpecError, "optimizer",
                      f"a class or function in it called with no arguments that returns {CONTRACT}"
                      ", or such an object (e.g. py:my_optimizer:MyOptimizer for "
                      "my_optimizer.py here)")
-    optimizer = found
-    if isinstance(found, type) or (callable(found) and not hasattr(found, "optimize")):
-        name = getattr(found, "__qualname__", None) or type(found).__name__
+    name = getattr(found, "__qualname__", None) or type(found).__name__
+    if _made(found):
         try:
             signature = inspect.signature(found)
         except (TypeError, ValueError):  # no signature to read (some built-ins): just called
@@ -68,13 +104,7 @@ def load_optimizer(spec: str) -> CustomOptimizer:
                     f"optimizer {spec}: {name}{signature} cannot be called with no arguments "
                     f"({e}): give a class whose __init__ takes none, or a function that "
                     f"takes none, returning {CONTRACT}; or such an object itself") from None
-        optimizer = found()  # an error of its own body is its own: left as it is
-    if not callable(getattr(optimizer, "optimize", None)):
-        made_by = f"{name}() returned " if optimizer is not found else ""
-        raise OptimizerSpecError(f"optimizer {spec}: {made_by}{type(optimizer).__name__} "
-                                 f"{optimizer!r:.60}, which has no optimize method: an "
-                                 f"optimizer is {CONTRACT}")
-    return CustomOptimizer(spec, optimizer)
+    return spec, found, name
 
 
 class CustomOptimizer:

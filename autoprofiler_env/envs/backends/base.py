@@ -91,7 +91,7 @@ your own (``py:MODULE:ATTR``: :mod:`autoprofiler_env.optimizers.custom`)."""
 def llm_model(optimizer: str) -> str | None:
     """The model of ``"llm:<model>"``; None for a reference optimizer or one of your own
     (``py:``); ValueError otherwise."""
-    if optimizer in ("reference", "reference-v1") or optimizer.startswith("py:"):
+    if optimizer in ("reference", "reference-v1") or optimizer.strip().startswith("py:"):
         return None
     if optimizer.startswith("llm:") and len(optimizer) > 4:
         return optimizer[4:]

@@ -19,6 +19,7 @@ from autoprofiler_env.optimizers import (
     reference_optimizer,
 )
 from autoprofiler_env.optimizers.custom import is_custom, load_optimizer
+from autoprofiler_env.pyspec import normalized
 from autoprofiler_env.problems.isolated import (
     DEFAULT_IMPORT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -169,6 +170,8 @@ class LiveBackend:
         if optimizer is None:
             optimizer = (self.dataset.default_optimizer() if self.dataset is not None
                          else DEFAULT_OPTIMIZER)
+        elif is_custom(optimizer):  # named as its candidates are (" py: m:C" is py:m:C)
+            optimizer = normalized(optimizer)
         self.optimizer_name = optimizer
         self._problems = {p.uri: p for p in loaded}
         # a user names a problem by a suite URI, a suite name or a file path; the episode
