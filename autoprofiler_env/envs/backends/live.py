@@ -19,7 +19,6 @@ from autoprofiler_env.optimizers import (
     reference_optimizer,
 )
 from autoprofiler_env.optimizers.custom import is_custom, load_optimizer
-from autoprofiler_env.pyspec import normalized
 from autoprofiler_env.problems.isolated import (
     DEFAULT_IMPORT_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
@@ -30,6 +29,7 @@ from autoprofiler_env.profiler import MAX_KERNELS, MAX_OPS, profile_problems
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile
+from autoprofiler_env.pyspec import normalized
 
 TRANSIENT = ("crash", "timing_mismatch", "out_of_memory")
 """Verdicts that a second judgement may not repeat: the live backend judges once more. Not a
