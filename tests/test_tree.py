@@ -895,3 +895,16 @@ def test_the_search_proposer_proposes_the_same_in_another_process():
             for seed in ("0", "1")]
     assert all(o.returncode == 0 for o in outs), outs[0].stderr[-2000:]
     assert outs[0].stdout == outs[1].stdout
+
+
+def test_a_counts_threshold_and_value_are_whole_numbers_in_plain_terms():
+    """log_n_conv_transpose >= 0.15 is n_conv_transpose >= 1 (not 0.413): a threshold rounded
+    up, a value (float32 in the observation) to the nearest; other features as they are."""
+    from agents.tree.render import plain
+
+    assert plain("feature", "log_n_conv_transpose", 0.15, threshold=True) == 1
+    assert plain("feature", "log_n_matmul", 0.39, threshold=True) == 2
+    assert plain("feature", "log_n_ops", float(np.float32(np.log10(1 + 30000)))) == 30000
+    assert plain("feature", "log_max_input_rank", float(np.log10(1 + 4)), threshold=True) == 4
+    assert abs(plain("feature", "log_input_bytes", 7.405) - 2.54e7) < 1e5
+    assert plain("metric", "log_n_ops", 1.0) is None

@@ -279,7 +279,7 @@ class TreePolicy:
         plain numbers; unknown where its section is not collected) and the side it takes, or,
         where ``measured`` is given, that the value is measured and the side (True: yes)."""
         c = self._nodes[number].condition
-        at_least = plain(c.kind, c.name, c.at_least)
+        at_least = plain(c.kind, c.name, c.at_least, threshold=True)
         shown = c.describe() + (f" ({c.name[4:]} >= {at_least:.3g})"
                                 if at_least is not None else "")
         if measured is not None:

@@ -12,6 +12,7 @@ numbers edits use) and :func:`plot` (a PNG).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from agents.tree.nodes import Branch, Collect, Node, Stop, Tree
@@ -48,13 +49,22 @@ def export_text(tree: Tree | Node, counts: dict[int, int] | None = None,
     return "\n".join(lines)
 
 
-def plain(kind: str, name: str, value: float) -> float | None:
+COUNTS = ("log_n_", "log_max_input_rank")
+"""The features that count (operators, inputs, dimensions): whole numbers in plain terms."""
+
+
+def plain(kind: str, name: str, value: float, threshold: bool = False) -> float | None:
     """A ``log_`` feature's value or threshold in plain numbers (the observation's log10(1 +
     x), autoprofiler_env/features.py, undone: ``log_input_bytes >= 7.405`` is
-    ``input_bytes >= 2.54e+07``); None for any other value."""
+    ``input_bytes >= 2.54e+07``); a count's a whole number (``log_n_conv_transpose >= 0.15``
+    is ``n_conv_transpose >= 1``: a ``threshold`` rounded up, a value to the nearest, the
+    observation being float32); None for any other value."""
     if kind != "feature" or not name.startswith("log_"):
         return None
-    return 10.0 ** value - 1.0
+    x = 10.0 ** value - 1.0
+    if name.startswith(COUNTS):
+        return float(math.ceil(x - 1e-3) if threshold else round(x))
+    return x
 
 
 def plot(tree: Tree | Node, path: str | Path, counts: dict[int, int] | None = None,
