@@ -320,12 +320,8 @@ def module_features(path: str | Path, module: ModuleType,
 def _wants_cuda(e: BaseException) -> bool:
     """Whether the error (or one it came from) is torch's for CUDA on a machine without it, or
     a tensor of the file's left on CUDA beside the trace's."""
-    e, seen = e.__cause__, 0  # the errors torch raised (a ProblemError's own names the path)
-    while e is not None and seen < 8:
-        if _CUDA_WORD.search(str(e)):
-            return True
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return False
+    # the errors torch raised, not the ProblemError's own message (which names the path)
+    return _says(e.__cause__, _CUDA_WORD)
 
 
 # "Torch not compiled with CUDA enabled", "No CUDA GPUs are available", "Found no NVIDIA
@@ -389,9 +385,14 @@ def _needs_data(e: BaseException) -> bool:
     """Whether an error raised on the meta device is the meta device's limit, not the problem's
     bug: ``.item()``, ``.tolist()``, ``.numpy()``, an operator without a meta kernel (nonzero,
     unique), a tensor of the file's own on another device. All of them name the meta device."""
+    return _says(e, _META_WORD)
+
+
+def _says(e: BaseException | None, words: re.Pattern) -> bool:
+    """Whether ``e`` or an error it came from (its first eight causes) says ``words``."""
     seen = 0
     while e is not None and seen < 8:
-        if _META_WORD.search(str(e)):
+        if words.search(str(e)):
             return True
         e, seen = e.__cause__ or e.__context__, seen + 1
     return False

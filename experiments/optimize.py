@@ -332,9 +332,7 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     from agents.tree.policy import TreePolicy
 
     optimizer, tree_path, loaded = _checked(tree, optimizer, budget, budget_unit,
-                                            import_timeout_s)
-    if timeout_s is not None and not (is_finite_number(timeout_s) and timeout_s > 0):
-        raise ValueError(f"the timeout must be a number of seconds > 0, got {timeout_s!r}")
+                                            import_timeout_s, timeout_s)
     if env is None:
         from autoprofiler_env.problems import load_problem
 
@@ -390,7 +388,7 @@ def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str 
         env.close()
 
 
-def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
+def _checked(tree, optimizer, budget, budget_unit, import_timeout_s, timeout_s=None):
     """:func:`optimize`'s cheap checks of its arguments, before any GPU or ncu run (a typo
     costs neither): the optimizer (its default given), the tree's path and the tree."""
     from agents.tree.nodes import load
@@ -400,10 +398,9 @@ def _checked(tree, optimizer, budget, budget_unit, import_timeout_s):
     if not is_finite_number(budget) or budget <= 0:
         raise ValueError(f"the budget must be a number > 0 (a fraction of the full set's cost), "
                          f"got {budget!r}")
-    if import_timeout_s is not None and not (is_finite_number(import_timeout_s)
-                                             and import_timeout_s > 0):
-        raise ValueError(f"the import timeout must be a number of seconds > 0, got "
-                         f"{import_timeout_s!r}")
+    for what, seconds in (("import timeout", import_timeout_s), ("timeout", timeout_s)):
+        if seconds is not None and not (is_finite_number(seconds) and seconds > 0):
+            raise ValueError(f"the {what} must be a number of seconds > 0, got {seconds!r}")
     if budget_unit not in BUDGET_UNITS:
         raise ValueError(f"the budget unit must be one of {', '.join(BUDGET_UNITS)} (the live "
                          f"backend cannot know a section's seconds before profiling it), got "
