@@ -125,6 +125,9 @@ class OptimizeResult:
     profile: dict | None = None
     """The same profile as data (:meth:`Profile.to_dict`: each kernel's metrics and the
     findings; ``Profile.from_dict`` reads it back); None where nothing was collected."""
+    candidate: str | None = None
+    """The file whose ``ModelNew`` was profiled in place of the problem's ``Model``
+    (``--candidate``); None: the problem's own."""
 
     @property
     def spent(self) -> float:
@@ -290,7 +293,7 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
              optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
              import_timeout_s: float | None = None, timeout_s: float | None = None,
-             env=None) -> OptimizeResult:
+             candidate: str | Path | None = None, env=None) -> OptimizeResult:
     """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
     exactly the profile collected and judges the candidate.
 
@@ -314,37 +317,57 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
             correctness runs and timing); one that outlasts it is incorrect, ``timeout``,
             judged once. None: the live environment's default, 600 s; anything but a number
             of seconds > 0 is a ValueError.
+        candidate: a file whose ``ModelNew`` (your kernel) ncu profiles in place of the
+            problem's ``Model``, on the problem's inputs, with ``profile_only``: the tree
+            walks on the problem's static features and budget and reads your kernel's
+            metrics (:meth:`~autoprofiler_env.envs.backends.LiveBackend.profile_candidate`).
         env: an environment to run in instead of the live one (built with its own problems,
             optimizer and budget, which then win over the arguments): a replay environment
             serves tests and dry runs on a CPU. Without it, the machine is checked first.
 
     Raises:
         ValueError: a budget that is not a number > 0, an unknown budget unit or optimizer,
-            an import timeout that is not a number of seconds > 0 (OptimizerSpecError: a
-            ``py:`` optimizer that cannot be loaded, checked before the tree and the machine).
+            an import timeout that is not a number of seconds > 0, a candidate without
+            ``profile_only`` (OptimizerSpecError: a ``py:`` optimizer that cannot be loaded,
+            checked before the tree and the machine).
         TreeFormatError: the tree file is missing, unreadable or not a valid tree.
         ProblemError: the problem file is missing or broken (ProblemTimeoutError: its
-            import outlasts ``import_timeout_s``).
+            import outlasts ``import_timeout_s``), or the candidate file is missing, not
+            Python or defines no ``ModelNew``.
         MachineError: no CUDA device or no ncu here.
         ProfilingError: ncu could not profile the program (no permission to read the
             counters, the program crashed under replay, ...).
     """
     from agents.tree.policy import TreePolicy
 
+    if candidate is not None and not profile_only:
+        raise ValueError("a candidate's profile is collected alone (profile_only=True, "
+                         "--profile-only): the optimizer rewrites the problem's Model, and "
+                         "this profile would be another program's")
     optimizer, tree_path, loaded = _checked(tree, optimizer, budget, budget_unit,
                                             import_timeout_s, timeout_s)
     if env is None:
         from autoprofiler_env.problems import load_problem
 
-        load_problem(problem)
+        loaded_problem = load_problem(problem)
+        if candidate is not None:  # checked before the machine: a typo costs no GPU
+            loaded_problem.with_candidate(candidate)
         check_machine(device)
         env = live_env(str(problem), optimizer, budget, budget_unit, device,
                        import_timeout_s=import_timeout_s, timeout_s=timeout_s)
         uri = env.unwrapped.problems[0]
     else:
         uri = str(problem)
+    if candidate is not None:
+        backend = env.unwrapped.backend
+        if not hasattr(backend, "profile_candidate"):
+            raise ValueError("a candidate is profiled with ncu, by the live environment "
+                             "(AutoProfilerLive-v0); the replay has only the problems' "
+                             "recorded profiles")
+        backend.profile_candidate(candidate)
     policy = TreePolicy(loaded, env)
-    return _episode(env, policy, uri, str(tree_path), optimizer, profile_only)
+    result = _episode(env, policy, uri, str(tree_path), optimizer, profile_only)
+    return result if candidate is None else replace(result, candidate=str(candidate))
 
 
 def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str | None = None,
@@ -498,7 +521,8 @@ def format_text(result: OptimizeResult) -> str:
     from agents.tree.policy import amount
 
     total = amount(result.budget_total, result.budget_unit)
-    head = (f"<!-- {result.problem}: tree {result.tree}, optimizer {result.optimizer}, "
+    mine = f" (profiled: {result.candidate}'s ModelNew)" if result.candidate else ""
+    head = (f"<!-- {result.problem}{mine}: tree {result.tree}, optimizer {result.optimizer}, "
             f"budget {result.budget:g} of the full set = {total}; "
             f"tree path {' -> '.join(map(str, result.path))} -->")
     lines = [head, "<!-- profile -->",

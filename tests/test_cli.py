@@ -280,7 +280,7 @@ def test_profile_checks_its_arguments_before_the_machine(capsys, args, message):
 @pytest.mark.parametrize("extra, candidate, message", [
     (["--problem", "relu_16384x16384"], "relu_correct.py",
      "--candidate profiles one problem's inputs: give one --problem, not 2"),
-    ([], "no_model_new.py", "defines no ModelNew (a KernelBench candidate's class)"),
+    ([], "no_model_new.py", "the candidate defines no ModelNew (a KernelBench candidate's class"),
     ([], "syntax_error.py", "syntax error at line"),
 ])
 def test_profile_checks_a_candidate_before_ncu_starts(capsys, extra, candidate, message):

@@ -17,6 +17,7 @@ from agents.tree.nodes import Branch, from_dict, load, vocabulary
 from agents.tree.policy import TreePolicy
 from agents.tree.reading import locate, threshold
 from autoprofiler_env.envs.profiling_env import COST_SLACK
+from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.evaluation import rollout
 from autoprofiler_env.profiler import render_markdown
 from experiments import optimize as command
@@ -258,6 +259,114 @@ def test_profile_only_collects_what_a_full_run_does_and_never_optimizes(tmp_path
         assert "nothing collected (0 of 9.5 passes)" in text
 
 
+MINE = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.adaptive_avg_pool2d(x, 1)
+'''
+
+
+def candidate_walk(tmp_path, monkeypatch):
+    """A tree that branches on a metric SpeedOfLight measures, run live on a CPU (ncu's seam
+    replaced by recorded profiles: the Model's are the pool's, the candidate's the matmul's,
+    whose memory throughput is above the branch's 57% where the pool's is below it)."""
+    import autoprofiler_env.envs.backends.live as live
+    from autoprofiler_env.dataset import Dataset
+
+    recorded = Dataset.load("suite")
+    calls = []
+
+    def fake_ncu(problems, sections, **kwargs):
+        [problem] = problems
+        calls.append(problem)
+        return [recorded.profile(MATMUL if problem.candidate else POOL, sections)], []
+
+    monkeypatch.setattr(live, "profile_problems", fake_ncu)
+    tree = tree_file(tmp_path, {"collect": "SpeedOfLight", "next": {
+        "if": {"metric": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+               "at_least": 57},
+        "then": collect("LaunchStats"), "else": collect("Occupancy")}})
+    mine = tmp_path / "mine.py"
+    mine.write_text(MINE)
+    return tree, mine, calls
+
+
+def test_a_candidate_is_profiled_in_place_of_the_model_on_the_problems_walk(tmp_path,
+                                                                             monkeypatch):
+    """optimize --candidate --profile-only: every ncu run is of the candidate's ModelNew on
+    the problem's inputs; the tree walks on the problem's static features and budget and
+    reads the candidate's metrics, so its path can differ from the Model's."""
+    tree, mine, calls = candidate_walk(tmp_path, monkeypatch)
+
+    def live(**kwargs):
+        return gym.make("AutoProfilerLive-v0", problems=[POOL], device="cpu",
+                        budget_unit="passes", budget=0.3)
+
+    model = command.optimize(POOL, tree, env=live(), profile_only=True)
+    assert model.sections == ("SpeedOfLight", "Occupancy") and model.candidate is None
+    assert all(p.candidate is None for p in calls)
+    calls.clear()
+    env = live()
+    result = command.optimize(POOL, tree, env=env, profile_only=True, candidate=mine)
+    assert result.sections == ("SpeedOfLight", "LaunchStats")  # the candidate's metric
+    assert [(p.uri, p.candidate) for p in calls] == [(POOL + "#ModelNew", mine)] * 2
+    assert result.problem == POOL and result.candidate == str(mine)
+    assert result.verdict is None and result.budget_total == model.budget_total
+    assert result.profile["kernels"][0]["name"].startswith("sm80_xmma_gemm")  # the matmul's
+    assert "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed >= 57: 59.3" in \
+        "\n".join(result.explanation)
+    text = command.format_text(result)
+    assert text.startswith(f"<!-- {POOL} (profiled: {mine}'s ModelNew): tree ")
+    assert json.loads(command.format_json(result))["candidate"] == str(mine)
+    # the episode's end would hand the optimizer another program's profile: refused
+    with pytest.raises(AutoProfilerError, match="collect a candidate's profile alone"):
+        env.unwrapped.backend.finish(POOL, result.sections)
+
+
+def test_a_candidate_is_checked_before_the_machine_and_needs_profile_only(tmp_path, capsys,
+                                                                          monkeypatch):
+    tree = tree_file(tmp_path, collect("LaunchStats"))
+    (tmp_path / "none.py").write_text("x = 1\n")
+    (tmp_path / "broken.py").write_text("class ModelNew(:\n")
+    for args, message in (
+            ([tmp_path / "none.py", "--profile-only"], "the candidate defines no ModelNew"),
+            ([tmp_path / "broken.py", "--profile-only"], "syntax error at line 1"),
+            ([tmp_path / "nope.py", "--profile-only"], "cannot read the candidate file"),
+            ([tmp_path / "none.py"], "--candidate profiles your kernel in place of the file's "
+                                     "Model: give --profile-only too"),
+            ([tmp_path / "none.py", "--plan"], "give --profile-only too")):
+        code, out, err = run_main(capsys, PROBLEM, "--tree", tree, "--candidate", *args)
+        assert code == 2 and out == ""
+        assert message in one_line(err), args
+    with pytest.raises(ValueError, match="the live environment"):  # the replay has no ncu
+        command.optimize(POOL, tree, env=replay_env(POOL), profile_only=True,
+                         candidate=tmp_path / "mine.py")
+
+
+def test_a_candidate_is_profiled_on_one_problem_with_ncu(tmp_path):
+    from autoprofiler_env.envs.backends import LiveBackend
+
+    mine = tmp_path / "mine.py"
+    mine.write_text(MINE)
+    with pytest.raises(ValueError, match="holds 2: give problems=\\[one\\]"):
+        LiveBackend([POOL, MATMUL], device="cpu").profile_candidate(mine)
+    with pytest.raises(ValueError, match="a candidate is profiled with ncu"):
+        LiveBackend([POOL], device="cpu", dataset="suite",
+                    evidence="recorded").profile_candidate(mine)
+
+
+@pytest.mark.parametrize("flag", ["--plan", "--profile-only"])
+def test_the_judges_timeout_is_refused_where_nothing_is_judged(tmp_path, capsys, flag):
+    tree = tree_file(tmp_path, collect("LaunchStats"))
+    code, out, err = run_main(capsys, PROBLEM, "--tree", tree, flag, "--timeout", "60")
+    assert code == 2 and out == ""
+    assert f"--timeout is the judge's limit on the candidate; {flag} judges nothing" in \
+        one_line(err)
+
+
 def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path, capsys,
                                                                         monkeypatch):
     """The CLI's wiring, with the live environment replaced by the replay one (the two seams
@@ -465,3 +574,19 @@ def test_plan_says_plainly_where_the_walk_ends_at_its_first_step(tmp_path, capsy
     assert code == 0 and out.splitlines()[4:7] == [
         "1 path, at 0.28 of the full set = 10.64 passes:", "    SpeedOfLight: 10 of 10.64 passes",
         "        [1] collect Occupancy: does not fit the budget left (1 pass, 0.64 left)"]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_candidates_own_kernels_are_profiled(tmp_path):
+    """ncu runs the candidate's ModelNew (three kernels) on the problem's inputs, not the
+    problem's Model (one)."""
+    mine = tmp_path / "mine.py"
+    mine.write_text("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                    "    def forward(self, x):\n        return torch.relu(x).mul(2.0).add(1.0)\n")
+    tree = tree_file(tmp_path, collect("LaunchStats"))
+    model = command.optimize(PROBLEM, tree, budget_unit="sections", profile_only=True)
+    result = command.optimize(PROBLEM, tree, budget_unit="sections", profile_only=True,
+                              candidate=mine)
+    assert model.sections == result.sections == ("LaunchStats",)
+    assert len(model.profile["kernels"]) == 1 and len(result.profile["kernels"]) == 3
+    assert result.candidate == str(mine) and result.costs[0].passes >= 1

@@ -57,7 +57,16 @@ class Problem:
 
     def with_candidate(self, path: str | Path) -> Problem:
         """This problem with ``path``'s ``ModelNew`` in place of its ``Model`` (what
-        ``autoprofiler profile --candidate`` profiles), named ``<uri>#ModelNew``."""
+        ``autoprofiler profile --candidate`` and ``optimize --candidate`` profile), named
+        ``<uri>#ModelNew``. The file is read here, not run (its import runs under ncu).
+
+        Raises:
+            ProblemError: the file is missing, is not Python source, or defines no
+                ``ModelNew`` (a KernelBench candidate's class).
+        """
+        if "ModelNew" not in defined_names(Path(path), "candidate"):
+            raise ProblemError(path, "the candidate defines no ModelNew (a KernelBench "
+                               "candidate's class: your kernel, run on the problem's inputs)")
         return replace(self, uri=f"{self.uri}#ModelNew", candidate=Path(path))
 
     @property

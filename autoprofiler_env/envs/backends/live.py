@@ -10,7 +10,7 @@ import numpy as np
 
 from autoprofiler_env.envs.backends.base import EpisodeOutcome, llm_model, warn_ill_posed
 from autoprofiler_env.envs.observation import SectionView, key_metrics, section_view
-from autoprofiler_env.errors import MachineError, ProfilingError
+from autoprofiler_env.errors import AutoProfilerError, MachineError, ProfilingError
 from autoprofiler_env.features import static_features
 from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.optimizers import (
@@ -212,6 +212,9 @@ class LiveBackend:
         """(problem, section) of each ncu run this backend made, in order."""
         self.judged: list[tuple[str, str]] = []
         """(problem, candidate) of each judgement this backend made, in order."""
+        self.candidate: Path | None = None
+        """A file whose ``ModelNew`` ncu profiles in place of the problem's ``Model``
+        (:meth:`profile_candidate`); None: the problem's own."""
 
     def check_machine(self) -> None:
         """Checks that this machine has the backend's device, before any work (the live
@@ -231,6 +234,31 @@ class LiveBackend:
                     f"budget_unit='passes', budget=1.0, harness={{'size': 'smoke'}})")
         require_cuda(self.device, f"the live environment (AutoProfilerLive-v0) on device "
                      f"{self.device!r} needs a CUDA GPU", hint)
+
+    def profile_candidate(self, path: str | Path) -> None:
+        """From the next ncu run on, profiles ``path``'s ``ModelNew`` (your kernel) in place of
+        the problem's ``Model``, on the problem's inputs (``autoprofiler optimize --candidate
+        --profile-only``): a policy walks on the problem's static features, its costs and
+        budget, and sees your kernel's metrics, a short profile of your kernel chosen as the
+        problem's would be. The episode's end then runs no optimizer (:meth:`finish` refuses):
+        the profile is not of the program an optimizer rewrites.
+
+        Raises:
+            ValueError: the backend holds more than one problem, or its evidence is the
+                dataset's recorded profiles (the problem's own).
+            ProblemError: the file is missing, is not Python source, or defines no
+                ``ModelNew``.
+        """
+        if len(self._problems) != 1:
+            raise ValueError(f"a candidate is profiled on one problem's inputs; this backend "
+                             f"holds {len(self._problems)}: give problems=[one]")
+        if self.evidence == "recorded":
+            raise ValueError("evidence='recorded' shows the problem's recorded profiles; a "
+                             "candidate is profiled with ncu (evidence='ncu')")
+        [problem] = self._problems.values()
+        problem.with_candidate(path)  # the file checked now, before any ncu run
+        self.candidate = Path(path)
+        self._profiles.clear()  # the Model's, if any
 
     def close(self) -> None:
         """Stops the harness's judging processes (the next judgement starts new ones) and the
@@ -294,8 +322,11 @@ class LiveBackend:
                 self._profiles[key] = self.dataset.profile(uri, [section])
             else:
                 recorded = self.dataset and self.dataset.launch_capped(uri)
+                problem = self._problems[uri]
+                if self.candidate is not None:
+                    problem = problem.with_candidate(self.candidate)
                 profiles, failures = profile_problems(  # the recording's caps
-                    [self._problems[uri]], [section], ncu=self.ncu,
+                    [problem], [section], ncu=self.ncu,
                     max_ops=(self.dataset and self.dataset.max_ops) or MAX_OPS,
                     max_kernels=None if recorded is False else MAX_KERNELS)
                 if failures:
@@ -326,6 +357,11 @@ class LiveBackend:
 
     def finish(self, uri: str, sections: tuple[str, ...],
                rng: np.random.Generator | None = None) -> EpisodeOutcome:
+        if self.candidate is not None:
+            raise AutoProfilerError(
+                f"the profile collected is of the candidate {self.candidate}, not of {uri}'s "
+                "Model, which the optimizer rewrites: collect a candidate's profile alone "
+                "(autoprofiler optimize FILE --candidate MINE --profile-only)")
         self.check_machine()  # not deep in the harness's worker
         problem = self._problems[uri]
         profile = self.profile(uri, sections) if sections else None
