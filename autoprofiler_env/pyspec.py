@@ -8,8 +8,10 @@ words that say what ATTR must be.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
+import pkgutil
 import sys
 import sysconfig
 import traceback
@@ -62,9 +64,11 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            close = _close(module_name, here)
+            advice = (f"did you mean {PREFIX}{close}:{attribute}?" if close
+                      else _where(module_name))
             raise error(f"{flag} {spec}: no module {module_name!r} is importable from the "
-                        f"current directory ({here}) or PYTHONPATH: {_where(module_name)}"
-                        ) from None
+                        f"current directory ({here}) or PYTHONPATH: {advice}") from None
         raise error(f"{flag} {spec}: importing {module_name} failed: {e} (a module it "
                     "imports is not installed)") from e
     except Exception as e:  # its own failure at import (a SyntaxError, a missing setting)
@@ -82,6 +86,22 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
                         f"{', '.join(own) or 'none'}")
         found = getattr(found, part)
     return found
+
+
+def _close(module_name: str, here: str) -> str | None:
+    """The module of the current directory or ``PYTHONPATH`` (or of MODULE's package, for a
+    dotted one) whose name is closest to ``module_name``'s, if one is close (a typo)."""
+    package, _, last = module_name.rpartition(".")
+    if package:
+        try:
+            where = list(getattr(importlib.import_module(package), "__path__", ()))
+        except Exception:  # the package itself is not there: nothing to compare with
+            return None
+    else:
+        where = [here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    names = sorted({m.name for m in pkgutil.iter_modules(where)})
+    match = difflib.get_close_matches(last, names, n=1, cutoff=0.8)
+    return f"{package}.{match[0]}" if match and package else (match[0] if match else None)
 
 
 def _where(module_name: str) -> str:

@@ -121,6 +121,30 @@ def test_a_py_spec_that_names_nothing_says_what(here):
     assert load("py:mine_errors:nested.Policy", env).stochastic  # a dotted attribute
 
 
+def test_a_typo_in_a_py_specs_module_is_answered_with_the_name_meant(here, monkeypatch):
+    """A module of the current directory, of PYTHONPATH or of the spec's package whose name is
+    close; none for a name close to nothing (then where to run from)."""
+    from autoprofiler_env.pyspec import imported
+
+    (here / "my_optimizer.py").write_text("X = 1\n")
+    (here / "pkg").mkdir()
+    (here / "pkg" / "__init__.py").write_text("")
+    (here / "pkg" / "policies.py").write_text("X = 1\n")
+    elsewhere = here / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "cheapest_first.py").write_text("X = 1\n")
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    for spec, answer in (("py:my_optimzer:X", "did you mean py:my_optimizer:X?"),
+                         ("py:pkg.policie:X", "did you mean py:pkg.policies:X?"),
+                         ("py:cheapest_frst:X", "did you mean py:cheapest_first:X?"),
+                         ("py:zzz:X", "run from the folder that holds its file (zzz.py)"),
+                         ("py:nopkg.policies:X", "run from the folder that holds its file")):
+        with pytest.raises(ValueError) as raised:
+            imported(spec, ValueError, "--policy", "a class")
+        assert answer in str(raised.value), raised.value
+        assert "did you mean" not in str(raised.value) or answer.startswith("did you mean")
+
+
 NOT_TAKING_THE_ENV = '''
 class NoEnv:
     def __init__(self):
