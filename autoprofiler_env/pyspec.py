@@ -64,9 +64,10 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
-            close = _close(module_name, here)
-            advice = (f"did you mean {PREFIX}{close}:{attribute}?" if close
-                      else _where(module_name))
+            # a file's path given as MODULE is told in dots; else a typo's name meant
+            close = None if _is_path(module_name) else _close(e.name, here)
+            advice = (f"did you mean {PREFIX}{close}{module_name[len(e.name):]}:{attribute}?"
+                      if close else _where(module_name))
             raise error(f"{flag} {spec}: no module {module_name!r} is importable from the "
                         f"current directory ({here}) or PYTHONPATH: {advice}") from None
         raise error(f"{flag} {spec}: importing {module_name} failed: {e} (a module it "
@@ -89,25 +90,32 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
 
 
 def _close(module_name: str, here: str) -> str | None:
-    """The module of the current directory or ``PYTHONPATH`` (or of MODULE's package, for a
-    dotted one) whose name is closest to ``module_name``'s, if one is close (a typo)."""
+    """The module whose name is closest to ``module_name``'s, if one is close (a typo): for a
+    top-level name, among those of the current directory and of the ``PYTHONPATH`` folders on
+    the import path; for a dotted one, among its package's (already imported: no code of
+    the user's runs here)."""
     package, _, last = module_name.rpartition(".")
     if package:
-        try:
-            where = list(getattr(importlib.import_module(package), "__path__", ()))
-        except Exception:  # the package itself is not there: nothing to compare with
-            return None
+        where = list(getattr(sys.modules.get(package), "__path__", ()))
     else:
-        where = [here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    names = sorted({m.name for m in pkgutil.iter_modules(where)})
-    match = difflib.get_close_matches(last, names, n=1, cutoff=0.8)
-    return f"{package}.{match[0]}" if match and package else (match[0] if match else None)
+        given = set(filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+        where = [here, *(p for p in sys.path if p in given)]
+    names = sorted({m.name for m in pkgutil.iter_modules(where)} - {last})
+    match = difflib.get_close_matches(last, names, n=1)  # difflib's 0.6 cutoff
+    if not match:
+        return None
+    return f"{package}.{match[0]}" if package else match[0]
+
+
+def _is_path(module_name: str) -> bool:
+    """Whether MODULE was given as a file's path (``pkg/mod``, ``mod.py``), not in dots."""
+    return "/" in module_name or "\\" in module_name or module_name.endswith(".py")
 
 
 def _where(module_name: str) -> str:
     """What to do about a module that is not importable: a path given as MODULE (``pkg/mod``,
     ``mod.py``) said in dots."""
-    if "/" in module_name or "\\" in module_name or module_name.endswith(".py"):
+    if _is_path(module_name):
         dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
         return (f"MODULE is a module's dotted name, not its file: give py:{dotted}:ATTR, run "
                 "from the folder that holds its top package or module")

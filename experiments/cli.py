@@ -219,14 +219,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from experiments.optimize import format_json, format_plan, format_text, optimize, plan
 
-    if args.timeout is not None and (args.plan or args.profile_only):
-        return _fail(f"--timeout is the judge's limit on the candidate; --"
-                     f"{'plan' if args.plan else 'profile-only'} judges nothing: leave it out")
-    if args.candidate is not None and not args.profile_only:
-        return _fail("--candidate profiles your kernel in place of the file's Model: give "
-                     "--profile-only too (the optimizer rewrites the Model, not your kernel; "
-                     "--plan reads the file's static features alone, which a candidate does "
-                     "not change)")
+    if args.plan and (args.timeout is not None or args.candidate is not None):
+        flag = "--timeout" if args.timeout is not None else "--candidate"
+        return _fail(f"{flag} with --plan: the plan reads the file's static features and the "
+                     "budget alone, before anything is profiled or judged: leave it out")
     if args.plan:
         try:
             planned = plan(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,

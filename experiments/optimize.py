@@ -267,11 +267,13 @@ def check_machine(device: str = "cuda", command: str = "optimize",
 
 def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda",
-             import_timeout_s: float | None = None, timeout_s: float | None = None):
+             import_timeout_s: float | None = None, timeout_s: float | None = None,
+             candidate: str | None = None):
     """``AutoProfilerLive-v0`` on the one problem (a file path, a suite URI or name);
     ``import_timeout_s``: the seconds a file outside the suite may take to import (None: the
     environment's default, 5); ``timeout_s``: the seconds the judge allows the candidate
-    (None: the environment's default, 600).
+    (None: the environment's default, 600); ``candidate``: a file whose ``ModelNew`` ncu
+    profiles in place of the problem's ``Model``.
 
     Raises:
         ProblemError: the problem file is missing or broken.
@@ -284,7 +286,8 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
 
     return gym.make("AutoProfilerLive-v0", problems=[str(problem)], optimizer=optimizer,
                     budget=budget, budget_unit=budget_unit, device=device,
-                    import_timeout_s=import_timeout_s, timeout_s=timeout_s)
+                    import_timeout_s=import_timeout_s, timeout_s=timeout_s,
+                    candidate=candidate)
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -320,7 +323,8 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
         candidate: a file whose ``ModelNew`` (your kernel) ncu profiles in place of the
             problem's ``Model``, on the problem's inputs, with ``profile_only``: the tree
             walks on the problem's static features and budget and reads your kernel's
-            metrics (:meth:`~autoprofiler_env.envs.backends.LiveBackend.profile_candidate`).
+            metrics (AutoProfilerLive-v0's ``candidate``; with ``env``, the one it was
+            made with, and this argument is refused).
         env: an environment to run in instead of the live one (built with its own problems,
             optimizer and budget, which then win over the arguments): a replay environment
             serves tests and dry runs on a CPU. Without it, the machine is checked first.
@@ -340,12 +344,17 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     """
     from agents.tree.policy import TreePolicy
 
+    if env is not None and candidate is not None:
+        raise ValueError("candidate: an environment given profiles the candidate it was made "
+                         "with (AutoProfilerLive-v0's candidate=): leave candidate out")
+    if env is not None:
+        candidate = getattr(env.unwrapped.backend, "candidate", None)
     if candidate is not None and not profile_only:
-        raise ValueError("a candidate's profile is collected alone (profile_only=True, "
-                         "--profile-only): the optimizer rewrites the problem's Model, and "
-                         "this profile would be another program's")
+        raise ValueError("a candidate's profile is collected alone (--profile-only, "
+                         "profile_only=True): the optimizer rewrites the problem's Model, and "
+                         "would be shown another program's profile")
     optimizer, tree_path, loaded = _checked(tree, optimizer, budget, budget_unit,
-                                            import_timeout_s, timeout_s)
+                                            import_timeout_s, timeout_s, profile_only)
     if env is None:
         from autoprofiler_env.problems import load_problem
 
@@ -354,17 +363,12 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
             loaded_problem.with_candidate(candidate)
         check_machine(device)
         env = live_env(str(problem), optimizer, budget, budget_unit, device,
-                       import_timeout_s=import_timeout_s, timeout_s=timeout_s)
+                       import_timeout_s=import_timeout_s, timeout_s=timeout_s,
+                       candidate=None if candidate is None else str(candidate))
         uri = env.unwrapped.problems[0]
+        candidate = getattr(env.unwrapped.backend, "candidate", None)  # made absolute
     else:
         uri = str(problem)
-    if candidate is not None:
-        backend = env.unwrapped.backend
-        if not hasattr(backend, "profile_candidate"):
-            raise ValueError("a candidate is profiled with ncu, by the live environment "
-                             "(AutoProfilerLive-v0); the replay has only the problems' "
-                             "recorded profiles")
-        backend.profile_candidate(candidate)
     policy = TreePolicy(loaded, env)
     result = _episode(env, policy, uri, str(tree_path), optimizer, profile_only)
     return result if candidate is None else replace(result, candidate=str(candidate))
@@ -411,7 +415,8 @@ def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str 
         env.close()
 
 
-def _checked(tree, optimizer, budget, budget_unit, import_timeout_s, timeout_s=None):
+def _checked(tree, optimizer, budget, budget_unit, import_timeout_s, timeout_s=None,
+             profile_only=False):
     """:func:`optimize`'s cheap checks of its arguments, before any GPU or ncu run (a typo
     costs neither): the optimizer (its default given), the tree's path and the tree."""
     from agents.tree.nodes import load
@@ -424,6 +429,9 @@ def _checked(tree, optimizer, budget, budget_unit, import_timeout_s, timeout_s=N
     for what, seconds in (("import timeout", import_timeout_s), ("timeout", timeout_s)):
         if seconds is not None and not (is_finite_number(seconds) and seconds > 0):
             raise ValueError(f"the {what} must be a number of seconds > 0, got {seconds!r}")
+    if profile_only and timeout_s is not None:
+        raise ValueError("the timeout (--timeout) is the judge's limit on the optimizer's "
+                         "candidate; --profile-only judges nothing: leave it out")
     if budget_unit not in BUDGET_UNITS:
         raise ValueError(f"the budget unit must be one of {', '.join(BUDGET_UNITS)} (the live "
                          f"backend cannot know a section's seconds before profiling it), got "

@@ -303,31 +303,38 @@ def test_a_candidate_is_profiled_in_place_of_the_model_on_the_problems_walk(tmp_
 
     def live(**kwargs):
         return gym.make("AutoProfilerLive-v0", problems=[POOL], device="cpu",
-                        budget_unit="passes", budget=0.3)
+                        budget_unit="passes", budget=0.3, **kwargs)
 
     model = command.optimize(POOL, tree, env=live(), profile_only=True)
     assert model.sections == ("SpeedOfLight", "Occupancy") and model.candidate is None
     assert all(p.candidate is None for p in calls)
     calls.clear()
-    env = live()
-    result = command.optimize(POOL, tree, env=env, profile_only=True, candidate=mine)
+    monkeypatch.chdir(tmp_path)  # a relative path, as a user gives it
+    env = live(candidate="mine.py")
+    backend = env.unwrapped.backend
+    assert backend.candidate == mine.resolve()  # kept absolute: the process may change dirs
+    result = command.optimize(POOL, tree, env=env, profile_only=True)
     assert result.sections == ("SpeedOfLight", "LaunchStats")  # the candidate's metric
-    assert [(p.uri, p.candidate) for p in calls] == [(POOL + "#ModelNew", mine)] * 2
-    assert result.problem == POOL and result.candidate == str(mine)
+    assert [(p.uri, p.candidate) for p in calls] == [(POOL + "#ModelNew", mine.resolve())] * 2
+    assert backend.profiled == [(POOL + "#ModelNew", s) for s in result.sections]
+    assert result.problem == POOL and result.candidate == str(mine.resolve())
     assert result.verdict is None and result.budget_total == model.budget_total
     assert result.profile["kernels"][0]["name"].startswith("sm80_xmma_gemm")  # the matmul's
     assert "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed >= 57: 59.3" in \
         "\n".join(result.explanation)
     text = command.format_text(result)
-    assert text.startswith(f"<!-- {POOL} (profiled: {mine}'s ModelNew): tree ")
-    assert json.loads(command.format_json(result))["candidate"] == str(mine)
+    assert text.startswith(f"<!-- {POOL} (profiled: {mine.resolve()}'s ModelNew): tree ")
+    assert json.loads(command.format_json(result))["candidate"] == str(mine.resolve())
     # the episode's end would hand the optimizer another program's profile: refused
-    with pytest.raises(AutoProfilerError, match="collect a candidate's profile alone"):
-        env.unwrapped.backend.finish(POOL, result.sections)
+    with pytest.raises(AutoProfilerError, match="a candidate's profile is collected alone"):
+        backend.finish(POOL, result.sections)
+    with pytest.raises(ValueError, match="collected alone \\(--profile-only"):
+        command.optimize(POOL, tree, env=env)
+    with pytest.raises(ValueError, match="profiles the candidate it was made with"):
+        command.optimize(POOL, tree, env=live(), profile_only=True, candidate=mine)
 
 
-def test_a_candidate_is_checked_before_the_machine_and_needs_profile_only(tmp_path, capsys,
-                                                                          monkeypatch):
+def test_a_candidate_is_checked_before_the_machine_and_needs_profile_only(tmp_path, capsys):
     tree = tree_file(tmp_path, collect("LaunchStats"))
     (tmp_path / "none.py").write_text("x = 1\n")
     (tmp_path / "broken.py").write_text("class ModelNew(:\n")
@@ -335,15 +342,13 @@ def test_a_candidate_is_checked_before_the_machine_and_needs_profile_only(tmp_pa
             ([tmp_path / "none.py", "--profile-only"], "the candidate defines no ModelNew"),
             ([tmp_path / "broken.py", "--profile-only"], "syntax error at line 1"),
             ([tmp_path / "nope.py", "--profile-only"], "cannot read the candidate file"),
-            ([tmp_path / "none.py"], "--candidate profiles your kernel in place of the file's "
-                                     "Model: give --profile-only too"),
-            ([tmp_path / "none.py", "--plan"], "give --profile-only too")):
+            ([tmp_path / "none.py"], "a candidate's profile is collected alone "
+                                     "(--profile-only, profile_only=True)"),
+            ([tmp_path / "none.py", "--plan"], "--candidate with --plan: the plan reads the "
+                                               "file's static features and the budget alone")):
         code, out, err = run_main(capsys, PROBLEM, "--tree", tree, "--candidate", *args)
         assert code == 2 and out == ""
         assert message in one_line(err), args
-    with pytest.raises(ValueError, match="the live environment"):  # the replay has no ncu
-        command.optimize(POOL, tree, env=replay_env(POOL), profile_only=True,
-                         candidate=tmp_path / "mine.py")
 
 
 def test_a_candidate_is_profiled_on_one_problem_with_ncu(tmp_path):
@@ -352,19 +357,26 @@ def test_a_candidate_is_profiled_on_one_problem_with_ncu(tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(MINE)
     with pytest.raises(ValueError, match="holds 2: give problems=\\[one\\]"):
-        LiveBackend([POOL, MATMUL], device="cpu").profile_candidate(mine)
+        LiveBackend([POOL, MATMUL], device="cpu", candidate=mine)
     with pytest.raises(ValueError, match="a candidate is profiled with ncu"):
-        LiveBackend([POOL], device="cpu", dataset="suite",
-                    evidence="recorded").profile_candidate(mine)
+        LiveBackend([POOL], device="cpu", dataset="suite", evidence="recorded",
+                    candidate=mine)
+    with pytest.raises(ValueError, match="candidate are the live backend's"):
+        gym.make("AutoProfiler-v0", problems=[POOL], candidate=str(mine))
+    with pytest.raises(AutoProfilerError, match="defines no ModelNew"):
+        LiveBackend([POOL], device="cpu", candidate=PROBLEM)
 
 
-@pytest.mark.parametrize("flag", ["--plan", "--profile-only"])
-def test_the_judges_timeout_is_refused_where_nothing_is_judged(tmp_path, capsys, flag):
+@pytest.mark.parametrize("flag, message", [
+    ("--plan", "--timeout with --plan: the plan reads the file's static features"),
+    ("--profile-only", "the timeout (--timeout) is the judge's limit on the optimizer's "
+                       "candidate; --profile-only judges nothing")])
+def test_the_judges_timeout_is_refused_where_nothing_is_judged(tmp_path, capsys, flag,
+                                                               message):
     tree = tree_file(tmp_path, collect("LaunchStats"))
     code, out, err = run_main(capsys, PROBLEM, "--tree", tree, flag, "--timeout", "60")
     assert code == 2 and out == ""
-    assert f"--timeout is the judge's limit on the candidate; {flag} judges nothing" in \
-        one_line(err)
+    assert message in one_line(err)
 
 
 def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path, capsys,
@@ -373,7 +385,7 @@ def test_the_command_prints_json_and_exits_1_for_an_incorrect_candidate(tmp_path
     are this command's own: the machine check and the environment it builds)."""
     monkeypatch.setattr(command, "check_machine", lambda device="cuda": "ncu")
     monkeypatch.setattr(command, "live_env", lambda problem, optimizer, budget, unit, device,
-                        import_timeout_s=None, timeout_s=None: replay_env(
+                        **live_only: replay_env(
                             problem, optimizer=optimizer, budget=budget, budget_unit=unit))
     tree = tree_file(tmp_path, collect("MemoryWorkloadAnalysis"))
     code, out, err = run_main(capsys, MATMUL, "--tree", tree, "--optimizer", "reference-v1",

@@ -4,6 +4,7 @@ experiment), the warning when a policy was learned on another environment, recur
 sb3-contrib models, and a model of a wrapped observation."""
 
 import json
+import os
 import re
 import sys
 import warnings
@@ -122,27 +123,42 @@ def test_a_py_spec_that_names_nothing_says_what(here):
 
 
 def test_a_typo_in_a_py_specs_module_is_answered_with_the_name_meant(here, monkeypatch):
-    """A module of the current directory, of PYTHONPATH or of the spec's package whose name is
-    close; none for a name close to nothing (then where to run from)."""
+    """A module of the current directory, of the PYTHONPATH folders on the import path or
+    of the package (at any depth) whose name is close; none for a name close to nothing,
+    nor from a folder of PYTHONPATH that is not on the import path; no code of the user's
+    is run to find it (a package whose import fails is not imported again)."""
     from autoprofiler_env.pyspec import imported
 
     (here / "my_optimizer.py").write_text("X = 1\n")
-    (here / "pkg").mkdir()
-    (here / "pkg" / "__init__.py").write_text("")
+    (here / "pkg" / "sub").mkdir(parents=True)
+    for init in ("pkg/__init__.py", "pkg/sub/__init__.py"):
+        (here / init).write_text("")
     (here / "pkg" / "policies.py").write_text("X = 1\n")
-    elsewhere = here / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "cheapest_first.py").write_text("X = 1\n")
-    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    (here / "pkg" / "sub" / "policies.py").write_text("X = 1\n")
+    (here / "bad").mkdir()
+    (here / "bad" / "__init__.py").write_text(
+        "open(__file__ + '.runs', 'a').write('x')\nfrom .policie import X\n")
+    (here / "bad" / "policies.py").write_text("X = 1\n")
+    elsewhere, unlisted = here / "elsewhere", here / "unlisted"
+    for folder, name in ((elsewhere, "cheapest_first"), (unlisted, "walker_policy")):
+        folder.mkdir()
+        (folder / f"{name}.py").write_text("X = 1\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(map(str, (elsewhere, unlisted))))
+    monkeypatch.syspath_prepend(str(elsewhere))  # unlisted: in PYTHONPATH, not on sys.path
     for spec, answer in (("py:my_optimzer:X", "did you mean py:my_optimizer:X?"),
                          ("py:pkg.policie:X", "did you mean py:pkg.policies:X?"),
+                         ("py:pkg.sbu.policies:X", "did you mean py:pkg.sub.policies:X?"),
                          ("py:cheapest_frst:X", "did you mean py:cheapest_first:X?"),
+                         ("py:walker_polcy:X", "run from the folder that holds its file"),
                          ("py:zzz:X", "run from the folder that holds its file (zzz.py)"),
-                         ("py:nopkg.policies:X", "run from the folder that holds its file")):
+                         ("py:nopkg.policies:X", "did you mean py:pkg.policies:X?"),
+                         ("py:qqq.policies:X", "run from the folder that holds its file"),
+                         ("py:bad.policie:X", "run from the folder that holds its file")):
         with pytest.raises(ValueError) as raised:
             imported(spec, ValueError, "--policy", "a class")
         assert answer in str(raised.value), raised.value
         assert "did you mean" not in str(raised.value) or answer.startswith("did you mean")
+    assert (here / "bad" / "__init__.py.runs").read_text() == "x"  # imported once
 
 
 NOT_TAKING_THE_ENV = '''

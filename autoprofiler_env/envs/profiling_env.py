@@ -242,7 +242,11 @@ class ProfilingEnv(gym.Env):
     ``import_timeout_s`` (the seconds a problem file outside the suite may take to import, in
     a worker process, when ``reset`` computes its static features: default 5, as
     ``autoprofiler problems --import-timeout``; a slower or hanging import is a
-    :class:`~autoprofiler_env.errors.ProblemTimeoutError`), and
+    :class:`~autoprofiler_env.errors.ProblemTimeoutError`), ``candidate`` (a file whose
+    ``ModelNew``, your kernel, ncu profiles in place of the one problem's ``Model``, on its
+    inputs, while the policy walks on the problem's static features and budget; the episode's
+    end is then refused, as no optimizer is to be shown another program's profile:
+    ``autoprofiler optimize --profile-only --candidate``), and
     ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
     atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``
@@ -273,7 +277,7 @@ class ProfilingEnv(gym.Env):
                  render_mode: str | None = None, source: str | None = None,
                  evidence: str | None = None, harness: dict | None = None,
                  import_timeout_s: float | None = None,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None, candidate: str | None = None) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise RenderModeError(  # as Gymnasium's environment template asserts
                 f"render_mode must be None or one of {self.metadata['render_modes']} (this "
@@ -303,11 +307,12 @@ class ProfilingEnv(gym.Env):
                 raise ValueError("source names the KernelBench checkout the live backend reads "
                                  "its problems from; the replay needs no sources: leave it out")
             if (evidence is not None or harness is not None or import_timeout_s is not None
-                    or timeout_s is not None):
-                raise ValueError("evidence, harness, timeout_s and import_timeout_s are the "
-                                 "live backend's (where its profiles come from, how it judges, "
-                                 "how long a candidate may run, how long a file's import may "
-                                 "take); the replay's are recorded: leave them out")
+                    or timeout_s is not None or candidate is not None):
+                raise ValueError("evidence, harness, timeout_s, import_timeout_s and candidate "
+                                 "are the live backend's (where its profiles come from, how it "
+                                 "judges, how long a candidate may run, how long a file's "
+                                 "import may take, which program ncu profiles); the replay's "
+                                 "are recorded: leave them out")
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
@@ -320,7 +325,7 @@ class ProfilingEnv(gym.Env):
                                        tolerance=tolerance, dataset=dataset, source=source,
                                        evidence=evidence or "ncu", harness=harness,
                                        import_timeout_s=import_timeout_s,
-                                       timeout_s=timeout_s)
+                                       timeout_s=timeout_s, candidate=candidate)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         if problems is not None and backend == "live":  # file paths and names become URIs

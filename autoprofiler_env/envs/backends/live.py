@@ -84,6 +84,12 @@ class LiveBackend:
     ``identity`` (the program unchanged) is 1.0x without a judgement, as in the replay.
     ``profiled`` and ``judged`` list what this backend ran.
 
+    ``candidate``: a file whose ``ModelNew`` (your kernel) ncu profiles in place of the one
+    problem's ``Model``, on the problem's inputs (``autoprofiler optimize --profile-only
+    --candidate``): the policy walks on the problem's static features, costs and budget and
+    reads your kernel's metrics. The episode's end then runs no optimizer (:meth:`finish`
+    refuses): the profile is not of the program an optimizer rewrites.
+
     ``evidence="recorded"`` (with a ``dataset``): the profiles are the ones the dataset
     recorded for the problem, so that no ncu runs (a machine whose counters are not
     readable, ERR_NVGPUCTRPERM) and the observation is the replay's: what differs from the
@@ -121,7 +127,8 @@ class LiveBackend:
                  optimizer: str | None = None, tolerance: str | float | None = None,
                  dataset=None, source: str | Path | None = None, evidence: str = "ncu",
                  harness: dict | None = None,
-                 import_timeout_s: float | None = None) -> None:
+                 import_timeout_s: float | None = None,
+                 candidate: str | Path | None = None) -> None:
         from dataclasses import fields
 
         from autoprofiler_env.harness import Evaluator, HarnessConfig, records
@@ -174,6 +181,18 @@ class LiveBackend:
             optimizer = normalized(optimizer)
         self.optimizer_name = optimizer
         self._problems = {p.uri: p for p in loaded}
+        self._candidate = None
+        if candidate is not None:  # your kernel, profiled in place of the one problem's Model
+            if len(loaded) != 1:
+                raise ValueError(f"candidate: a candidate is profiled on one problem's inputs; "
+                                 f"this backend holds {len(loaded)}: give problems=[one]")
+            if evidence == "recorded":
+                raise ValueError("candidate: evidence='recorded' shows the problem's recorded "
+                                 "profiles; a candidate is profiled with ncu (evidence='ncu')")
+            self._candidate = loaded[0].with_candidate(Path(candidate).resolve())
+        self.candidate = None if self._candidate is None else self._candidate.candidate
+        """The file whose ``ModelNew`` ncu profiles in place of the problem's ``Model``
+        (``candidate``, made absolute); None: the problem's own."""
         # a user names a problem by a suite URI, a suite name or a file path; the episode
         # and every record name it by its URI
         self._uris = {str(ref): p.uri for ref, p in zip(problems or [], loaded)}
@@ -209,12 +228,10 @@ class LiveBackend:
         self._eager: dict[str, float] = {}
         self._outcomes: dict[tuple[str, str], EpisodeOutcome] = {}
         self.profiled: list[tuple[str, str]] = []
-        """(problem, section) of each ncu run this backend made, in order."""
+        """(problem, section) of each ncu run this backend made, in order (a candidate's
+        problem named ``<uri>#ModelNew``)."""
         self.judged: list[tuple[str, str]] = []
         """(problem, candidate) of each judgement this backend made, in order."""
-        self.candidate: Path | None = None
-        """A file whose ``ModelNew`` ncu profiles in place of the problem's ``Model``
-        (:meth:`profile_candidate`); None: the problem's own."""
 
     def check_machine(self) -> None:
         """Checks that this machine has the backend's device, before any work (the live
@@ -234,31 +251,6 @@ class LiveBackend:
                     f"budget_unit='passes', budget=1.0, harness={{'size': 'smoke'}})")
         require_cuda(self.device, f"the live environment (AutoProfilerLive-v0) on device "
                      f"{self.device!r} needs a CUDA GPU", hint)
-
-    def profile_candidate(self, path: str | Path) -> None:
-        """From the next ncu run on, profiles ``path``'s ``ModelNew`` (your kernel) in place of
-        the problem's ``Model``, on the problem's inputs (``autoprofiler optimize --candidate
-        --profile-only``): a policy walks on the problem's static features, its costs and
-        budget, and sees your kernel's metrics, a short profile of your kernel chosen as the
-        problem's would be. The episode's end then runs no optimizer (:meth:`finish` refuses):
-        the profile is not of the program an optimizer rewrites.
-
-        Raises:
-            ValueError: the backend holds more than one problem, or its evidence is the
-                dataset's recorded profiles (the problem's own).
-            ProblemError: the file is missing, is not Python source, or defines no
-                ``ModelNew``.
-        """
-        if len(self._problems) != 1:
-            raise ValueError(f"a candidate is profiled on one problem's inputs; this backend "
-                             f"holds {len(self._problems)}: give problems=[one]")
-        if self.evidence == "recorded":
-            raise ValueError("evidence='recorded' shows the problem's recorded profiles; a "
-                             "candidate is profiled with ncu (evidence='ncu')")
-        [problem] = self._problems.values()
-        problem.with_candidate(path)  # the file checked now, before any ncu run
-        self.candidate = Path(path)
-        self._profiles.clear()  # the Model's, if any
 
     def close(self) -> None:
         """Stops the harness's judging processes (the next judgement starts new ones) and the
@@ -322,9 +314,7 @@ class LiveBackend:
                 self._profiles[key] = self.dataset.profile(uri, [section])
             else:
                 recorded = self.dataset and self.dataset.launch_capped(uri)
-                problem = self._problems[uri]
-                if self.candidate is not None:
-                    problem = problem.with_candidate(self.candidate)
+                problem = self._candidate or self._problems[uri]
                 profiles, failures = profile_problems(  # the recording's caps
                     [problem], [section], ncu=self.ncu,
                     max_ops=(self.dataset and self.dataset.max_ops) or MAX_OPS,
@@ -332,7 +322,7 @@ class LiveBackend:
                 if failures:
                     raise ProfilingError(f"{uri}: {failures[0].error}")
                 self._profiles[key] = profiles[0]
-                self.profiled.append(key)
+                self.profiled.append((problem.uri, section))
         return self._profiles[key]
 
     def view(self, uri: str, section: str) -> SectionView:
@@ -360,8 +350,8 @@ class LiveBackend:
         if self.candidate is not None:
             raise AutoProfilerError(
                 f"the profile collected is of the candidate {self.candidate}, not of {uri}'s "
-                "Model, which the optimizer rewrites: collect a candidate's profile alone "
-                "(autoprofiler optimize FILE --candidate MINE --profile-only)")
+                "Model, which the optimizer rewrites: a candidate's profile is collected "
+                "alone (autoprofiler optimize FILE --candidate MINE --profile-only)")
         self.check_machine()  # not deep in the harness's worker
         problem = self._problems[uri]
         profile = self.profile(uri, sections) if sections else None
