@@ -59,6 +59,17 @@ def _fail(message: str, kind: str = "usage") -> int:
 
 # -- problems -------------------------------------------------------------------------------
 
+def _sizes(features: dict) -> str:
+    """A problem's static sizes in ``problems --features``'s text: FLOPs (pointwise work
+    included), the minimal bytes moved, their ratio (the arithmetic intensity) and the
+    operators dispatched (all of them, with every feature, in ``--json``)."""
+    from autoprofiler_env.features import StaticFeatures
+
+    f = StaticFeatures.from_dict(features)
+    return (f" {f.flops + f.pointwise_flops:8.2g} {f.bytes_min:10.3g} "
+            f"{f.arithmetic_intensity:7.3g} {f.n_ops:4d}")
+
+
 def cmd_problems(args: argparse.Namespace) -> int:
     from autoprofiler_env.errors import ProblemError
     from autoprofiler_env.features import FEATURE_NAMES
@@ -115,12 +126,15 @@ def cmd_problems(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=1)
         print()
     else:
-        print(f"{'uri':66s} {'level':>5s} {'split':>5s}  tags")
+        sizes = ("   flops  bytes_min  flop/B  ops" if args.features else "")
+        print(f"{'uri':66s} {'level':>5s} {'split':>5s}{sizes}  tags")
         for row in rows:
             trace = f"  (traced: {row['trace']})" if "trace" in row else ""
-            print(f"{row['uri']:66s} {row['level'] or '-':>5} {row['split'] or '-':>5s}  "
+            print(f"{row['uri']:66s} {row['level'] or '-':>5} {row['split'] or '-':>5s}"
+                  f"{_sizes(row['features']) if args.features else ''}  "
                   f"{','.join(row['tags'])}{trace}")
-        print(f"{len(rows)} problems" + (f", {len(errors)} skipped" if errors else ""))
+        print(f"{len(rows)} problem{'s' * (len(rows) != 1)}"
+              + (f", {len(errors)} skipped" if errors else ""))
     return EXIT_OK if rows or not errors else EXIT_ERROR
 
 
@@ -831,7 +845,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=("train", "val", "test"),
                    help="only this split (the suite's; not with --source)")
     p.add_argument("--level", type=int, choices=(1, 2, 3), help="only this level")
-    p.add_argument("--features", action="store_true", help="add the static features")
+    p.add_argument("--features", action="store_true",
+                   help="add the static features: FLOPs, the minimal bytes moved, their ratio "
+                   "(flop/B) and the operators dispatched in the text; every feature, as "
+                   "computed and as the observation holds it, with --json")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help="seconds a file may take to import and trace before it is skipped "
                    f"(default: {DEFAULT_TIMEOUT_S:g})")

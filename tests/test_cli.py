@@ -178,7 +178,7 @@ def test_files_that_are_not_utf8_or_hold_a_null_byte_are_named_not_a_traceback(t
     (tmp_path / "ok.py").write_bytes(source)
     assert main(["problems", "--source", str(tmp_path)]) == 0  # the others are still listed
     captured = capsys.readouterr()
-    assert "1 problems, 2 skipped" in captured.out
+    assert "1 problem, 2 skipped" in captured.out
     assert "latin1.py: not Python source text" in captured.err
     assert "nul.py: syntax error" in captured.err
     assert main(["evaluate", "--problem", PROBLEM, "--candidate",
@@ -308,6 +308,21 @@ def test_a_folder_where_a_dataset_file_belongs_is_said_of_the_path_given(tmp_pat
     assert caught.value.filename == str(tmp_path / "out")
     with pytest.raises(DatasetError, match="is a folder, not a dataset file .* dataset build"):
         Dataset.load(tmp_path)
+
+
+def test_problems_features_in_text_shows_the_sizes(capsys):
+    """Without --json, --features adds the sizes a reader compares problems by (it printed the
+    same table as without it)."""
+    from experiments.cli import main
+
+    path = DATA / "problems" / "relu_small.py"  # 64 x 128 float32: 8192 ReLUs, 64 KiB moved
+    assert main(["problems", "--source", str(path)]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert main(["problems", "--source", str(path), "--features"]) == 0
+    head, row, count = capsys.readouterr().out.splitlines()
+    assert "flops  bytes_min  flop/B  ops" in head and "flops" not in plain[0]
+    assert row.split()[-5:] == ["8.2e+03", "6.55e+04", "0.125", "1", "pointwise"]
+    assert count == plain[-1] == "1 problem"
 
 
 def test_problems_features_json_shows_what_a_trees_feature_condition_reads(capsys):
