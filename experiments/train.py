@@ -6,13 +6,13 @@
 The config (:mod:`agents.rl.config`; one YAML file per algorithm in ``experiments/configs/``:
 ``maskable_ppo`` is the default, ``ppo``, ``a2c``, ``dqn``, ``qrdqn``; rl-baselines3-zoo's
 format) names the algorithm, its hyperparameters, the environment's ``make`` kwargs (a
-``budget_range`` trains one policy for every budget), the vector env and the evaluation. Training runs on ``n_envs``
-copies of ``AutoProfiler-v0`` (SB3's ``make_vec_env``: ``Monitor``-wrapped, seeded
-``seed + rank``, in a ``DummyVecEnv`` or a ``SubprocVecEnv``); MaskablePPO reads each
-sub-environment's ``action_masks()``, the other algorithms train without masks (the
-environment answers a masked action as STOP). Every ``autoprofiler.eval.frequency`` steps,
-and at the end, :class:`agents.rl.callbacks.RolloutEvalCallback` evaluates the policy with
-the project's one evaluation (:func:`autoprofiler_env.evaluation.rollout`) on the
+``budget_range`` trains one policy for every budget), the vector env and the evaluation.
+Training runs on ``n_envs`` copies of ``AutoProfiler-v0`` (SB3's ``make_vec_env``:
+``Monitor``-wrapped, seeded ``seed + rank``, in a ``DummyVecEnv`` or a ``SubprocVecEnv``);
+MaskablePPO reads each sub-environment's ``action_masks()``, the other algorithms train without
+masks (the environment answers a masked action as STOP). Every ``autoprofiler.eval.frequency``
+steps, and at the end, :class:`agents.rl.callbacks.RolloutEvalCallback` evaluates the policy
+with the project's one evaluation (:func:`autoprofiler_env.evaluation.rollout`) on the
 ``eval.split`` problems at each of ``eval.budgets`` and keeps the best model by the mean of
 the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N>``) gets
 

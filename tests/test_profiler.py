@@ -331,9 +331,10 @@ def _fake_ncu(tmp_path: Path, body: str) -> str:
 
 
 def test_a_report_ncu_cannot_read_is_a_read_error(tmp_path):
-    fake = _fake_ncu(tmp_path, f'''if [ "$1" = "--import" ]; then cat "{NCU_DATA}/err_truncated_report.txt"; exit 1; fi
-for a in "$@"; do prev=$out; out=$a; [ "$prev" = "-o" ] && touch "$a.ncu-rep"; done
-''')
+    fake = _fake_ncu(tmp_path, f'if [ "$1" = "--import" ]; then '
+                               f'cat "{NCU_DATA}/err_truncated_report.txt"; exit 1; fi\n'
+                               'for a in "$@"; do prev=$out; out=$a; '
+                               '[ "$prev" = "-o" ] && touch "$a.ncu-rep"; done\n')
     with pytest.raises(ReportReadError, match="incompatibility"):
         run_ncu([load_problem("relu_16384x16384")], ["SpeedOfLight"], ncu=fake,
                 workdir=tmp_path / "work")

@@ -137,7 +137,8 @@ def test_the_prompt_lists_only_the_problems_with_the_largest_regret():
                                 base.oracle_sections, 1.0 + i / 10, base.observation)
                 for i in range(60)]
     user = build_messages(_feedback(problems), 4)[1]["content"]
-    shown = [line.split(" |")[0] for line in user.splitlines() if line[:1] == "p" and line[1:2].isdigit()]
+    shown = [line.split(" |")[0] for line in user.splitlines()
+             if line[:1] == "p" and line[1:2].isdigit()]
     assert shown == [f"p{i:02d}" for i in range(59, 59 - PROBLEMS_SHOWN, -1)]
     assert "The other 45: 1 at the oracle's speedup" in user
     # a compact prompt for a small model's short context (about 4 characters a token; the

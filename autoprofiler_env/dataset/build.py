@@ -123,10 +123,11 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     them: a problem without an optimizer's rows has no outcomes of that optimizer. Of a
     candidate recorded twice (for any optimizer), the later row wins. ``plans``: per optimizer
     its recording plan (:mod:`.record.plan`); a problem gets that optimizer's outcomes (its
-    planned candidates' only) once every planned candidate is recorded (``metadata["optimizers"][name]["incomplete"]``
-    lists what the others lack), so a replay never meets an unrecorded candidate; a problem
-    whose plan is recorded and names no candidate (the optimizer leaves it alone whatever
-    the profile) gets that optimizer's empty outcomes.
+    planned candidates' only) once every planned candidate is recorded
+    (``metadata["optimizers"][name]["incomplete"]`` lists what the others lack), so a replay
+    never meets an unrecorded candidate; a problem whose plan is recorded and names no
+    candidate (the optimizer leaves it alone whatever the profile) gets that optimizer's empty
+    outcomes.
 
     ``problems``: the problems to build, by URI, in the order of the records (a KernelBench
     recording's, loaded from its checkout); None: every problem of the recording, loaded with

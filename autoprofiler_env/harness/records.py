@@ -16,13 +16,13 @@ process; 2 is the separated, sandboxed judge of docs/harness.md; 3 makes a timed
 fresh inputs before its calls (2 made them between calls, which a short program's time
 paid for); 4 compares a timed call's output at ``SAMPLE_VALUES`` positions drawn after the
 batch where it has more values (3 moved and compared all of them: its timing phase was
-24-57% of a KernelBench candidate's judging on the H200), and compares on the CUDA device. An outcome is reused only where the
-candidate's source and the judge's version are the same. Checks that refuse cheats and
-nothing a recording holds keep the version (2026-12-05: every output a plain tensor of the
-reference's nesting, which no transformation of the reference optimizers changes and
-KernelBench's comparison requires too; the input guard, which leaves alone what torch and
-Python change themselves; one torch thread per worker on a CPU, where nothing was
-recorded). On a GPU those checks await their test (tests/test_harness_gpu.py)."""
+24-57% of a KernelBench candidate's judging on the H200), and compares on the CUDA device. An
+outcome is reused only where the candidate's source and the judge's version are the same.
+Checks that refuse cheats and nothing a recording holds keep the version (2026-12-05: every
+output a plain tensor of the reference's nesting, which no transformation of the reference
+optimizers changes and KernelBench's comparison requires too; the input guard, which leaves
+alone what torch and Python change themselves; one torch thread per worker on a CPU, where
+nothing was recorded). On a GPU those checks await their test (tests/test_harness_gpu.py)."""
 
 
 class ErrorKind(str, Enum):

@@ -19,7 +19,7 @@ any of them (or any stricter ``t``) can be judged from a recording made once
 (0.0001, 0.0001)
 >>> passes({"float32": 3e-5}, "kernelbench")
 True
-"""
+"""  # noqa: E501 (a markdown table's rows are one line each)
 
 from __future__ import annotations
 

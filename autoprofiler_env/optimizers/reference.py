@@ -68,7 +68,7 @@ problems where bf16 failed, never the reverse), and cuDNN's heuristics already p
 algorithm (``cudnn_benchmark`` measured 0.94-1.01x on all 26 problems it applies to). A Triton
 kernel is not composed with autocast: the decision keeps the precision and generates code with
 ``compile``.
-"""
+"""  # noqa: E501 (a markdown table's rows are one line each)
 
 from __future__ import annotations
 

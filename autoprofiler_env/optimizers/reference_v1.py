@@ -23,7 +23,7 @@ to the earlier rule):
 
 Without a profile (or when no rule fires) it applies the prior: ``compile`` where it applies,
 else ``tf32``, else the reference unchanged (``identity``), stated in the candidate's reason.
-"""
+"""  # noqa: E501 (a markdown table's rows are one line each)
 
 from __future__ import annotations
 

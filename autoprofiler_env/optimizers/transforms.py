@@ -18,7 +18,7 @@ static features (its op graph and tags), for when it applies.
 
 The hand-written Triton kernels (``triton_*``) are in :mod:`.triton`; they replace the
 matching part of the model's graph.
-"""
+"""  # noqa: E501 (a markdown table's rows are one line each)
 
 from __future__ import annotations
 

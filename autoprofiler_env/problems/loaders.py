@@ -43,7 +43,8 @@ def read_manifest() -> dict:
         return {"version": 1, "problems": {}}
     except json.JSONDecodeError as e:
         raise ProblemError(MANIFEST_PATH, f"corrupt suite manifest: {e}",
-                           "restore it from git or rebuild it: python -m autoprofiler_env.problems.manifest") from e
+                           "restore it from git or rebuild it: "
+                           "python -m autoprofiler_env.problems.manifest") from e
     return manifest
 
 

@@ -4,7 +4,8 @@ It is built from ncu's own files and measurements taken on a GPU machine
 (``experiments/device/probe_ncu.sh``, and the profiler study's single-section runs) with
 ``python -m experiments.studies.build_catalogue PROBE_DIR docs/data/profile_study_h200``.
 Per section: its display name, the sets that include it, the metrics its file names (the
-header's with their labels), and its replay passes measured alone on one kernel. Versioned by ncu version.
+header's with their labels), and its replay passes measured alone on one kernel. Versioned by
+ncu version.
 
 The environment's actions are :data:`ACTION_SECTIONS`: the sections that single-GPU kernel
 work uses. Left out: NVLink, C2C and NUMA sections (they describe the machine, not the

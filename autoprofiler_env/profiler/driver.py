@@ -3,11 +3,11 @@ and torch's start-up (about 4 s) is paid once per ncu invocation, not once per p
 
     python -m autoprofiler_env.profiler.driver SPEC.json
 
-SPEC is a JSON object ``{"problems": [{"uri", "path"[, "candidate"]}...], "size": "full", "warmup": 3,
-"status": "status.jsonl", "seed": 42, "max_ops": 64, "primer": true}``. With ``primer`` it
-first runs one tiny kernel inside a profiled range of its own (``PRIMER_INDEX``). For each
-problem the driver builds the model (the problem's ``Model``, or with ``candidate`` that file's
-``ModelNew``: :func:`build`) and the inputs on the GPU, runs ``warmup`` calls (not
+SPEC is a JSON object ``{"problems": [{"uri", "path"[, "candidate"]}...], "size": "full",
+"warmup": 3, "status": "status.jsonl", "seed": 42, "max_ops": 64, "primer": true}``. With
+``primer`` it first runs one tiny kernel inside a profiled range of its own (``PRIMER_INDEX``).
+For each problem the driver builds the model (the problem's ``Model``, or with ``candidate``
+that file's ``ModelNew``: :func:`build`) and the inputs on the GPU, runs ``warmup`` calls (not
 profiled: ncu's NVTX filter excludes them), then one call inside the NVTX range
 ``ap_<index>``: ncu profiles exactly the kernels of that call. With ``max_ops`` the range
 closes after that many PyTorch operators, so a long program (a 128-step recurrence) is

@@ -1,8 +1,8 @@
 """The profiler study: what each section costs, and whether a subset's profile can be cut out
 of one full run. Collecting needs a GPU; analysing runs anywhere on the collected files.
 
-    python -m experiments.studies.profile_study collect --out runs/profile_study [--part 1|2] [--only GLOB]
-                                                [--deadline SECONDS]
+    python -m experiments.studies.profile_study collect --out runs/profile_study [--part 1|2]
+                                                [--only GLOB] [--deadline SECONDS]
     python -m experiments.studies.profile_study analyze --runs runs/profile_study
 
 ``collect`` is resumable: a configuration whose run is saved is not profiled again.

@@ -298,8 +298,10 @@ def reply_schema(vocab: Vocabulary, *, max_edits: int | None = None, min_edits: 
     index: dict = {"type": "integer", "minimum": 0}
     if n_nodes is not None:
         index["maximum"] = max(n_nodes - 1, 0)
-    defs["rewrite"] = obj({"op": {"type": "string", "enum": ["rewrite"]}, "node": index, "with": node})
-    defs["split"] = obj({"op": {"type": "string", "enum": ["split"]}, "node": index, "if": condition, "then": node})
+    defs["rewrite"] = obj({"op": {"type": "string", "enum": ["rewrite"]}, "node": index,
+                           "with": node})
+    defs["split"] = obj({"op": {"type": "string", "enum": ["split"]}, "node": index,
+                         "if": condition, "then": node})
     edits: dict = {"type": "array",
                    "items": {"anyOf": [{"$ref": "#/$defs/rewrite"}, {"$ref": "#/$defs/split"}]}}
     if min_edits > 0:

@@ -742,7 +742,8 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
     from autoprofiler_env.dataset.record.llm import ask, asks, key
 
     done = {key(r) for r in read_jsonl(out / "llm.jsonl")}
-    todo = asks(llm.shown(problems), llm.dataset, llm.optimizer, llm.section_sets, llm.repeats, done)
+    todo = asks(llm.shown(problems), llm.dataset, llm.optimizer, llm.section_sets, llm.repeats,
+                done)
     replied = {key(r) for r in read_jsonl(out / REPLIES)}
     to_ask = [(p, sections, repeat) for p, sections, repeat in todo
               if (p.uri, llm.optimizer.producer, "+".join(llm.dataset.canonical(sections)),

@@ -3,11 +3,11 @@ the recorded evidence of any set of sections, and in which order to record them.
 
 The optimizer is a pure function of the evidence, so the candidates an episode can reach are
 found on a CPU by running it (under each tolerance regime that changes its rules) on the
-merged profile of every subset of the sections that bear on its rules (a section that bears on none adds only the kernel list and durations, which
-every section's run reports alike; one such section stands for all of them). Each candidate
-keeps the cheapest set that reaches it and that set's share of ncu's full set's cost (the
-environment's budget), so a
-recording that stops early has measured what the tighter budgets reach.
+merged profile of every subset of the sections that bear on its rules (a section that bears on
+none adds only the kernel list and durations, which every section's run reports alike; one such
+section stands for all of them). Each candidate keeps the cheapest set that reaches it and that
+set's share of ncu's full set's cost (the environment's budget), so a recording that stops
+early has measured what the tighter budgets reach.
 
 Problems come in an order where every prefix is balanced across the splits and the levels
 (their positions spread evenly: a prefix of 24 holds about 6 test, 3 validation and 15
