@@ -98,8 +98,10 @@ def _close(module_name: str, here: str) -> str | None:
     if package:
         where = list(getattr(sys.modules.get(package), "__path__", ()))
     else:
-        given = set(filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-        where = [here, *(p for p in sys.path if p in given)]
+        # as Python puts them on sys.path: absolute (a relative one, a trailing slash)
+        given = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                 if p}
+        where = [here, *(p for p in sys.path if p and os.path.abspath(p) in given)]
     names = sorted({m.name for m in pkgutil.iter_modules(where)} - {last})
     match = difflib.get_close_matches(last, names, n=1)  # difflib's 0.6 cutoff
     if not match:

@@ -66,8 +66,8 @@ def _sizes(features: dict) -> str:
     from autoprofiler_env.features import StaticFeatures
 
     f = StaticFeatures.from_dict(features)
-    return (f" {f.flops + f.pointwise_flops:8.2g} {f.bytes_min:10.3g} "
-            f"{f.arithmetic_intensity:7.3g} {f.n_ops:4d}")
+    return (f" {f.flops + f.pointwise_flops:>8.2g} {f.bytes_min:>10.3g} "
+            f"{f.arithmetic_intensity:>8.3g} {f.n_ops:>5d}")
 
 
 def cmd_problems(args: argparse.Namespace) -> int:
@@ -126,7 +126,8 @@ def cmd_problems(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=1)
         print()
     else:
-        sizes = ("   flops  bytes_min  flop/B  ops" if args.features else "")
+        sizes = (f" {'flops':>8s} {'bytes_min':>10s} {'flop/B':>8s} {'ops':>5s}"
+                 if args.features else "")
         print(f"{'uri':66s} {'level':>5s} {'split':>5s}{sizes}  tags")
         for row in rows:
             trace = f"  (traced: {row['trace']})" if "trace" in row else ""
@@ -250,7 +251,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         result = optimize(args.file, args.tree, optimizer=args.optimizer, budget=args.budget,
                           budget_unit=args.budget_unit, device=args.device,
                           profile_only=args.profile_only, import_timeout_s=args.import_timeout,
-                          timeout_s=args.timeout, candidate=args.candidate)
+                          timeout_s=args.timeout, candidate_file=args.candidate)
     except ValueError as e:
         return _fail(str(e).splitlines()[0], type(e).__name__)
     print(format_json(result) if args.json else format_text(result).rstrip("\n"))

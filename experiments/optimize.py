@@ -125,9 +125,10 @@ class OptimizeResult:
     profile: dict | None = None
     """The same profile as data (:meth:`Profile.to_dict`: each kernel's metrics and the
     findings; ``Profile.from_dict`` reads it back); None where nothing was collected."""
-    candidate: str | None = None
+    candidate_file: str | None = None
     """The file whose ``ModelNew`` was profiled in place of the problem's ``Model``
-    (``--candidate``); None: the problem's own."""
+    (``--candidate``, made absolute); None: the problem's own. (``verdict.candidate`` is
+    the optimizer's candidate, named by what made it.)"""
 
     @property
     def spent(self) -> float:
@@ -268,12 +269,12 @@ def check_machine(device: str = "cuda", command: str = "optimize",
 def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda",
              import_timeout_s: float | None = None, timeout_s: float | None = None,
-             candidate: str | None = None):
+             candidate_file: str | None = None):
     """``AutoProfilerLive-v0`` on the one problem (a file path, a suite URI or name);
     ``import_timeout_s``: the seconds a file outside the suite may take to import (None: the
     environment's default, 5); ``timeout_s``: the seconds the judge allows the candidate
-    (None: the environment's default, 600); ``candidate``: a file whose ``ModelNew`` ncu
-    profiles in place of the problem's ``Model``.
+    (None: the environment's default, 600); ``candidate_file``: a file whose ``ModelNew``
+    ncu profiles in place of the problem's ``Model``.
 
     Raises:
         ProblemError: the problem file is missing or broken.
@@ -287,7 +288,7 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
     return gym.make("AutoProfilerLive-v0", problems=[str(problem)], optimizer=optimizer,
                     budget=budget, budget_unit=budget_unit, device=device,
                     import_timeout_s=import_timeout_s, timeout_s=timeout_s,
-                    candidate=candidate)
+                    candidate_file=candidate_file)
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -296,7 +297,7 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
              optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
              budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
              import_timeout_s: float | None = None, timeout_s: float | None = None,
-             candidate: str | Path | None = None, env=None) -> OptimizeResult:
+             candidate_file: str | Path | None = None, env=None) -> OptimizeResult:
     """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
     exactly the profile collected and judges the candidate.
 
@@ -320,10 +321,10 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
             correctness runs and timing); one that outlasts it is incorrect, ``timeout``,
             judged once. None: the live environment's default, 600 s; anything but a number
             of seconds > 0 is a ValueError.
-        candidate: a file whose ``ModelNew`` (your kernel) ncu profiles in place of the
+        candidate_file: a file whose ``ModelNew`` (your kernel) ncu profiles in place of the
             problem's ``Model``, on the problem's inputs, with ``profile_only``: the tree
             walks on the problem's static features and budget and reads your kernel's
-            metrics (AutoProfilerLive-v0's ``candidate``; with ``env``, the one it was
+            metrics (AutoProfilerLive-v0's ``candidate_file``; with ``env``, the one it was
             made with, and this argument is refused).
         env: an environment to run in instead of the live one (built with its own problems,
             optimizer and budget, which then win over the arguments): a replay environment
@@ -344,12 +345,12 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     """
     from agents.tree.policy import TreePolicy
 
-    if env is not None and candidate is not None:
-        raise ValueError("candidate: an environment given profiles the candidate it was made "
-                         "with (AutoProfilerLive-v0's candidate=): leave candidate out")
+    if env is not None and candidate_file is not None:
+        raise ValueError("candidate_file: an environment given profiles the candidate it was "
+                         "made with (AutoProfilerLive-v0's candidate_file): leave it out")
     if env is not None:
-        candidate = getattr(env.unwrapped.backend, "candidate", None)
-    if candidate is not None and not profile_only:
+        candidate_file = getattr(env.unwrapped.backend, "candidate_file", None)
+    if candidate_file is not None and not profile_only:
         raise ValueError("a candidate's profile is collected alone (--profile-only, "
                          "profile_only=True): the optimizer rewrites the problem's Model, and "
                          "would be shown another program's profile")
@@ -359,19 +360,21 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
         from autoprofiler_env.problems import load_problem
 
         loaded_problem = load_problem(problem)
-        if candidate is not None:  # checked before the machine: a typo costs no GPU
-            loaded_problem.with_candidate(candidate)
+        if candidate_file is not None:  # checked before the machine: a typo costs no GPU
+            loaded_problem.with_candidate(candidate_file)
         check_machine(device)
         env = live_env(str(problem), optimizer, budget, budget_unit, device,
                        import_timeout_s=import_timeout_s, timeout_s=timeout_s,
-                       candidate=None if candidate is None else str(candidate))
+                       candidate_file=None if candidate_file is None else str(candidate_file))
         uri = env.unwrapped.problems[0]
-        candidate = getattr(env.unwrapped.backend, "candidate", None)  # made absolute
+        candidate_file = getattr(env.unwrapped.backend, "candidate_file", None)  # absolute
     else:
         uri = str(problem)
     policy = TreePolicy(loaded, env)
     result = _episode(env, policy, uri, str(tree_path), optimizer, profile_only)
-    return result if candidate is None else replace(result, candidate=str(candidate))
+    if candidate_file is not None:
+        result = replace(result, candidate_file=str(candidate_file))
+    return result
 
 
 def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str | None = None,
@@ -529,7 +532,7 @@ def format_text(result: OptimizeResult) -> str:
     from agents.tree.policy import amount
 
     total = amount(result.budget_total, result.budget_unit)
-    mine = f" (profiled: {result.candidate}'s ModelNew)" if result.candidate else ""
+    mine = f" (profiled: {result.candidate_file}'s ModelNew)" if result.candidate_file else ""
     head = (f"<!-- {result.problem}{mine}: tree {result.tree}, optimizer {result.optimizer}, "
             f"budget {result.budget:g} of the full set = {total}; "
             f"tree path {' -> '.join(map(str, result.path))} -->")

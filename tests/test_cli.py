@@ -320,8 +320,19 @@ def test_problems_features_in_text_shows_the_sizes(capsys):
     plain = capsys.readouterr().out.splitlines()
     assert main(["problems", "--source", str(path), "--features"]) == 0
     head, row, count = capsys.readouterr().out.splitlines()
-    assert "flops  bytes_min  flop/B  ops" in head and "flops" not in plain[0]
+    assert "flops" not in plain[0]
     assert row.split()[-5:] == ["8.2e+03", "6.55e+04", "0.125", "1", "pointwise"]
+
+    def ends(line, tokens):  # where each token ends, found left to right
+        at, found = 0, []
+        for token in tokens:
+            at = line.index(f" {token} ", at) + 1 + len(token)
+            found.append(at)
+        return found
+
+    # each value right-aligned under its column's name
+    assert ends(head, ["flops", "bytes_min", "flop/B", "ops"]) == ends(
+        row, ["8.2e+03", "6.55e+04", "0.125", "1"])
     assert count == plain[-1] == "1 problem"
 
 

@@ -306,32 +306,36 @@ def test_a_candidate_is_profiled_in_place_of_the_model_on_the_problems_walk(tmp_
                         budget_unit="passes", budget=0.3, **kwargs)
 
     model = command.optimize(POOL, tree, env=live(), profile_only=True)
-    assert model.sections == ("SpeedOfLight", "Occupancy") and model.candidate is None
+    assert model.sections == ("SpeedOfLight", "Occupancy") and model.candidate_file is None
     assert all(p.candidate is None for p in calls)
     calls.clear()
     monkeypatch.chdir(tmp_path)  # a relative path, as a user gives it
-    env = live(candidate="mine.py")
+    env = live(candidate_file="mine.py")
     backend = env.unwrapped.backend
-    assert backend.candidate == mine.resolve()  # kept absolute: the process may change dirs
+    assert backend.candidate_file == mine.resolve()  # absolute: the process may change dirs
+    with pytest.raises(AttributeError):
+        backend.candidate_file = None  # what it profiles is fixed when it is made
     result = command.optimize(POOL, tree, env=env, profile_only=True)
     assert result.sections == ("SpeedOfLight", "LaunchStats")  # the candidate's metric
     assert [(p.uri, p.candidate) for p in calls] == [(POOL + "#ModelNew", mine.resolve())] * 2
     assert backend.profiled == [(POOL + "#ModelNew", s) for s in result.sections]
-    assert result.problem == POOL and result.candidate == str(mine.resolve())
+    assert result.problem == POOL and result.candidate_file == str(mine.resolve())
     assert result.verdict is None and result.budget_total == model.budget_total
     assert result.profile["kernels"][0]["name"].startswith("sm80_xmma_gemm")  # the matmul's
     assert "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed >= 57: 59.3" in \
         "\n".join(result.explanation)
     text = command.format_text(result)
     assert text.startswith(f"<!-- {POOL} (profiled: {mine.resolve()}'s ModelNew): tree ")
-    assert json.loads(command.format_json(result))["candidate"] == str(mine.resolve())
-    # the episode's end would hand the optimizer another program's profile: refused
-    with pytest.raises(AutoProfilerError, match="a candidate's profile is collected alone"):
-        backend.finish(POOL, result.sections)
+    assert json.loads(command.format_json(result))["candidate_file"] == str(mine.resolve())
+    # the episode's end would hand the optimizer another program's profile: refused, saying
+    # how to read the profile instead
+    with pytest.raises(AutoProfilerError, match=r"collects profiles only.*read the profile "
+                                                r"before the last step"):
+        env.step(env.unwrapped.STOP)
     with pytest.raises(ValueError, match="collected alone \\(--profile-only"):
         command.optimize(POOL, tree, env=env)
     with pytest.raises(ValueError, match="profiles the candidate it was made with"):
-        command.optimize(POOL, tree, env=live(), profile_only=True, candidate=mine)
+        command.optimize(POOL, tree, env=live(), profile_only=True, candidate_file=mine)
 
 
 def test_a_candidate_is_checked_before_the_machine_and_needs_profile_only(tmp_path, capsys):
@@ -357,14 +361,18 @@ def test_a_candidate_is_profiled_on_one_problem_with_ncu(tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(MINE)
     with pytest.raises(ValueError, match="holds 2: give problems=\\[one\\]"):
-        LiveBackend([POOL, MATMUL], device="cpu", candidate=mine)
+        LiveBackend([POOL, MATMUL], device="cpu", candidate_file=mine)
     with pytest.raises(ValueError, match="a candidate is profiled with ncu"):
         LiveBackend([POOL], device="cpu", dataset="suite", evidence="recorded",
-                    candidate=mine)
-    with pytest.raises(ValueError, match="candidate are the live backend's"):
-        gym.make("AutoProfiler-v0", problems=[POOL], candidate=str(mine))
+                    candidate_file=mine)
+    with pytest.raises(ValueError, match="candidate_file are the live backend's"):
+        gym.make("AutoProfiler-v0", problems=[POOL], candidate_file=str(mine))
     with pytest.raises(AutoProfilerError, match="defines no ModelNew"):
-        LiveBackend([POOL], device="cpu", candidate=PROBLEM)
+        LiveBackend([POOL], device="cpu", candidate_file=PROBLEM)
+    for bad in (mine, "", "  "):  # a make kwarg is JSON: a str; and a path, not nothing
+        with pytest.raises(ValueError, match="candidate_file must be a file's path"):
+            gym.make("AutoProfilerLive-v0", problems=[POOL], device="cpu",
+                     budget_unit="passes", candidate_file=bad)
 
 
 @pytest.mark.parametrize("flag, message", [
@@ -598,7 +606,7 @@ def test_on_a_gpu_a_candidates_own_kernels_are_profiled(tmp_path):
     tree = tree_file(tmp_path, collect("LaunchStats"))
     model = command.optimize(PROBLEM, tree, budget_unit="sections", profile_only=True)
     result = command.optimize(PROBLEM, tree, budget_unit="sections", profile_only=True,
-                              candidate=mine)
+                              candidate_file=mine)
     assert model.sections == result.sections == ("LaunchStats",)
     assert len(model.profile["kernels"]) == 1 and len(result.profile["kernels"]) == 3
-    assert result.candidate == str(mine) and result.costs[0].passes >= 1
+    assert result.candidate_file == str(mine) and result.costs[0].passes >= 1

@@ -143,7 +143,8 @@ def test_a_typo_in_a_py_specs_module_is_answered_with_the_name_meant(here, monke
     for folder, name in ((elsewhere, "cheapest_first"), (unlisted, "walker_policy")):
         folder.mkdir()
         (folder / f"{name}.py").write_text("X = 1\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(map(str, (elsewhere, unlisted))))
+    # as given (relative, a trailing slash); Python's sys.path holds it absolute
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(("elsewhere/", str(unlisted))))
     monkeypatch.syspath_prepend(str(elsewhere))  # unlisted: in PYTHONPATH, not on sys.path
     for spec, answer in (("py:my_optimzer:X", "did you mean py:my_optimizer:X?"),
                          ("py:pkg.policie:X", "did you mean py:pkg.policies:X?"),

@@ -238,15 +238,16 @@ class ProfilingEnv(gym.Env):
     KernelBench's recording allowed 180; a candidate that outlasts it is incorrect,
     ``error_kind`` ``timeout``, judged once, while a crash, an unexplained timing or the judge
     out of memory is judged a second time, lest a machine's hiccup be kept as the code's
-    verdict; ``autoprofiler optimize --timeout``) and
+    verdict; ``autoprofiler optimize --timeout``),
     ``import_timeout_s`` (the seconds a problem file outside the suite may take to import, in
     a worker process, when ``reset`` computes its static features: default 5, as
     ``autoprofiler problems --import-timeout``; a slower or hanging import is a
-    :class:`~autoprofiler_env.errors.ProblemTimeoutError`), ``candidate`` (a file whose
-    ``ModelNew``, your kernel, ncu profiles in place of the one problem's ``Model``, on its
-    inputs, while the policy walks on the problem's static features and budget; the episode's
-    end is then refused, as no optimizer is to be shown another program's profile:
-    ``autoprofiler optimize --profile-only --candidate``), and
+    :class:`~autoprofiler_env.errors.ProblemTimeoutError`) and ``candidate_file`` (a file's
+    path, a str, whose ``ModelNew``, your kernel, ncu profiles in place of the one problem's
+    ``Model``, on its inputs, while the policy walks on the problem's static features and
+    budget: ``autoprofiler optimize --profile-only --candidate``; such an environment collects
+    profiles only, and an episode's end raises, no optimizer being shown another program's
+    profile; Gymnasium's ``check_env`` and rollouts do not apply to it); and, both backends,
     ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
     atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``
@@ -277,7 +278,8 @@ class ProfilingEnv(gym.Env):
                  render_mode: str | None = None, source: str | None = None,
                  evidence: str | None = None, harness: dict | None = None,
                  import_timeout_s: float | None = None,
-                 timeout_s: float | None = None, candidate: str | None = None) -> None:
+                 timeout_s: float | None = None,
+                 candidate_file: str | None = None) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise RenderModeError(  # as Gymnasium's environment template asserts
                 f"render_mode must be None or one of {self.metadata['render_modes']} (this "
@@ -301,18 +303,22 @@ class ProfilingEnv(gym.Env):
                                        "None or a finite number, e.g. math.log(0.5)")
         if problems is not None:
             problems = _problem_list(problems)
+        if candidate_file is not None and not (isinstance(candidate_file, str)
+                                               and candidate_file.strip()):
+            raise ValueError(f"candidate_file must be a file's path as a str (the make kwargs "
+                             f"are JSON-serializable), got {candidate_file!r}")
         self.backend: Backend
         if backend == "replay":
             if source is not None:
                 raise ValueError("source names the KernelBench checkout the live backend reads "
                                  "its problems from; the replay needs no sources: leave it out")
             if (evidence is not None or harness is not None or import_timeout_s is not None
-                    or timeout_s is not None or candidate is not None):
-                raise ValueError("evidence, harness, timeout_s, import_timeout_s and candidate "
-                                 "are the live backend's (where its profiles come from, how it "
-                                 "judges, how long a candidate may run, how long a file's "
-                                 "import may take, which program ncu profiles); the replay's "
-                                 "are recorded: leave them out")
+                    or timeout_s is not None or candidate_file is not None):
+                raise ValueError("evidence, harness, timeout_s, import_timeout_s and "
+                                 "candidate_file are the live backend's (where its profiles "
+                                 "come from, how it judges, how long a candidate may run, how "
+                                 "long a file's import may take, which program ncu profiles); "
+                                 "the replay's are recorded: leave them out")
             self.backend = ReplayBackend(dataset, device=device, optimizer=optimizer,
                                          llm_missing=llm_missing, tolerance=tolerance)
         elif backend == "live":
@@ -325,7 +331,8 @@ class ProfilingEnv(gym.Env):
                                        tolerance=tolerance, dataset=dataset, source=source,
                                        evidence=evidence or "ncu", harness=harness,
                                        import_timeout_s=import_timeout_s,
-                                       timeout_s=timeout_s, candidate=candidate)
+                                       timeout_s=timeout_s,
+                                       candidate_file=candidate_file)
         else:
             raise ValueError(f"backend must be 'replay' or 'live', got {backend!r}")
         if problems is not None and backend == "live":  # file paths and names become URIs

@@ -84,11 +84,13 @@ class LiveBackend:
     ``identity`` (the program unchanged) is 1.0x without a judgement, as in the replay.
     ``profiled`` and ``judged`` list what this backend ran.
 
-    ``candidate``: a file whose ``ModelNew`` (your kernel) ncu profiles in place of the one
-    problem's ``Model``, on the problem's inputs (``autoprofiler optimize --profile-only
+    ``candidate_file``: a file whose ``ModelNew`` (your kernel) ncu profiles in place of the
+    one problem's ``Model``, on the problem's inputs (``autoprofiler optimize --profile-only
     --candidate``): the policy walks on the problem's static features, costs and budget and
-    reads your kernel's metrics. The episode's end then runs no optimizer (:meth:`finish`
-    refuses): the profile is not of the program an optimizer rewrites.
+    reads your kernel's metrics. Such a backend collects profiles only: no optimizer is run
+    on them, as they are not of the program an optimizer rewrites, so :meth:`finish` (an
+    episode's end) refuses; read the profile before the episode's last step
+    (:meth:`profile`), as the command does.
 
     ``evidence="recorded"`` (with a ``dataset``): the profiles are the ones the dataset
     recorded for the problem, so that no ncu runs (a machine whose counters are not
@@ -128,7 +130,7 @@ class LiveBackend:
                  dataset=None, source: str | Path | None = None, evidence: str = "ncu",
                  harness: dict | None = None,
                  import_timeout_s: float | None = None,
-                 candidate: str | Path | None = None) -> None:
+                 candidate_file: str | Path | None = None) -> None:
         from dataclasses import fields
 
         from autoprofiler_env.harness import Evaluator, HarnessConfig, records
@@ -182,17 +184,19 @@ class LiveBackend:
         self.optimizer_name = optimizer
         self._problems = {p.uri: p for p in loaded}
         self._candidate = None
-        if candidate is not None:  # your kernel, profiled in place of the one problem's Model
+        if candidate_file is not None:  # your kernel, profiled in place of the one Model
+            if not isinstance(candidate_file, (str, Path)) or not str(candidate_file).strip():
+                raise ValueError(f"candidate_file must be a file's path, got "
+                                 f"{candidate_file!r}")
             if len(loaded) != 1:
-                raise ValueError(f"candidate: a candidate is profiled on one problem's inputs; "
-                                 f"this backend holds {len(loaded)}: give problems=[one]")
+                raise ValueError(f"candidate_file: a candidate is profiled on one problem's "
+                                 f"inputs; this backend holds {len(loaded)}: give "
+                                 "problems=[one]")
             if evidence == "recorded":
-                raise ValueError("candidate: evidence='recorded' shows the problem's recorded "
-                                 "profiles; a candidate is profiled with ncu (evidence='ncu')")
-            self._candidate = loaded[0].with_candidate(Path(candidate).resolve())
-        self.candidate = None if self._candidate is None else self._candidate.candidate
-        """The file whose ``ModelNew`` ncu profiles in place of the problem's ``Model``
-        (``candidate``, made absolute); None: the problem's own."""
+                raise ValueError("candidate_file: evidence='recorded' shows the problem's "
+                                 "recorded profiles; a candidate is profiled with ncu "
+                                 "(evidence='ncu')")
+            self._candidate = loaded[0].with_candidate(Path(candidate_file).resolve())
         # a user names a problem by a suite URI, a suite name or a file path; the episode
         # and every record name it by its URI
         self._uris = {str(ref): p.uri for ref, p in zip(problems or [], loaded)}
@@ -232,6 +236,12 @@ class LiveBackend:
         problem named ``<uri>#ModelNew``)."""
         self.judged: list[tuple[str, str]] = []
         """(problem, candidate) of each judgement this backend made, in order."""
+
+    @property
+    def candidate_file(self) -> Path | None:
+        """The file whose ``ModelNew`` ncu profiles in place of the problem's ``Model``
+        (``candidate_file``, made absolute); None: the problem's own."""
+        return None if self._candidate is None else self._candidate.candidate
 
     def check_machine(self) -> None:
         """Checks that this machine has the backend's device, before any work (the live
@@ -347,11 +357,13 @@ class LiveBackend:
 
     def finish(self, uri: str, sections: tuple[str, ...],
                rng: np.random.Generator | None = None) -> EpisodeOutcome:
-        if self.candidate is not None:
+        if self._candidate is not None:
             raise AutoProfilerError(
-                f"the profile collected is of the candidate {self.candidate}, not of {uri}'s "
-                "Model, which the optimizer rewrites: a candidate's profile is collected "
-                "alone (autoprofiler optimize FILE --candidate MINE --profile-only)")
+                f"this environment profiles the candidate {self.candidate_file} in place of "
+                f"{uri}'s Model, which an optimizer rewrites: it collects profiles only, and "
+                "an episode cannot end in an optimization; read the profile before the last "
+                "step (env.unwrapped.backend.profile(uri, sections)), as `autoprofiler "
+                "optimize FILE --profile-only --candidate MINE` does")
         self.check_machine()  # not deep in the harness's worker
         problem = self._problems[uri]
         profile = self.profile(uri, sections) if sections else None
