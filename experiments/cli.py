@@ -128,10 +128,11 @@ def cmd_problems(args: argparse.Namespace) -> int:
     else:
         sizes = (f" {'flops':>8s} {'bytes_min':>10s} {'flop/B':>8s} {'ops':>5s}"
                  if args.features else "")
-        print(f"{'uri':66s} {'level':>5s} {'split':>5s}{sizes}  tags")
+        width = max((len(row["uri"]) for row in rows), default=3)  # the longest URI's
+        print(f"{'uri':{width}s} {'level':>5s} {'split':>5s}{sizes}  tags")
         for row in rows:
             trace = f"  (traced: {row['trace']})" if "trace" in row else ""
-            print(f"{row['uri']:66s} {row['level'] or '-':>5} {row['split'] or '-':>5s}"
+            print(f"{row['uri']:{width}s} {row['level'] or '-':>5} {row['split'] or '-':>5s}"
                   f"{_sizes(row['features']) if args.features else ''}  "
                   f"{','.join(row['tags'])}{trace}")
         print(f"{len(rows)} problem{'s' * (len(rows) != 1)}"

@@ -330,9 +330,11 @@ def test_problems_features_in_text_shows_the_sizes(capsys):
             found.append(at)
         return found
 
-    # each value right-aligned under its column's name
-    assert ends(head, ["flops", "bytes_min", "flop/B", "ops"]) == ends(
-        row, ["8.2e+03", "6.55e+04", "0.125", "1"])
+    # each value right-aligned under its column's name, the URIs' column as wide as the
+    # longest (a KernelBench file's runs past the suite's)
+    assert ends(head, ["level", "flops", "bytes_min", "flop/B", "ops"]) == ends(
+        row, ["-", "8.2e+03", "6.55e+04", "0.125", "1"])
+    assert head.index(" level") == len("problem://local/problems/relu_small")
     assert count == plain[-1] == "1 problem"
 
 
