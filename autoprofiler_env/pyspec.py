@@ -98,7 +98,9 @@ def _close(module_name: str, here: str) -> str | None:
     if package:
         where = list(getattr(sys.modules.get(package), "__path__", ()))
     else:
-        # as Python puts them on sys.path: absolute (a relative one, a trailing slash)
+        # as Python puts them on sys.path: absolute (a relative one, a trailing slash;
+        # resolved here against today's directory, at start-up by Python: the same unless the
+        # process changed directory since)
         given = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                  if p}
         where = [here, *(p for p in sys.path if p and os.path.abspath(p) in given)]

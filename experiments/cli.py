@@ -936,8 +936,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: passes)")
     p.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
     p.add_argument("--timeout", type=float, metavar="S",
-                   help="seconds before the candidate is stopped, judged incorrect (timeout) "
-                   "once (default: 600, the live environment's)")
+                   help="seconds the judge allows the optimizer's candidate (not --candidate's "
+                   "file, which is only profiled) before it is stopped, judged incorrect "
+                   "(timeout) once (default: 600, the live environment's); not with --plan "
+                   "or --profile-only, which judge nothing")
     p.add_argument("--import-timeout", type=float, default=DEFAULT_IMPORT_TIMEOUT_S,
                    help="seconds the file's import may take (in a worker process, for its "
                    f"static features; default: {DEFAULT_IMPORT_TIMEOUT_S:g}, as for `problems`)")

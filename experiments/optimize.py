@@ -345,6 +345,9 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     """
     from agents.tree.policy import TreePolicy
 
+    if candidate_file is not None and not (isinstance(candidate_file, (str, Path))
+                                           and str(candidate_file).strip()):
+        raise ValueError(f"candidate_file must be a file's path, got {candidate_file!r}")
     if env is not None and candidate_file is not None:
         raise ValueError("candidate_file: an environment given profiles the candidate it was "
                          "made with (AutoProfilerLive-v0's candidate_file): leave it out")

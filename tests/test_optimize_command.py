@@ -328,9 +328,19 @@ def test_a_candidate_is_profiled_in_place_of_the_model_on_the_problems_walk(tmp_
     assert text.startswith(f"<!-- {POOL} (profiled: {mine.resolve()}'s ModelNew): tree ")
     assert json.loads(command.format_json(result))["candidate_file"] == str(mine.resolve())
     # the episode's end would hand the optimizer another program's profile: refused, saying
-    # how to read the profile instead
-    with pytest.raises(AutoProfilerError, match=r"collects profiles only.*read the profile "
-                                                r"before the last step"):
+    # how to read the profile instead, also where a collect ends it (nothing else affordable)
+    sections = env.unwrapped.sections
+    env.reset()
+    env.step(sections.index("SpeedOfLight"))
+    with pytest.raises(AutoProfilerError, match=re.escape(
+            f"collects profiles only, and an episode cannot end in an optimization; the "
+            f"sections collected stay readable: env.unwrapped.backend.profile({POOL!r}, "
+            f"('SpeedOfLight', 'LaunchStats'))")):
+        env.step(sections.index("LaunchStats"))  # 11 of 11.4 passes: the episode's last
+    collected = backend.profile(POOL, ("SpeedOfLight", "LaunchStats"))
+    assert collected.kernels[0].name.startswith("sm80_xmma_gemm")
+    env.reset()
+    with pytest.raises(AutoProfilerError, match=re.escape(f"profile({POOL!r}, ())")):
         env.step(env.unwrapped.STOP)
     with pytest.raises(ValueError, match="collected alone \\(--profile-only"):
         command.optimize(POOL, tree, env=env)
@@ -373,6 +383,9 @@ def test_a_candidate_is_profiled_on_one_problem_with_ncu(tmp_path):
         with pytest.raises(ValueError, match="candidate_file must be a file's path"):
             gym.make("AutoProfilerLive-v0", problems=[POOL], device="cpu",
                      budget_unit="passes", candidate_file=bad)
+    for bad in ("", "  ", 3):  # optimize() says so too, not ".: cannot read the candidate file"
+        with pytest.raises(ValueError, match="candidate_file must be a file's path"):
+            command.optimize(POOL, profile_only=True, candidate_file=bad)
 
 
 @pytest.mark.parametrize("flag, message", [

@@ -246,8 +246,11 @@ class ProfilingEnv(gym.Env):
     path, a str, whose ``ModelNew``, your kernel, ncu profiles in place of the one problem's
     ``Model``, on its inputs, while the policy walks on the problem's static features and
     budget: ``autoprofiler optimize --profile-only --candidate``; such an environment collects
-    profiles only, and an episode's end raises, no optimizer being shown another program's
-    profile; Gymnasium's ``check_env`` and rollouts do not apply to it); and, both backends,
+    profiles only: a step that ends an episode raises (STOP, or a collect that leaves nothing
+    affordable, after collecting it), no optimizer being shown another program's profile, and
+    the sections collected stay readable with ``env.unwrapped.backend.profile(uri,
+    sections)``; Gymnasium's ``check_env`` and rollouts do not apply to it); and, both
+    backends,
     ``tolerance``: the correctness regime (None, default: as recorded, KernelBench v0.1's
     atol = rtol = 1e-2; ``"kernelbench"``: its current fp32 1e-4; or a number, atol = rtol).
     The replay judges a recorded outcome under it from the record's ``tolerance_needed``

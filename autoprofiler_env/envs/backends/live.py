@@ -88,9 +88,9 @@ class LiveBackend:
     one problem's ``Model``, on the problem's inputs (``autoprofiler optimize --profile-only
     --candidate``): the policy walks on the problem's static features, costs and budget and
     reads your kernel's metrics. Such a backend collects profiles only: no optimizer is run
-    on them, as they are not of the program an optimizer rewrites, so :meth:`finish` (an
-    episode's end) refuses; read the profile before the episode's last step
-    (:meth:`profile`), as the command does.
+    on them, as they are not of the program an optimizer rewrites, so :meth:`finish` refuses,
+    and with it any step that ends an episode (STOP, or a collect that leaves nothing
+    affordable, after collecting it); what was collected stays readable (:meth:`profile`).
 
     ``evidence="recorded"`` (with a ``dataset``): the profiles are the ones the dataset
     recorded for the problem, so that no ncu runs (a machine whose counters are not
@@ -361,9 +361,10 @@ class LiveBackend:
             raise AutoProfilerError(
                 f"this environment profiles the candidate {self.candidate_file} in place of "
                 f"{uri}'s Model, which an optimizer rewrites: it collects profiles only, and "
-                "an episode cannot end in an optimization; read the profile before the last "
-                "step (env.unwrapped.backend.profile(uri, sections)), as `autoprofiler "
-                "optimize FILE --profile-only --candidate MINE` does")
+                f"an episode cannot end in an optimization; the sections collected stay "
+                f"readable: env.unwrapped.backend.profile({uri!r}, {tuple(sections)!r}) "
+                "(`autoprofiler optimize FILE --profile-only --candidate MINE` stops before "
+                "the step that would end the episode)")
         self.check_machine()  # not deep in the harness's worker
         problem = self._problems[uri]
         profile = self.profile(uri, sections) if sections else None
