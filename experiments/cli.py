@@ -742,6 +742,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         workers = _workers(args.workers, args.address, config.live.device)
         if isinstance(workers, str):
             return _fail(workers)
+    if config.live is not None:
+        from experiments.live import check_machine
+
+        check_machine(config, workers)
     out = Path(args.out or Path("runs") / "experiment" / config.name)
     command = f"autoprofiler experiment --config {args.config}" + (
         f" --out {args.out}" if args.out else "")

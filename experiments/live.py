@@ -155,6 +155,7 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
     agents = _agents(config, Path(out))
     problems = _problems(config, Path(out))
     _check_env(config, [u for u, _ in problems])
+    check_machine(config, workers)
     # what an episode's outcome depends on (not which problems: a sample played first is
     # part of the whole played later)
     settings = {"env": config.live.env(config), "budgets": list(config.budgets),
@@ -191,6 +192,26 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
                "stopped_by_time_budget": len(finished) < len(problems)
                and setup.deadline_epoch is not None and time.time() > setup.deadline_epoch}
     return result
+
+
+def check_machine(config, workers=None) -> None:
+    """Checks that this machine has the config's live device where the units will run on it
+    (not on a Ray cluster's workers, whose GPUs may be another machine's): one error before
+    anything is learned or played, not a failed unit per problem.
+
+    Raises:
+        MachineError: ``live.device`` is a CUDA device and torch sees none here.
+    """
+    from autoprofiler_env.dataset.record.fanout import RayWorkers
+    from autoprofiler_env.envs.backends.live import require_cuda
+
+    if config.live is None or isinstance(workers, RayWorkers):
+        return
+    require_cuda(config.live.device, f"{config.path}: the live comparison on device "
+                 f"{config.live.device!r} needs a CUDA GPU", hint=(
+                     "run it on a GPU machine, or with --workers ray --address ADDR on a "
+                     "cluster that has them; on a CPU, live: {device: cpu, evidence: "
+                     "recorded} checks its pipeline"))
 
 
 STOP_GRACE_S = 60.0

@@ -25,7 +25,8 @@ TINY = "problem://autoprofiler/v1/level2/linear_tiny_pointwise_chain_64x256"
 CUMSUM = "problem://autoprofiler/v1/level1/cumsum_8192x8192"
 
 
-def _config(tmp_path: Path, dataset: Path, problems: list[str], harness: dict = SMOKE):
+def _config(tmp_path: Path, dataset: Path, problems: list[str], harness: dict = SMOKE,
+            device: str = "cpu"):
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "exp.yaml"
     path.write_text(f"""
@@ -41,7 +42,7 @@ baselines: [no-profile, "section:SpeedOfLight", oracle]
 reps: 50
 poi_reps: 10
 live:
-  device: cpu
+  device: {device}
   evidence: recorded
   harness: {json.dumps(harness)}
   problems: {json.dumps(problems)}
@@ -221,6 +222,42 @@ def test_a_bad_live_key_is_one_error_naming_it(tmp_path, live, message):
     path.write_text(f"name: x\n{live}\n")
     with pytest.raises(ConfigError, match=message):
         load_config(path)
+
+
+def test_a_live_comparison_on_cuda_without_a_gpu_is_one_error_before_any_unit(
+        replayed, study_dataset, tmp_path):
+    """Not one failed unit per problem (each a process that found no GPU, minutes for the
+    36 of compare_live): the machine is checked first, where the units would run."""
+    import torch
+
+    from autoprofiler_env.errors import MachineError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    config = _config(tmp_path, study_dataset, [TINY], device="cuda")
+    out = _copy(replayed, tmp_path)
+    with pytest.raises(MachineError, match=r"the live comparison on device 'cuda' needs a CUDA "
+                                           r"GPU; this machine has no CUDA device.*--workers "
+                                           r"ray --address ADDR"):
+        run_live(config, out, progress=False)
+    assert not (out / "live" / "failures.jsonl").exists()
+
+
+def test_the_command_checks_the_machine_before_learning_anything(tmp_path, capsys):
+    """`autoprofiler experiment --config compare_live` on a CPU: one line at once, not the
+    replay's learning first and then a failed unit per problem."""
+    import torch
+
+    from experiments.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    out = tmp_path / "out"
+    assert main(["experiment", "--config", "compare_live", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "compare_live.yaml: the live comparison on device 'cuda' needs " \
+        "a CUDA GPU" in err[0]
+    assert not out.exists()
 
 
 def test_live_problems_outside_the_splits_are_refused(replayed, study_dataset, tmp_path):
