@@ -24,7 +24,7 @@ import sys
 
 import yaml
 
-from experiments.train import config_path
+from experiments.experiment import config_path
 
 path, problems = config_path(sys.argv[1]), sys.argv[2].split()
 if not problems:
