@@ -5,10 +5,16 @@
 #   OUT=results CONFIG=compare_live EXP=runs/experiment/compare BUDGET=360 [WORKERS=1|ray] \
 #     [PROBLEMS="uri uri"] bash experiments/device/live_h200.sh                 # there
 # carrying EXP and .whl: the docs/dataset.md wheels and the experiment's (rliable 1.2 is an
-# sdist on PyPI, built here; arch 7, which it needs, does not import under pandas 3):
+# sdist on PyPI, built here; arch 7, which it needs, does not import under pandas 3, and
+# pandas 2 needs pytz, which the device's pandas 3 did not bring):
 #   python -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#       --platform manylinux2014_x86_64 -d .whl "arch<8" "pandas<3" sb3-contrib
+#       --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 -d .whl \
+#       "arch<8" "pandas<3" sb3-contrib pytz tzdata python-dateutil six
 #   python -m pip wheel --no-deps "rliable==1.2.0" -w .whl
+# A command carries at most 64 MiB with the working tree (38.5 MB on 2026-12-05): carry a copy
+# of EXP with what the live units read only (each agents/*/seed-N's tree.json or
+# best_model.zip and run.json, runs/, settings.json, the leaderboard files; 6.6 MB for
+# compare's 36 MB): the replay runs are reused from runs/ alone.
 # PROBLEMS plays only those problems of the splits (live.problems); the rows of a sample count
 # for the whole later. Resumable: bring live.tgz back into EXP, carry EXP again, run again.
 set -u -o pipefail
