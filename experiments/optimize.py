@@ -345,13 +345,15 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
     """
     from agents.tree.policy import TreePolicy
 
-    if candidate_file is not None and not (isinstance(candidate_file, (str, Path))
-                                           and str(candidate_file).strip()):
-        raise ValueError(f"candidate_file must be a file's path, got {candidate_file!r}")
-    if env is not None and candidate_file is not None:
-        raise ValueError("candidate_file: an environment given profiles the candidate it was "
-                         "made with (AutoProfilerLive-v0's candidate_file): leave it out")
-    if env is not None:
+    from autoprofiler_env.envs.backends.live import candidate_path
+
+    if candidate_file is not None:
+        if env is not None:
+            raise ValueError("candidate_file: an environment given profiles the candidate it "
+                             "was made with (AutoProfilerLive-v0's candidate_file): leave it "
+                             "out")
+        candidate_file = candidate_path(candidate_file)  # absolute, as the backend keeps it
+    elif env is not None:
         candidate_file = getattr(env.unwrapped.backend, "candidate_file", None)
     if candidate_file is not None and not profile_only:
         raise ValueError("a candidate's profile is collected alone (--profile-only, "
@@ -370,7 +372,6 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
                        import_timeout_s=import_timeout_s, timeout_s=timeout_s,
                        candidate_file=None if candidate_file is None else str(candidate_file))
         uri = env.unwrapped.problems[0]
-        candidate_file = getattr(env.unwrapped.backend, "candidate_file", None)  # absolute
     else:
         uri = str(problem)
     policy = TreePolicy(loaded, env)

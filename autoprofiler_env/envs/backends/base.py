@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from autoprofiler_env.envs.observation import SectionView
+from autoprofiler_env.optimizers.custom import is_custom
 from autoprofiler_env.profiler.records import Profile
 
 
@@ -91,7 +92,7 @@ your own (``py:MODULE:ATTR``: :mod:`autoprofiler_env.optimizers.custom`)."""
 def llm_model(optimizer: str) -> str | None:
     """The model of ``"llm:<model>"``; None for a reference optimizer or one of your own
     (``py:``); ValueError otherwise."""
-    if optimizer in ("reference", "reference-v1") or optimizer.strip().startswith("py:"):
+    if optimizer in ("reference", "reference-v1") or is_custom(optimizer):
         return None
     if optimizer.startswith("llm:") and len(optimizer) > 4:
         return optimizer[4:]

@@ -52,6 +52,18 @@ IMPORT_SETTING = ("AutoProfilerLive-v0's import_timeout_s=S (autoprofiler optimi
 """How a live user allows a problem file's import more time (named in the time-out's hint)."""
 
 
+def candidate_path(value) -> Path:
+    """A candidate file's path (``candidate_file``), made absolute: the process may change
+    directory before ncu runs it.
+
+    Raises:
+        ValueError: ``value`` is not a path (a str or Path), or is blank.
+    """
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise ValueError(f"candidate_file must be a file's path, got {value!r}")
+    return Path(value).resolve()
+
+
 def require_cuda(device: str, need: str, hint: str = "") -> None:
     """Returns where ``device`` is not a CUDA device (``cpu``) or torch sees a CUDA device on
     this machine; raises otherwise.
@@ -185,9 +197,7 @@ class LiveBackend:
         self._problems = {p.uri: p for p in loaded}
         self._candidate = None
         if candidate_file is not None:  # your kernel, profiled in place of the one Model
-            if not isinstance(candidate_file, (str, Path)) or not str(candidate_file).strip():
-                raise ValueError(f"candidate_file must be a file's path, got "
-                                 f"{candidate_file!r}")
+            candidate_file = candidate_path(candidate_file)
             if len(loaded) != 1:
                 raise ValueError(f"candidate_file: a candidate is profiled on one problem's "
                                  f"inputs; this backend holds {len(loaded)}: give "
@@ -196,7 +206,7 @@ class LiveBackend:
                 raise ValueError("candidate_file: evidence='recorded' shows the problem's "
                                  "recorded profiles; a candidate is profiled with ncu "
                                  "(evidence='ncu')")
-            self._candidate = loaded[0].with_candidate(Path(candidate_file).resolve())
+            self._candidate = loaded[0].with_candidate(candidate_file)
         # a user names a problem by a suite URI, a suite name or a file path; the episode
         # and every record name it by its URI
         self._uris = {str(ref): p.uri for ref, p in zip(problems or [], loaded)}
