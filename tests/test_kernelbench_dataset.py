@@ -466,6 +466,36 @@ def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_bu
                                   reference_only=True)["stopped_by_time_budget"]
 
 
+def test_with_too_little_time_for_an_ncu_run_the_ncu_part_is_not_called(
+        prepared, tmp_path, monkeypatch, on_the_h200):
+    """With under MIN_RUN_S left the ncu part would start nothing: it is not called, so that
+    ``timings.jsonl`` gets no line of no device time for each chunk passed over (2026-12-05
+    on the H200: nine lines of 0.02 s), and the budget is still said to have stopped it."""
+    import autoprofiler_env.dataset.record as record
+    from autoprofiler_env.dataset.record.kernelbench import record_kernelbench
+    from autoprofiler_env.dataset.record.ncu import MIN_RUN_S
+
+    root, _, manifest, _ = prepared
+    out = _new_recording(prepared, tmp_path)
+    called = []
+
+    def fake_reference(problems, config, path, deadline=None):
+        _recorded_reference(out, {p.uri for p in problems})
+        return read_jsonl(path)
+
+    monkeypatch.setattr(record, "record_reference", fake_reference)
+    monkeypatch.setattr(record, "record_ncu", lambda *args, **kwargs: called.append(1) or 0)
+    checkout = KernelBenchCheckout(root, commit=COMMIT)
+    summary = record_kernelbench(out, checkout, chunk=4, time_budget_s=MIN_RUN_S / 2,
+                                 device="cpu", max_ops=24)
+    assert not called and summary["stopped_by_time_budget"]
+    assert summary["needs"]["full"] == len(manifest.problems)
+    assert {r["part"] for r in read_jsonl(out / "timings.jsonl")} == {"reference"}
+    record_kernelbench(out, checkout, chunk=4, time_budget_s=MIN_RUN_S * 4, device="cpu",
+                       max_ops=24)
+    assert len(called) == 2  # with time for a run, each chunk's ncu part is called
+
+
 def test_each_chunk_records_every_part_before_the_next_and_a_stop_leaves_a_prefix(
         prepared, tmp_path, monkeypatch, on_the_h200):
     """Fakes for the GPU parts (their rows from the H200 recording); the plan is the real one,
