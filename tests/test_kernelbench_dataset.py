@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autoprofiler_env.dataset import SCHEMA, Dataset, DatasetFile
+from autoprofiler_env.dataset.format import unpack_document
 from autoprofiler_env.dataset.names import SHIPPED, resolve_dataset
 from autoprofiler_env.dataset.replay import DEFAULT_DATASET
 from autoprofiler_env.dataset.splits import PROPORTIONS, balanced_order, stratified_splits
@@ -259,9 +260,9 @@ def test_provenance_round_trips_and_an_older_schema_loads_without_it(study_datas
     loaded = DatasetFile.load(tmp_path / "v4.json.gz")
     assert loaded.problems[uri].provenance == provenance and loaded.problems == marked.problems
     assert json.loads(gzip.decompress((tmp_path / "v4.json.gz").read_bytes()).split(b"\n")[0])[
-        "schema"] == SCHEMA == "autoprofiler-dataset/5"
+        "schema"] == SCHEMA == "autoprofiler-dataset/6"
     # schema 3 had no provenance: it loads, every record without one
-    body = _body(tmp_path / "v4.json.gz")
+    body = unpack_document(_body(tmp_path / "v4.json.gz"))
     for r in body["problems"]:
         del r["provenance"]
     _reseal(tmp_path / "v3.json.gz", body, "autoprofiler-dataset/3")

@@ -1,9 +1,10 @@
-"""The recorded dataset: schema ``autoprofiler-dataset/5``.
+"""The recorded dataset: schema ``autoprofiler-dataset/6``.
 
 One gzipped file holds everything the replay backend needs to answer "problem P, sections S,
 optimizer O" on a CPU. Its first line is a JSON header, ``{"schema": ..., "sha256": ...}``;
 the rest is one JSON document, whose bytes the ``sha256`` covers (checked on load, without
-serialising anything again). The document holds:
+serialising anything again). The document holds (the profiles' kernels as :func:`pack` writes
+them: their repeated strings once, in the document's tables):
 
 - ``metadata``: GPU, driver, CUDA, torch, triton and ncu versions, date, tolerance, timing
   method, per optimizer with outcomes the judge versions of its rows (``optimizers``; a
@@ -45,13 +46,15 @@ reference optimizers' rules read, and the kernel duration. Files are written ato
 (a temporary file, then a rename).
 
 Older files still load: their stored bytes are checked against their checksum as they are,
-then each record is converted. Schema 4 kept the units on every kernel (:func:`upgrade_v4`:
+then each record is converted. Schema 5 held each kernel's metric names, header labels and
+units, findings' texts and name in full (:func:`pack`: they are 70% of a KernelBench file's
+JSON, written once since). Schema 4 kept the units on every kernel (:func:`upgrade_v4`:
 they move to the profile; they were a quarter of a KernelBench file's JSON). Schema 3 had
 no ``provenance`` (:func:`upgrade_v3`: null).
 Schema 2 (outcomes per transformation, all of the first reference optimizer) is converted to
 schema 3 first (:func:`upgrade_v2`: its ``outcomes`` become ``{"reference-v1": outcomes}``,
 its ``transformations`` the outcomes' names in the order stored, since that recording judged
-every applicable transformation). Saving writes schema 5.
+every applicable transformation). Saving writes schema 6.
 
 Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not
 gzip or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
@@ -88,13 +91,14 @@ from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
-SCHEMA = "autoprofiler-dataset/5"
+SCHEMA = "autoprofiler-dataset/6"
+SCHEMA_V5 = "autoprofiler-dataset/5"
 SCHEMA_V4 = "autoprofiler-dataset/4"
 SCHEMA_V3 = "autoprofiler-dataset/3"
 SCHEMA_V2 = "autoprofiler-dataset/2"
-READABLE = (SCHEMA, SCHEMA_V4, SCHEMA_V3, SCHEMA_V2)
+READABLE = (SCHEMA, SCHEMA_V5, SCHEMA_V4, SCHEMA_V3, SCHEMA_V2)
 """The schemas read: :data:`SCHEMA`, and the older ones, converted on load
-(:func:`upgrade_v4`, :func:`upgrade_v3`, :func:`upgrade_v2`)."""
+(:func:`unpack`, :func:`upgrade_v4`, :func:`upgrade_v3`, :func:`upgrade_v2`)."""
 V1 = "reference-v1"
 """The optimizer whose outcomes a schema-2 file holds: the first reference optimizer."""
 _REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
@@ -472,6 +476,113 @@ class ProblemRecord:
         return None
 
 
+TABLES = ("strings", "metric_names", "headers")
+"""A schema-6 document's tables: the kernels' names and their findings' section, rule, kind
+and text (``strings``), the metric names of each kernel shape (``metric_names``: a list of
+names per shape) and the header rows' section, label and unit (``headers``)."""
+
+
+def pack(document: dict) -> dict:
+    """A document whose records are as schema 5 has them (each kernel a mapping of every
+    field), as schema 6 writes it: each kernel's ``name`` an index into ``strings``, its
+    ``metrics`` ``[shape, values]`` (the names are ``metric_names[shape]``, in order), each
+    header row of ``displayed`` ``[header, value]`` (``headers[header]`` is its section,
+    label and unit), each finding ``[section, rule, kind, message, speedup_type,
+    speedup_pct]`` (the first four indices into ``strings``). The document is not changed."""
+    strings: dict[str, int] = {}
+    shapes: dict[tuple, int] = {}
+    headers: dict[tuple, int] = {}
+
+    def index(table: dict, key) -> int:
+        found = table.get(key)
+        if found is None:
+            found = table[key] = len(table)
+        return found
+
+    problems = []
+    for record in document["problems"]:
+        profiles = {}
+        for section, profile in record["profiles"].items():
+            kernels = [{
+                **k, "name": index(strings, k["name"]),
+                "metrics": [index(shapes, tuple(k["metrics"])), list(k["metrics"].values())],
+                "displayed": [[index(headers, (m["section"], m["label"], m["unit"])),
+                               m["value"]] for m in k["displayed"]],
+                "findings": [[index(strings, f["section"]), index(strings, f["rule"]),
+                              index(strings, f["kind"]), index(strings, f["message"]),
+                              f["speedup_type"], f["speedup_pct"]] for f in k["findings"]]}
+                for k in profile["kernels"]]
+            profiles[section] = {**profile, "kernels": kernels}
+        problems.append({**record, "profiles": profiles})
+    return {**document, "problems": problems, "strings": list(strings),
+            "metric_names": [list(names) for names in shapes],
+            "headers": [list(header) for header in headers]}
+
+
+def _tables(document: dict) -> tuple[dict, dict, dict]:
+    """A schema-6 document's tables, checked, keyed by index (a negative or out-of-range
+    index is then a KeyError, not another entry). Raises _BadValue for a table that is not
+    a list of what it holds."""
+    strings, names, headers = (document.get(t) for t in TABLES)
+    if type(strings) is not list or any(type(x) is not str for x in strings):
+        raise _BadValue(f"strings is {str(strings)[:60]!r}, not a list of strings")
+    if type(names) is not list or any(type(n) is not list or any(type(m) is not str for m in n)
+                                      for n in names):
+        raise _BadValue(f"metric_names is {str(names)[:60]!r}, not a list of lists of names")
+    if type(headers) is not list or any(
+            type(h) is not list or len(h) != 3 or any(type(x) is not str for x in h)
+            for h in headers):
+        raise _BadValue(f"headers is {str(headers)[:60]!r}, not a list of [section, label, "
+                        "unit] rows")
+    return (dict(enumerate(strings)), dict(enumerate(tuple(n) for n in names)),
+            {i: dict(zip(("section", "label", "unit"), h)) for i, h in enumerate(headers)})
+
+
+def unpack(d: dict, tables: tuple[dict, dict, dict]) -> dict:
+    """A problem record of a schema-6 document, as schema 5 has it (:func:`pack`'s inverse),
+    with the document's :func:`_tables`. Changes ``d`` in place: it is the record just
+    decoded. Raises _BadValue for a kernel that names an entry its table does not hold, or
+    whose metrics are not as many values as its shape's names."""
+    strings, names, headers = tables
+    for section, profile in d["profiles"].items():
+        for i, k in enumerate(profile["kernels"]):
+            try:
+                shape, values = k["metrics"]
+                shape_names = names[shape]
+                if type(values) is not list or len(values) != len(shape_names):
+                    raise _BadValue(f"profiles[{section!r}].kernels[{i}].metrics holds "
+                                    f"{str(values)[:40]!r}, not the {len(shape_names)} values "
+                                    f"of metric_names[{shape}]")
+                k["metrics"] = dict(zip(shape_names, values))
+                k["name"] = strings[k["name"]]
+                k["displayed"] = [{**headers[h], "value": v} for h, v in k["displayed"]]
+                k["findings"] = [{"section": strings[a], "rule": strings[b],
+                                  "kind": strings[c], "message": strings[m],
+                                  "speedup_type": st, "speedup_pct": pct}
+                                 for a, b, c, m, st, pct in k["findings"]]
+            except _BadValue:
+                raise
+            except KeyError as e:  # a negative or out-of-range index, or another key
+                raise _BadValue(f"profiles[{section!r}].kernels[{i}] refers to {e.args[0]!r}, "
+                                "which no entry of the document's tables is") from None
+            except (TypeError, ValueError) as e:  # a row of another length or kind
+                raise _BadValue(f"profiles[{section!r}].kernels[{i}] is not a kernel as schema "
+                                f"6 packs it ({e})") from None
+    return d
+
+
+def unpack_document(document: dict) -> dict:
+    """A schema-6 document as schema 5 has it: every record unpacked (:func:`unpack`), the
+    tables dropped (what a reader of schema 5, or a test that edits records, works on).
+    Changes ``document`` in place. Raises _BadValue as :func:`unpack` does."""
+    tables = _tables(document)
+    for d in document["problems"]:
+        unpack(d, tables)
+    for table in TABLES:
+        del document[table]
+    return document
+
+
 def upgrade_v4(d: dict) -> dict:
     """A problem record of schema 4, as schema 5 has it: each profile's units once (schema 4
     held them per kernel, a quarter of a KernelBench file's JSON). Changes ``d`` in place:
@@ -553,8 +664,8 @@ class DatasetFile:
     def save(self, path: Path) -> str:
         """Writes atomically; returns the checksum it stored."""
         metadata = {k: v for k, v in self.metadata.items() if k != "sha256"}
-        document = json.dumps({"metadata": metadata, "sections": list(self.sections),
-                               "problems": [r.to_dict() for r in self.problems.values()]},
+        document = json.dumps(pack({"metadata": metadata, "sections": list(self.sections),
+                                    "problems": [r.to_dict() for r in self.problems.values()]}),
                               separators=(",", ":")).encode()
         checksum = hashlib.sha256(document).hexdigest()
         header = json.dumps({"schema": SCHEMA, "sha256": checksum}).encode()
@@ -566,13 +677,14 @@ class DatasetFile:
     def load(cls, path: Path) -> DatasetFile:
         """Reads and checks a dataset file.
 
-        A file of an older schema (4, 3 or 2) is checked as stored (its checksum covers its
+        A file of an older schema (5, 4, 3 or 2) is checked as stored (its checksum covers its
         own bytes), then converted (:func:`_upgrade`).
 
         Raises:
             DatasetError: missing or unreadable; corrupted (not gzip, a damaged or truncated
                 stream, a header that is not JSON, a checksum mismatch); a schema other than
-                5, 4, 3 or 2; a malformed record; or a value out of range
+                6, 5, 4, 3 or 2; a malformed record (a kernel naming an entry its tables do not
+                hold); or a value out of range
                 (:meth:`ProblemRecord.invalid`). The message names the file (and the problem
                 and field) and says what to do.
         """
@@ -606,17 +718,21 @@ class DatasetFile:
         uri = None
         try:
             body = json.loads(document)
+            tables = _tables(body) if schema == SCHEMA else None
             problems = {}
             for d in body["problems"]:
                 uri = d["uri"]
                 if uri in problems:
                     raise ValueError("it is recorded twice")
+                if tables is not None:
+                    d = unpack(d, tables)
                 problems[uri] = ProblemRecord.from_dict(_upgrade(d, schema))
             uri = None
             metadata = {**body["metadata"], "sha256": actual}
             sections = body["sections"]
-        except _BadValue as e:
-            raise DatasetError(f"{path}: {uri}: {e}; the file was written with a bad value: "
+        except _BadValue as e:  # a record's value, or the document's tables
+            where = f"{uri}: " if uri is not None else ""
+            raise DatasetError(f"{path}: {where}{e}; the file was written with a bad value: "
                                f"{_REPAIR}") from e
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             where = f"the record of {uri}" if uri is not None else "its document"
