@@ -5,7 +5,7 @@ verdict's wall time and phases printed (the first pays for the reference's prepa
     python -m experiments.bench_judge [--device cuda] [--mb 128] [--repeats 2]
 
 KernelBench's outputs are large (a median of 378 MB over levels 1-2, 8.6 GB at most), and
-moving them is most of judging them (docs/kernelbench.md, "What it costs"). Measured on the
+moving them is most of judging them (docs/kernelbench-sessions.md). Measured on the
 2-core development machine, ``--device cpu --mb 128`` (``timing_budget_ms=300``,
 ``max_trials=30``): judge 3 (commit dc7bf57) took 27.0 s then 20.1 s (timing 14.2 s,
 13.1 s); judge 4 took 16.8-19.4 s then 10.5-10.7 s (timing 4.3-5.5 s; two runs).

@@ -450,8 +450,8 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
     """Records the manifest's problems (``out/kernelbench.json``) chunk by chunk, resuming
     what ``out`` holds: each chunk's reference timings, its ncu run of the full set (one
     invocation for the chunk), its plan and its planned candidates, before the next chunk.
-    Each part's wall time goes to ``timings.jsonl`` (one line per part per chunk), a stopped
-    one's too. Returns how far the recording is (:func:`recording_status`) and whether the
+    Each part's wall time goes to ``timings.jsonl`` (one line per part that ran in a chunk),
+    a stopped one's too. Returns how far the recording is (:func:`recording_status`) and whether the
     time budget stopped it (it ran out, or what was left of it was too little to start what
     remains). A candidate not judged within ``candidate_timeout_s`` is
     recorded as failed (``timeout``). ``reference_only``: only the reference timings, of
