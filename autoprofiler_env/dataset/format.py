@@ -39,7 +39,12 @@ them: their repeated strings once, in the document's tables):
     applicable transformation; ``metadata["optimizers"]`` names each optimizer's judges;
   - ``llm_outcomes``: for LLM optimizers, whose candidates are not a function of a few rules,
     outcomes keyed by optimizer name, then by the canonical section set (``"A+B"``, ``""`` for
-    no profile), each a list of repeats (one per sampled reply).
+    no profile), each a list of repeats (one per sampled reply);
+
+- ``strings``, ``metric_names``, ``headers``: the tables the kernels refer to by index
+  (:data:`TABLES`, :func:`pack`): the kernels' names and their findings' section, rule, kind
+  and text; each kernel shape's metric names, in order; the header rows' section, label and
+  unit.
 
 Kept metrics (to stay small): every action section's header metrics, the metrics the
 reference optimizers' rules read, and the kernel duration. Files are written atomically
@@ -64,7 +69,9 @@ correct outcome without a speedup, a split other than train, val and test, a lev
 not an integer, tags that are not a list of strings; a kernel metric that is not a finite
 number or a string, or a number in one kernel and a string in another:
 :func:`_invalid_metrics`), one whose ``sections`` is not a non-empty list of distinct names
-(the environment's actions), one whose metadata names a tolerance
+(the environment's actions), one with a kernel that refers to an entry its tables do not
+hold, or by anything but an integer, or whose tables are not lists of what they hold
+(:func:`unpack`), one whose metadata names a tolerance
 that is not a mapping or an optimizer no backend knows, and one with a problem lacking the
 profile of one of its ``sections`` (a build keeps only the problems with all of them), which
 would otherwise fail later, far from the file, or give a wrong result.
@@ -80,6 +87,7 @@ import math
 import threading
 import zlib
 from contextlib import contextmanager
+from itertools import chain
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -89,7 +97,7 @@ from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
-from autoprofiler_env.profiler.records import Profile, ProfileCost
+from autoprofiler_env.profiler.records import KERNEL_KEYS, Profile, ProfileCost
 
 SCHEMA = "autoprofiler-dataset/6"
 SCHEMA_V5 = "autoprofiler-dataset/5"
@@ -522,13 +530,15 @@ def pack(document: dict) -> dict:
 def _tables(document: dict) -> tuple[dict, dict, dict]:
     """A schema-6 document's tables, checked, keyed by index (a negative or out-of-range
     index is then a KeyError, not another entry). Raises _BadValue for a table that is not
-    a list of what it holds."""
+    a list of what it holds, or a shape naming a metric twice (one of its values would be
+    lost)."""
     strings, names, headers = (document.get(t) for t in TABLES)
     if type(strings) is not list or any(type(x) is not str for x in strings):
         raise _BadValue(f"strings is {str(strings)[:60]!r}, not a list of strings")
     if type(names) is not list or any(type(n) is not list or any(type(m) is not str for m in n)
-                                      for n in names):
-        raise _BadValue(f"metric_names is {str(names)[:60]!r}, not a list of lists of names")
+                                      or len(set(n)) != len(n) for n in names):
+        raise _BadValue(f"metric_names is {str(names)[:60]!r}, not a list of lists of "
+                        "distinct names")
     if type(headers) is not list or any(
             type(h) is not list or len(h) != 3 or any(type(x) is not str for x in h)
             for h in headers):
@@ -541,13 +551,24 @@ def _tables(document: dict) -> tuple[dict, dict, dict]:
 def unpack(d: dict, tables: tuple[dict, dict, dict]) -> dict:
     """A problem record of a schema-6 document, as schema 5 has it (:func:`pack`'s inverse),
     with the document's :func:`_tables`. Changes ``d`` in place: it is the record just
-    decoded. Raises _BadValue for a kernel that names an entry its table does not hold, or
-    whose metrics are not as many values as its shape's names."""
+    decoded. Raises _BadValue for a kernel of other keys, one that names an entry its table
+    does not hold or by anything but an integer (a bool or a float would read the entry of
+    the int it equals), or whose metrics are not as many values as its shape's names."""
     strings, names, headers = tables
     for section, profile in d["profiles"].items():
         for i, k in enumerate(profile["kernels"]):
+            if k.keys() != KERNEL_KEYS:
+                raise _BadValue(f"profiles[{section!r}].kernels[{i}]'s keys are {sorted(k)}, "
+                                f"not {sorted(KERNEL_KEYS)}")
             try:
                 shape, values = k["metrics"]
+                index = next((x for x in chain((shape, k["name"]),
+                                               (row[0] for row in k["displayed"]),
+                                               (x for f in k["findings"] for x in f[:4]))
+                              if type(x) is not int), None)
+                if index is not None:
+                    raise _BadValue(f"profiles[{section!r}].kernels[{i}] refers to an entry of "
+                                    f"the document's tables by {index!r}, not an integer")
                 shape_names = names[shape]
                 if type(values) is not list or len(values) != len(shape_names):
                     raise _BadValue(f"profiles[{section!r}].kernels[{i}].metrics holds "

@@ -75,7 +75,8 @@ class KernelProfile:
         return "".join(out).split("::")[-1].replace("void ", "").strip() or self.name[:60]
 
 
-_KERNEL_KEYS = frozenset(f.name for f in fields(KernelProfile))
+KERNEL_KEYS = frozenset(f.name for f in fields(KernelProfile))
+"""The keys of a kernel's dict (:meth:`Profile.to_dict`)."""
 """A :class:`KernelProfile`'s fields, the keys of its dict."""
 
 
@@ -198,8 +199,8 @@ class Profile:
         another shape (a kernel with other keys: a per-kernel ``units`` is schema 4's)."""
         # positional constructors: a KernelBench dataset builds ~150k of these records on load
         for k in d["kernels"]:
-            if k.keys() != _KERNEL_KEYS:
-                raise ValueError(f"a kernel's keys are {sorted(k)}, not {sorted(_KERNEL_KEYS)}")
+            if k.keys() != KERNEL_KEYS:
+                raise ValueError(f"a kernel's keys are {sorted(k)}, not {sorted(KERNEL_KEYS)}")
         kernels = tuple(
             KernelProfile(k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
                           k["passes"], k["metrics"],

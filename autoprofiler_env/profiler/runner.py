@@ -158,16 +158,17 @@ one problem; the recorder profiles a problem that timed out in a batched run aga
 it. Every other suite problem launches at most 48 kernels in its profiled call."""
 
 
-RANGE_BASE_S, RANGE_PER_OP_S = 30.0, 5.0
+RANGE_BASE_S, RANGE_PER_OP_S = 40.0, 5.0
 """The limit of a batched problem's profiled call, given the operators in its range:
 ``RANGE_BASE_S + RANGE_PER_OP_S * ops`` (at most the run's ``problem_timeout_s``), so that a
 problem whose few operators launch hundreds of kernels is stopped, and profiled alone and
-capped, after 35 s rather than 150 s. Of the 321 problem runs with operator counts in docs/data
-(both datasets, the H200), each that finished uncapped took at most 70% of its limit (the
-suite's ``mlp_deep_narrow_16layer_65536x128``: 105 s of 150 for 64 operators; KernelBench's
-``level2/5_ConvTranspose2d_Subtract_Tanh``: 26 s of 45 for 3, the most an operator). Only those
-that need the kernel cap go over: the cuDNN FFT transposed convolutions (one operator, about
-150 kernels; 125 s capped) and the LSTMs (5-6 operators, 111-151 s)."""
+capped, after 45 s rather than 150 s. Of the 463 problem runs with operator counts in docs/data
+(both datasets, the H200), each that finished uncapped took at most 69% of its limit
+(KernelBench's ``level2/18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp``: 51.8 s of 75 for 7
+operators; with the base of 30 s it had when it ran, 2026-12-05, that was 80% of its 65 s,
+and the base went up by 10 s so that an uncapped problem keeps a quarter of its limit
+spare). Only those that need the kernel cap go over: the cuDNN FFT transposed convolutions
+(one operator, about 150 kernels; 125 s capped) and the LSTMs (5-6 operators, 111-151 s)."""
 
 
 def range_timeout_s(ops: int) -> float:
