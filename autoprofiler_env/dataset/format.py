@@ -87,8 +87,8 @@ import math
 import threading
 import zlib
 from contextlib import contextmanager
-from itertools import chain
 from dataclasses import asdict, dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 
 from autoprofiler_env.atomic import write_atomic

@@ -76,7 +76,6 @@ class KernelProfile:
 
 
 KERNEL_KEYS = frozenset(f.name for f in fields(KernelProfile))
-"""The keys of a kernel's dict (:meth:`Profile.to_dict`)."""
 """A :class:`KernelProfile`'s fields, the keys of its dict."""
 
 

@@ -451,9 +451,9 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
     what ``out`` holds: each chunk's reference timings, its ncu run of the full set (one
     invocation for the chunk), its plan and its planned candidates, before the next chunk.
     Each part's wall time goes to ``timings.jsonl`` (one line per part that ran in a chunk),
-    a stopped one's too. Returns how far the recording is (:func:`recording_status`) and whether the
-    time budget stopped it (it ran out, or what was left of it was too little to start what
-    remains). A candidate not judged within ``candidate_timeout_s`` is
+    a stopped one's too. Returns how far the recording is (:func:`recording_status`) and
+    whether the time budget stopped it (it ran out, or what was left of it was too little to
+    start what remains). A candidate not judged within ``candidate_timeout_s`` is
     recorded as failed (``timeout``). ``reference_only``: only the reference timings, of
     every chunk (under a second a problem on the H200), so that the problems the judge
     refuses (broken, or matched by a constant) are known before the costly parts; the chunks
