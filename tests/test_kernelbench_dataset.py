@@ -431,6 +431,16 @@ def _new_recording(prepared, tmp_path) -> Path:
     return out
 
 
+def _references_recorded(out: Path):
+    """A ``record_reference`` that writes the H200 recording's rows of the problems asked into
+    ``out`` (the GPU part, faked)."""
+    def fake_reference(problems, config, path, deadline=None):
+        _recorded_reference(out, {p.uri for p in problems})
+        return read_jsonl(path)
+
+    return fake_reference
+
+
 def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_budget(
         prepared, tmp_path, monkeypatch, on_the_h200):
     """The ncu part starts nothing with too little time left (MIN_RUN_S), though the deadline
@@ -444,15 +454,11 @@ def test_work_left_for_want_of_time_before_the_deadline_is_a_stop_by_the_time_bu
     out = _new_recording(prepared, tmp_path)
     declined = []
 
-    def fake_reference(problems, config, path, deadline=None):
-        _recorded_reference(out, {p.uri for p in problems})
-        return read_jsonl(path)
-
     def declining_ncu(problems, configs, root_, chunk, deadline=None, **kwargs):
         declined.append(len(problems))  # as with less than MIN_RUN_S left: no run started
         return 0
 
-    monkeypatch.setattr(record, "record_reference", fake_reference)
+    monkeypatch.setattr(record, "record_reference", _references_recorded(out))
     monkeypatch.setattr(record, "record_ncu", declining_ncu)
     checkout = KernelBenchCheckout(root, commit=COMMIT)
     summary = record_kernelbench(out, checkout, chunk=4, time_budget_s=600, device="cpu",
@@ -480,11 +486,7 @@ def test_with_too_little_time_for_an_ncu_run_the_ncu_part_is_not_called(
     out = _new_recording(prepared, tmp_path)
     called = []
 
-    def fake_reference(problems, config, path, deadline=None):
-        _recorded_reference(out, {p.uri for p in problems})
-        return read_jsonl(path)
-
-    monkeypatch.setattr(record, "record_reference", fake_reference)
+    monkeypatch.setattr(record, "record_reference", _references_recorded(out))
     monkeypatch.setattr(record, "record_ncu", lambda *args, **kwargs: called.append(1) or 0)
     checkout = KernelBenchCheckout(root, commit=COMMIT)
     summary = record_kernelbench(out, checkout, chunk=4, time_budget_s=MIN_RUN_S / 2,
