@@ -501,11 +501,8 @@ def pack(document: dict) -> dict:
     shapes: dict[tuple, int] = {}
     headers: dict[tuple, int] = {}
 
-    def index(table: dict, key) -> int:
-        found = table.get(key)
-        if found is None:
-            found = table[key] = len(table)
-        return found
+    def index(table: dict, key) -> int:  # the key's index, a new one the first time
+        return table.setdefault(key, len(table))
 
     problems = []
     for record in document["problems"]:
