@@ -386,12 +386,18 @@ def test_a_capped_run_starts_only_with_the_time_such_a_run_takes(tmp_path, monke
         return record_ncu([lstm], configs, tmp_path, chunk=1, alone={lstm.uri},
                           deadline=time.monotonic() + left, problem_timeout_s=problem_timeout_s)
 
+    def may_start(left: float) -> bool:
+        return ncu.ncu_may_start([lstm], configs, tmp_path, chunk=1, alone={lstm.uri},
+                                 deadline=time.monotonic() + left)
+
     assert ncu.RETRY_MARGIN * stopped_s > ncu.CAPPED_RUN_S + 10
+    assert not may_start(ncu.CAPPED_RUN_S - 10) and may_start(ncu.CAPPED_RUN_S + 10)
     assert record(ncu.CAPPED_RUN_S - 10) == 0 and calls == []  # too little for such a run
     assert ncu.stopped_after(tmp_path / "full", lstm.uri) == 0.0
     assert record(ncu.CAPPED_RUN_S + 10) == 1  # enough: tried (and stopped)
     assert ncu.stopped_after(tmp_path / "full", lstm.uri) == stopped_s
     assert lstm.uri not in covered(tmp_path / "full")
+    assert not may_start(ncu.CAPPED_RUN_S + 10)
     assert record(ncu.CAPPED_RUN_S + 10) == 0 and len(calls) == 1  # not 1.25 x the 140 s
     assert record(ncu.RETRY_MARGIN * stopped_s + 30) == 1 and len(calls) == 2  # more: tried
     # never more asked for than the problem timeout and a start: a run that long ends it
@@ -401,6 +407,23 @@ def test_a_capped_run_starts_only_with_the_time_such_a_run_takes(tmp_path, monke
     assert record_ncu([relu, lstm], configs, tmp_path / "b", chunk=2, alone={lstm.uri},
                       deadline=time.monotonic() + ncu.MIN_RUN_S + 10) == 1
     assert len(calls) == 4 and calls[-1] < ncu.CAPPED_RUN_S  # the batch only, not lstm
+
+
+def test_an_ncu_part_that_would_start_no_run_logs_no_device_time(tmp_path, monkeypatch):
+    """With time for a batched run but not for the capped one a problem alone needs (between
+    MIN_RUN_S and CAPPED_RUN_S left), the ncu part starts nothing: ``timings.jsonl`` gets no
+    line of no device time for it (2026-12-05 on the H200: such lines of 0.02 s)."""
+    import autoprofiler_env.dataset.record as record
+    import autoprofiler_env.dataset.record.ncu as ncu
+
+    calls = []
+    monkeypatch.setattr(ncu, "run_ncu", lambda *args, **kwargs: calls.append(1))
+    lstm = load_problem("lstm_sequence_64x128x512")  # STEPPED_OPS: alone, capped
+    left = (ncu.MIN_RUN_S + ncu.CAPPED_RUN_S) / 2
+    held = record._record_part("full", tmp_path, [lstm], chunk=1, device="cpu",
+                               deadline=time.monotonic() + left, warm_workers=0, llm=None)
+    assert held == {"full": 0} and calls == []
+    assert not (tmp_path / record.TIMINGS).exists()
 
 
 def test_a_broken_reference_is_logged_by_its_uri_without_the_machines_path(tmp_path):

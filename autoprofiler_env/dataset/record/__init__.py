@@ -59,6 +59,7 @@ from autoprofiler_env.dataset.record.ncu import (
     STEPPED_OPS,
     chunks,
     covered,
+    ncu_may_start,
     ncu_pending,
     read_run,
     record_ncu,
@@ -177,12 +178,20 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                  max_ops: int | None = MAX_OPS,
                  candidate_timeout_s: float = CANDIDATE_TIMEOUT_S, alone: Collection[str] = ()):
     """Records one part; logs its wall time to ``timings.jsonl`` even when it is stopped (an
-    exception, SIGTERM), so that the device time it took is not lost to the recording cost.
+    exception, SIGTERM), so that the device time it took is not lost to the recording cost;
+    an ncu part that would start no run (:func:`~.ncu.ncu_may_start`) is not called.
     ``max_ops``: the operators of a problem's forward that the ncu parts profile;
     ``candidate_timeout_s``: the judge's limit for one candidate; ``alone``: the problems the
     ncu parts profile alone with the kernel cap from the start (:func:`record_ncu`; those
     tagged with a :data:`~.ncu.STEPPED_OPS` kind are added)."""
     catalogue = load_catalogue()
+    if part in NCU_PARTS:
+        root, configs = _ncu_configs(part, catalogue)
+        alone = set(alone) | {p.uri for p in problems if STEPPED_OPS & set(p.tags)}
+        if not ncu_may_start(problems, configs, out / root, chunk, deadline, alone=alone):
+            # it would start no run: no line of no device time in timings.jsonl (2026-12-05
+            # on the H200: nine lines of 0.02 s, for chunks with too little time left)
+            return {name: len(covered(out / root / name)) for name in configs}
     with _timed(out, part, device) as holds:
         if part == "reference":
             holds.append(len(record_reference(problems, recording_config(device),
@@ -198,11 +207,9 @@ def _record_part(part: str, out: Path, problems: list[Problem], chunk: int,
                                         list(llm.section_sets), out / "llm.jsonl",
                                         recording_config(device), llm.repeats, deadline)))
         else:
-            root, configs = _ncu_configs(part, catalogue)
-            root = out / root
-            alone = set(alone) | {p.uri for p in problems if STEPPED_OPS & set(p.tags)}
-            record_ncu(problems, configs, root, chunk, deadline, max_ops=max_ops, alone=alone)
-            holds.append({name: len(covered(root / name)) for name in configs})
+            record_ncu(problems, configs, out / root, chunk, deadline, max_ops=max_ops,
+                       alone=alone)
+            holds.append({name: len(covered(out / root / name)) for name in configs})
     return holds[0]
 
 

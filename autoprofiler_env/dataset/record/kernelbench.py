@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.dataset.record.machine import _past
-from autoprofiler_env.dataset.record.ncu import MIN_RUN_S, STEPPED_OPS
+from autoprofiler_env.dataset.record.ncu import STEPPED_OPS
 from autoprofiler_env.dataset.splits import PATTERN, balanced_order, stratified_splits
 from autoprofiler_env.errors import DatasetError, ProblemError, SourceMismatchError
 from autoprofiler_env.jsonlines import read_jsonl
@@ -433,14 +433,6 @@ def _plan_entry(plan) -> dict:
                             "cost_share": c.cost_share} for c in plan.candidates]}
 
 
-def _ncu_may_start(deadline: float | None) -> bool:
-    """Whether the ncu part could start a run: it starts none with under :data:`MIN_RUN_S`
-    left, and calling it then only logs a line of no device time to ``timings.jsonl``
-    (2026-12-05 on the H200: nine such lines of 0.02 s, one a chunk, after the candidates ran
-    into the last half-minute)."""
-    return deadline is None or deadline - time.monotonic() >= MIN_RUN_S
-
-
 def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                        time_budget_s: float | None = None, device: str = "cuda",
                        warm_workers: int = 6, max_ops: int | None = MAX_OPS,
@@ -543,7 +535,7 @@ def record_kernelbench(out: Path, checkout: KernelBenchCheckout, chunk: int = 8,
                 continue
             state = _state(out)
             todo = [p for p in members if state.needs(p.uri) == "full"]
-            if todo and _ncu_may_start(deadline):
+            if todo:
                 record_part("full", todo)
             state = _state(out)
             todo = [p for p in members if state.needs(p.uri) == "plan"]

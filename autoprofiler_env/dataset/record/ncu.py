@@ -152,6 +152,49 @@ def stopped_after(root: Path, uri: str) -> float:
                 and any(r.get("event") == "deadline" for r in meta["status"])), default=0.0)
 
 
+def _work(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
+          alone: Collection[str]) -> list[tuple[str, list[str], str, list[Problem], int | None]]:
+    """:func:`record_ncu`'s runs left to make, in order: per config, its batched chunks of the
+    problems no saved run is done with, then those profiled alone with the kernel cap; each
+    as (config, sections, chunk id, problems, kernel cap or None)."""
+    work = []
+    for name, sections in configs.items():
+        done = covered(root / name)
+        capped = ({uri for meta in _runs(root / name)
+                   if (uri := _timed_out_batched(meta)) is not None} | set(alone)) - done
+        todo = [p for p in problems if p.uri not in done and p.uri not in capped]
+        work += [(name, sections, chunk_id, members, None)
+                 for chunk_id, members in chunks(todo, chunk)]
+        work += [(name, sections, f"capped-{chunks([p], 1)[0][0]}", [p], MAX_KERNELS)
+                 for p in problems if p.uri in capped]
+    return work
+
+
+def _fits(root: Path, members: list[Problem], max_kernels: int | None, left: float | None,
+          problem_timeout_s: float) -> bool:
+    """Whether a run of ``members`` (one alone where ``max_kernels`` is set) is started with
+    ``left`` s to the deadline: not with under :data:`MIN_RUN_S`, nor one alone with too little
+    for such a run (:data:`CAPPED_RUN_S`) or to outlast the run a deadline stopped before
+    (:data:`RETRY_MARGIN`)."""
+    if left is None:
+        return True
+    if max_kernels is None:
+        return left >= MIN_RUN_S
+    return left > min(max(CAPPED_RUN_S, RETRY_MARGIN * stopped_after(root, members[0].uri)),
+                      problem_timeout_s + MIN_RUN_S)
+
+
+def ncu_may_start(problems: list[Problem], configs: dict[str, list[str]], root: Path,
+                  chunk: int, deadline: float | None = None, problem_timeout_s: float = 300.0,
+                  alone: Collection[str] = ()) -> bool:
+    """Whether :func:`record_ncu`, called now with these arguments, would start a run: one is
+    left to make, and the time left fits one (the recorder logs no device time for a call
+    that starts none)."""
+    left = deadline - time.monotonic() if deadline is not None else None
+    return any(_fits(root / name, members, cap, left, problem_timeout_s)
+               for name, _, _, members, cap in _work(problems, configs, root, chunk, alone))
+
+
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
                deadline: float | None = None, problem_timeout_s: float = 300.0,
                max_ops: int | None = MAX_OPS, alone: Collection[str] = (),
@@ -169,27 +212,18 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
-    for name, sections in configs.items():
-        done = covered(root / name)
-        capped = ({uri for meta in _runs(root / name)
-                   if (uri := _timed_out_batched(meta)) is not None} | set(alone)) - done
-        todo = [p for p in problems if p.uri not in done and p.uri not in capped]
-        work = [(chunk_id, members, None) for chunk_id, members in chunks(todo, chunk)]
-        work += [(f"capped-{chunks([p], 1)[0][0]}", [p], MAX_KERNELS)
-                 for p in problems if p.uri in capped]
-        for chunk_id, members, max_kernels in tqdm(work, desc=f"ncu {name}", unit="run"):
-            left = deadline - time.monotonic() if deadline is not None else None
-            if left is not None and left < MIN_RUN_S:
-                return made
-            if (left is not None and max_kernels is not None
-                    and left <= min(max(CAPPED_RUN_S, RETRY_MARGIN * stopped_after(
-                        root / name, members[0].uri)), problem_timeout_s + MIN_RUN_S)):
-                continue  # a deadline would stop it (as it did with more time) first
-            run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
-                          problem_timeout_s=(problem_timeout_s if max_kernels is not None
-                                             else min(problem_timeout_s, batch_timeout_s)),
-                          deadline_s=left, max_ops=max_ops,
-                          range_timeout_s=None if max_kernels is not None else range_timeout_s)
-            run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
-            made += 1
+    work = _work(problems, configs, root, chunk, alone)
+    for name, sections, chunk_id, members, max_kernels in tqdm(work, desc="ncu", unit="run"):
+        left = deadline - time.monotonic() if deadline is not None else None
+        if left is not None and left < MIN_RUN_S:
+            return made
+        if not _fits(root / name, members, max_kernels, left, problem_timeout_s):
+            continue  # a deadline would stop it (as it did with more time) first
+        run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
+                      problem_timeout_s=(problem_timeout_s if max_kernels is not None
+                                         else min(problem_timeout_s, batch_timeout_s)),
+                      deadline_s=left, max_ops=max_ops,
+                      range_timeout_s=None if max_kernels is not None else range_timeout_s)
+        run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
+        made += 1
     return made
