@@ -97,7 +97,13 @@ from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
-from autoprofiler_env.profiler.records import KERNEL_KEYS, Profile, ProfileCost
+from autoprofiler_env.profiler.records import (
+    KERNEL_KEYS,
+    DisplayedMetric,
+    Finding,
+    Profile,
+    ProfileCost,
+)
 
 SCHEMA = "autoprofiler-dataset/6"
 SCHEMA_V5 = "autoprofiler-dataset/5"
@@ -542,16 +548,32 @@ def _tables(document: dict) -> tuple[dict, dict, dict]:
         raise _BadValue(f"headers is {str(headers)[:60]!r}, not a list of [section, label, "
                         "unit] rows")
     return (dict(enumerate(strings)), dict(enumerate(tuple(n) for n in names)),
-            {i: dict(zip(("section", "label", "unit"), h)) for i, h in enumerate(headers)})
+            dict(enumerate(tuple(h) for h in headers)))
 
 
-def unpack(d: dict, tables: tuple[dict, dict, dict]) -> dict:
+def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None) -> dict:
     """A problem record of a schema-6 document, as schema 5 has it (:func:`pack`'s inverse),
     with the document's :func:`_tables`. Changes ``d`` in place: it is the record just
-    decoded. Raises _BadValue for a kernel of other keys, one that names an entry its table
-    does not hold or by anything but an integer (a bool or a float would read the entry of
-    the int it equals), or whose metrics are not as many values as its shape's names."""
+    decoded. With ``shared`` (a load's, one for the whole document), each kernel's header rows
+    and findings are built as the records they are, a tuple of :class:`DisplayedMetric` and
+    one of :class:`Finding`, and identical ones are one object (``shared`` holds them by their
+    packed row: a KernelBench file has three times as many rows as distinct ones);
+    :meth:`Profile.from_dict` takes such tuples as they are. Raises _BadValue for a kernel of
+    other keys, one that names an entry its tables do not hold or by anything but an integer
+    (a bool or a float would read the entry of the int it equals), or whose metrics are not
+    as many values as its shape's names."""
     strings, names, headers = tables
+
+    def displayed(h: int, value) -> DisplayedMetric:  # the first time a row is seen
+        shared[h, value] = metric = DisplayedMetric(*headers[h], value)
+        return metric
+
+    def finding(row: tuple) -> Finding:
+        a, b, c, m, speedup_type, speedup_pct = row
+        shared[row] = made = Finding(strings[a], strings[b], strings[c], strings[m],
+                                     speedup_type, speedup_pct)
+        return made
+
     for section, profile in d["profiles"].items():
         for i, k in enumerate(profile["kernels"]):
             if k.keys() != KERNEL_KEYS:
@@ -573,7 +595,14 @@ def unpack(d: dict, tables: tuple[dict, dict, dict]) -> dict:
                                     f"of metric_names[{shape}]")
                 k["metrics"] = dict(zip(shape_names, values))
                 k["name"] = strings[k["name"]]
-                k["displayed"] = [{**headers[h], "value": v} for h, v in k["displayed"]]
+                if shared is not None:  # a row of another length is never one seen before
+                    k["displayed"] = tuple(shared.get((h, v)) or displayed(h, v)
+                                           for h, v in k["displayed"])
+                    k["findings"] = tuple(shared.get(row) or finding(row)
+                                          for row in map(tuple, k["findings"]))
+                    continue
+                k["displayed"] = [dict(zip(("section", "label", "unit"), headers[h]), value=v)
+                                  for h, v in k["displayed"]]
                 k["findings"] = [{"section": strings[a], "rule": strings[b],
                                   "kind": strings[c], "message": strings[m],
                                   "speedup_type": st, "speedup_pct": pct}
@@ -583,7 +612,7 @@ def unpack(d: dict, tables: tuple[dict, dict, dict]) -> dict:
             except KeyError as e:  # a negative or out-of-range index, or another key
                 raise _BadValue(f"profiles[{section!r}].kernels[{i}] refers to {e.args[0]!r}, "
                                 "which no entry of the document's tables is") from None
-            except (TypeError, ValueError) as e:  # a row of another length or kind
+            except (TypeError, ValueError, IndexError) as e:  # a row of another length/kind
                 raise _BadValue(f"profiles[{section!r}].kernels[{i}] is not a kernel as schema "
                                 f"6 packs it ({e})") from None
     return d
@@ -737,13 +766,14 @@ class DatasetFile:
         try:
             body = json.loads(document)
             tables = _tables(body) if schema == SCHEMA else None
+            shared: dict = {}  # the document's header rows and findings, one object each
             problems = {}
             for d in body["problems"]:
                 uri = d["uri"]
                 if uri in problems:
                     raise ValueError("it is recorded twice")
                 if tables is not None:
-                    d = unpack(d, tables)
+                    d = unpack(d, tables, shared)
                 problems[uri] = ProblemRecord.from_dict(_upgrade(d, schema))
             uri = None
             metadata = {**body["metadata"], "sha256": actual}

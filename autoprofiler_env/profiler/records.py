@@ -194,8 +194,10 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict) -> Profile:
-        """The profile of :meth:`to_dict`'s dict. Raises KeyError or ValueError for a dict of
-        another shape (a kernel with other keys: a per-kernel ``units`` is schema 4's)."""
+        """The profile of :meth:`to_dict`'s dict. A kernel's ``displayed`` or ``findings``
+        given as a tuple is taken as the tuple of records it is (a dataset's load builds them,
+        sharing identical ones). Raises KeyError or ValueError for a dict of another shape (a
+        kernel with other keys: a per-kernel ``units`` is schema 4's)."""
         # positional constructors: a KernelBench dataset builds ~150k of these records on load
         for k in d["kernels"]:
             if k.keys() != KERNEL_KEYS:
@@ -203,8 +205,10 @@ class Profile:
         kernels = tuple(
             KernelProfile(k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
                           k["passes"], k["metrics"],
+                          k["displayed"] if type(k["displayed"]) is tuple else
                           tuple(DisplayedMetric(m["section"], m["label"], m["unit"], m["value"])
                                 for m in k["displayed"]),
+                          k["findings"] if type(k["findings"]) is tuple else
                           tuple(Finding(f["section"], f["rule"], f["kind"], f["message"],
                                         f["speedup_type"], f["speedup_pct"])
                                 for f in k["findings"]))
