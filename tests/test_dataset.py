@@ -1111,6 +1111,15 @@ def _packed_kernel(body):
      "].kernels[0] is not a kernel as schema 6 packs it (unhashable type"),
     (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, None, None, 1]]),
      "].kernels[0] is not a kernel as schema 6 packs it (too many values to unpack"),
+    (lambda b: _packed_kernel(b).update(displayed=[[0, 3.2]]),
+     "].kernels[0] is not a kernel as schema 6 packs it (a header's value is 3.2, not a "
+     "string)"),
+    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", "12%"]]),
+     "(a finding's speedup_pct is '12%', not null or a finite number >= 0)"),
+    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", True]]),
+     "(a finding's speedup_pct is True, not null or a finite number >= 0)"),
+    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, 1, 5.0]]),
+     "(a finding's speedup_type is 1, not null or a string)"),
 ])
 def test_a_kernel_naming_what_its_tables_do_not_hold_is_refused(suite_part, tmp_path, damage,
                                                                says):

@@ -31,6 +31,7 @@ from autoprofiler_env.profiler import (
     render_markdown,
 )
 from autoprofiler_env.profiler.parse import parse_passes, parse_raw
+from autoprofiler_env.profiler.records import Finding
 from autoprofiler_env.profiler.render import CHART_METRICS
 from autoprofiler_env.profiler.runner import (
     check_log,
@@ -161,10 +162,10 @@ def test_matmul_is_compute_bound_and_relu_memory_bound():
 def test_findings_are_ranked_by_time_weighted_speedup():
     profiles, _ = profiles_from_run(_run("section-WarpStateStats"))
     for p in profiles:
-        weights = [w for _, w in p.findings()]
+        weights = [r.weighted for r in p.findings()]
         assert weights == sorted(weights, reverse=True)
     relu = next(p for p in profiles if "relu_16384" in p.problem_uri)
-    top, weight = relu.findings()[0]
+    top, weight, _, _ = relu.findings()[0]
     assert (top.section, top.rule, top.kind, top.speedup_type) == ("WarpStateStats",
                                                                    "CPIStall", "OPT", "local")
     assert weight == pytest.approx(top.speedup_pct)  # one kernel: all the time
@@ -266,13 +267,33 @@ def test_each_finding_names_its_kernel_and_one_outside_the_table_its_share():
     assert softmax.splitlines()[2] == "1 kernel, 211.7 us of GPU time in total. It:"
     assert "**OPT SOLBottleneck** (on kernel 1)" in softmax
     gemm = by["linear_gelu_layernorm_4096x4096"]  # SOLBottleneck fires on two of its kernels
-    found = {(f.section, f.rule, f.kind): f for f, _ in gemm.findings()}
+    found = {(r.finding.section, r.finding.rule, r.finding.kind): r.finding
+             for r in gemm.findings()}
     sol = found[("SpeedOfLight", "SOLBottleneck", "OPT")]
     owners = [(k, s) for k, s in zip(gemm.kernels, gemm.shares())
               if any(f.rule == "SOLBottleneck" and f.kind == "OPT" for f in k.findings)]
     assert len(owners) > 1
     longest = max(owners, key=lambda ks: ks[1])[0]
     assert any(f is sol for f in longest.findings)
+
+
+def test_a_finding_shared_by_two_kernels_is_said_of_the_one_that_stands_for_it():
+    """A dataset's load shares identical findings between kernels (one object): the rendering
+    names the kernel findings() chose, not the last one holding the object (it found the
+    kernel by the finding's identity)."""
+    profiles, _ = profiles_from_run(_run("subset-SpeedOfLight+WarpStateStats"))
+    profile = next(p for p in profiles if len(p.kernels) > 2)
+    finding = Finding("SpeedOfLight", "SOLBottleneck", "OPT", "shared", "global", 50.0)
+    long, short = (dataclasses.replace(k, duration_ns=d, findings=(finding,))
+                   for k, d in zip(profile.kernels, (9e6, 1e3)))
+    others = tuple(dataclasses.replace(k, duration_ns=1e3, findings=())
+                   for k in profile.kernels[2:])
+    shared = dataclasses.replace(profile, kernels=(long, short, *others),
+                                 sections=("SpeedOfLight",))
+    top = shared.findings()[0]
+    assert top.finding is finding and top.kernel is long and top.share > 0.99
+    assert "**OPT SOLBottleneck** (est. speedup 50%, global, on kernel 1;" in render_markdown(
+        shared)
 
 
 # -- failures -----------------------------------------------------------------------------------

@@ -95,12 +95,13 @@ from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.dataset.splits import SPLITS
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
-from autoprofiler_env.numeric import is_finite_number
+from autoprofiler_env.numeric import is_finite_number, shown
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
 from autoprofiler_env.profiler.records import (
     KERNEL_KEYS,
     DisplayedMetric,
     Finding,
+    KernelProfile,
     Profile,
     ProfileCost,
 )
@@ -554,22 +555,32 @@ def _tables(document: dict) -> tuple[dict, dict, dict]:
 def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None) -> dict:
     """A problem record of a schema-6 document, as schema 5 has it (:func:`pack`'s inverse),
     with the document's :func:`_tables`. Changes ``d`` in place: it is the record just
-    decoded. With ``shared`` (a load's, one for the whole document), each kernel's header rows
-    and findings are built as the records they are, a tuple of :class:`DisplayedMetric` and
-    one of :class:`Finding`, and identical ones are one object (``shared`` holds them by their
-    packed row: a KernelBench file has three times as many rows as distinct ones);
-    :meth:`Profile.from_dict` takes such tuples as they are. Raises _BadValue for a kernel of
-    other keys, one that names an entry its tables do not hold or by anything but an integer
-    (a bool or a float would read the entry of the int it equals), or whose metrics are not
-    as many values as its shape's names."""
+    decoded. With ``shared`` (a load's, one for the whole document), each kernel is built as
+    the :class:`KernelProfile` it is, which :meth:`Profile.from_dict` takes as it is, and
+    identical header rows and findings are one object (``shared`` holds them by their packed
+    row: a KernelBench file has three times as many rows as distinct ones), each checked the
+    first time it is seen: a header's value is a string, a finding's speedup type null or a
+    string and its speedup null or a finite number >= 0 (the prompt formats it as one).
+    Raises _BadValue for a kernel of other keys, one that names an entry its tables do not
+    hold or by anything but an integer (a bool or a float would read the entry of the int it
+    equals), whose metrics are not as many values as its shape's names, or (with ``shared``)
+    a header row or finding of a value as above."""
     strings, names, headers = tables
 
     def displayed(h: int, value) -> DisplayedMetric:  # the first time a row is seen
+        if type(value) is not str:  # ncu's text, its formatting kept
+            raise ValueError(f"a header's value is {shown(value)}, not a string")
         shared[h, value] = metric = DisplayedMetric(*headers[h], value)
         return metric
 
     def finding(row: tuple) -> Finding:
         a, b, c, m, speedup_type, speedup_pct = row
+        if speedup_type is not None and type(speedup_type) is not str:
+            raise ValueError(f"a finding's speedup_type is {shown(speedup_type)}, not null or "
+                             "a string")
+        if speedup_pct is not None and not _NON_NEGATIVE[1](speedup_pct):
+            raise ValueError(f"a finding's speedup_pct is {shown(speedup_pct)}, not null or "
+                             f"{_NON_NEGATIVE[0]}")  # the prompt formats it as a number
         shared[row] = made = Finding(strings[a], strings[b], strings[c], strings[m],
                                      speedup_type, speedup_pct)
         return made
@@ -596,10 +607,12 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None)
                 k["metrics"] = dict(zip(shape_names, values))
                 k["name"] = strings[k["name"]]
                 if shared is not None:  # a row of another length is never one seen before
-                    k["displayed"] = tuple(shared.get((h, v)) or displayed(h, v)
-                                           for h, v in k["displayed"])
-                    k["findings"] = tuple(shared.get(row) or finding(row)
-                                          for row in map(tuple, k["findings"]))
+                    profile["kernels"][i] = KernelProfile(
+                        k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
+                        k["passes"], k["metrics"],
+                        tuple(shared.get((h, v)) or displayed(h, v) for h, v in k["displayed"]),
+                        tuple(shared.get(row) or finding(row)
+                              for row in map(tuple, k["findings"])))
                     continue
                 k["displayed"] = [dict(zip(("section", "label", "unit"), headers[h]), value=v)
                                   for h, v in k["displayed"]]

@@ -87,7 +87,7 @@ def section_view(profile: Profile, section: str,
         v = profile.metric(name) if owner == section else None
         if v is not None:
             values[i] = squash(v)
-    score = sum(w for f, w in profile.findings() if f.kind == "OPT")
+    score = sum(r.weighted for r in profile.findings() if r.finding.kind == "OPT")
     return SectionView(values, float(score), profile.cost.replay_s, profile.cost.passes)
 
 

@@ -122,7 +122,7 @@ def proposals(profile: Profile) -> list[Proposal]:
                                 f"the time) at {mem:.0f}% memory throughput",
                                 {MEM_PCT: mem, "share": round(share, 3)}))
     # 6-8: ncu's findings
-    for finding, weighted in profile.findings():
+    for finding, weighted, _, _ in profile.findings():
         if finding.kind != "OPT" or weighted <= 0:
             continue
         evidence = {f"{finding.section}/{finding.rule}": round(weighted, 2)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
+from typing import NamedTuple
 
 Value = float | str
 
@@ -77,6 +78,19 @@ class KernelProfile:
 
 KERNEL_KEYS = frozenset(f.name for f in fields(KernelProfile))
 """A :class:`KernelProfile`'s fields, the keys of its dict."""
+
+
+class RankedFinding(NamedTuple):
+    """A rule's finding over a problem's kernels (:meth:`Profile.findings`): the kernel's
+    finding that stands for it, the estimated speedup weighted by the kernels' time and summed
+    over them, and that kernel and its share of the time. A kernel's finding may be the same
+    object as another kernel's (a dataset's load shares identical ones): the kernel is said
+    here, never found by the finding's identity."""
+
+    finding: Finding
+    weighted: float
+    kernel: KernelProfile
+    share: float
 
 
 @dataclass(frozen=True)
@@ -170,45 +184,46 @@ class Profile:
                         if isinstance(v, float)})
         return {n: self.metric(n) for n in names}
 
-    def findings(self) -> list[tuple[Finding, float]]:
+    def findings(self) -> list[RankedFinding]:
         """The problem's findings, one per (section, rule, kind): the kernel's finding with the
         largest time-weighted estimated speedup stands for the rule (among equals, that of
         the kernel taking most of the time: a rule without estimates is the longest kernel's
         where it fires there), with the weighted speedup summed over kernels (a rule that
-        fires on a kernel taking 10% of the time can save at most 10% of the problem's time).
-        Largest first; those without estimates last."""
-        best: dict[tuple, tuple[Finding, float, tuple[float, float]]] = {}
-        for kernel, share in zip(self.kernels, self._shares):
+        fires on a kernel taking 10% of the time can save at most 10% of the problem's time),
+        and that kernel and its share. Largest first; those without estimates last."""
+        best: dict[tuple, tuple[Finding, float, tuple[float, float], int]] = {}
+        for i, (kernel, share) in enumerate(zip(self.kernels, self._shares)):
             for f in kernel.findings:
                 key = (f.section, f.rule, f.kind)
                 weighted = share * (f.speedup_pct or 0.0)
-                found, total, top = best.get(key, (f, 0.0, (-1.0, -1.0)))
+                found, total, top, owner = best.get(key, (f, 0.0, (-1.0, -1.0), i))
                 if (weighted, share) > top:
-                    found, top = f, (weighted, share)
-                best[key] = (found, total + weighted, top)
-        ranked = [(f, total) for f, total, _ in best.values()]
-        return sorted(ranked, key=lambda ft: (-ft[1], ft[0].section, ft[0].rule, ft[0].kind))
+                    found, top, owner = f, (weighted, share), i
+                best[key] = (found, total + weighted, top, owner)
+        ranked = [RankedFinding(f, total, self.kernels[i], self._shares[i])
+                  for f, total, _, i in best.values()]
+        return sorted(ranked, key=lambda r: (-r.weighted, r.finding.section, r.finding.rule,
+                                             r.finding.kind))
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> Profile:
-        """The profile of :meth:`to_dict`'s dict. A kernel's ``displayed`` or ``findings``
-        given as a tuple is taken as the tuple of records it is (a dataset's load builds them,
-        sharing identical ones). Raises KeyError or ValueError for a dict of another shape (a
+        """The profile of :meth:`to_dict`'s dict. A kernel given as a :class:`KernelProfile` is
+        taken as it is (a dataset's load builds them, sharing identical header rows and
+        findings between them). Raises KeyError or ValueError for a dict of another shape (a
         kernel with other keys: a per-kernel ``units`` is schema 4's)."""
         # positional constructors: a KernelBench dataset builds ~150k of these records on load
         for k in d["kernels"]:
-            if k.keys() != KERNEL_KEYS:
+            if type(k) is not KernelProfile and k.keys() != KERNEL_KEYS:
                 raise ValueError(f"a kernel's keys are {sorted(k)}, not {sorted(KERNEL_KEYS)}")
         kernels = tuple(
+            k if type(k) is KernelProfile else
             KernelProfile(k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
                           k["passes"], k["metrics"],
-                          k["displayed"] if type(k["displayed"]) is tuple else
                           tuple(DisplayedMetric(m["section"], m["label"], m["unit"], m["value"])
                                 for m in k["displayed"]),
-                          k["findings"] if type(k["findings"]) is tuple else
                           tuple(Finding(f["section"], f["rule"], f["kind"], f["message"],
                                         f["speedup_type"], f["speedup_pct"])
                                 for f in k["findings"]))

@@ -50,8 +50,6 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
                      f"{(kernel.duration_ns or 0) / 1e3:.1f} | {share:.0%} |")
     findings = profile.findings()
     row = {kernel.id: i for i, (kernel, _) in enumerate(top, 1)}  # the table's rows
-    owner = {id(f): (kernel, share) for kernel, share in zip(profile.kernels, shares)
-             for f in kernel.findings}  # findings() hands back the kernels' own objects
     for section_id in profile.sections:
         section = catalogue.sections.get(section_id)
         title = section.display_name if section else section_id
@@ -81,9 +79,9 @@ def render_markdown(profile: Profile, max_kernels: int = 3, max_findings: int = 
                     lines.append(f"- kernel {i}: {cells}"
                                  + (f" (and {more} more of its metrics, zero or past the "
                                     f"first {CHART_METRICS})" if more else ""))
-        ours = [(f, w) for f, w in findings if f.section == section_id and f.kind != "INF"]
-        for finding, weighted in ours[:max_findings]:
-            kernel, share = owner[id(finding)]
+        ours = [r for r in findings if r.finding.section == section_id
+                and r.finding.kind != "INF"]
+        for finding, weighted, kernel, share in ours[:max_findings]:
             where = (f"kernel {row[kernel.id]}" if kernel.id in row else
                      f"`{kernel.short_name}`, {share:.0%} of the time")
             estimate = (f"est. speedup {finding.speedup_pct:.0f}%, {finding.speedup_type}, on "
