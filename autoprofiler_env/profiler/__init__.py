@@ -20,6 +20,7 @@ from autoprofiler_env.profiler.records import (
     KernelProfile,
     Profile,
     ProfileCost,
+    RankedFinding,
 )
 from autoprofiler_env.profiler.render import render_markdown
 from autoprofiler_env.profiler.runner import (
@@ -89,6 +90,6 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
 
 __all__ = [
     "ACTION_SECTIONS", "MAX_KERNELS", "MAX_OPS", "DisplayedMetric", "Finding", "KernelProfile",
-    "NcuRun", "Profile", "ProfileCost", "ProfileFailure", "load_catalogue", "profile_problems",
-    "profiles_from_run", "render_markdown", "run_ncu",
+    "NcuRun", "Profile", "ProfileCost", "ProfileFailure", "RankedFinding", "load_catalogue",
+    "profile_problems", "profiles_from_run", "render_markdown", "run_ncu",
 ]
