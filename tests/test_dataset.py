@@ -1064,6 +1064,22 @@ def test_schema_6_holds_each_repeated_string_once_and_a_schema_5_file_still_load
         [r.to_dict() for r in content.problems.values()]))
 
 
+@pytest.mark.parametrize("part, value, says", [
+    ("displayed", 3.2, "].displayed[0].value is 3.2, not a string (ncu's text)"),
+    ("findings", "12%", "].findings[0].speedup_pct is '12%', not null or a finite number >= 0"),
+])
+def test_an_older_schemas_header_row_or_finding_of_a_wrong_value_is_refused(
+        suite_part, tmp_path, part, value, says):
+    """Schema 6 checks each distinct row as it builds it; a schema-5 file's rows are checked
+    one by one (such a file loaded, and saving it wrote a file this version refused)."""
+    body = json.loads(suite_part)
+    kernel = next(k for p in body["problems"][0]["profiles"].values() for k in p["kernels"]
+                  if k["displayed"] and k["findings"])
+    kernel[part][0]["value" if part == "displayed" else "speedup_pct"] = value
+    _resealed(tmp_path / "v5.json.gz", body, schema="autoprofiler-dataset/5")
+    _refused(tmp_path / "v5.json.gz", says, body["problems"][0]["uri"])
+
+
 def test_a_schema_6_load_builds_each_distinct_header_row_and_finding_once(suite_part,
                                                                          tmp_path):
     """A KernelBench file's 174k header rows are 59k distinct ones, its 24k findings 14k:
@@ -1107,13 +1123,19 @@ def _packed_kernel(body):
     (lambda b: _packed_kernel(b).pop("name"), "].kernels[0]'s keys are ['block', "),
     (lambda b: _packed_kernel(b).update(displayed=[[]]),  # was an IndexError, not said
      "].kernels[0] is not a kernel as schema 6 packs it (list index out of range)"),
-    (lambda b: _packed_kernel(b).update(displayed=[[0, ["1"]]]),
-     "].kernels[0] is not a kernel as schema 6 packs it (unhashable type"),
+    (lambda b: _packed_kernel(b).update(displayed=[[0, ["1"]]]),  # unhashable: said
+     "].kernels[0] is not a kernel as schema 6 packs it (a header's value is ['1'], not a "
+     "string (ncu's text))"),
     (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, None, None, 1]]),
      "].kernels[0] is not a kernel as schema 6 packs it (too many values to unpack"),
     (lambda b: _packed_kernel(b).update(displayed=[[0, 3.2]]),
      "].kernels[0] is not a kernel as schema 6 packs it (a header's value is 3.2, not a "
-     "string)"),
+     "string (ncu's text))"),
+    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", {"pct": 5}]]),
+     "(a finding's speedup_pct is {{'pct': 5}}, not null or a finite number >= 0)"),
+    (lambda b: _packed_kernel(b).update(  # True == 1: not the row of 1 seen before
+        findings=[[0, 0, 0, 0, "global", 1], [0, 0, 0, 0, "global", True]]),
+     "(a finding's speedup_pct is True, not null or a finite number >= 0)"),
     (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", "12%"]]),
      "(a finding's speedup_pct is '12%', not null or a finite number >= 0)"),
     (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", True]]),

@@ -334,6 +334,31 @@ def test_the_llm_part_keeps_requests_in_flight_while_units_judge_and_asks_nothin
     assert endpoint.asked == 8 and (out / "llm.jsonl").read_bytes() == before
 
 
+def test_a_full_unit_that_could_start_no_ncu_run_is_not_started(tmp_path):
+    """With under MIN_RUN_S left (or, for a problem profiled alone and capped, under
+    CAPPED_RUN_S) a full unit's ncu run would not start: the unit is not started at all (its
+    process, and a timings.jsonl line of no device time, per problem and chunk), and the
+    summary says the budget stopped the recording; the time for a run starts it."""
+    from autoprofiler_env.dataset.record.ncu import CAPPED_RUN_S, MIN_RUN_S
+
+    relu = load_problem(str(RELU))
+    out = tmp_path / "rec"
+    workers = _DecliningWorkers({relu.uri})
+    given = []
+    run = workers.run
+    workers.run = lambda work, setup, interrupted: run(
+        [given.append(unit.part) or (unit, seed) for unit, seed in work], setup, interrupted)
+    summary = record_fanout(out, [relu], workers, ("full",), config=SMOKE,
+                            time_budget_s=MIN_RUN_S / 2)
+    assert given == [] and summary["stopped_by_time_budget"]
+    assert not (out / "timings.jsonl").exists()
+    record_fanout(out, [relu], workers, ("full",), config=SMOKE,
+                  time_budget_s=(MIN_RUN_S + CAPPED_RUN_S) / 2, alone={relu.uri})
+    assert given == []  # capped: too little time for such a run
+    record_fanout(out, [relu], workers, ("full",), config=SMOKE, time_budget_s=MIN_RUN_S * 2)
+    assert given == ["full"]
+
+
 @pytest.mark.parametrize("alone", [True, False])
 def test_a_full_unit_caps_ncu_from_the_start_for_a_problem_the_driver_names(tmp_path,
                                                                             monkeypatch, alone):

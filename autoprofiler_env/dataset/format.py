@@ -554,8 +554,9 @@ def _tables(document: dict) -> tuple[dict, dict, dict]:
 
 def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None) -> dict:
     """A problem record of a schema-6 document, as schema 5 has it (:func:`pack`'s inverse),
-    with the document's :func:`_tables`. Changes ``d`` in place: it is the record just
-    decoded. With ``shared`` (a load's, one for the whole document), each kernel is built as
+    with the document's :func:`_tables`, or, with ``shared``, as :meth:`ProblemRecord.from_dict`
+    takes it (its kernels built). Changes ``d`` in place: it is the record just decoded. With
+    ``shared`` (a load's, one for the whole document), each kernel is built as
     the :class:`KernelProfile` it is, which :meth:`Profile.from_dict` takes as it is, and
     identical header rows and findings are one object (``shared`` holds them by their packed
     row: a KernelBench file has three times as many rows as distinct ones), each checked the
@@ -568,20 +569,18 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None)
     strings, names, headers = tables
 
     def displayed(h: int, value) -> DisplayedMetric:  # the first time a row is seen
-        if type(value) is not str:  # ncu's text, its formatting kept
-            raise ValueError(f"a header's value is {shown(value)}, not a string")
+        why = _invalid_header_value(value)
+        if why:
+            raise ValueError(f"a header's value {why}")
         shared[h, value] = metric = DisplayedMetric(*headers[h], value)
         return metric
 
-    def finding(row: tuple) -> Finding:
-        a, b, c, m, speedup_type, speedup_pct = row
-        if speedup_type is not None and type(speedup_type) is not str:
-            raise ValueError(f"a finding's speedup_type is {shown(speedup_type)}, not null or "
-                             "a string")
-        if speedup_pct is not None and not _NON_NEGATIVE[1](speedup_pct):
-            raise ValueError(f"a finding's speedup_pct is {shown(speedup_pct)}, not null or "
-                             f"{_NON_NEGATIVE[0]}")  # the prompt formats it as a number
-        shared[row] = made = Finding(strings[a], strings[b], strings[c], strings[m],
+    def finding(key: tuple) -> Finding:
+        a, b, c, m, speedup_type, speedup_pct = key[0]
+        why = _invalid_speedup(speedup_type, speedup_pct)
+        if why:
+            raise ValueError(f"a finding's {why}")
+        shared[key] = made = Finding(strings[a], strings[b], strings[c], strings[m],
                                      speedup_type, speedup_pct)
         return made
 
@@ -611,8 +610,8 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None)
                         k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
                         k["passes"], k["metrics"],
                         tuple(shared.get((h, v)) or displayed(h, v) for h, v in k["displayed"]),
-                        tuple(shared.get(row) or finding(row)
-                              for row in map(tuple, k["findings"])))
+                        tuple(shared.get(key) or finding(key) for key in (  # True == 1: typed
+                            (row, type(row[-1])) for row in map(tuple, k["findings"]))))
                     continue
                 k["displayed"] = [dict(zip(("section", "label", "unit"), headers[h]), value=v)
                                   for h, v in k["displayed"]]
@@ -626,9 +625,56 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None)
                 raise _BadValue(f"profiles[{section!r}].kernels[{i}] refers to {e.args[0]!r}, "
                                 "which no entry of the document's tables is") from None
             except (TypeError, ValueError, IndexError) as e:  # a row of another length/kind
+                why = _invalid_packed_rows(k["displayed"], k["findings"])  # unhashable: said
                 raise _BadValue(f"profiles[{section!r}].kernels[{i}] is not a kernel as schema "
-                                f"6 packs it ({e})") from None
+                                f"6 packs it ({why or e})") from None
     return d
+
+
+def _invalid_header_value(value) -> str | None:
+    """What is wrong with a header row's value, said after its name; None for ncu's text."""
+    return None if type(value) is str else f"is {shown(value)}, not a string (ncu's text)"
+
+
+def _invalid_speedup(speedup_type, speedup_pct) -> str | None:
+    """What is wrong with a finding's estimate, said from the field's name; None when its
+    type is null or a string and its speedup null or a number the prompt can format."""
+    if speedup_type is not None and type(speedup_type) is not str:
+        return f"speedup_type is {shown(speedup_type)}, not null or a string"
+    if speedup_pct is not None and not _NON_NEGATIVE[1](speedup_pct):
+        return f"speedup_pct is {shown(speedup_pct)}, not null or {_NON_NEGATIVE[0]}"
+    return None
+
+
+def _invalid_packed_rows(displayed, findings) -> str | None:
+    """The first packed header row or finding of a kernel (as schema 6 stores them) whose
+    value is wrong, said; None when none is (or the rows are not lists: said otherwise)."""
+    for row in displayed if type(displayed) is list else ():
+        why = type(row) is list and len(row) == 2 and _invalid_header_value(row[1])
+        if why:
+            return f"a header's value {why}"
+    for row in findings if type(findings) is list else ():
+        why = type(row) is list and len(row) == 6 and _invalid_speedup(row[4], row[5])
+        if why:
+            return f"a finding's {why}"
+    return None
+
+
+def _invalid_rows(record: ProblemRecord) -> str | None:
+    """The first header row or finding of ``record``'s kernels whose value is wrong, said
+    with its place; None when all are right. A schema-6 load checks each distinct row as it
+    builds it (:func:`unpack`); this checks an older schema's records."""
+    for section, profile in record.profiles.items():
+        for i, kernel in enumerate(profile.kernels):
+            for j, m in enumerate(kernel.displayed):
+                why = _invalid_header_value(m.value)
+                if why:
+                    return f"profiles[{section!r}].kernels[{i}].displayed[{j}].value {why}"
+            for j, f in enumerate(kernel.findings):
+                why = _invalid_speedup(f.speedup_type, f.speedup_pct)
+                if why:
+                    return f"profiles[{section!r}].kernels[{i}].findings[{j}].{why}"
+    return None
 
 
 def unpack_document(document: dict) -> dict:
@@ -744,9 +790,11 @@ class DatasetFile:
             DatasetError: missing or unreadable; corrupted (not gzip, a damaged or truncated
                 stream, a header that is not JSON, a checksum mismatch); a schema other than
                 6, 5, 4, 3 or 2; a malformed record (a kernel naming an entry its tables do not
-                hold); or a value out of range
-                (:meth:`ProblemRecord.invalid`). The message names the file (and the problem
-                and field) and says what to do.
+                hold); or a value out of range (:meth:`ProblemRecord.invalid`; a kernel metric
+                that is not a finite number or a string, or is a number in one kernel and a
+                string in another; a header row's value that is not a string, or a finding's
+                speedup that is not a finite number >= 0). The message names the file (and
+                the problem and field) and says what to do.
         """
         path = Path(path)
         try:
@@ -807,7 +855,8 @@ class DatasetFile:
             raise DatasetError(f"{path}: sections is {why}; {_REPAIR}")
         kinds: dict[str, tuple] = {}  # each metric is a number everywhere, or a string
         for uri, record in problems.items():
-            why = record.invalid() or _invalid_metrics(record, kinds)
+            why = (record.invalid() or _invalid_metrics(record, kinds)
+                   or (_invalid_rows(record) if schema != SCHEMA else None))
             if why is not None:
                 raise DatasetError(f"{path}: {uri}: {why}; the file was written with a bad "
                                    f"value: {_REPAIR}")

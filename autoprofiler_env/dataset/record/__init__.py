@@ -247,7 +247,8 @@ def _timed(out: Path, part: str, device: str):
 
 
 TIMINGS = "timings.jsonl"
-"""One line per part per ``record`` call: its wall time. The recording's device time."""
+"""One line per part per ``record`` call that ran it (an ncu part that would start no run is
+not called): its wall time. The recording's device time."""
 
 
 def recording_cost(out: Path) -> dict:

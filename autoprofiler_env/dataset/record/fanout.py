@@ -143,6 +143,22 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
     return units
 
 
+def _may_start(out: Path, unit: Unit, setup: Setup) -> bool:
+    """Whether ``unit`` could record anything with the time left now: a full unit only where
+    its ncu run could start (:func:`~.ncu.ncu_may_start`: not with under ``MIN_RUN_S`` left,
+    nor a capped one with too little for such a run); one that could not would only start a
+    process and log a line of no device time. Time only runs out: it is not started later."""
+    if unit.part != "full" or setup.deadline_epoch is None:
+        return True
+    from autoprofiler_env.dataset.record.ncu import STEPPED_OPS, ncu_may_start
+
+    problem = _problem(unit.problem)
+    alone = ({problem.uri} if problem.uri in setup.alone or STEPPED_OPS & set(problem.tags)
+             else ())
+    deadline = time.monotonic() + setup.deadline_epoch - time.time()
+    return ncu_may_start([problem], {"full": []}, out / "sets", 1, deadline, alone=alone)
+
+
 def _seed(out: Path, unit: Unit) -> dict:
     """What the recording holds of ``unit``'s problem that its part reads: the candidate rows
     recorded (so that none is judged twice), the saved ncu runs that hold it (a run that
@@ -622,7 +638,8 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s,
                   candidate_timeout_s=candidate_timeout_s, alone=frozenset(alone))
-    units = pending(out, problems, parts, config.device, plan)
+    units = [u for u in pending(out, problems, parts, config.device, plan)
+             if _may_start(out, u, setup)]
     given_up: set[tuple[str, str]] = set()
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
         check = _one_machine(out)

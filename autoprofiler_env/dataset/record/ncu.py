@@ -123,6 +123,11 @@ kernels, about 150 of them in 300 s), and each wasted its 300 s before the cappe
 profiled call itself is bounded sooner, by its operators (:func:`range_timeout_s`: 35 s for
 one; ``level1/71``'s FFT kernels took this limit's 150 s on 2026-12-03, before it)."""
 
+PROBLEM_TIMEOUT_S = 300.0
+"""How long a problem profiled alone with the kernel cap may take before ncu is stopped (a
+batched one: :data:`BATCH_TIMEOUT_S`); :func:`record_ncu`'s and :func:`ncu_may_start`'s
+default, so that the two agree on which runs fit."""
+
 MIN_RUN_S = 30.0
 """An ncu run is not started with less time left: ncu's start-up and the primer take about
 4 s on the H200, and a problem under the full set takes 10-40 s."""
@@ -185,7 +190,8 @@ def _fits(root: Path, members: list[Problem], max_kernels: int | None, left: flo
 
 
 def ncu_may_start(problems: list[Problem], configs: dict[str, list[str]], root: Path,
-                  chunk: int, deadline: float | None = None, problem_timeout_s: float = 300.0,
+                  chunk: int, deadline: float | None = None,
+                  problem_timeout_s: float = PROBLEM_TIMEOUT_S,
                   alone: Collection[str] = ()) -> bool:
     """Whether :func:`record_ncu`, called now with these arguments, would start a run: one is
     left to make, and the time left fits one (the recorder logs no device time for a call
@@ -196,7 +202,7 @@ def ncu_may_start(problems: list[Problem], configs: dict[str, list[str]], root: 
 
 
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
-               deadline: float | None = None, problem_timeout_s: float = 300.0,
+               deadline: float | None = None, problem_timeout_s: float = PROBLEM_TIMEOUT_S,
                max_ops: int | None = MAX_OPS, alone: Collection[str] = (),
                batch_timeout_s: float = BATCH_TIMEOUT_S) -> int:
     """ncu runs, in chunks of ``chunk`` problems, of each config's problems that no run saved
@@ -212,8 +218,9 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
     problem's forward that are profiled (the driver's cap, ``MAX_OPS`` by default). Returns
     how many runs it made."""
     made = 0
-    work = _work(problems, configs, root, chunk, alone)
-    for name, sections, chunk_id, members, max_kernels in tqdm(work, desc="ncu", unit="run"):
+    bar = tqdm(_work(problems, configs, root, chunk, alone), desc="ncu", unit="run")
+    for name, sections, chunk_id, members, max_kernels in bar:
+        bar.set_postfix_str(name, refresh=False)  # the config (a section, a set) it runs
         left = deadline - time.monotonic() if deadline is not None else None
         if left is not None and left < MIN_RUN_S:
             return made
