@@ -569,9 +569,8 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None)
     strings, names, headers = tables
 
     def displayed(h: int, value) -> DisplayedMetric:  # the first time a row is seen
-        why = _invalid_header_value(value)
-        if why:
-            raise ValueError(f"a header's value {why}")
+        if type(value) is not str:
+            raise ValueError(f"a header's value {_invalid_header_value(value)}")
         shared[h, value] = metric = DisplayedMetric(*headers[h], value)
         return metric
 
@@ -610,8 +609,9 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None)
                         k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
                         k["passes"], k["metrics"],
                         tuple(shared.get((h, v)) or displayed(h, v) for h, v in k["displayed"]),
-                        tuple(shared.get(key) or finding(key) for key in (  # True == 1: typed
-                            (row, type(row[-1])) for row in map(tuple, k["findings"]))))
+                        tuple(shared.get(key) or finding(key) for key in [  # True == 1: typed
+                            (tuple(row), type(row[-1])) for row in k["findings"]])
+                        if k["findings"] else ())
                     continue
                 k["displayed"] = [dict(zip(("section", "label", "unit"), headers[h]), value=v)
                                   for h, v in k["displayed"]]
