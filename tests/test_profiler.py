@@ -159,6 +159,44 @@ def test_matmul_is_compute_bound_and_relu_memory_bound():
     assert multi.metric("no__such_metric") is None
 
 
+def _with_first_estimate(run: NcuRun, text: str) -> NcuRun:
+    """``run`` with its details page's first estimated speedup read as ``text``."""
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(run.details_csv)))
+    first = next(r for r in rows if (r.get("Estimated Speedup") or "").strip())
+    first["Estimated Speedup"] = text
+    page = io.StringIO()
+    writer = csv.DictWriter(page, fieldnames=list(rows[0]), quoting=csv.QUOTE_ALL)
+    writer.writeheader()
+    writer.writerows(rows)
+    return dataclasses.replace(run, details_csv=page.getvalue())
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-5", "N/A"])
+def test_an_estimate_that_is_not_a_finite_speedup_is_no_estimate(text):
+    """A dataset holds a finding's speedup as a finite number >= 0 or none (its load refuses
+    others): what ncu prints otherwise is read as no estimate, not a NaN that the build would
+    write and the load then refuse, nor a ValueError for the whole run."""
+    run = _run("section-WarpStateStats")
+    before = [f.speedup_pct for p in profiles_from_run(run)[0] for k in p.kernels
+              for f in k.findings]
+    after = [f.speedup_pct for p in profiles_from_run(_with_first_estimate(run, text))[0]
+             for k in p.kernels for f in k.findings]
+    changed = [(b, a) for b, a in zip(before, after) if b != a]
+    assert len(before) == len(after) and len(changed) == 1 and changed[0][1] is None
+
+
+def test_a_details_row_without_a_kernel_id_is_a_report_read_error():
+    run = _run("section-WarpStateStats")
+    lines = run.details_csv.splitlines()
+    broken = dataclasses.replace(run, details_csv="\n".join(
+        [lines[0], lines[1].replace('"0",', '"x",', 1), *lines[2:]]))
+    with pytest.raises(ReportReadError, match="a details-page row's ID is 'x', not a kernel's"):
+        profiles_from_run(broken)
+
+
 def test_findings_are_ranked_by_time_weighted_speedup():
     profiles, _ = profiles_from_run(_run("section-WarpStateStats"))
     for p in profiles:

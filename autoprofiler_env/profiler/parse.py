@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -106,22 +107,33 @@ def parse_details(text: str, catalogue: Catalogue) -> dict[int, tuple[list, list
     """Kernel id -> (displayed header metrics, findings) from the details page."""
     out: dict[int, tuple[list, list]] = {}
     for row in _rows(text, "details"):
-        kernel = int(row["ID"])
+        try:
+            kernel = int(row["ID"])
+        except (KeyError, TypeError, ValueError):
+            raise ReportReadError(f"a details-page row's ID is {row.get('ID')!r}, not a "
+                                  "kernel's; export the page again with ncu --import REPORT "
+                                  "--page details --csv") from None
         displayed, findings = out.setdefault(kernel, ([], []))
         section = catalogue.by_display_name(row["Section Name"])
         section_id = section.id if section else row["Section Name"]
         if row.get("Rule Name"):
-            speedup = row.get("Estimated Speedup", "").strip()
             findings.append(Finding(
                 section=section_id, rule=row["Rule Name"], kind=row["Rule Type"].strip(),
                 message=" ".join(row["Rule Description"].split()),
                 speedup_type=row.get("Estimated Speedup Type", "").strip() or None,
-                speedup_pct=float(speedup.replace(",", "")) if speedup else None))
+                speedup_pct=_estimate(row.get("Estimated Speedup") or "")))
         elif row.get("Metric Name"):
             displayed.append(DisplayedMetric(section_id, row["Metric Name"],
                                              row.get("Metric Unit", "").strip(),
                                              row.get("Metric Value", "").strip()))
     return out
+
+
+def _estimate(text: str) -> float | None:
+    """A rule's estimated speedup in percent; None where ncu gives none, or gives what is not
+    a finite number >= 0 (a dataset holds no other: the rule's text still says what it found)."""
+    value = _number(text)
+    return value if type(value) is float and math.isfinite(value) and value >= 0 else None
 
 
 def parse_passes(log: str) -> dict[int, int]:
