@@ -552,20 +552,18 @@ def _tables(document: dict) -> tuple[dict, dict, dict]:
             dict(enumerate(tuple(h) for h in headers)))
 
 
-def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None) -> dict:
-    """A problem record of a schema-6 document, as schema 5 has it (:func:`pack`'s inverse),
-    with the document's :func:`_tables`, or, with ``shared``, as :meth:`ProblemRecord.from_dict`
-    takes it (its kernels built). Changes ``d`` in place: it is the record just decoded. With
-    ``shared`` (a load's, one for the whole document), each kernel is built as
-    the :class:`KernelProfile` it is, which :meth:`Profile.from_dict` takes as it is, and
-    identical header rows and findings are one object (``shared`` holds them by their packed
-    row: a KernelBench file has three times as many rows as distinct ones), each checked the
-    first time it is seen: a header's value is a string, a finding's speedup type null or a
-    string and its speedup null or a finite number >= 0 (the prompt formats it as one).
-    Raises _BadValue for a kernel of other keys, one that names an entry its tables do not
-    hold or by anything but an integer (a bool or a float would read the entry of the int it
-    equals), whose metrics are not as many values as its shape's names, or (with ``shared``)
-    a header row or finding of a value as above."""
+def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict) -> dict:
+    """A problem record of a schema-6 document as :meth:`ProblemRecord.from_dict` takes it,
+    with the document's :func:`_tables`: each kernel built as the :class:`KernelProfile` it is
+    (:meth:`Profile.from_dict` takes it as it is). Changes ``d`` in place: it is the record
+    just decoded. Identical header rows and findings are one object (``shared``, one for the
+    whole document, holds them by their packed row: a KernelBench file has three times as
+    many rows as distinct ones), each checked the first time it is seen: a header's value is
+    a string, a finding's speedup type null or a string and its speedup null or a finite
+    number >= 0 (the prompt formats it as one). Raises _BadValue for a kernel of other keys,
+    one that names an entry its tables do not hold or by anything but an integer (a bool or a
+    float would read the entry of the int it equals), whose metrics are not as many values as
+    its shape's names, or a header row or finding of a value as above."""
     strings, names, headers = tables
 
     def displayed(h: int, value) -> DisplayedMetric:  # the first time a row is seen
@@ -602,23 +600,13 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict | None = None)
                     raise _BadValue(f"profiles[{section!r}].kernels[{i}].metrics holds "
                                     f"{str(values)[:40]!r}, not the {len(shape_names)} values "
                                     f"of metric_names[{shape}]")
-                k["metrics"] = dict(zip(shape_names, values))
-                k["name"] = strings[k["name"]]
-                if shared is not None:  # a row of another length is never one seen before
-                    profile["kernels"][i] = KernelProfile(
-                        k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
-                        k["passes"], k["metrics"],
-                        tuple(shared.get((h, v)) or displayed(h, v) for h, v in k["displayed"]),
-                        tuple(shared.get(key) or finding(key) for key in [  # True == 1: typed
-                            (tuple(row), type(row[-1])) for row in k["findings"]])
-                        if k["findings"] else ())
-                    continue
-                k["displayed"] = [dict(zip(("section", "label", "unit"), headers[h]), value=v)
-                                  for h, v in k["displayed"]]
-                k["findings"] = [{"section": strings[a], "rule": strings[b],
-                                  "kind": strings[c], "message": strings[m],
-                                  "speedup_type": st, "speedup_pct": pct}
-                                 for a, b, c, m, st, pct in k["findings"]]
+                profile["kernels"][i] = KernelProfile(  # a row of another length: never seen
+                    k["id"], strings[k["name"]], k["block"], k["grid"], k["duration_ns"],
+                    k["passes"], dict(zip(shape_names, values)),
+                    tuple(shared.get((h, v)) or displayed(h, v) for h, v in k["displayed"]),
+                    tuple(shared.get(key) or finding(key) for key in [  # True == 1: typed
+                        (tuple(row), type(row[-1])) for row in k["findings"]])
+                    if k["findings"] else ())
             except _BadValue:
                 raise
             except KeyError as e:  # a negative or out-of-range index, or another key
@@ -678,12 +666,14 @@ def _invalid_rows(record: ProblemRecord) -> str | None:
 
 
 def unpack_document(document: dict) -> dict:
-    """A schema-6 document as schema 5 has it: every record unpacked (:func:`unpack`), the
-    tables dropped (what a reader of schema 5, or a test that edits records, works on).
-    Changes ``document`` in place. Raises _BadValue as :func:`unpack` does."""
-    tables = _tables(document)
+    """A schema-6 document as schema 5 has it: every record unpacked (:func:`unpack`), each
+    kernel as its JSON mapping, the tables dropped (what a reader of schema 5, or a test that
+    edits records, works on). Changes ``document`` in place. Raises _BadValue as
+    :func:`unpack` does."""
+    tables, shared = _tables(document), {}
     for d in document["problems"]:
-        unpack(d, tables)
+        for profile in unpack(d, tables, shared)["profiles"].values():
+            profile["kernels"] = [json.loads(json.dumps(asdict(k))) for k in profile["kernels"]]
     for table in TABLES:
         del document[table]
     return document
