@@ -237,7 +237,19 @@ AT = "outcomes['reference-v1']['compile']"  # as an error names it
     (("profiles", "SpeedOfLight", "cost", "gpu_replay_s"), math.nan,
      "profiles['SpeedOfLight'].cost.gpu_replay_s is nan"),
     (("profiles", "SpeedOfLight", "kernels", 0, "duration_ns"), -5.0,
-     "profiles['SpeedOfLight'].kernels[0].duration_ns is -5.0"),
+     "profiles['SpeedOfLight'].kernels[0].duration_ns is -5.0, not null or a finite number"),
+    (("profiles", "SpeedOfLight", "kernels", 0, "id"), "7",  # was loaded as it stood
+     "profiles['SpeedOfLight'].kernels[0].id is '7', not an integer >= 0"),
+    (("profiles", "SpeedOfLight", "kernels", 0, "id"), None,
+     "profiles['SpeedOfLight'].kernels[0].id is None, not an integer >= 0"),
+    (("profiles", "SpeedOfLight", "kernels", 0, "block"), [128, 1, 1],
+     "profiles['SpeedOfLight'].kernels[0].block is [128, 1, 1], not a string (ncu's text)"),
+    (("profiles", "SpeedOfLight", "kernels", 0, "grid"), None,
+     "profiles['SpeedOfLight'].kernels[0].grid is None, not a string"),
+    (("profiles", "SpeedOfLight", "kernels", 0, "passes"), 2.5,
+     "profiles['SpeedOfLight'].kernels[0].passes is 2.5, not null or an integer >= 0"),
+    (("profiles", "SpeedOfLight", "kernels", 0, "passes"), True,
+     "profiles['SpeedOfLight'].kernels[0].passes is True, not null or an integer >= 0"),
 ])
 def test_a_valid_checksum_over_a_bad_value_is_refused_naming_problem_field_and_value(
         saved, tmp_path, where, value, says):
@@ -1121,6 +1133,9 @@ def _packed_kernel(body):
     (lambda b: _packed_kernel(b).update(findings=[[0.0, 0, 0, 0, None, None]]),
      "].kernels[0] refers to an entry of the document's tables by 0.0, not an integer"),
     (lambda b: _packed_kernel(b).pop("name"), "].kernels[0]'s keys are ['block', "),
+    (lambda b: next(iter(b["problems"][0]["profiles"].values()))["kernels"].__setitem__(
+        0, [0, "k"]),  # was an AttributeError without its place
+     "].kernels[0] is [0, 'k'], not a kernel as schema 6 packs it (a mapping)"),
     (lambda b: _packed_kernel(b).update(displayed=[[]]),  # was an IndexError, not said
      "].kernels[0] is not a kernel as schema 6 packs it (list index out of range)"),
     (lambda b: _packed_kernel(b).update(displayed=[[0, ["1"]]]),  # unhashable: said

@@ -129,6 +129,10 @@ _NON_NEGATIVE_OR_INF = ("a number >= 0 or inf", lambda v: (type(v) is float and 
                         or (type(v) is int and is_finite_number(v) and v >= 0))
 _COUNT = ("an integer >= 0", lambda v: type(v) is int and v >= 0)
 _AT_LEAST_ONE = ("an integer >= 1", lambda v: type(v) is int and v >= 1)
+_TEXT = ("a string (ncu's text)", lambda v: type(v) is str)
+_KERNEL_VALUES = (("id", _COUNT, False), ("block", _TEXT, False), ("grid", _TEXT, False),
+                  ("duration_ns", _NON_NEGATIVE, True), ("passes", _COUNT, True))
+"""A profiled kernel's fields other than its name and rows: (name, rule, may be null)."""
 _OUTCOME_VALUES = (("median_ms", _POSITIVE), ("p20_ms", _POSITIVE), ("p80_ms", _POSITIVE),
                    ("speedup", _POSITIVE), ("max_abs_error", _NON_NEGATIVE_OR_INF))
 """An outcome's numbers, each also None (an incorrect outcome has no time)."""
@@ -259,6 +263,24 @@ def _invalid_sections(sections) -> str | None:
     twice = next((x for i, x in enumerate(sections) if x in sections[:i]), None)
     if twice is not None:
         return f"a list naming {twice!r} twice (each section is one action)"
+    return None
+
+
+def _invalid_kernel(where: str, kernel: KernelProfile) -> str | None:
+    """What is wrong with a profiled kernel's own fields, said with ``where``; None when they
+    are as ncu reports them (its ID a count, its block and grid ncu's text, its duration and
+    replay passes null or in range, its metrics a mapping)."""
+    i, d, n = kernel.id, kernel.duration_ns, kernel.passes  # 30,000 kernels: the usual first
+    if (type(i) is int and i >= 0 and type(kernel.block) is str and type(kernel.grid) is str
+            and (d is None or type(d) is float and 0 <= d < math.inf)
+            and (n is None or type(n) is int and n >= 0) and type(kernel.metrics) is dict):
+        return None
+    for name, (what, test), nullable in _KERNEL_VALUES:
+        value = getattr(kernel, name)
+        if not (test(value) or (nullable and value is None)):
+            return _bad(f"{where}.{name}", value, (f"null or {what}" if nullable else what,))
+    if type(kernel.metrics) is not dict:
+        return _bad(f"{where}.metrics", kernel.metrics, ("a mapping of metric name to value",))
     return None
 
 
@@ -481,13 +503,9 @@ class ProblemRecord:
                 return _bad(f"profiles[{section!r}].ops_profiled", profiled,
                             (f"at most ops ({ops})",))
             for i, kernel in enumerate(profile.kernels):
-                duration = kernel.duration_ns
-                if duration is not None and not _NON_NEGATIVE[1](duration):
-                    return _bad(f"profiles[{section!r}].kernels[{i}].duration_ns", duration,
-                                _NON_NEGATIVE)
-                if type(kernel.metrics) is not dict:
-                    return _bad(f"profiles[{section!r}].kernels[{i}].metrics", kernel.metrics,
-                                ("a mapping of metric name to value",))
+                why = _invalid_kernel(f"profiles[{section!r}].kernels[{i}]", kernel)
+                if why:
+                    return why
         return None
 
 
@@ -583,6 +601,9 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict) -> dict:
 
     for section, profile in d["profiles"].items():
         for i, k in enumerate(profile["kernels"]):
+            if type(k) is not dict:
+                raise _BadValue(_bad(f"profiles[{section!r}].kernels[{i}]", k,
+                                     ("a kernel as schema 6 packs it (a mapping)",)))
             if k.keys() != KERNEL_KEYS:
                 raise _BadValue(f"profiles[{section!r}].kernels[{i}]'s keys are {sorted(k)}, "
                                 f"not {sorted(KERNEL_KEYS)}")
