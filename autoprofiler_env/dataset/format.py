@@ -66,9 +66,10 @@ gzip or is damaged (a flipped byte, a truncation), one of any other schema, one 
 does not match, one whose values are out of range (:meth:`ProblemRecord.invalid`: a
 speedup that is not a positive number, a NaN or negative time, cost or static feature, a
 correct outcome without a speedup, a split other than train, val and test, a level that is
-not an integer, tags that are not a list of strings; a kernel metric that is not a finite
-number or a string, or a number in one kernel and a string in another:
-:func:`_invalid_metrics`), one whose ``sections`` is not a non-empty list of distinct names
+not an integer, tags that are not a list of strings; a kernel whose ID is not a count, whose
+block or grid is not ncu's text or whose replay passes are neither null nor a count; a kernel
+metric that is not a finite number or a string, or a number in one kernel and a string in
+another: :func:`_invalid_metrics`), one whose ``sections`` is not a non-empty list of distinct names
 (the environment's actions), one with a kernel that refers to an entry its tables do not
 hold, or by anything but an integer, or whose tables are not lists of what they hold
 (:func:`unpack`), one whose metadata names a tolerance
