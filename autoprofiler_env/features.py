@@ -37,8 +37,9 @@ if it has them), and on meta where it has a GPU; a file that calls more of CUDA
 (``torch.cuda.synchronize()``) fails without one.
 
 >>> from autoprofiler_env.problems import load_problem
->>> f = static_features(load_problem("softmax_4096x8192"))
->>> f.tags, f.flops, f.bytes_min
+>>> f = static_features(load_problem("softmax_16384x4096"))
+>>> f.tags, f.flops, f.bytes_min  # FlopCounterMode counts matmuls and convolutions only
+(('softmax',), 0, 536870912)
 """
 
 from __future__ import annotations

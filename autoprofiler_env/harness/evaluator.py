@@ -3,7 +3,7 @@
 >>> from autoprofiler_env.harness import Evaluator, HarnessConfig
 >>> from autoprofiler_env.problems import load_problem
 >>> with Evaluator(HarnessConfig(device="cuda")) as ev:
-...     result = ev.evaluate(load_problem("softmax_4096x8192"), open("candidate.py").read())
+...     result = ev.evaluate(load_problem("softmax_16384x4096"), open("candidate.py").read())
 >>> result.correct, result.speedup
 
 The judge runs in the caller's process and never imports candidate code. The reference runs

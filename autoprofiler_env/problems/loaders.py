@@ -2,7 +2,7 @@
 
 >>> from autoprofiler_env.problems import load_suite, load_problem
 >>> test = load_suite(split="test")
->>> p = load_problem("problem://autoprofiler/v1/level1/softmax_4096x8192")
+>>> p = load_problem("problem://autoprofiler/v1/level1/softmax_16384x4096")
 >>> q = load_problem("path/to/KernelBench/level1/19_ReLU.py")
 """
 
@@ -36,7 +36,7 @@ def _level_of(directory: Path) -> int | None:
 
 
 def read_manifest() -> dict:
-    """The suite manifest: per problem (``"level1/softmax_4096x8192"``) its split and tags."""
+    """The suite manifest: per problem (``"level1/softmax_16384x4096"``) its split and tags."""
     try:
         manifest = json.loads(MANIFEST_PATH.read_text())
     except FileNotFoundError:
@@ -130,7 +130,7 @@ def scan_directory(directory: str | Path) -> tuple[list[Problem], list[ProblemEr
 
 
 def load_problem(ref: str | Path) -> Problem:
-    """A problem by suite URI, by suite name (``softmax_4096x8192``) or by file path.
+    """A problem by suite URI, by suite name (``softmax_16384x4096``) or by file path.
 
     Raises:
         ProblemNotFoundError: nothing matches ``ref``.

@@ -34,7 +34,7 @@ class Problem:
     """One kernel problem.
 
     Attributes:
-        uri: stable identifier, e.g. ``problem://autoprofiler/v1/level1/softmax_4096x8192``.
+        uri: stable identifier, e.g. ``problem://autoprofiler/v1/level1/softmax_16384x4096``.
         name: the file's stem.
         path: the KernelBench-format file.
         level: 1 (one operator), 2 (fused chain), 3 (small network), or None if unknown.

@@ -3,7 +3,7 @@
 >>> from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
 >>> from autoprofiler_env.problems import load_problem
 >>> backend = OpenAIChatBackend("http://127.0.0.1:8000/v1", "my-model")  # or the env vars
->>> candidate = LLMOptimizer(backend).optimize(load_problem("softmax_4096x8192"), profile)
+>>> candidate = LLMOptimizer(backend).optimize(load_problem("softmax_16384x4096"), profile)
 >>> candidate.error or candidate.source
 
 The prompt (:func:`build_messages`, in ``prompt``) is KernelBench's: the problem's source, the
