@@ -58,3 +58,46 @@ def test_the_suite_problems_the_docs_name_exist():
         except Exception:  # noqa: BLE001 - each one that does not load is listed
             missing.append(name)
     assert not missing
+
+
+def _subcommands(parser) -> dict:
+    import argparse
+
+    return next((a.choices for a in parser._actions
+                 if isinstance(a, argparse._SubParsersAction)), {})
+
+
+def _commands_said(text: str):
+    """Each ``autoprofiler ...`` command line of a page's code (blocks and inline spans), as
+    its words up to the end of the command (a pipe, ``&&``, ``;``, a comment)."""
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M)
+    spans = re.findall(r"`([^`\n]+(?:\n[^`\n]+)?)`", re.sub(r"^```.*?^```", "", text,
+                                                           flags=re.S | re.M))
+    for code in [line for block in blocks for line in block.replace("\\\n", " ").splitlines()
+                 ] + spans:
+        for match in re.finditer(r"(?:^|\s|\()autoprofiler\s+([^;&|`#)]*)", " ".join(code.split())):
+            yield match.group(1).split()
+
+
+def test_the_commands_the_docs_show_take_the_options_they_are_given():
+    """``autoprofiler record --time-budget`` in a page, after the option was renamed, fails
+    for whoever copies it; every page's command names a subcommand and its options."""
+    from experiments.cli import build_parser
+
+    wrong, options = [], 0
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for words in _commands_said(path.read_text()):
+            parser, command = build_parser(), []
+            while words and words[0] in _subcommands(parser):
+                parser = _subcommands(parser)[words[0]]
+                command.append(words.pop(0))
+            if not command:
+                wrong.append(f"{path.name}: autoprofiler {' '.join(words[:1])}: no command")
+                continue
+            known = {o for action in parser._actions for o in action.option_strings}
+            said = [w.split("=")[0].rstrip(".,:") for w in words if w.startswith("--")]
+            options += len(said)
+            wrong += [f"{path.name}: autoprofiler {' '.join(command)} {o}"
+                      for o in said if o not in known]
+    assert options >= 50  # a pattern that stopped matching would pass with none
+    assert not wrong
