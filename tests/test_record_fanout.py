@@ -128,7 +128,8 @@ class _DecliningWorkers:
 
         for unit, _ in work:
             if unit.uri in self.declined:
-                yield unit, {"rows": [], "files": {}, "sha256": _digests([], {}), "wall_s": 0.1}
+                yield unit, {"rows": [], "files": {}, "sha256": _digests([], {}), "wall_s": 0.1,
+                             "idle": True}
             else:
                 yield unit, UnitFailed("the unit's process died")
 
@@ -142,6 +143,7 @@ def test_work_a_unit_left_for_want_of_time_is_a_stop_by_the_time_budget(tmp_path
     declined = record_fanout(out, [relu], _DecliningWorkers({relu.uri}), ("full",),
                              config=SMOKE, time_budget_s=600)
     assert declined["full"] == 0 and declined["failed"] == 0
+    assert not (out / "timings.jsonl").exists()  # it started no device work
     assert declined["stopped_by_time_budget"]
     failing = record_fanout(out, [relu], _DecliningWorkers(set()), ("full",), config=SMOKE,
                             time_budget_s=600)
@@ -357,6 +359,53 @@ def test_a_full_unit_that_could_start_no_ncu_run_is_not_started(tmp_path):
     assert given == []  # capped: too little time for such a run
     record_fanout(out, [relu], workers, ("full",), config=SMOKE, time_budget_s=MIN_RUN_S * 2)
     assert given == ["full"]
+
+
+def test_a_full_unit_whose_turn_comes_too_late_for_an_ncu_run_is_not_started(monkeypatch):
+    """The units are listed when the budget is whole; a full unit queued behind others may get
+    its GPU with under its start_s left (on the H100 on 2026-12-06, the third of three
+    problems' full units started with 15 s left and logged a line of 0.002 s). Its worker
+    leaves it for the next run, as it does one past the deadline: on local GPUs and in a Ray
+    task."""
+    from autoprofiler_env.dataset.record import fanout
+
+    relu = load_problem(str(RELU)).to_dict()
+    setup = fanout.Setup(SMOKE, deadline_epoch=time.time() + 60)
+    started = []
+
+    def run_unit(unit, setup, seed, gpu, started_hook=None):
+        started.append(unit.part)
+        setup.deadline_epoch -= 40  # the unit took 40 s: 20 s are left
+        return {"rows": []}
+
+    monkeypatch.setattr(fanout, "run_unit", run_unit)
+    work = [(fanout.Unit("reference", relu), {}), (fanout.Unit("full", relu, start_s=30.0), {})]
+    results = list(LocalWorkers(["0"]).run(work, setup))
+    assert started == ["reference"] and [r for _, r in results] == [{"rows": []}, None]
+    assert fanout._ray_unit(fanout.Unit("full", relu, start_s=30.0), setup, {}) is None
+    assert started == ["reference"]
+
+
+def test_a_full_unit_that_started_no_ncu_run_logs_no_device_time(tmp_path, monkeypatch):
+    """The time left can still fall under an ncu run's start between the unit's turn and its
+    process reaching ncu (a few seconds of start-up): the unit says it was idle, and the
+    driver writes no line of device time for it; a unit that made a run writes one."""
+    import autoprofiler_env.dataset.record.ncu as ncu
+    from autoprofiler_env.dataset.record import fanout
+
+    problem = load_problem(str(RELU))
+    unit = fanout.Unit("full", problem.to_dict())
+    out = tmp_path / "rec"
+    for made in (0, 1):
+        monkeypatch.setattr(ncu, "record_ncu", lambda *a, **kw: made)
+        scratch = tmp_path / f"unit{made}"
+        scratch.mkdir()
+        fanout.write_spec(scratch, unit, fanout.Setup(SMOKE), {})
+        assert fanout._unit_main(scratch) == 0
+        result = json.loads((scratch / fanout._RESULT).read_text())
+        assert result["idle"] is (made == 0)
+        fanout.commit(out, unit, result, "cuda")
+        assert len(read_jsonl(out / "timings.jsonl")) == made
 
 
 @pytest.mark.parametrize("alone", [True, False])

@@ -50,7 +50,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -79,11 +79,13 @@ class UnitFailed(AutoProfilerError):
 @dataclass(frozen=True)
 class Unit:
     """One unit of work: ``part`` of one problem (``candidates``: the names still to record,
-    in the plan's order)."""
+    in the plan's order; ``start_s``: the least time left to the deadline with which it is
+    started, a full unit's ncu run's, :func:`~.ncu.ncu_start_s`)."""
 
     part: str
     problem: dict  # Problem.to_dict(): it travels to the unit's process
     candidates: tuple[str, ...] = ()
+    start_s: float = 0.0
 
     @property
     def uri(self) -> str:
@@ -143,20 +145,21 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
     return units
 
 
-def _may_start(out: Path, unit: Unit, setup: Setup) -> bool:
-    """Whether ``unit`` could record anything with the time left now: a full unit only where
-    its ncu run could start (:func:`~.ncu.ncu_may_start`: not with under ``MIN_RUN_S`` left,
-    nor a capped one with too little for such a run); one that could not would only start a
-    process and log a line of no device time. Time only runs out: it is not started later."""
-    if unit.part != "full" or setup.deadline_epoch is None:
-        return True
-    from autoprofiler_env.dataset.record.ncu import STEPPED_OPS, ncu_may_start
+def _with_start(out: Path, unit: Unit, setup: Setup) -> Unit | None:
+    """``unit`` with the least time left with which it is started (a full unit: its ncu
+    run's, :func:`~.ncu.ncu_start_s`: ``MIN_RUN_S``, more for a problem profiled alone and
+    capped); None for one with nothing left to run. A worker checks it as the unit's turn
+    comes (:func:`_late`): a unit that could start no run would only start a process and log
+    a line of no device time."""
+    if unit.part != "full":
+        return unit
+    from autoprofiler_env.dataset.record.ncu import STEPPED_OPS, ncu_start_s
 
     problem = _problem(unit.problem)
     alone = ({problem.uri} if problem.uri in setup.alone or STEPPED_OPS & set(problem.tags)
              else ())
-    deadline = time.monotonic() + setup.deadline_epoch - time.time()
-    return ncu_may_start([problem], {"full": []}, out / "sets", 1, deadline, alone=alone)
+    need = ncu_start_s([problem], {"full": []}, out / "sets", 1, alone=alone)
+    return None if need is None else replace(unit, start_s=need)
 
 
 def _seed(out: Path, unit: Unit) -> dict:
@@ -266,15 +269,17 @@ def read_spec(scratch: Path) -> tuple[dict, Unit]:
 
 
 def write_result(scratch: Path, rows: list[dict], files: dict[str, str], started: float,
-                 log: dict | None = None) -> int:
+                 log: dict | None = None, idle: bool = False) -> int:
     """In a unit's process: its result, whole or absent, with the sha256 the driver checks;
     ``log``: what the driver adds to the unit's line in ``timings.jsonl`` (with
-    ``omp_threads`` where the process was given ``OMP_NUM_THREADS``)."""
+    ``omp_threads`` where the process was given ``OMP_NUM_THREADS``); ``idle``: the unit
+    started no work on the device (a full unit whose ncu run the time left did not start),
+    so the driver logs no line of device time for it."""
     threads = os.environ.get("OMP_NUM_THREADS")  # Ray sets it from the task's CPUs
     log = {**(log or {}), **({"omp_threads": threads} if threads else {})}
     result = {"rows": rows, "files": files, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
               "wall_s": time.monotonic() - started, "pid": os.getpid(),
-              "sha256": _digests(rows, files), "log": log}
+              "sha256": _digests(rows, files), "log": log, "idle": idle}
     tmp = scratch / (_RESULT + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.rename(scratch / _RESULT)  # whole or absent
@@ -300,6 +305,7 @@ def _unit_main(scratch: Path) -> int:
     before = {p for p in scratch.rglob("*") if p.is_file()}
     started = time.monotonic()
     rows: list[dict] = []
+    idle = False
     if unit.part == "reference":
         rows = record_reference([problem], config, scratch / "reference.jsonl", deadline)
     elif unit.part == "candidates":
@@ -317,16 +323,16 @@ def _unit_main(scratch: Path) -> int:
         rows = judge_all(problem, seed["replies"], config)
     elif unit.part == "full":
         kwargs = {} if spec["max_ops"] is None else {"max_ops": spec["max_ops"]}
-        record_ncu([problem], {"full": list(load_catalogue().sets["full"])}, scratch / "sets",
-                   chunk=1, deadline=deadline,
-                   alone={problem.uri} if spec.get("alone") or STEPPED_OPS & set(problem.tags)
-                   else (), **kwargs)
+        alone = {problem.uri} if spec.get("alone") or STEPPED_OPS & set(problem.tags) else ()
+        idle = not record_ncu(  # the time left since its turn came may start no run
+            [problem], {"full": list(load_catalogue().sets["full"])}, scratch / "sets", chunk=1,
+            deadline=deadline, alone=alone, **kwargs)
     else:
         raise ValueError(f"a fan-out records {', '.join(FANOUT_PARTS)}, not {unit.part!r}")
     files = {str(p.relative_to(scratch)): _b64(p.read_bytes())
              for p in sorted(scratch.rglob("*")) if p.is_file() and p not in before
              and p.relative_to(scratch).parts[:1] == ("sets",) and "_work" not in p.parts}
-    return write_result(scratch, rows, files, started)
+    return write_result(scratch, rows, files, started, idle=idle)
 
 
 def _problem(d: dict) -> Problem:
@@ -410,7 +416,7 @@ class LocalWorkers:
             me = threading.get_ident()
             try:
                 for attempt in range(self.retries + 1):
-                    if _late(setup) or stopped.is_set():
+                    if _late(setup, unit) or stopped.is_set():
                         return None  # not started: left for the next run
                     def started(popen: subprocess.Popen) -> None:
                         running[me] = (unit, gpu, time.monotonic(), popen)
@@ -577,14 +583,17 @@ def _ray_unit(unit: Unit, setup: Setup, seed: dict) -> dict:
     """A Ray task: the unit on the GPU Ray gave it."""
     import ray
 
-    if _late(setup):
+    if _late(setup, unit):
         return None  # not started: left for the next run
     ids = ray.get_gpu_ids()
     return run_unit(unit, setup, seed, ",".join(str(i) for i in ids) if ids else None)
 
 
-def _late(setup: Setup) -> bool:
-    return setup.deadline_epoch is not None and time.time() > setup.deadline_epoch
+def _late(setup: Setup, unit: Unit | None = None) -> bool:
+    """Whether the deadline has passed, or leaves too little time to start ``unit`` (its
+    ``start_s``); a unit too late is not started, and waits for the next run."""
+    need = 0.0 if unit is None else unit.start_s
+    return setup.deadline_epoch is not None and time.time() + need > setup.deadline_epoch
 
 
 # -- the driver -----------------------------------------------------------------------------
@@ -638,8 +647,9 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s,
                   candidate_timeout_s=candidate_timeout_s, alone=frozenset(alone))
-    units = [u for u in pending(out, problems, parts, config.device, plan)
-             if _may_start(out, u, setup)]
+    units = [u for u in (_with_start(out, unit, setup) for unit in
+                         pending(out, problems, parts, config.device, plan))
+             if u is not None and not _late(setup, u)]
     given_up: set[tuple[str, str]] = set()
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
         check = _one_machine(out)
@@ -806,7 +816,8 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
 
 def commit(out: Path, unit: Unit, result: dict, device: str) -> None:
     """Writes a unit's result into the recording: files first (each run folder under a
-    temporary name, then renamed: whole or absent), then the rows, then its device time."""
+    temporary name, then renamed: whole or absent), then the rows, then its device time
+    (none for a unit that started no device work: ``idle``, :func:`write_result`)."""
     verify(result, f"{unit.part} of {unit.uri}")
     folders: dict[Path, dict[str, bytes]] = {}
     for path, data in result.get("files", {}).items():
@@ -826,7 +837,8 @@ def commit(out: Path, unit: Unit, result: dict, device: str) -> None:
         with JsonlAppender(out / f"{unit.part}.jsonl") as log:
             for row in result["rows"]:
                 log.write(row)
-    _log_time(out, unit, result["wall_s"], device, result.get("gpu"), log=result.get("log"))
+    if not result.get("idle"):  # a unit that started no device work: no device time
+        _log_time(out, unit, result["wall_s"], device, result.get("gpu"), log=result.get("log"))
 
 
 def _holds(out: Path, part: str) -> int:

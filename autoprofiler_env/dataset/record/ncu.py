@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -175,18 +176,29 @@ def _work(problems: list[Problem], configs: dict[str, list[str]], root: Path, ch
     return work
 
 
-def _fits(root: Path, members: list[Problem], max_kernels: int | None, left: float | None,
-          problem_timeout_s: float) -> bool:
-    """Whether a run of ``members`` (one alone where ``max_kernels`` is set) is started with
-    ``left`` s to the deadline: not with under :data:`MIN_RUN_S`, nor one alone with too little
-    for such a run (:data:`CAPPED_RUN_S`) or to outlast the run a deadline stopped before
-    (:data:`RETRY_MARGIN`)."""
-    if left is None:
-        return True
+def _start_s(root: Path, members: list[Problem], max_kernels: int | None,
+             problem_timeout_s: float) -> float:
+    """The least time left to the deadline with which a run of ``members`` (one alone where
+    ``max_kernels`` is set) is started: :data:`MIN_RUN_S`; for one alone, more than what such a
+    run takes (:data:`CAPPED_RUN_S`) and than ``RETRY_MARGIN`` times the run a deadline stopped
+    before (:data:`RETRY_MARGIN`)."""
     if max_kernels is None:
-        return left >= MIN_RUN_S
-    return left > min(max(CAPPED_RUN_S, RETRY_MARGIN * stopped_after(root, members[0].uri)),
-                      problem_timeout_s + MIN_RUN_S)
+        return MIN_RUN_S
+    stopped = stopped_after(root, members[0].uri)
+    need = min(max(CAPPED_RUN_S, RETRY_MARGIN * stopped), problem_timeout_s + MIN_RUN_S)
+    return math.nextafter(need, math.inf)  # more than it
+
+
+def ncu_start_s(problems: list[Problem], configs: dict[str, list[str]], root: Path,
+                chunk: int, problem_timeout_s: float = PROBLEM_TIMEOUT_S,
+                alone: Collection[str] = ()) -> float | None:
+    """The least time left to the deadline with which :func:`record_ncu`, called with these
+    arguments, starts a run; None where no run is left to make. The recorder calls no ncu
+    part that would start none (it would log a line of no device time), and the fan-out
+    starts no unit so (:class:`~.fanout.Unit`'s ``start_s``)."""
+    return min((_start_s(root / name, members, cap, problem_timeout_s)
+                for name, _, _, members, cap in _work(problems, configs, root, chunk, alone)),
+               default=None)
 
 
 def ncu_may_start(problems: list[Problem], configs: dict[str, list[str]], root: Path,
@@ -194,11 +206,9 @@ def ncu_may_start(problems: list[Problem], configs: dict[str, list[str]], root: 
                   problem_timeout_s: float = PROBLEM_TIMEOUT_S,
                   alone: Collection[str] = ()) -> bool:
     """Whether :func:`record_ncu`, called now with these arguments, would start a run: one is
-    left to make, and the time left fits one (the recorder logs no device time for a call
-    that starts none)."""
-    left = deadline - time.monotonic() if deadline is not None else None
-    return any(_fits(root / name, members, cap, left, problem_timeout_s)
-               for name, _, _, members, cap in _work(problems, configs, root, chunk, alone))
+    left to make, and the time left fits one (:func:`ncu_start_s`)."""
+    need = ncu_start_s(problems, configs, root, chunk, problem_timeout_s, alone)
+    return need is not None and (deadline is None or deadline - time.monotonic() >= need)
 
 
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
@@ -224,7 +234,8 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
         left = deadline - time.monotonic() if deadline is not None else None
         if left is not None and left < MIN_RUN_S:
             return made
-        if not _fits(root / name, members, max_kernels, left, problem_timeout_s):
+        if left is not None and left < _start_s(root / name, members, max_kernels,
+                                                problem_timeout_s):
             continue  # a deadline would stop it (as it did with more time) first
         run = run_ncu(members, sections, workdir=root / "_work", max_kernels=max_kernels,
                       problem_timeout_s=(problem_timeout_s if max_kernels is not None
