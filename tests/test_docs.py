@@ -32,24 +32,30 @@ def test_a_python_example_of_the_docs_runs(code, monkeypatch):
     exec(compile(code, "<docs>", "exec"), {"__name__": "__docs__"})
 
 
-# a suite problem named in an example of a docstring or a page: by URI, or given to load_problem
-_NAMED = re.compile(r'load_problem\("([^"/]+)"\)|(problem://autoprofiler/v1/level\d/\w+)')
+# a problem named in an example of a docstring or a page: by URI, given to load_problem, or
+# to a command's --problem (a suite name or a file of this repository; FILE: a placeholder)
+_NAMED = re.compile(r'load_problem\("([^"/]+)"\)|(problem://autoprofiler/v1/level\d/\w+)'
+                    r'|--problem[ =]([a-z0-9_./]+\b)')
 
 
-def _named_problems():
-    paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+def _texts():
+    """The README's, the docs' and the packages' texts (a Python file's string literals split
+    over lines joined, so that a message's command reads as one)."""
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        yield path, path.read_text()
     for package in ("autoprofiler_env", "agents", "baselines", "experiments"):
-        paths += sorted((ROOT / package).rglob("*.py"))
-    return {name for path in paths for match in _NAMED.findall(path.read_text())
-            for name in match if name}
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield path, re.sub(r'"\s*\n\s*[rf]?"', "", path.read_text())
 
 
-def test_the_suite_problems_the_docs_name_exist():
+def test_the_problems_the_docs_name_exist(monkeypatch):
     """A sketch naming a problem the suite no longer holds (softmax_4096x8192, renamed
     since) fails for whoever copies it."""
     from autoprofiler_env.problems import load_problem
 
-    named = _named_problems()
+    monkeypatch.chdir(ROOT)  # a file is named from the repository's root
+    named = {name for _, text in _texts() for match in _NAMED.findall(text)
+             for name in match if name}
     assert len(named) >= 3  # a pattern that stopped matching would pass with none
     missing = []
     for name in sorted(named):
@@ -80,13 +86,14 @@ def _commands_said(text: str):
 
 
 def test_the_commands_the_docs_show_take_the_options_they_are_given():
-    """``autoprofiler record --time-budget`` in a page, after the option was renamed, fails
-    for whoever copies it; every page's command names a subcommand and its options."""
+    """``autoprofiler record --time-budget`` in a page or an error message, after the option
+    was renamed, fails for whoever copies it; every command shown names a subcommand and its
+    options."""
     from experiments.cli import build_parser
 
     wrong, options = [], 0
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
-        for words in _commands_said(path.read_text()):
+    for path, text in _texts():
+        for words in _commands_said(text):
             parser, command = build_parser(), []
             while words and words[0] in _subcommands(parser):
                 parser = _subcommands(parser)[words[0]]
@@ -95,9 +102,9 @@ def test_the_commands_the_docs_show_take_the_options_they_are_given():
                 wrong.append(f"{path.name}: autoprofiler {' '.join(words[:1])}: no command")
                 continue
             known = {o for action in parser._actions for o in action.option_strings}
-            said = [w.split("=")[0].rstrip(".,:") for w in words if w.startswith("--")]
+            said = [w.split("=")[0].rstrip(".,:\"") for w in words if w.startswith("--")]
             options += len(said)
             wrong += [f"{path.name}: autoprofiler {' '.join(command)} {o}"
                       for o in said if o not in known]
-    assert options >= 50  # a pattern that stopped matching would pass with none
+    assert options >= 100  # a pattern that stopped matching would pass with none
     assert not wrong

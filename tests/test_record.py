@@ -1,6 +1,7 @@
 """The recorder's bookkeeping (chunks, resuming, the time budget) and the dataset commands."""
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -391,6 +392,12 @@ def test_a_capped_run_starts_only_with_the_time_such_a_run_takes(tmp_path, monke
                                  deadline=time.monotonic() + left)
 
     assert ncu.RETRY_MARGIN * stopped_s > ncu.CAPPED_RUN_S + 10
+    with monkeypatch.context() as frozen:  # more than CAPPED_RUN_S: exactly that is too little
+        frozen.setattr(ncu.time, "monotonic", lambda: 0.0)
+        assert not ncu.ncu_may_start([lstm], configs, tmp_path, 1, ncu.CAPPED_RUN_S,
+                                     alone={lstm.uri})
+        assert ncu.ncu_may_start([lstm], configs, tmp_path, 1,
+                                 math.nextafter(ncu.CAPPED_RUN_S, math.inf), alone={lstm.uri})
     assert not may_start(ncu.CAPPED_RUN_S - 10) and may_start(ncu.CAPPED_RUN_S + 10)
     assert record(ncu.CAPPED_RUN_S - 10) == 0 and calls == []  # too little for such a run
     assert ncu.stopped_after(tmp_path / "full", lstm.uri) == 0.0

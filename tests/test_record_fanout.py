@@ -341,6 +341,7 @@ def test_a_full_unit_that_could_start_no_ncu_run_is_not_started(tmp_path):
     CAPPED_RUN_S) a full unit's ncu run would not start: the unit is not started at all (its
     process, and a timings.jsonl line of no device time, per problem and chunk), and the
     summary says the budget stopped the recording; the time for a run starts it."""
+    from autoprofiler_env.dataset.record.fanout import START_UP_S
     from autoprofiler_env.dataset.record.ncu import CAPPED_RUN_S, MIN_RUN_S
 
     relu = load_problem(str(RELU))
@@ -354,6 +355,9 @@ def test_a_full_unit_that_could_start_no_ncu_run_is_not_started(tmp_path):
                             time_budget_s=MIN_RUN_S / 2)
     assert given == [] and summary["stopped_by_time_budget"]
     assert not (out / "timings.jsonl").exists()
+    record_fanout(out, [relu], workers, ("full",), config=SMOKE,  # its process starts first
+                  time_budget_s=MIN_RUN_S + START_UP_S / 2)
+    assert given == []
     record_fanout(out, [relu], workers, ("full",), config=SMOKE,
                   time_budget_s=(MIN_RUN_S + CAPPED_RUN_S) / 2, alone={relu.uri})
     assert given == []  # capped: too little time for such a run

@@ -602,9 +602,9 @@ def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict) -> dict:
 
     for section, profile in d["profiles"].items():
         for i, k in enumerate(profile["kernels"]):
-            if type(k) is not dict:
-                raise _BadValue(_bad(f"profiles[{section!r}].kernels[{i}]", k,
-                                     ("a kernel as schema 6 packs it (a mapping)",)))
+            if type(k) is not dict:  # said short: a kernel's row can be long
+                raise _BadValue(f"profiles[{section!r}].kernels[{i}] is {shown(k)}, not a "
+                                "kernel as schema 6 packs it (a mapping)")
             if k.keys() != KERNEL_KEYS:
                 raise _BadValue(f"profiles[{section!r}].kernels[{i}]'s keys are {sorted(k)}, "
                                 f"not {sorted(KERNEL_KEYS)}")

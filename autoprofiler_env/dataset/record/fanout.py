@@ -80,7 +80,7 @@ class UnitFailed(AutoProfilerError):
 class Unit:
     """One unit of work: ``part`` of one problem (``candidates``: the names still to record,
     in the plan's order; ``start_s``: the least time left to the deadline with which it is
-    started, a full unit's ncu run's, :func:`~.ncu.ncu_start_s`)."""
+    started, :func:`_with_starts`)."""
 
     part: str
     problem: dict  # Problem.to_dict(): it travels to the unit's process
@@ -145,21 +145,26 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
     return units
 
 
-def _with_start(out: Path, unit: Unit, setup: Setup) -> Unit | None:
-    """``unit`` with the least time left with which it is started (a full unit: its ncu
-    run's, :func:`~.ncu.ncu_start_s`: ``MIN_RUN_S``, more for a problem profiled alone and
-    capped); None for one with nothing left to run. A worker checks it as the unit's turn
-    comes (:func:`_late`): a unit that could start no run would only start a process and log
-    a line of no device time."""
-    if unit.part != "full":
-        return unit
-    from autoprofiler_env.dataset.record.ncu import STEPPED_OPS, ncu_start_s
+START_UP_S = 10.0
+"""How long a unit's process takes to reach its part's work (Python, torch, the harness): on
+the H200 one unit a GPU started every 8-10 s (docs/dataset.md, "Several GPUs")."""
 
-    problem = _problem(unit.problem)
-    alone = ({problem.uri} if problem.uri in setup.alone or STEPPED_OPS & set(problem.tags)
-             else ())
-    need = ncu_start_s([problem], {"full": []}, out / "sets", 1, alone=alone)
-    return None if need is None else replace(unit, start_s=need)
+
+def _with_starts(out: Path, units: list[Unit], setup: Setup) -> list[Unit]:
+    """``units`` with the least time left with which each is started, where a time budget
+    bounds them: a full unit's is its ncu run's (:func:`~.ncu.ncu_starts`: ``MIN_RUN_S``, more
+    for a problem profiled alone and capped) and its process's :data:`START_UP_S`. Checked
+    when the units are listed and again as each one's turn comes (:func:`_late`): a unit that
+    could start no run would only start a process."""
+    full = {u.uri: _problem(u.problem) for u in units if u.part == "full"}
+    if setup.deadline_epoch is None or not full:
+        return units
+    from autoprofiler_env.dataset.record.ncu import STEPPED_OPS, ncu_starts
+
+    alone = {uri for uri, p in full.items() if uri in setup.alone or STEPPED_OPS & set(p.tags)}
+    need = ncu_starts(list(full.values()), "full", out / "sets", alone=alone)
+    return [u if u.part != "full" else replace(u, start_s=need[u.uri] + START_UP_S)
+            for u in units if u.part != "full" or u.uri in need]
 
 
 def _seed(out: Path, unit: Unit) -> dict:
@@ -593,7 +598,7 @@ def _late(setup: Setup, unit: Unit | None = None) -> bool:
     """Whether the deadline has passed, or leaves too little time to start ``unit`` (its
     ``start_s``); a unit too late is not started, and waits for the next run."""
     need = 0.0 if unit is None else unit.start_s
-    return setup.deadline_epoch is not None and time.time() + need > setup.deadline_epoch
+    return setup.deadline_epoch is not None and setup.deadline_epoch - time.time() < need
 
 
 # -- the driver -----------------------------------------------------------------------------
@@ -647,9 +652,8 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     setup = Setup(config, None if time_budget_s is None else time.time() + time_budget_s,
                   warm_workers, max_ops, list(reuse), unit_timeout_s,
                   candidate_timeout_s=candidate_timeout_s, alone=frozenset(alone))
-    units = [u for u in (_with_start(out, unit, setup) for unit in
-                         pending(out, problems, parts, config.device, plan))
-             if u is not None and not _late(setup, u)]
+    units = [u for u in _with_starts(out, pending(out, problems, parts, config.device, plan),
+                                     setup) if not _late(setup, u)]
     given_up: set[tuple[str, str]] = set()
     with terminate_becomes_exit():  # SIGTERM (timeout, a scheduler): the units are stopped
         check = _one_machine(out)
@@ -663,9 +667,9 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     if "llm" in parts:
         llm.summarize(summary, problems)
     summary["failed"] = failed
-    # the budget stopped it where it ran out, and also where a unit left its work undone
-    # with time still on the clock (a full unit starts no ncu run with under MIN_RUN_S
-    # left); a unit given up on is counted in ``failed`` instead
+    # the budget stopped it where it ran out, and also where a unit was left undone with time
+    # still on the clock (a full unit is not started with under its start_s left, nor does
+    # its ncu run start with under MIN_RUN_S); a unit given up on is counted in ``failed``
     left = [u for u in pending(out, problems, parts, config.device, plan)
             if (u.part, u.uri) not in given_up]
     summary["stopped_by_time_budget"] = setup.deadline_epoch is not None and (

@@ -181,7 +181,7 @@ def _start_s(root: Path, members: list[Problem], max_kernels: int | None,
     """The least time left to the deadline with which a run of ``members`` (one alone where
     ``max_kernels`` is set) is started: :data:`MIN_RUN_S`; for one alone, more than what such a
     run takes (:data:`CAPPED_RUN_S`) and than ``RETRY_MARGIN`` times the run a deadline stopped
-    before (:data:`RETRY_MARGIN`)."""
+    before (:data:`RETRY_MARGIN`), but never more than ``problem_timeout_s`` and ``MIN_RUN_S``."""
     if max_kernels is None:
         return MIN_RUN_S
     stopped = stopped_after(root, members[0].uri)
@@ -189,16 +189,14 @@ def _start_s(root: Path, members: list[Problem], max_kernels: int | None,
     return math.nextafter(need, math.inf)  # more than it
 
 
-def ncu_start_s(problems: list[Problem], configs: dict[str, list[str]], root: Path,
-                chunk: int, problem_timeout_s: float = PROBLEM_TIMEOUT_S,
-                alone: Collection[str] = ()) -> float | None:
-    """The least time left to the deadline with which :func:`record_ncu`, called with these
-    arguments, starts a run; None where no run is left to make. The recorder calls no ncu
-    part that would start none (it would log a line of no device time), and the fan-out
-    starts no unit so (:class:`~.fanout.Unit`'s ``start_s``)."""
-    return min((_start_s(root / name, members, cap, problem_timeout_s)
-                for name, _, _, members, cap in _work(problems, configs, root, chunk, alone)),
-               default=None)
+def ncu_starts(problems: list[Problem], config: str, root: Path,
+               problem_timeout_s: float = PROBLEM_TIMEOUT_S,
+               alone: Collection[str] = ()) -> dict[str, float]:
+    """Per problem that a run of ``config`` is left for, the least time left with which
+    :func:`record_ncu` starts its run of it alone (a chunk of one: the fan-out's full unit);
+    the saved runs read once for all of them."""
+    return {members[0].uri: _start_s(root / name, members, cap, problem_timeout_s)
+            for name, _, _, members, cap in _work(problems, {config: []}, root, 1, alone)}
 
 
 def ncu_may_start(problems: list[Problem], configs: dict[str, list[str]], root: Path,
@@ -206,9 +204,11 @@ def ncu_may_start(problems: list[Problem], configs: dict[str, list[str]], root: 
                   problem_timeout_s: float = PROBLEM_TIMEOUT_S,
                   alone: Collection[str] = ()) -> bool:
     """Whether :func:`record_ncu`, called now with these arguments, would start a run: one is
-    left to make, and the time left fits one (:func:`ncu_start_s`)."""
-    need = ncu_start_s(problems, configs, root, chunk, problem_timeout_s, alone)
-    return need is not None and (deadline is None or deadline - time.monotonic() >= need)
+    left to make, and the time left fits one (the recorder calls no ncu part that would start
+    none: it would log a line of no device time)."""
+    left = deadline - time.monotonic() if deadline is not None else None
+    return any(left is None or left >= _start_s(root / name, members, cap, problem_timeout_s)
+               for name, _, _, members, cap in _work(problems, configs, root, chunk, alone))
 
 
 def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Path, chunk: int,
