@@ -61,21 +61,21 @@ schema 3 first (:func:`upgrade_v2`: its ``outcomes`` become ``{"reference-v1": o
 its ``transformations`` the outcomes' names in the order stored, since that recording judged
 every applicable transformation). Saving writes schema 6.
 
-Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not
-gzip or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
-does not match, one whose values are out of range (:meth:`ProblemRecord.invalid`: a
-speedup that is not a positive number, a NaN or negative time, cost or static feature, a
-correct outcome without a speedup, a split other than train, val and test, a level that is
-not an integer, tags that are not a list of strings; a kernel whose ID is not a count, whose
-block or grid is not ncu's text or whose replay passes are neither null nor a count; a kernel
+Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not gzip
+or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
+does not match, one whose values are out of range (:meth:`ProblemRecord.invalid`: a speedup
+that is not a positive number, a NaN or negative time, cost or static feature, a correct
+outcome without a speedup, a split other than train, val and test, a level that is not an
+integer, tags that are not a list of strings; a kernel whose ID is not a count, whose block
+or grid is not ncu's text or whose replay passes are neither null nor a count; a kernel
 metric that is not a finite number or a string, or a number in one kernel and a string in
-another: :func:`_invalid_metrics`), one whose ``sections`` is not a non-empty list of distinct names
-(the environment's actions), one with a kernel that refers to an entry its tables do not
-hold, or by anything but an integer, or whose tables are not lists of what they hold
-(:func:`unpack`), one whose metadata names a tolerance
-that is not a mapping or an optimizer no backend knows, and one with a problem lacking the
-profile of one of its ``sections`` (a build keeps only the problems with all of them), which
-would otherwise fail later, far from the file, or give a wrong result.
+another: :func:`_invalid_metrics`), one whose ``sections`` is not a non-empty list of
+distinct names (the environment's actions), one with a kernel that refers to an entry its
+tables do not hold, or by anything but an integer, or whose tables are not lists of what
+they hold (:func:`unpack`), one whose metadata names a tolerance that is not a mapping or an
+optimizer no backend knows, and one with a problem lacking the profile of one of its
+``sections`` (a build keeps only the problems with all of them), which would otherwise fail
+later, far from the file, or give a wrong result.
 """
 
 from __future__ import annotations

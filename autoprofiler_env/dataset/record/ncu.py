@@ -181,7 +181,8 @@ def _start_s(root: Path, members: list[Problem], max_kernels: int | None,
     """The least time left to the deadline with which a run of ``members`` (one alone where
     ``max_kernels`` is set) is started: :data:`MIN_RUN_S`; for one alone, more than what such a
     run takes (:data:`CAPPED_RUN_S`) and than ``RETRY_MARGIN`` times the run a deadline stopped
-    before (:data:`RETRY_MARGIN`), but never more than ``problem_timeout_s`` and ``MIN_RUN_S``."""
+    before (:data:`RETRY_MARGIN`), but never more than ``problem_timeout_s`` plus
+    :data:`MIN_RUN_S`."""
     if max_kernels is None:
         return MIN_RUN_S
     stopped = stopped_after(root, members[0].uri)
