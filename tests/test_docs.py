@@ -74,7 +74,7 @@ def _subcommands(parser) -> dict:
 
 
 def _commands_said(text: str):
-    """Each ``autoprofiler ...`` command line of a page's code (blocks and inline spans), as
+    """Each ``autoprofiler ...`` command line of a text's code (blocks and inline spans), as
     its words up to the end of the command (a pipe, ``&&``, ``;``, a comment)."""
     blocks = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M)
     spans = re.findall(r"`([^`\n]+(?:\n[^`\n]+)?)`", re.sub(r"^```.*?^```", "", text,
@@ -86,15 +86,15 @@ def _commands_said(text: str):
 
 
 def test_the_commands_the_docs_show_take_the_options_they_are_given():
-    """``autoprofiler record --time-budget`` in a page or an error message, after the option
-    was renamed, fails for whoever copies it; every command shown names a subcommand and its
-    options."""
+    """A command shown in a page or an error message with an option the CLI no longer takes
+    (renamed since, say) fails for whoever copies it: every command shown names a subcommand
+    and its options."""
     from experiments.cli import build_parser
 
-    wrong, options = [], 0
+    cli, wrong, options = build_parser(), [], 0
     for path, text in _texts():
         for words in _commands_said(text):
-            parser, command = build_parser(), []
+            parser, command = cli, []
             while words and words[0] in _subcommands(parser):
                 parser = _subcommands(parser)[words[0]]
                 command.append(words.pop(0))
