@@ -20,13 +20,14 @@ install_wheels() {
 # script's own age). 2026-12-04: BUDGET=570 with a kill 40 s later ran into the 600-s limit,
 # and the command's 600 s of recording never came back. Fails where nothing is left.
 command_budget() {
-  local left=$(( ${LIMIT:-600} - SECONDS - ${PACK_S:-20} - $2 ))
+  local age=$SECONDS
+  local left=$(( ${LIMIT:-600} - age - ${PACK_S:-20} - $2 ))
   if [ "$left" -lt 60 ]; then
-    echo "error: only ${left} s would be left to record within the command's LIMIT=${LIMIT:-600} s (started ${SECONDS} s ago, ${2} s to stop, ${PACK_S:-20} s to pack): raise LIMIT to the device's limit, or start sooner" >&2
+    echo "error: only ${left} s would be left to record within the command's LIMIT=${LIMIT:-600} s (started ${age} s ago, ${2} s to stop, ${PACK_S:-20} s to pack): raise LIMIT to the device's limit, or start sooner" >&2
     return 1
   fi
   if [ "$1" -gt "$left" ]; then
-    echo "warning: BUDGET=$1 lowered to $left, so that the recorder is stopped (${2} s later) and the recording packed (${PACK_S:-20} s) within the command's LIMIT=${LIMIT:-600} s" >&2
+    echo "warning: BUDGET=$1 lowered to $left, so that the recorder is stopped (${2} s later) and the recording packed (${PACK_S:-20} s) within the command's LIMIT=${LIMIT:-600} s (started ${age} s ago)" >&2
     echo "$left"
   else
     echo "$1"
