@@ -1042,6 +1042,58 @@ def test_a_kernel_metric_that_is_not_ncus_value_is_refused(suite_part, tmp_path,
     assert ".kernels[" in message and "].metrics[" in message and uri in message
 
 
+def _last_kernel(body):
+    """The last profiled kernel of the last problem, and two of its float metrics' names."""
+    kernel = list(body["problems"][-1]["profiles"].values())[-1]["kernels"][-1]
+    first, second = [n for n, v in kernel["metrics"].items() if isinstance(v, float)][:2]
+    return kernel, first, second
+
+
+def _as_ints(body, names):
+    """The metrics ``names`` made ints in every kernel that has them (ncu writes some so)."""
+    for record in body["problems"]:
+        for profile in record["profiles"].values():
+            for kernel in profile["kernels"]:
+                for name in names & kernel["metrics"].keys():
+                    kernel["metrics"][name] = 1
+
+
+@pytest.mark.parametrize("values, ints, says", [
+    ((float("nan"), 1.0), False, "is nan, not a finite number or a string"),
+    ((1.0, float("-inf")), False, "is -inf, not a finite number or a string"),
+    ((float("inf"), float("-inf")), False, "is inf, not a finite number or a string"),
+    ((10 ** 400, -10 ** 400), True, "not a finite number or a string"),
+    ((1.7e308, 1.7e308), False, None),  # finite, though their sum is not: loads
+    ((10 ** 300, -10 ** 300), True, None),
+])
+def test_a_kernel_like_one_checked_before_is_checked_value_by_value_where_its_sum_says(
+        suite_part, tmp_path, values, ints, says):
+    """A kernel whose metrics have the names and types of a kernel checked before has only
+    its numbers' ``math.fsum`` checked: a NaN, an infinity, an int beyond a float's range
+    (or two that cancel) are still refused with their place, and finite values whose sum
+    overflows still load."""
+    def damage(body):
+        kernel, first, second = _last_kernel(body)
+        if ints:
+            _as_ints(body, {first, second})
+        kernel["metrics"][first], kernel["metrics"][second] = values
+
+    body = json.loads(suite_part)
+    if ints:
+        _as_ints(body, set(_last_kernel(body)[1:]))
+    kernel = _last_kernel(body)[0]
+    signature = (list(kernel["metrics"]), [type(v) for v in kernel["metrics"].values()])
+    assert sum((list(k["metrics"]), [type(v) for v in k["metrics"].values()]) == signature
+               for r in body["problems"] for p in r["profiles"].values()
+               for k in p["kernels"]) > 1  # its signature is checked before it: the fast path
+    path = _damaged(suite_part, tmp_path, damage)
+    if says is None:
+        DatasetFile.load(path)
+    else:
+        message = _refused(path, says, json.loads(suite_part)["problems"][-1]["uri"])
+        assert "].kernels[" in message and "].metrics[" in message
+
+
 def test_schema_6_holds_each_repeated_string_once_and_a_schema_5_file_still_loads(
         suite_part, tmp_path):
     """Schema 5 held every kernel's metric names, header labels and units, findings' texts
