@@ -144,7 +144,8 @@ def test_a_live_episode_judges_the_candidate_of_your_optimizer(here):
     assert info["candidate"] == spec  # a source string: named by the spec
     assert info["reason"] == f"{spec} wrote the program"
     assert info["correct"] is True and info["error_kind"] is None
-    assert 0.2 < info["speedup"] < 5  # its own program: about 1x (a CPU's timing is noisy)
+    # its own program: about 1x; a band, not a timing goal (a loaded CPU's timing is noisy)
+    assert 0.1 < info["speedup"] < 10
     assert info["eager_ms"] > 0 and info["candidate_ms"] > 0
     env.close()
 

@@ -4,6 +4,7 @@ once while a crash is judged again, and the harness's reason for an incorrect ca
 the last step's ``info["error"]`` and the command's verdict."""
 
 import json
+import re
 import time
 
 import gymnasium as gym
@@ -82,8 +83,9 @@ def test_a_hanging_candidate_is_stopped_at_timeout_s_and_judged_once(here):
     took = time.monotonic() - began
     assert info["correct"] is False and info["error_kind"] == "timeout"
     assert info["speedup"] is None
-    assert info["error"].startswith("no answer within 2.") or \
-        info["error"].startswith("no answer within 3 s"), info["error"]  # the harness's words
+    # the harness's words: the limit less the candidate's load (about 0.1 s here)
+    left = re.match(r"no answer within (\d+(?:\.\d+)?) s", info["error"])
+    assert left and 0 < float(left[1]) <= 3, info["error"]
     assert backend.judged == [(backend.uri_of(PROBLEM), "py:writers:Hangs")]
     assert took < 60
     env.close()

@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -523,10 +524,12 @@ def test_a_trickling_server_times_out_on_the_whole_request(server, relu, model):
     candidate = _optimizer(server, model, timeout_s=2).optimize(relu, None)
     elapsed = time.perf_counter() - started
     assert candidate.error.startswith("timeout: "), candidate.error
-    assert "within 2 s: gave up after 2.0 s" in candidate.error
+    # the time waited, as said: the socket's timeout wakes a loaded machine late
+    waited = float(re.search(r"within 2 s: gave up after (\d+\.\d) s", candidate.error)[1])
+    assert 1.9 <= waited < 2.6, candidate.error
     assert "bytes received" in candidate.error and candidate.source == ""
     assert "the request failed (timeout)" in candidate.reason
-    assert 1.9 < elapsed < 3.0, elapsed  # the whole reply would take minutes
+    assert 1.9 < elapsed < 10, elapsed  # the whole reply would take minutes
     # the server stops once it sees the client has hung up, long before its own cap
     deadline = time.monotonic() + TRICKLE_CAP_S
     while len(server.trickles_ended) == ended and time.monotonic() < deadline:

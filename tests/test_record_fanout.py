@@ -176,6 +176,9 @@ def test_a_killed_driver_resumes_where_it_stopped(tmp_path, sig):
         time.sleep(0.1)
     while not _unit_processes() and time.monotonic() < deadline:  # the next unit started
         time.sleep(0.05)
+    # and the driver holds it: it does once Popen returns, a moment after the process shows
+    # in /proc (a unit imports torch for seconds: it is still in flight after 0.5 s)
+    time.sleep(0.5)
     driver.send_signal(sig)
     assert driver.wait(30) == (-sig if sig == signal.SIGKILL else 128 + sig)
     first = read_jsonl(out / "reference.jsonl")
