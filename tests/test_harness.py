@@ -1,5 +1,6 @@
 """The harness on a CPU: verdicts, timing records, a worker that survives bad candidates."""
 
+import re
 import time
 
 import pytest
@@ -210,6 +211,9 @@ def test_hang_is_stopped_by_the_timeout(relu):
     with Evaluator(FAST, timeout_s=3) as ev:
         result = ev.evaluate(relu, candidate("hangs"))
         assert result.error_kind is ErrorKind.TIMEOUT
+        # at the 3 s limit (less the candidate's load), said
+        limit = re.match(r"no answer within (\d+(?:\.\d+)?) s", result.error_message)
+        assert limit and 0 < float(limit[1]) <= 3, result.error_message
         # stopped, not hung: wall_s counts two cold process starts besides the 3 s (6 s here,
         # and 5-10 s a start on a loaded machine), far below the 600 s the candidate sleeps
         assert result.wall_s < 90

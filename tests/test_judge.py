@@ -99,10 +99,9 @@ def honest(runtime_judge):
     assert result.correct, result.error_message
     # the reference's own matmul: about 1x, but a loaded 2-core machine (the full suite on
     # two workers) measured 0.62x and 0.49x; a band, not a timing goal
+    # (its clock agrees with the judge's: correct says so; a share of unexplained time over
+    # UNEXPLAINED_MAX passes where it is within UNEXPLAINED_SLACK_MS a batch: scheduler noise)
     assert 0.1 < result.speedup < 10.0
-    # its clock agrees with the judge's: correct says so (a share over UNEXPLAINED_MAX
-    # passes where it is within UNEXPLAINED_SLACK_MS a batch: scheduler noise)
-    assert result.timing_unexplained is not None
     return result
 
 

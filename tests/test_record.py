@@ -744,12 +744,13 @@ def test_a_batch_is_timed_in_the_processes_that_compiled_it_one_at_a_time(tmp_pa
     for name in ("compile", "max_autotune"):  # held, then timed where they were compiled
         phases = by_name[name]["phases_s"]
         assert "queue" in phases and "load" in phases, phases
-        # wall_s leaves the queue out; 2 s for what no phase holds (the static check, a
+        # wall_s leaves the queue out: 2 s for what no phase holds (the static check, a
         # process's start, the GIL beside two warming threads: about 0 s here, unloaded)
         assert by_name[name]["wall_s"] < sum(phases.values()) - phases["queue"] + 2.0
-    # waited for the others' timing (4.1 s here): longer than that slack, so that a wall_s
-    # with the queue in it fails the check above
-    assert by_name["max_autotune"]["phases_s"]["queue"] > 2.0
+    phases = by_name["max_autotune"]["phases_s"]
+    assert phases["queue"] > 0  # waited for the others' timing (4.1 s here)
+    # most of that wait is not in its wall_s (one holding it would be over the phases' sum)
+    assert by_name["max_autotune"]["wall_s"] < sum(phases.values()) - phases["queue"] / 2
     for name in ("tf32", "compile+tf32"):  # judged alone (the second again, after the batch)
         assert "queue" not in by_name[name]["phases_s"]
     assert len({who for who, _, _ in timings}) == 3  # two held evaluators, and the judge's
