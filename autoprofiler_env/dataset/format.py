@@ -253,7 +253,7 @@ def _invalid_metrics(record: ProblemRecord, kinds: dict[str, tuple],
             why = _invalid_kernel_metrics(record.uri, section, i, kernel.metrics, kinds)
             if why is not None:
                 return why
-            if numbers is None and set(signature[1]) <= {int, float, str}:
+            if numbers is None:  # passed: strings, ints and floats (not a bool, None, a list)
                 at = [j for j, kind in enumerate(signature[1]) if kind is not str]
                 checked[signature] = (itemgetter(*at) if len(at) > 1 else
                                       (lambda v, j=at[0]: (v[j],)) if at else lambda v: ())
