@@ -5,6 +5,9 @@ Catch :class:`AutoProfilerError` to handle any of them; catch a subclass to hand
 
 from __future__ import annotations
 
+import functools
+import os
+
 
 class AutoProfilerError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -184,3 +187,40 @@ class SourceMismatchError(ProblemError):
     """A problem file is not the one a recording or a dataset names: its sha256 differs from
     the recorded one (another KernelBench commit, or an edited file). Check out the recorded
     commit, or record the file anew."""
+
+
+class AutoProfilerWarning(UserWarning):
+    """What this package warns of (a problem left out, a run resumed without something):
+    ``warnings.simplefilter("ignore", AutoProfilerWarning)`` silences them all."""
+
+
+def warn(message: str, category: type[Warning] = AutoProfilerWarning) -> None:
+    """``warnings.warn`` attributed to the user's line: the first caller outside this
+    project's packages and the libraries that call into them (Gymnasium's ``make``,
+    stable-baselines3's vector environments), however deep the warning is raised, as
+    pandas' ``find_stack_level`` does. A fixed ``stacklevel`` named a line of ``gym.make`` or
+    of the command line's own code."""
+    import sys
+    import warnings
+
+    inside = _called_through()
+    level, frame = 2, sys._getframe(1)  # 2: the caller of warn()
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level)
+
+
+@functools.cache
+def _called_through() -> tuple[str, ...]:
+    """The folders of this project's packages and of the libraries above, as imports name
+    their files (absolute, links not resolved)."""
+    from importlib.util import find_spec
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folders = [os.path.join(root, p) for p in ("autoprofiler_env", "agents", "baselines",
+                                               "experiments")]
+    for library in ("gymnasium", "stable_baselines3", "sb3_contrib"):
+        spec = find_spec(library)  # found, not imported
+        if spec is not None and spec.submodule_search_locations:
+            folders += list(spec.submodule_search_locations)
+    return tuple(os.path.join(f, "") for f in folders)

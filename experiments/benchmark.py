@@ -31,12 +31,12 @@ import io
 import itertools
 import math
 import statistics
-import warnings
 from pathlib import Path
 
 from tqdm import tqdm
 
 from autoprofiler_env.atomic import write_atomic, write_png
+from autoprofiler_env.errors import warn
 from autoprofiler_env.scoring import geomean, shipped_speedup
 
 COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cost_s",
@@ -77,19 +77,28 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
         SHIPPED_RL,
         SHIPPED_TREE,
         Entry,
+        PolicySpecError,
         as_entry,
         learned_elsewhere,
         load,
     )
 
+    twice = sorted({b for b in budgets if list(budgets).count(b) > 1})
+    if twice:  # each would be run and reported again, under one heading
+        raise ValueError(f"budgets {', '.join(f'{b:g}' for b in twice)} given twice: give each "
+                         "budget once")
     kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
               | ({"optimizer": optimizer} if optimizer else {}))
     env = gym.make("AutoProfiler-v0", **kwargs)
     entries = [Entry(a.name, a) for a in all_agents(env)]
-    if shipped_tree(env.unwrapped.optimizer) is not None:
-        entries.append(load(SHIPPED_TREE, env))
-    if shipped_model(env.unwrapped.optimizer) is not None:
-        entries.append(load(SHIPPED_RL, env))
+    for shipped, name in ((shipped_tree, SHIPPED_TREE), (shipped_model, SHIPPED_RL)):
+        if shipped(env.unwrapped.optimizer) is not None:
+            try:
+                entries.append(load(name, env))
+            except PolicySpecError as e:  # one that cannot act here: an error if asked for
+                if name in policies:
+                    raise
+                warn(f"{e}; it is left out of this benchmark")
     shown = {e.name for e in entries}  # a baseline named with --policy is already here:
     given, merged = [], set()  # merged into it once; a spec given twice is named twice below
     for item in policies:
@@ -110,7 +119,7 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
                          "once; name a policy object with a (name, policy) pair)")
     for one in entries:
         for message in learned_elsewhere(one, env, dataset):
-            warnings.warn(message, stacklevel=2)
+            warn(message)
     summary, episodes = [], []
     for budget in budgets:
         oracle_speedup, rows = {}, {}

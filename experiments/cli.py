@@ -38,9 +38,10 @@ import math
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning
 from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
 EXIT_OK, EXIT_INCORRECT, EXIT_ERROR = 0, 1, 2
@@ -1170,10 +1171,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the command says it: the package's own as a line like its errors' (the
+    line of code that raised it means nothing to the command's user), any other as Python
+    shows it."""
+    if issubclass(category, AutoProfilerWarning):
+        return f"autoprofiler: warning: {message}\n"
+    return _PYTHONS_FORMAT(message, category, filename, lineno, line)
+
+
+_PYTHONS_FORMAT = warnings.formatwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     global _JSON_ERRORS
     args = build_parser().parse_args(argv)
     _JSON_ERRORS = bool(getattr(args, "json", False))
+    shown, warnings.formatwarning = warnings.formatwarning, _format_warning
     try:
         return args.func(args)
     except AutoProfilerError as e:
@@ -1186,6 +1200,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `autoprofiler dataset info | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    finally:
+        warnings.formatwarning = shown
 
 
 if __name__ == "__main__":

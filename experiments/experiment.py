@@ -93,7 +93,6 @@ import io
 import json
 import math
 import re
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +100,7 @@ from pathlib import Path
 import numpy as np
 
 from autoprofiler_env.atomic import write_atomic, write_png
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, warn
 from autoprofiler_env.numeric import is_finite_number
 from experiments.live import LiveConfig
 from experiments.tracking import finishing
@@ -235,6 +234,11 @@ def load_config(path: str | Path) -> ExperimentConfig:
             not isinstance(s, int) or isinstance(s, bool) for s in seeds):
         raise ConfigError(f"{path}: 'seeds' must be a count > 0 or a list of integers, got "
                           f"{seeds!r}")
+    for key, values in (("budgets", budgets), ("splits", splits), ("seeds", seeds)):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:  # each would be run and reported again
+            raise ConfigError(f"{path}: {key!r} names {', '.join(map(str, twice))} more than "
+                              "once: give each once")
     agents = need("agents", dict, {})
     specs = []
     for name, options in agents.items():
@@ -524,7 +528,7 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True,
     for entry in fixed.values():
         for message in learned_elsewhere(entry, envs[config.splits[0]],
                                          config.env.get("dataset")):
-            warnings.warn(message, stacklevel=2)
+            warn(message)
     # the dataset's checksum too: a dataset rebuilt under the same name (the KernelBench one
     # grows as it is recorded) must not be scored by runs made on the one before
     dataset = getattr(envs[config.splits[0]].unwrapped.backend, "dataset", None)

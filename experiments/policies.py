@@ -138,7 +138,8 @@ def load(spec: str, env) -> Entry:
             raise PolicySpecError(f"no MaskablePPO policy is shipped for the optimizer "
                                   f"{env.unwrapped.optimizer!r}: train one with "
                                   "`autoprofiler train` and give sb3:DIR")
-        return Entry(SHIPPED_RL, _fitting(load_model(path, "maskable_ppo"), env, spec),
+        return Entry(SHIPPED_RL, _fitting(load_model(path, "maskable_ppo"), env,
+                                          f"the shipped {SHIPPED_RL} ({path.name})"),
                      **_learned(path.with_suffix(".json")))
     if kind(spec) in ("tree", "shipped"):
         from agents.tree import TreePolicy, shipped_tree
@@ -164,7 +165,8 @@ def load(spec: str, env) -> Entry:
         learned = (_learned(run) if run.is_file() else
                    _zoo_learned(zoo) if zoo is not None else
                    _learned(path.with_suffix(".json")))
-        return Entry(spec, _fitting(load_model(path, algorithm), env, spec), **learned)
+        return Entry(spec, _fitting(load_model(path, algorithm), env, f"--policy {spec}"),
+                     **learned)
     if kind(spec) == "py":
         return Entry(spec, made(_imported(spec), env, spec))
     try:
@@ -303,7 +305,7 @@ def made(thing, env, spec: str):
     from stable_baselines3.common.base_class import BaseAlgorithm
 
     if isinstance(policy, BaseAlgorithm):
-        _fitting(policy, env, spec)
+        _fitting(policy, env, f"--policy {spec}")
     return policy
 
 
@@ -341,10 +343,11 @@ def _imported(spec: str):
     return found
 
 
-def _fitting(model, env, spec: str):
+def _fitting(model, env, who: str):
     """``model``, if its observation and action spaces have the environment's shapes; an
     error naming the difference otherwise (a policy trained on a dataset of other
-    sections or metrics, or on a wrapped observation)."""
+    sections or metrics, or on a wrapped observation), beginning with ``who``: the
+    ``--policy`` spec or the shipped model."""
     def shapes(space) -> dict:
         inner = getattr(space, "spaces", None)
         return ({k: tuple(v.shape or ()) for k, v in inner.items()} if inner is not None
@@ -355,7 +358,7 @@ def _fitting(model, env, spec: str):
     if mine is None and theirs is not None:
         space = model.observation_space
         raise PolicySpecError(
-            f"--policy {spec}: the model was trained on a wrapped observation "
+            f"{who}: the model was trained on a wrapped observation "
             f"({type(space).__name__}{tuple(space.shape or ())}, not the environment's Dict of "
             f"{', '.join(theirs)}): FlattenObservation or a similar wrapper. The benchmark "
             "and the experiment give the environment's Dict observation, which the model "
@@ -368,7 +371,7 @@ def _fitting(model, env, spec: str):
         what = (f"observation {differ[0]!r}: {mine.get(differ[0])} against the "
                 f"environment's {theirs.get(differ[0])}" if differ else
                 f"{model.action_space} actions against the environment's {env.action_space}")
-        raise PolicySpecError(f"--policy {spec}: the model was trained on another "
+        raise PolicySpecError(f"{who}: the model was trained on another "
                               f"environment ({what}): a dataset with other sections or "
                               "metrics; train one on this dataset")
     return model

@@ -75,7 +75,6 @@ import json
 import math
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,7 +83,7 @@ from agents.rl.config import ENV_ID as CONFIG_ENV_ID
 from agents.rl.config import OWN as CONFIG_OWN
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
 from autoprofiler_env.atomic import write_atomic, write_png
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, warn
 from autoprofiler_env.profiler.runner import terminate_becomes_exit
 from experiments.tracking import versions
 
@@ -409,11 +408,10 @@ def _appending_logger(out: Path, verbose: int):
 def _load_for_resume(config: TrainConfig, out: Path, vec_env):
     """An interrupted run's ``model.zip`` with the run's algorithm, on ``vec_env`` (reset
     when training resumes); an off-policy one's replay buffer loaded."""
-    import warnings
-
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
     from agents.rl import load_model
+    from autoprofiler_env.errors import warn
 
     device = algorithm_kwargs(config).get("device", "cpu")
     model = load_model(out / "model.zip", config.algorithm, device=device)
@@ -427,8 +425,8 @@ def _load_for_resume(config: TrainConfig, out: Path, vec_env):
         if (out / REPLAY_BUFFER).is_file():
             model.load_replay_buffer(out / REPLAY_BUFFER)
         else:
-            warnings.warn(f"{out}: no {REPLAY_BUFFER}: the resumed {config.algorithm} run "
-                          "starts with an empty replay buffer", stacklevel=3)
+            warn(f"{out}: no {REPLAY_BUFFER}: the resumed {config.algorithm} run "
+                 "starts with an empty replay buffer")
     return model
 
 
@@ -490,9 +488,9 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     out = check_out(out, config, seed, resume=resume)
     previous = read_run(out)  # None, or an interrupted run (check_out refused the others)
     if previous is not None and not (out / "model.zip").is_file():
-        warnings.warn(f"{out}: the interrupted run there has no model.zip (stopped before it "
-                      f"saved, or removed since): trained afresh from step 0, its "
-                      f"evaluations and best model replaced", stacklevel=2)
+        warn(f"{out}: the interrupted run there has no model.zip (stopped before it "
+             f"saved, or removed since): trained afresh from step 0, its "
+             f"evaluations and best model replaced")
         for name in ("best_model.zip", "evaluations.jsonl", "evaluations.npz", REPLAY_BUFFER):
             (out / name).unlink(missing_ok=True)  # stopped before it saved: start afresh
         for monitor in [*out.glob("*.monitor.csv"), *out.glob("monitor/*.monitor.csv")]:

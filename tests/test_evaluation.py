@@ -159,6 +159,33 @@ def test_the_benchmark_says_when_a_learned_policy_was_learned_on_another_dataset
     assert [m.split()[0] for m in said] == ["autoprofiler-tree", "maskable-ppo"]
 
 
+def test_a_shipped_model_that_cannot_act_on_the_dataset_is_left_out_unless_asked_for(
+        study_dataset, tmp_path):
+    """On a dataset of other sections the shipped MaskablePPO model cannot act (its action
+    mask is one longer): the benchmark leaves it out, saying why, instead of failing every
+    other agent's rows; asked for by name, it is the error."""
+    from dataclasses import replace
+
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.format import DatasetFile
+
+    content = Dataset.load(study_dataset).content
+    gone = content.sections[-1]
+    path = tmp_path / "fewer.json.gz"
+    DatasetFile(content.metadata, tuple(s for s in content.sections if s != gone), {
+        uri: replace(r, profiles={s: v for s, v in r.profiles.items() if s != gone})
+        for uri, r in content.problems.items()}).save(path)
+    with pytest.warns(UserWarning, match=r"the shipped maskable-ppo \(maskable_ppo-\S+"
+                      r"\.zip\): the model was trained on another environment.*; it is left "
+                      r"out of this benchmark"):
+        summary, _ = benchmark(str(path), [0.25], seeds=1, split="train")
+    agents = {row["agent"] for row in summary}
+    assert "maskable-ppo" not in agents and {"autoprofiler-tree", "oracle"} <= agents
+    with pytest.raises(AutoProfilerError, match=r"^the shipped maskable-ppo .*trained on "
+                                                 r"another environment"):
+        benchmark(str(path), [0.25], seeds=1, split="train", policies=["maskable-ppo"])
+
+
 def test_a_model_of_another_environments_shapes_is_refused_naming_the_difference(env):
     import types
 
@@ -168,7 +195,7 @@ def test_a_model_of_another_environments_shapes_is_refused_naming_the_difference
 
     same = types.SimpleNamespace(observation_space=env.observation_space,
                                  action_space=env.action_space)
-    assert _fitting(same, env, "sb3:x") is same
+    assert _fitting(same, env, "--policy sb3:x") is same
     fewer = types.SimpleNamespace(observation_space=spaces.Dict(
         {**env.observation_space.spaces, "action_mask": spaces.MultiBinary(15)}),
         action_space=env.action_space)
@@ -176,7 +203,7 @@ def test_a_model_of_another_environments_shapes_is_refused_naming_the_difference
                                                 r"another environment \(observation "
                                                 r"'action_mask': \(15,\) against the "
                                                 r"environment's \(16,\)\)"):
-        _fitting(fewer, env, "sb3:x")
+        _fitting(fewer, env, "--policy sb3:x")
     with pytest.raises(AutoProfilerError, match=r"Discrete\(15\) actions"):
         _fitting(types.SimpleNamespace(observation_space=env.observation_space,
                                        action_space=spaces.Discrete(15)), env, "sb3:x")

@@ -31,6 +31,13 @@ def test_a_bad_tolerance_says_what_it_takes(bad):
         HarnessConfig(tolerance=bad)
 
 
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf", "1e-3,-1", -1, float("nan")])
+def test_a_number_out_of_range_is_told_so_not_called_unknown(bad):
+    with pytest.raises(EvaluationError, match=r"a number must be finite and >= 0 .*preset: "
+                       "kernelbench-v0"):
+        resolve(bad)
+
+
 def test_a_record_decides_every_symmetric_regime():
     needed = {"float32": 3e-3}
     assert passes(needed, "kernelbench-v0.1") and passes(needed, 3e-3)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import math
 import time
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.errors import warn
 from autoprofiler_env.evaluation import rollout, score
 from autoprofiler_env.jsonlines import JsonlAppender
 from autoprofiler_env.scoring import log_score, shipped_speedup
@@ -219,10 +219,10 @@ class RolloutEvalCallback(BaseCallback):
         if unrecorded and self.npz_path is not None:
             steps = (f"step {unrecorded[0]}" if len(unrecorded) == 1
                      else f"steps {unrecorded[0]} to {unrecorded[-1]}")
-            warnings.warn(f"{self.npz_path}: leaves out the {len(unrecorded)} restored "
-                          f"evaluation(s) without per-episode scores ({steps}: "
-                          "evaluations.jsonl has none for them, written before they were "
-                          "recorded)", stacklevel=2)
+            warn(f"{self.npz_path}: leaves out the {len(unrecorded)} restored "
+                 f"evaluation(s) without per-episode scores ({steps}: "
+                 "evaluations.jsonl has none for them, written before they were "
+                 "recorded)")
         if self.evaluations:
             self.write_npz()
 

@@ -43,7 +43,6 @@ import math
 import statistics
 import sys
 import time
-import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,7 +54,7 @@ from agents.tree.nodes import Stop, Tree, TreeFormatError, from_dict, vocabulary
 from agents.tree.policy import TreePolicy
 from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposer, proposer_settings
 from autoprofiler_env.envs.backends import Hindsight
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, warn
 from autoprofiler_env.evaluation import rollout
 from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.oracle import best_affordable
@@ -488,9 +487,9 @@ def _resume(log, header: dict, vocab) -> list[dict]:
     logged, now = settings(first), settings(header)
     if "proposer_settings" not in logged:  # a log written before they were recorded
         told = now.pop("proposer_settings")
-        warnings.warn(f"{log} was written before the learner recorded the proposer's "
-                      f"settings: it is resumed with {_show(told)}, which it cannot check "
-                      "(give those it was written with)", stacklevel=3)
+        warn(f"{log} was written before the learner recorded the proposer's "
+             f"settings: it is resumed with {_show(told)}, which it cannot check "
+             "(give those it was written with)")
     differences = _differences(logged, now, first, header)
     if differences:
         raise AutoProfilerError(f"{log} holds a run with other settings ("

@@ -13,14 +13,13 @@ the manifest dealt (docs/kernelbench.md)."""
 from __future__ import annotations
 
 import datetime
-import warnings
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoprofiler_env.dataset.costs import CostModel, NoCostModelError
 from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRecord, compact
-from autoprofiler_env.errors import DatasetError
+from autoprofiler_env.errors import DatasetError, warn
 from autoprofiler_env.features import static_features
 from autoprofiler_env.jsonlines import scan_jsonl
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
@@ -30,6 +29,7 @@ from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.parse import cut, profiles_from_run
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 from autoprofiler_env.profiler.runner import DURATION_METRIC, NcuRun, first_unprimed
+
 
 @dataclass(frozen=True)
 class CostFallback:
@@ -68,10 +68,10 @@ def read_log(path: Path) -> list[dict]:
     rows, unreadable = scan.rows, scan.damaged
     if unreadable:
         shown = ", ".join(map(str, unreadable[:5])) + (", ..." if len(unreadable) > 5 else "")
-        warnings.warn(f"{path}: {len(unreadable)} line{'s' if len(unreadable) > 1 else ''} "
-                      f"that {'are' if len(unreadable) > 1 else 'is'} not a JSON record (line "
-                      f"{shown}) left out of the build, which read {len(rows)} records from "
-                      "it: check the file", stacklevel=2)
+        warn(f"{path}: {len(unreadable)} line{'s' if len(unreadable) > 1 else ''} "
+             f"that {'are' if len(unreadable) > 1 else 'is'} not a JSON record (line "
+             f"{shown}) left out of the build, which read {len(rows)} records from "
+             "it: check the file")
     return rows
 
 
@@ -163,8 +163,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             why = unknown_passes(p, directory)
             if why is not None:  # its cost in passes would read 0: not used
                 no_passes[p.problem_uri] = why
-                warnings.warn(f"{p.problem_uri}: {why}; this run of it is not used",
-                              stacklevel=2)
+                warn(f"{p.problem_uri}: {why}; this run of it is not used")
                 continue
             runs = alone.setdefault(p.problem_uri, {})
             if p.problem_uri == first:  # the first problem of a run without the primer
@@ -203,14 +202,14 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             and any(set(m) & set(unfitted) for m in modelled.values()) else None)
     elsewhere = lent is not None and (lent.gpu, lent.ncu) != (machine["gpu"], ncu_version)
     if elsewhere:
-        warnings.warn(f"the costs of sections alone are modelled with {lent.source}, fitted "
-                      f"on {lent.gpu} with ncu {lent.ncu}, for this recording of "
-                      f"{machine['gpu'] or machine['device']} with ncu "
-                      f"{ncu_version or 'unknown'}: its fractions of the full set's cost "
-                      "(each problem's full set is this recording's own); to fit them on "
-                      "this GPU, record each section and set alone beside the full set on a "
-                      "few problems (`autoprofiler record --out DIR --parts profiles,sets URI "
-                      "...`) and give those runs to the build (`--runs DIR`)", stacklevel=2)
+        warn(f"the costs of sections alone are modelled with {lent.source}, fitted "
+             f"on {lent.gpu} with ncu {lent.ncu}, for this recording of "
+             f"{machine['gpu'] or machine['device']} with ncu "
+             f"{ncu_version or 'unknown'}: its fractions of the full set's cost "
+             "(each problem's full set is this recording's own); to fit them on "
+             "this GPU, record each section and set alone beside the full set on a "
+             "few problems (`autoprofiler record --out DIR --parts profiles,sets URI "
+             "...`) and give those runs to the build (`--runs DIR`)")
     eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
     refused = {r["uri"] for r in reference_rows if r.get("error") is not None}
     v1 = _outcomes(outcome_rows)

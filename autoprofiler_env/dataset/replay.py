@@ -136,17 +136,17 @@ class Dataset:
     def _warn_fallback(self, chosen: str) -> None:
         """Says that the package's optimizer, recorded for only some problems, is not the one
         replayed by default."""
-        import warnings
+        from autoprofiler_env.errors import warn
 
         records = self.content.problems.values()
         lacking = [r.uri for r in records if DEFAULT_OPTIMIZER not in r.outcomes]
-        warnings.warn(
+        warn(
             f"the dataset records the optimizer {DEFAULT_OPTIMIZER!r} for "
             f"{len(records) - len(lacking)} of its {len(records)} problems (not for "
             f"{lacking[0]}{f' and {len(lacking) - 1} more' if len(lacking) > 1 else ''}): it "
             f"replays {chosen!r}, recorded for every problem, unless told; name "
             f"optimizer={DEFAULT_OPTIMIZER!r} to replay that one on its problems, or restore "
-            "the dataset if it lost outcomes", stacklevel=4)
+            "the dataset if it lost outcomes")
 
     @property
     def metadata(self) -> dict:

@@ -102,11 +102,10 @@ def llm_model(optimizer: str) -> str | None:
 def warn_ill_posed(ill_posed: dict[str, str]) -> None:
     """Says which of a dataset's problems a backend leaves out as ill-posed at its tolerance
     (:meth:`~autoprofiler_env.dataset.Dataset.ill_posed`)."""
-    import warnings
+    from autoprofiler_env.errors import warn
 
     first = next(iter(ill_posed))
-    warnings.warn(f"{len(ill_posed)} of the dataset's problems are left out: a constant output "
-                  f"passes at this tolerance, so they are ill-posed here (e.g. {first}: "
-                  f"{ill_posed[first]}); a stricter tolerance serves them: "
-                  f"tolerance=\"kernelbench\" (fp32 1e-4; docs/harness.md)",
-                  stacklevel=4)
+    warn(f"{len(ill_posed)} of the dataset's problems are left out: a constant output "
+         f"passes at this tolerance, so they are ill-posed here (e.g. {first}: "
+         f"{ill_posed[first]}); a stricter tolerance serves them: "
+         f"tolerance=\"kernelbench\" (fp32 1e-4; docs/harness.md)")

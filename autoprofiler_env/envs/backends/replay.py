@@ -49,8 +49,7 @@ class ReplayBackend:
     def __init__(self, dataset: str | Path | Dataset | None = None, device: str = "cuda",
                  optimizer: str | None = None, llm_missing: str = "raise",
                  tolerance: str | float | None = None) -> None:
-        import warnings
-
+        from autoprofiler_env.errors import warn
         from autoprofiler_env.harness.tolerance import resolve
 
         if optimizer is not None and is_custom(optimizer):
@@ -84,9 +83,9 @@ class ReplayBackend:
                     "--parts candidates --plan FILE` and rebuild the dataset, or name one of "
                     "those")
             if len(served) < len(uris):
-                warnings.warn(f"the optimizer {optimizer!r} has recorded candidates for "
-                              f"{len(served)} of the dataset's {len(uris)} problems: the "
-                              "replay serves those (docs/optimizers.md)", stacklevel=3)
+                warn(f"the optimizer {optimizer!r} has recorded candidates for "
+                     f"{len(served)} of the dataset's {len(uris)} problems: the "
+                     "replay serves those (docs/optimizers.md)")
             self._served = frozenset(served)
         else:
             self.optimizer = None

@@ -1,0 +1,58 @@
+"""Where the package's warnings point: the user's line, not a line of ``gym.make``, of
+stable-baselines3 or of this project; and how the command line shows them."""
+
+import re
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import pytest
+
+import autoprofiler_env  # noqa: F401  (registers the ids)
+from autoprofiler_env.errors import AutoProfilerWarning, warn
+
+
+def _caught(make) -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make()
+    return [w for w in caught if issubclass(w.category, AutoProfilerWarning)]
+
+
+def test_a_warning_raised_in_gym_make_points_at_the_users_call():
+    # the KernelBench dataset leaves out its ill-posed problems at the default tolerance,
+    # four calls below gym.make (Gymnasium's registration, the environment, its backend)
+    (said,) = _caught(lambda: gym.make("AutoProfiler-v0", dataset="kernelbench"))
+    assert "of the dataset's problems are left out" in str(said.message)
+    assert said.filename == __file__, said.filename
+
+
+def test_a_warning_raised_in_sb3s_vector_environment_points_at_the_users_call():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    (said,) = _caught(lambda: make_vec_env("AutoProfiler-v0", n_envs=1,
+                                           env_kwargs={"dataset": "kernelbench"}))
+    assert said.filename == __file__, said.filename
+
+
+def test_a_warning_of_the_users_own_code_calling_warn_points_at_that_line():
+    def mine():
+        warn("said here")
+
+    (said,) = _caught(mine)
+    assert said.filename == __file__ and said.lineno == mine.__code__.co_firstlineno + 1
+    with pytest.warns(UserWarning, match="said here"):  # an AutoProfilerWarning is one
+        mine()
+
+
+def test_the_command_line_says_the_packages_warnings_as_it_says_its_errors(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "experiments.cli", "benchmark", "--dataset",
+                          "kernelbench", "--budgets", "0.25", "--seeds", "1", "--out",
+                          str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "left out" in line]
+    assert len(said) == 1 and re.match(r"autoprofiler: warning: \d+ of the dataset's problems "
+                                       "are left out", said[0]), run.stderr
+    # not Python's format: no file, line or category, no source line after it
+    assert "Warning:" not in run.stderr and ".py:" not in run.stderr, run.stderr
