@@ -199,15 +199,16 @@ def warn(message: str, category: type[Warning] = AutoProfilerWarning) -> None:
     project's packages and the libraries that call into them (Gymnasium's ``make``,
     stable-baselines3's vector environments), however deep the warning is raised, as
     pandas' ``find_stack_level`` does. A fixed ``stacklevel`` named a line of ``gym.make`` or
-    of the command line's own code."""
+    of the command line's own code. Filter them by their category (``AutoProfilerWarning``),
+    not by module: the module a warning is attributed to is the caller's."""
     import sys
     import warnings
 
     inside = _called_through()
     level, frame = 2, sys._getframe(1)  # 2: the caller of warn()
-    while frame is not None and frame.f_code.co_filename.startswith(inside):
-        level, frame = level + 1, frame.f_back
-    warnings.warn(message, category, stacklevel=level)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
+        level, frame = level + 1, frame.f_back  # the outermost frame at most (a script of
+    warnings.warn(message, category, stacklevel=level)  # the project's: its own line)
 
 
 @functools.cache

@@ -39,3 +39,15 @@ def shown(value: object) -> str:
         return reprlib.repr(value)
     except ValueError:
         return f"a {type(value).__name__} that cannot be shown"
+
+
+def repeated(values) -> list:
+    """The values given more than once (an equal number twice: 0.25 and 0.250), each once,
+    in the order first seen: the budgets, splits or seeds of a run, each of which would be
+    run and reported again."""
+    seen, again = set(), []
+    for value in values:
+        if value in seen and value not in again:
+            again.append(value)
+        seen.add(value)
+    return again

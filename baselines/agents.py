@@ -116,13 +116,25 @@ class FixedSections(Agent):
 class RooflineTree(Agent):
     name = "roofline-tree"
 
+    SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Chart",
+                "ComputeWorkloadAnalysis", "WarpStateStats")
+    METRICS = (_SM, _MEM)
+
     def __init__(self, env) -> None:
         super().__init__(env)
+        missing = self.missing(env)
+        if missing:
+            raise ValueError(f"roofline-tree reads {', '.join(missing)}, which this "
+                             "environment's dataset lacks")
         metrics = self.env.metric_names
         self._sm, self._mem = metrics.index(_SM), metrics.index(_MEM)
-        self._i = {s: self.sections.index(s) for s in
-                   ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Chart",
-                    "ComputeWorkloadAnalysis", "WarpStateStats")}
+        self._i = {s: self.sections.index(s) for s in self.SECTIONS}
+
+    @classmethod
+    def missing(cls, env) -> list[str]:
+        """The sections and metrics the rules read that ``env`` lacks."""
+        have = set(env.unwrapped.sections) | set(env.unwrapped.metric_names)
+        return [name for name in (*cls.SECTIONS, *cls.METRICS) if name not in have]
 
     def act(self, observation, mask):
         i = self._i
@@ -231,12 +243,15 @@ def baseline(env, name: str, seed: int = 0) -> Agent:
     for agent in all_agents(env, seed):
         if agent.name == name:
             return agent
+    if name == RooflineTree.name:  # left out of all_agents: says what it lacks
+        RooflineTree(env)
     names = ", ".join(a.name for a in all_agents(env, seed))
     raise ValueError(f"no baseline {name!r}: the baselines are {names}")
 
 
 def all_agents(env, seed: int = 0) -> list[Agent]:
-    """Every baseline for ``env``: the fixed configurations, the rule tree, random, oracle."""
+    """Every baseline for ``env``: the fixed configurations (of the sections it has), the
+    rule tree (where it has the sections and metrics the rules read), random, oracle."""
     catalogue = load_catalogue()
     sections = tuple(env.unwrapped.sections)
 
@@ -248,5 +263,7 @@ def all_agents(env, seed: int = 0) -> list[Agent]:
         agents.append(FixedSections(env, within(catalogue.sets[set_name]), f"set:{set_name}"))
     agents += [FixedSections(env, [s], f"section:{s}") for s in sections]
     agents.append(FixedSections(env, within(CUDAFORGE_LIKE), "curated:cudaforge-like"))
-    agents += [RooflineTree(env), RandomAgent(env, seed), HindsightOracle(env)]
+    if not RooflineTree.missing(env):  # its rules read sections a dataset may lack
+        agents.append(RooflineTree(env))
+    agents += [RandomAgent(env, seed), HindsightOracle(env)]
     return agents

@@ -36,7 +36,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from autoprofiler_env.atomic import write_atomic, write_png
-from autoprofiler_env.errors import warn
+from autoprofiler_env.errors import AutoProfilerError, warn
+from autoprofiler_env.numeric import repeated
 from autoprofiler_env.scoring import geomean, shipped_speedup
 
 COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cost_s",
@@ -77,16 +78,15 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
         SHIPPED_RL,
         SHIPPED_TREE,
         Entry,
-        PolicySpecError,
         as_entry,
         learned_elsewhere,
         load,
     )
 
-    twice = sorted({b for b in budgets if list(budgets).count(b) > 1})
-    if twice:  # each would be run and reported again, under one heading
-        raise ValueError(f"budgets {', '.join(f'{b:g}' for b in twice)} given twice: give each "
-                         "budget once")
+    again = repeated(budgets)
+    if again:  # each would be run and reported again, under one heading
+        raise ValueError(f"budgets {', '.join(map(repr, again))} given more than once: give "
+                         "each budget once")
     kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
               | ({"optimizer": optimizer} if optimizer else {}))
     env = gym.make("AutoProfiler-v0", **kwargs)
@@ -95,10 +95,10 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
         if shipped(env.unwrapped.optimizer) is not None:
             try:
                 entries.append(load(name, env))
-            except PolicySpecError as e:  # one that cannot act here: an error if asked for
+            except AutoProfilerError as e:  # one that cannot act here: an error if asked for
                 if name in policies:
                     raise
-                warn(f"{e}; it is left out of this benchmark")
+                warn(f"{e} ({name} is left out of this benchmark)")
     shown = {e.name for e in entries}  # a baseline named with --policy is already here:
     given, merged = [], set()  # merged into it once; a spec given twice is named twice below
     for item in policies:

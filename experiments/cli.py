@@ -1171,23 +1171,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _format_warning(message, category, filename, lineno, line=None) -> str:
-    """A warning as the command says it: the package's own as a line like its errors' (the
-    line of code that raised it means nothing to the command's user), any other as Python
-    shows it."""
-    if issubclass(category, AutoProfilerWarning):
-        return f"autoprofiler: warning: {message}\n"
-    return _PYTHONS_FORMAT(message, category, filename, lineno, line)
-
-
-_PYTHONS_FORMAT = warnings.formatwarning
+def _formatting_warnings(otherwise):
+    """``warnings.formatwarning`` for the command: the package's own warnings as a line like
+    its errors' (the line of code that raised one means nothing to the command's user), any
+    other as ``otherwise`` formats it. (Processes a command starts, SubprocVecEnv's, format
+    them as Python does.)"""
+    def formatted(message, category, filename, lineno, line=None) -> str:
+        if issubclass(category, AutoProfilerWarning):
+            return f"autoprofiler: warning: {message}\n"
+        return otherwise(message, category, filename, lineno, line)
+    return formatted
 
 
 def main(argv: list[str] | None = None) -> int:
     global _JSON_ERRORS
     args = build_parser().parse_args(argv)
     _JSON_ERRORS = bool(getattr(args, "json", False))
-    shown, warnings.formatwarning = warnings.formatwarning, _format_warning
+    shown = warnings.formatwarning
+    warnings.formatwarning = _formatting_warnings(shown)
     try:
         return args.func(args)
     except AutoProfilerError as e:

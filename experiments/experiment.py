@@ -101,7 +101,7 @@ import numpy as np
 
 from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError, warn
-from autoprofiler_env.numeric import is_finite_number
+from autoprofiler_env.numeric import is_finite_number, repeated
 from experiments.live import LiveConfig
 from experiments.tracking import finishing
 
@@ -235,9 +235,9 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise ConfigError(f"{path}: 'seeds' must be a count > 0 or a list of integers, got "
                           f"{seeds!r}")
     for key, values in (("budgets", budgets), ("splits", splits), ("seeds", seeds)):
-        twice = sorted({v for v in values if values.count(v) > 1})
-        if twice:  # each would be run and reported again
-            raise ConfigError(f"{path}: {key!r} names {', '.join(map(str, twice))} more than "
+        again = repeated(values)
+        if again:  # each would be run and reported again
+            raise ConfigError(f"{path}: {key!r} names {', '.join(map(str, again))} more than "
                               "once: give each once")
     agents = need("agents", dict, {})
     specs = []

@@ -275,6 +275,8 @@ BAD = [
     (lambda c, o: o["eval"].update(budgets=[]), r"autoprofiler.eval.budgets: a non-empty list"),
     (lambda c, o: o["eval"].update(budgets=[10**400]),  # YAML reads 1 and 400 zeros as an int
      r"autoprofiler.eval.budgets: a non-empty list"),
+    (lambda c, o: o["eval"].update(budgets=[0.25, 0.5, 0.250]),  # weighed twice, logged once
+     r"autoprofiler.eval.budgets: each budget once; 0.25 is given more than once"),
     (lambda c, o: c.update(gamma=10**400), r"AutoProfiler-v0.gamma: a number"),
     (lambda c, o: o["eval"].update(split="validation"),
      r"autoprofiler.eval.split: one of train, val, test"),

@@ -13,18 +13,22 @@ import autoprofiler_env  # noqa: F401  (registers the ids)
 from autoprofiler_env.errors import AutoProfilerWarning, warn
 
 
-def _caught(make) -> list[warnings.WarningMessage]:
+def _caught(make, said: str = "") -> list[warnings.WarningMessage]:
+    """The package's warnings ``make()`` gives, those whose message holds ``said``."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         make()
-    return [w for w in caught if issubclass(w.category, AutoProfilerWarning)]
+    return [w for w in caught if issubclass(w.category, AutoProfilerWarning)
+            and said in str(w.message)]
+
+
+LEFT_OUT = "of the dataset's problems are left out"
 
 
 def test_a_warning_raised_in_gym_make_points_at_the_users_call():
     # the KernelBench dataset leaves out its ill-posed problems at the default tolerance,
     # four calls below gym.make (Gymnasium's registration, the environment, its backend)
-    (said,) = _caught(lambda: gym.make("AutoProfiler-v0", dataset="kernelbench"))
-    assert "of the dataset's problems are left out" in str(said.message)
+    (said,) = _caught(lambda: gym.make("AutoProfiler-v0", dataset="kernelbench"), LEFT_OUT)
     assert said.filename == __file__, said.filename
 
 
@@ -32,7 +36,7 @@ def test_a_warning_raised_in_sb3s_vector_environment_points_at_the_users_call():
     from stable_baselines3.common.env_util import make_vec_env
 
     (said,) = _caught(lambda: make_vec_env("AutoProfiler-v0", n_envs=1,
-                                           env_kwargs={"dataset": "kernelbench"}))
+                                           env_kwargs={"dataset": "kernelbench"}), LEFT_OUT)
     assert said.filename == __file__, said.filename
 
 
@@ -54,5 +58,18 @@ def test_the_command_line_says_the_packages_warnings_as_it_says_its_errors(tmp_p
     said = [line for line in run.stderr.splitlines() if "left out" in line]
     assert len(said) == 1 and re.match(r"autoprofiler: warning: \d+ of the dataset's problems "
                                        "are left out", said[0]), run.stderr
-    # not Python's format: no file, line or category, no source line after it
-    assert "Warning:" not in run.stderr and ".py:" not in run.stderr, run.stderr
+    # not Python's format (file, line, category, then the source line)
+    assert "AutoProfilerWarning" not in run.stderr, run.stderr
+
+
+def test_a_warning_whose_every_caller_is_inside_points_at_the_outermost_line(monkeypatch):
+    """A script of the project's own (``python experiments/x.py``): every frame is inside,
+    and the warning names the outermost one, not ``sys:1`` past the top of the stack."""
+    import autoprofiler_env.errors as errors
+
+    monkeypatch.setattr(errors, "_called_through", lambda: ("",))  # every file is inside
+    (said,) = _caught(lambda: warn("from the top"))
+    outermost = sys._getframe()
+    while outermost.f_back is not None:
+        outermost = outermost.f_back
+    assert said.filename == outermost.f_code.co_filename != "sys", said.filename
