@@ -206,9 +206,10 @@ def warn(message: str, category: type[Warning] = AutoProfilerWarning) -> None:
 
     inside = _called_through()
     level, frame = 2, sys._getframe(1)  # 2: the caller of warn()
+    # up to the outermost frame at most: a script of the project's own names its own line
     while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
-        level, frame = level + 1, frame.f_back  # the outermost frame at most (a script of
-    warnings.warn(message, category, stacklevel=level)  # the project's: its own line)
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level)
 
 
 @functools.cache

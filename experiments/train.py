@@ -411,7 +411,6 @@ def _load_for_resume(config: TrainConfig, out: Path, vec_env):
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
     from agents.rl import load_model
-    from autoprofiler_env.errors import warn
 
     device = algorithm_kwargs(config).get("device", "cpu")
     model = load_model(out / "model.zip", config.algorithm, device=device)
