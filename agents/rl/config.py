@@ -237,9 +237,9 @@ def config_from_dict(given: Any, source: str = "config",
             or not all(is_finite_number(b) and b > 0 for b in budgets)):
         raise fail(f"{at}budgets", f"a non-empty list of budgets > 0 (fractions of the full "
                    f"set's cost), e.g. [0.1, 0.25, 0.5, 1.0]; got {budgets!r}")
-    if repeated(budgets):  # each would weigh twice in the objective, once in the log
-        raise fail(f"{at}budgets", f"each budget once; {repeated(budgets)[0]!r} is given more "
-                   "than once")
+    again = repeated(budgets)
+    if again:  # each would weigh twice in the objective, once in the log
+        raise fail(f"{at}budgets", f"each budget once; {again[0]!r} is given more than once")
     return TrainConfig(algorithm=algorithm, policy=policy, hyperparameters=hyperparameters,
                        env=env, n_envs=n_envs, vec_env=vec_env, total_timesteps=total,
                        log_interval=log_interval,

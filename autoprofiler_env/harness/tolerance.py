@@ -84,13 +84,13 @@ def resolve(spec: str | float | Tolerance) -> Tolerance:
         values = [float(v) for v in spec.split(",")]
     except ValueError:
         values = []
-    if len(values) in (1, 2) and not all(math.isfinite(v) and v >= 0 for v in values):
-        raise EvaluationError(f"tolerance {spec!r}: a number must be finite and >= 0 (atol "
-                              "= rtol; 'ATOL,RTOL' for two), or use a preset: "
-                              f"{', '.join(PRESETS)}")
     if len(values) not in (1, 2):
         raise EvaluationError(f"unknown tolerance {spec!r}: use one of {', '.join(PRESETS)}, "
                               "a number >= 0 (atol = rtol) or 'ATOL,RTOL'")
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise EvaluationError(f"tolerance {spec!r}: a number must be finite and >= 0 (atol "
+                              "= rtol; 'ATOL,RTOL' for two), or use a preset: "
+                              f"{', '.join(PRESETS)}")
     atol, rtol = values[0], values[-1]
     return Tolerance(spec, atol, rtol)
 
