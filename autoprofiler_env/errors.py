@@ -118,6 +118,12 @@ class RenderModeError(AutoProfilerError, ValueError, TypeError):
     again without a render mode."""
 
 
+class ConfigError(AutoProfilerError):
+    """A config file (a training config, an experiment config) that cannot be used: not
+    readable, not YAML, a key given twice, an unknown key or a bad value. The message names
+    the file and the key, and says what is accepted."""
+
+
 class MachineError(AutoProfilerError):
     """This machine cannot run a GPU path (profiling, recording, optimizing live): no CUDA
     device, or no Nsight Compute."""

@@ -647,14 +647,14 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
                              args.llm_fold_system, args.llm_schema_depth)
     # the settings as the command took them; learn_tree adds its resolved ones (run.json's)
     run = wandb_run("learn-tree", {
-        "command": "learn-tree", "budgets": sorted(set(budgets)), "proposer": args.proposer,
+        "command": "learn-tree", "budgets": sorted(budgets), "proposer": args.proposer,
         "seed": args.seed, "rounds": args.rounds, "dataset": args.dataset,
         "optimizer": args.optimizer, "start": args.start, "proposals": args.proposals,
         "margin": args.margin, "patience": args.patience, "cost_penalty": args.cost_penalty,
         "versions": versions()}, name=f"{args.proposer}-seed{args.seed}") if args.wandb \
         else None
     with finishing(run):
-        tree, results = _checked_input(learn_tree, sorted(set(budgets)), proposer, Path(args.out),
+        tree, results = _checked_input(learn_tree, sorted(budgets), proposer, Path(args.out),
                                    rounds=args.rounds, dataset=args.dataset,
                                    optimizer=args.optimizer, start=args.start,
                                    proposals=args.proposals, margin=args.margin,

@@ -100,7 +100,8 @@ from pathlib import Path
 import numpy as np
 
 from autoprofiler_env.atomic import write_atomic, write_png
-from autoprofiler_env.errors import AutoProfilerError, warn
+from autoprofiler_env.configfile import read_yaml
+from autoprofiler_env.errors import AutoProfilerError, ConfigError, warn
 from autoprofiler_env.numeric import is_finite_number, repeated
 from experiments.live import LiveConfig
 from experiments.tracking import finishing
@@ -114,10 +115,6 @@ replay-only row, as the oracle's)."""
 AGENT_KINDS = ("tree", "rl")
 _KEYS = {"name", "budgets", "splits", "seeds", "env", "agents", "baselines", "reps",
          "poi_reps", "live", "experiment"}
-
-
-class ConfigError(AutoProfilerError):
-    """An experiment config that cannot be run: it names the key and what is accepted."""
 
 
 class StaleRunError(ConfigError):
@@ -192,21 +189,8 @@ class ExperimentConfig:
 
 def load_config(path: str | Path) -> ExperimentConfig:
     """The experiment config in ``path``; :class:`ConfigError` naming the key otherwise."""
-    import yaml
-
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the experiment config ({e.strerror or e})"
-                          ) from e
-    except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise ConfigError(f"{path}: not valid YAML{line}: "
-                          f"{getattr(e, 'problem', None) or e}") from None
-    except ValueError as e:  # a number too long for Python's int (over 4,300 digits)
-        raise ConfigError(f"{path}: not a config Python can read ({e})") from None
+    data = read_yaml(path, "experiment config")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: an experiment config is a mapping of keys "
                           f"({', '.join(sorted(_KEYS))})")

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.numeric import repeated
 
 PROPOSERS = ("search", "llm")
 
@@ -84,9 +85,9 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     what); returns the joined tree and the results per budget.
 
     Raises:
-        AutoProfilerError: a log of ``out`` holds a run of other settings (the message names
-            them), or the smallest budget's log began from the budget ladder of a run of more
-            budgets (the message says which to give).
+        AutoProfilerError: a budget given more than once, a log of ``out`` holds a run of
+            other settings (the message names them), or the smallest budget's log began
+            from the budget ladder of a run of more budgets (the message says which to give).
         ProposerUnreachableError: the proposer gave no reply several times in a row, or
             its server refused a request.
         LearnInterruptedError: Ctrl-C or SIGTERM; the same call resumes.
@@ -94,6 +95,10 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     from agents.tree.learner import LearnInterruptedError
     from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
+    again = repeated(budgets)
+    if again:  # one tree per budget: a repeat would be learned and reported twice
+        raise AutoProfilerError(f"budgets {', '.join(map(repr, again))} given more than once: "
+                                "give each budget once")
     at: dict = {}  # the budget and the log being learned
     try:
         # SIGTERM (a job scheduler, timeout) as Ctrl-C: the message says how to go on

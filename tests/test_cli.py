@@ -144,6 +144,8 @@ def test_record_with_a_bad_plan_reuse_or_timeout_exits_2_with_one_line(tmp_path,
     (["learn-tree", "--budget", "nan"], "--budget 'nan': each budget is a finite fraction"),
     (["benchmark", "--budgets", "0.25,0.5,0.250"], "budgets 0.25 given more than once: give "
                                                    "each budget once"),
+    (["learn-tree", "--budget", "0.1,0.25,0.10"], "budgets 0.1 given more than once: give "
+                                                  "each budget once"),
 ])
 def test_bad_budgets_and_seeds_exit_2_with_one_line(tmp_path, capsys, args, message):
     from experiments.cli import main

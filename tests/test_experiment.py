@@ -125,6 +125,11 @@ def test_runs_made_on_another_build_of_the_dataset_are_not_reused(tmp_path):
     ("reps: -5\n", r"'reps' must be a count of bootstrap resamples >= 1, got -5"),
     ("poi_reps: 0\n", r"'poi_reps' must be a count of bootstrap resamples >= 1"),
     ("name: ../../escape\n", r"'name' must be a folder name"),
+    # PyYAML keeps the last of two: the first agents would be dropped without a word
+    ("agents: {a: {kind: tree}}\nname: x\nagents: {b: {kind: tree}}\n",
+     r"not valid YAML \(line 3\): found the key 'agents' twice in one mapping: give it once"),
+    ("agents: {t: {kind: tree, rounds: 5, rounds: 9}}\n", r"\(line 1\): found the key 'rounds' "
+                                                          "twice"),
 ])
 def test_a_bad_config_is_one_error_naming_the_key(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):

@@ -334,6 +334,10 @@ def test_the_command_reports_a_bad_config_in_one_line(tmp_path, capsys):
     path.write_text("AutoProfiler-v0: {n_timesteps: 1" + "0" * 5000 + "}\n")  # YAML's int raises
     assert main(["train", "--config", str(path)]) == 2
     assert "not a config Python can read (Exceeds the limit" in capsys.readouterr().err
+    path.write_text("AutoProfiler-v0:\n  n_timesteps: 64\n  n_timesteps: 128\n")
+    assert main(["train", "--config", str(path)]) == 2
+    assert ("not valid YAML (line 3): found the key 'n_timesteps' twice in one mapping"
+            in capsys.readouterr().err)
     assert main(["train", "--config", "sac"]) == 2
     assert "no such file, nor a shipped config (one of a2c, dqn" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()

@@ -58,7 +58,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.configfile import read_yaml
+from autoprofiler_env.errors import ConfigError
 from autoprofiler_env.numeric import is_finite_number, repeated
 
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn")
@@ -88,10 +89,6 @@ ZOO_NOT_APPLIED = ("normalize_kwargs", "frame_stack", "env_wrapper", "vec_env_wr
 CLASS_ROOTS = {"nn": "torch.nn", "th": "torch", "torch": "torch"}
 """How the zoo's ``policy_kwargs`` strings name classes (its module imports ``torch as th``
 and ``torch.nn as nn``), and the modules the names resolve in."""
-
-
-class ConfigError(AutoProfilerError):
-    """A training configuration is wrong: the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -143,22 +140,8 @@ def load_config(path: str | Path) -> TrainConfig:
 def read_config(path: str | Path) -> tuple[TrainConfig, dict]:
     """The configuration in a YAML file and the file's content as given. The algorithm is
     the file's ``autoprofiler.algorithm``, else its name (the zoo's ``<algo>.yml``)."""
-    import yaml
-
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the config ({e.strerror or e})") from None
-    try:
-        given = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise ConfigError(f"{path}: not valid YAML{line}: "
-                          f"{getattr(e, 'problem', None) or e}") from None
-    except ValueError as e:  # a number too long for Python's int (over 4,300 digits)
-        raise ConfigError(f"{path}: not a config Python can read ({e})") from None
+    given = read_yaml(path, "config")
     named = path.stem if path.stem in ALGORITHMS else None
     return config_from_dict(given, str(path), algorithm=named), given
 
