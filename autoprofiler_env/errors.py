@@ -212,8 +212,16 @@ def warn(message: str, category: type[Warning] = AutoProfilerWarning) -> None:
 
     inside = _called_through()
     level, frame = 2, sys._getframe(1)  # 2: the caller of warn()
-    # up to the outermost frame at most: a script of the project's own names its own line
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
+    ours = level  # the outermost frame of this project's seen so far
+    while True:
+        name = frame.f_code.co_filename
+        if name.startswith(inside):
+            ours = level
+        elif not name.startswith("<frozen "):  # Python's own runpy and importlib are passed
+            break  # the user's line
+        if frame.f_back is None:  # no user's line above: a script of the project's own
+            level = ours  # (python experiments/x.py, python -m experiments.x) names its line
+            break
         level, frame = level + 1, frame.f_back
     warnings.warn(message, category, stacklevel=level)
 

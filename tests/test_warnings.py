@@ -73,3 +73,16 @@ def test_a_warning_whose_every_caller_is_inside_points_at_the_outermost_line(mon
     while outermost.f_back is not None:
         outermost = outermost.f_back
     assert said.filename == outermost.f_code.co_filename != "sys", said.filename
+
+
+def test_a_module_of_the_project_run_with_python_m_names_its_own_line():
+    """``python -m experiments.bench_env``: above the project's frames are only Python's
+    runpy (``<frozen runpy>``), which the warning named before."""
+    import experiments.bench_env as bench
+
+    run = subprocess.run([sys.executable, "-m", "experiments.bench_env", "--dataset",
+                          "kernelbench", "--steps", "100"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    (said,) = [line for line in run.stderr.splitlines() if "left out" in line]
+    assert said.startswith(f"{bench.__file__}:"), said
