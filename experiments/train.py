@@ -301,16 +301,33 @@ def make_train_env(config: TrainConfig, seed: int, monitor_dir: Path | None = No
         _checked(lambda: gym.make(ENV_ID, **kwargs), source).close()
     starts = (_monitor_starts(Path(monitor_dir), config.n_envs)
               if append and monitor_dir is not None else None)
+    subproc = config.vec_env == "subproc"
     vec_env = _checked(lambda: make_vec_env(
         # make_vec_env makes each with render_mode rgb_array, as the zoo's training does (the
         # environment draws its picture only when render() is called: no cost per step)
-        ENV_ID, n_envs=config.n_envs, seed=seed, env_kwargs=kwargs,
+        _make_in_subprocess if subproc else ENV_ID, n_envs=config.n_envs, seed=seed,
+        env_kwargs={"render_mode": "rgb_array", **kwargs} if subproc else kwargs,
         monitor_dir=str(monitor_dir) if monitor_dir is not None else None,
         monitor_kwargs={"info_keywords": INFO_KEYWORDS, "override_existing": starts is None},
-        vec_env_cls=SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv), source)
+        vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv), source)
     for rank, start in enumerate(starts or ()):
         vec_env.set_attr("t_start", start, indices=[rank])
     return vec_env
+
+
+def _make_in_subprocess(**kwargs):
+    """A ``SubprocVecEnv`` subprocess's environment. What making it warns of was said once
+    already, when the command made one with the same kwargs to check them: each subprocess
+    would say it again, in Python's format and pointed at ``multiprocessing``."""
+    import warnings
+
+    import gymnasium as gym
+
+    from autoprofiler_env.errors import AutoProfilerWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AutoProfilerWarning)
+        return gym.make(ENV_ID, **kwargs)
 
 
 def _monitor_starts(monitor_dir: Path, n_envs: int) -> list[float]:

@@ -19,6 +19,7 @@ from agents.rl.config import ConfigError, config_from_dict, load_config
 from autoprofiler_env.evaluation import rollout, score
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.scoring import log_score
+from autoprofiler_env.errors import AutoProfilerWarning
 from experiments.train import CONFIGS, build_model, make_eval_env, make_train_env, train
 
 # the training configs: every file of experiments/configs in the zoo's format (the others,
@@ -386,14 +387,22 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
     assert run.curve("evaluations/_type") == [(512, "image-file")]  # evaluations.png
 
 
-def test_subproc_vec_env_trains(tmp_path):
-    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=256) or o.update(
-        vec_env="subproc") or o["eval"].update(frequency=128, budgets=[0.25])))
-    result = train(config, tmp_path / "run", progress=False)
+def test_subproc_vec_env_trains_and_its_subprocesses_do_not_repeat_the_warnings(tmp_path,
+                                                                                capfd):
+    # the KernelBench dataset warns of its ill-posed problems when an environment is made
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=256) or c[
+        "env_kwargs"].update(dataset="kernelbench") or o.update(vec_env="subproc") or o[
+        "eval"].update(frequency=128, budgets=[0.25])))
+    with pytest.warns(AutoProfilerWarning, match="problems are left out") as said:
+        result = train(config, tmp_path / "run", progress=False)
     assert result.steps == 256 and [e.step for e in result.evaluations] == [128, 256]
     for rank in (0, 1):  # each subprocess's Monitor wrote its episodes
         lines = (tmp_path / "run" / f"{rank}.monitor.csv").read_text().splitlines()
         assert lines[1] == "r,l,t,problem,sections,cost,speedup,correct" and len(lines) > 10
+    # said here, once per environment the command made itself (its check, its evaluation's);
+    # each subprocess printed it again, pointed at multiprocessing/process.py
+    assert all(w.filename == __file__ for w in said), [w.filename for w in said]
+    assert "left out" not in capfd.readouterr().err
 
 
 def test_a_directory_that_is_not_a_finished_run_is_named(tmp_path):
