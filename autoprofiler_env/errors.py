@@ -124,6 +124,12 @@ class ConfigError(AutoProfilerError):
     the file and the key, and says what is accepted."""
 
 
+class FolderBusyError(AutoProfilerError):
+    """Another process is writing the folder a command writes (a training run's, a learned
+    tree's, an experiment's, a recording's): two runs given one ``--out`` would interleave
+    their files. The message names the process; wait for it, or give another ``--out``."""
+
+
 class MachineError(AutoProfilerError):
     """This machine cannot run a GPU path (profiling, recording, optimizing live): no CUDA
     device, or no Nsight Compute."""

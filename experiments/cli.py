@@ -41,6 +41,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from autoprofiler_env.atomic import one_writer
 from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning
 from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
@@ -282,6 +283,12 @@ def _llm_part(args: argparse.Namespace):
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    with one_writer(Path(args.out), "autoprofiler record"):  # a second recorder: refused
+        return _cmd_record(args)
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    """:func:`cmd_record`'s work, ``--out`` held."""
     from autoprofiler_env.dataset.record import PARTS, record
     from autoprofiler_env.problems import load_problem, load_suite
 
@@ -645,21 +652,22 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
                              args.llm_timeout, args.llm_temperature,
                              None if args.llm_structured == "none" else args.llm_structured,
                              args.llm_fold_system, args.llm_schema_depth)
-    # the settings as the command took them; learn_tree adds its resolved ones (run.json's)
-    run = wandb_run("learn-tree", {
-        "command": "learn-tree", "budgets": sorted(budgets), "proposer": args.proposer,
-        "seed": args.seed, "rounds": args.rounds, "dataset": args.dataset,
-        "optimizer": args.optimizer, "start": args.start, "proposals": args.proposals,
-        "margin": args.margin, "patience": args.patience, "cost_penalty": args.cost_penalty,
-        "versions": versions()}, name=f"{args.proposer}-seed{args.seed}") if args.wandb \
-        else None
-    with finishing(run):
-        tree, results = _checked_input(learn_tree, sorted(budgets), proposer, Path(args.out),
-                                   rounds=args.rounds, dataset=args.dataset,
-                                   optimizer=args.optimizer, start=args.start,
-                                   proposals=args.proposals, margin=args.margin,
-                                   patience=args.patience, cost_penalty=args.cost_penalty,
-                                   wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
+    with one_writer(Path(args.out), "autoprofiler learn-tree"):  # a second one: refused
+        # the settings as the command took them; learn_tree adds its resolved ones (run.json's)
+        run = wandb_run("learn-tree", {
+            "command": "learn-tree", "budgets": sorted(budgets), "proposer": args.proposer,
+            "seed": args.seed, "rounds": args.rounds, "dataset": args.dataset,
+            "optimizer": args.optimizer, "start": args.start, "proposals": args.proposals,
+            "margin": args.margin, "patience": args.patience, "cost_penalty": args.cost_penalty,
+            "versions": versions()}, name=f"{args.proposer}-seed{args.seed}") if args.wandb \
+            else None
+        with finishing(run):
+            tree, results = _checked_input(
+                learn_tree, sorted(budgets), proposer, Path(args.out), rounds=args.rounds,
+                dataset=args.dataset, optimizer=args.optimizer, start=args.start,
+                proposals=args.proposals, margin=args.margin, patience=args.patience,
+                cost_penalty=args.cost_penalty, wandb_run=run,
+                command=["autoprofiler", *sys.argv[1:]])
     from agents.tree.render import export_text
 
     print(export_text(tree))
@@ -708,18 +716,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.steps < 1:
             return _fail(f"--steps must be a whole number of steps >= 1, got {args.steps}")
         config = config.replace(total_timesteps=args.steps)
-    # an interrupted run in --out resumes: refused now, before wandb, if its config differs
-    out = check_out(args.out or default_out(path, args.seed), config, args.seed)
-    interrupted = interrupted_run(out)
-    if interrupted is not None:
-        print(f"resuming the interrupted run in {out} at step {interrupted.get('steps')} of "
-              f"{config.total_timesteps}", flush=True)
-    run = wandb_run("train", {"config_file": str(path), "seed": args.seed},
-                    group=args.wandb_group or f"train-{path.stem}",
-                    name=f"{path.stem}-seed{args.seed}") if args.wandb else None
-    with finishing(run):
-        result = train(config, out, seed=args.seed, given=given, source=str(path),
-                       wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
+    out = Path(args.out or default_out(path, args.seed))
+    with one_writer(out, "autoprofiler train"):  # a second run into --out is refused at once
+        # an interrupted or killed run in --out resumes: refused now, before wandb, if its
+        # config differs
+        check_out(out, config, args.seed)
+        stopped = interrupted_run(out)
+        if stopped is not None:
+            how = ("the interrupted run" if stopped.get("status") == "interrupted"
+                   else "the killed run, from its last checkpoint,")
+            print(f"resuming {how} in {out} at step {stopped.get('steps')} of "
+                  f"{config.total_timesteps}", flush=True)
+        run = wandb_run("train", {"config_file": str(path), "seed": args.seed},
+                        group=args.wandb_group or f"train-{path.stem}",
+                        name=f"{path.stem}-seed{args.seed}") if args.wandb else None
+        with finishing(run):
+            result = train(config, out, seed=args.seed, given=given, source=str(path),
+                           wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
     print_summary(result)
     return EXIT_OK
 
@@ -750,33 +763,34 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / "experiment" / config.name)
     command = f"autoprofiler experiment --config {args.config}" + (
         f" --out {args.out}" if args.out else "")
-    # started before the experiment: one that fails or is interrupted hours in has its run,
-    # marked failed
-    run = wandb_run("experiment", _experiment_wandb_config(config), group=config.name,
-                    name=config.name) if args.wandb else None
-    with finishing(run):
-        result = run_experiment(config, out,
-                                wandb_group=config.name if args.wandb else None)
-        paths = write(config, result, out, command)
-        print((out / "leaderboard.md").read_text())
-        print("saved " + ", ".join(str(p) for p in paths))
-        live_result, live_paths = None, []
-        if config.live is not None:
-            from experiments import live
+    with one_writer(out, "autoprofiler experiment"):  # a second one into --out: refused
+        # started before the experiment: one that fails or is interrupted hours in has its run,
+        # marked failed
+        run = wandb_run("experiment", _experiment_wandb_config(config), group=config.name,
+                        name=config.name) if args.wandb else None
+        with finishing(run):
+            result = run_experiment(config, out,
+                                    wandb_group=config.name if args.wandb else None)
+            paths = write(config, result, out, command)
+            print((out / "leaderboard.md").read_text())
+            print("saved " + ", ".join(str(p) for p in paths))
+            live_result, live_paths = None, []
+            if config.live is not None:
+                from experiments import live
 
-            live_result = live.run_live(config, out, workers, time_budget_s=args.time_budget)
-            done, total = live_result["problems"]
-            live_paths = live.write(config, live_result, out, command)
-            if live_paths:
-                print((out / "live" / "replay_vs_live.md").read_text())
-                print("saved " + ", ".join(str(p) for p in live_paths))
-            print(f"live: {done} of {total} problems finished"
-                  + (f", {live_result['failed']} failed (live/failures.jsonl)"
-                     if live_result["failed"] else "")
-                  + ("; the time budget ran out: run the same command again to go on"
-                     if live_result["stopped_by_time_budget"] else ""), file=sys.stderr)
-        if run is not None:
-            _log_experiment(run, result, paths, live_result, live_paths)
+                live_result = live.run_live(config, out, workers, time_budget_s=args.time_budget)
+                done, total = live_result["problems"]
+                live_paths = live.write(config, live_result, out, command)
+                if live_paths:
+                    print((out / "live" / "replay_vs_live.md").read_text())
+                    print("saved " + ", ".join(str(p) for p in live_paths))
+                print(f"live: {done} of {total} problems finished"
+                      + (f", {live_result['failed']} failed (live/failures.jsonl)"
+                         if live_result["failed"] else "")
+                      + ("; the time budget ran out: run the same command again to go on"
+                         if live_result["stopped_by_time_budget"] else ""), file=sys.stderr)
+            if run is not None:
+                _log_experiment(run, result, paths, live_result, live_paths)
     return EXIT_OK
 
 
@@ -1174,13 +1188,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _formatting_warnings(otherwise):
     """``warnings.formatwarning`` for the command: the package's own warnings as a line like
     its errors' (the line of code that raised one means nothing to the command's user), any
-    other as ``otherwise`` formats it. (Processes a command starts, SubprocVecEnv's, format
-    them as Python does.)"""
+    other as ``otherwise`` formats it. (Processes a command starts format them as Python
+    does; a SubprocVecEnv's do not repeat what making the environment warned of.)"""
     def formatted(message, category, filename, lineno, line=None) -> str:
         if issubclass(category, AutoProfilerWarning):
             return f"autoprofiler: warning: {message}\n"
         return otherwise(message, category, filename, lineno, line)
     return formatted
+
+
+_AFTER_INTERRUPT = {
+    command: ": run the same command again to resume it (what was done is kept)"
+    for command in ("train", "experiment", "record")} | {
+    "dataset": ": nothing was written (a dataset file is written whole, at its end)"}
+"""What a command interrupted (Ctrl-C, a ``KeyboardInterrupt`` that nothing else reported)
+leaves and how to go on; learn-tree says it in its own error."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1197,7 +1219,7 @@ def main(argv: list[str] | None = None) -> int:
         # an --out that is a file, a folder that cannot be written: the user's to change
         return _fail(f"cannot write {e.filename}: {e.strerror}")
     except KeyboardInterrupt:
-        return _fail("interrupted")
+        return _fail(f"interrupted{_AFTER_INTERRUPT.get(args.command, '')}")
     except BrokenPipeError:  # `autoprofiler dataset info | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

@@ -99,7 +99,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autoprofiler_env.atomic import write_atomic, write_png
+from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.configfile import read_yaml
 from autoprofiler_env.errors import AutoProfilerError, ConfigError, warn
 from autoprofiler_env.numeric import is_finite_number, repeated
@@ -393,11 +393,8 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path,
                 f"{_run_file(out, spec.name, seed).parent}) to train {spec.name} again "
                 "with the config as it is now, or give another --out")
     if status != "finished":
-        if run_dir.exists() and status != "interrupted":  # killed before it could save
-            import shutil
-
-            shutil.rmtree(run_dir)
-        # an interrupted training (Ctrl-C, SIGTERM) resumes where it was saved
+        # an interrupted training (Ctrl-C, SIGTERM) resumes where it was saved, a killed one
+        # from its last checkpoint (train says so)
         train(train_config, run_dir, seed=seed, given=given, source=str(path),
               progress=False, wandb_run=wandb_run,
               command=["autoprofiler", "experiment", "--config", portable(config.path)])
@@ -489,7 +486,16 @@ def run_experiment(config: ExperimentConfig, out: Path, progress: bool = True,
                    wandb_group: str | None = None) -> dict:
     """Runs what is not run yet, then aggregates; returns the leaderboard rows and the
     score matrices. ``wandb_group``: each learned agent's learning or training that runs is
-    a wandb run of this group (:func:`_agent_wandb_run`), beside the experiment's own."""
+    a wandb run of this group (:func:`_agent_wandb_run`), beside the experiment's own.
+    ``out`` is held while it runs (:func:`~autoprofiler_env.atomic.one_writer`): a second
+    experiment into it is refused."""
+    with one_writer(Path(out), "autoprofiler experiment"):
+        return _run_experiment(config, Path(out), progress, wandb_group)
+
+
+def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
+                    wandb_group: str | None) -> dict:
+    """:func:`run_experiment`'s work, ``out`` held."""
     import gymnasium as gym
     from tqdm import tqdm
 

@@ -32,7 +32,7 @@ import math
 import sys
 from pathlib import Path
 
-from autoprofiler_env.atomic import write_atomic, write_png
+from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.numeric import repeated
 
@@ -91,6 +91,7 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
         ProposerUnreachableError: the proposer gave no reply several times in a row, or
             its server refused a request.
         LearnInterruptedError: Ctrl-C or SIGTERM; the same call resumes.
+        FolderBusyError: another process is learning into ``out``.
     """
     from agents.tree.learner import LearnInterruptedError
     from autoprofiler_env.profiler.runner import terminate_becomes_exit
@@ -101,8 +102,10 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                                 "give each budget once")
     at: dict = {}  # the budget and the log being learned
     try:
-        # SIGTERM (a job scheduler, timeout) as Ctrl-C: the message says how to go on
-        with terminate_becomes_exit(lambda: KeyboardInterrupt("SIGTERM")):
+        # SIGTERM (a job scheduler, timeout) as Ctrl-C: the message says how to go on; a
+        # second run into out is refused (two would interleave the logs)
+        with terminate_becomes_exit(lambda: KeyboardInterrupt("SIGTERM")), \
+                one_writer(Path(out), "autoprofiler learn-tree"):
             return _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start,
                                proposals, margin, patience, cost_penalty, wandb_run,
                                progress, command, at)

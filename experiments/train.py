@@ -55,8 +55,15 @@ another ``--out`` to train anew). A resumed run is not bit-identical to an unint
 the environments' and the random number generators' states are not restored (:func:`train`
 says what). With ``--wandb`` a resumption is another wandb run of the group (``run.json``'s
 ``wandb`` names the first, ``wandb_resumed`` the others). A finished run is never trained
-again; a run whose status is ``running`` (still training, or killed by a signal other than
-SIGINT) is refused too: remove its directory.
+again. A run killed outright (SIGKILL, the OOM killer, a lost machine) resumes the same way
+from its last checkpoint: every evaluation saves ``model.zip`` and the steps done in
+``run.json`` (its status stays ``running``); an off-policy algorithm's replay buffer, large,
+is saved only at an interruption, so a killed one resumes with an empty buffer (a warning
+says so), and a run killed before its first evaluation starts again from step 0. The run
+directory is held while a run trains (:func:`~autoprofiler_env.atomic.one_writer`, an
+``flock`` on ``.lock`` that the system lets go of when the process ends, however it ends):
+a second run given the same ``--out`` is refused at once, and a ``running`` run found by
+the process holding it is a killed one.
 
 ``autoprofiler benchmark --policy sb3:DIR`` puts the run's best model beside the baselines
 (:func:`agents.rl.load_run`). With ``--wandb`` the run (named ``<config>-seed<N>``, one
@@ -82,7 +89,7 @@ from agents.rl.callbacks import Evaluation, read_evaluations, save_model
 from agents.rl.config import ENV_ID as CONFIG_ENV_ID
 from agents.rl.config import OWN as CONFIG_OWN
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
-from autoprofiler_env.atomic import write_atomic, write_png
+from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError, warn
 from autoprofiler_env.profiler.runner import terminate_becomes_exit
 from experiments.tracking import versions
@@ -158,10 +165,12 @@ def read_run(out: str | Path) -> dict | None:
 
 
 def interrupted_run(out: str | Path) -> dict | None:
-    """The ``run.json`` of ``out`` where it is a run that :func:`train` resumes (its status
-    ``interrupted``, its ``model.zip`` saved); None otherwise."""
+    """The ``run.json`` of ``out`` where it is a run that :func:`train` resumes: interrupted
+    (its status ``interrupted``) or killed (``running``, seen holding the folder), with a
+    ``model.zip`` saved (at the interruption, or the last evaluation's checkpoint); None
+    otherwise."""
     run = read_run(out)
-    if run is not None and run.get("status") == "interrupted" \
+    if run is not None and run.get("status") in ("interrupted", "running") \
             and (Path(out) / "model.zip").is_file():
         return run
     return None
@@ -170,19 +179,21 @@ def interrupted_run(out: str | Path) -> dict | None:
 def check_out(out: str | Path, config: TrainConfig | None = None, seed: int | None = None,
               resume: bool = True) -> Path:
     """``out`` as a path, or an error if it holds a run that is not to be trained into: a
-    finished one (a run is never overwritten), one still running (or killed before it
-    could save), an interrupted one where ``resume`` is false, or one whose config
-    (``config``, resolved, with ``--steps``) or seed differs from the run's
-    (:func:`check_resumable`; not checked where ``config`` is None). An interrupted run
+    finished one (a run is never overwritten), an interrupted or killed one where ``resume``
+    is false, or one whose config (``config``, resolved, with ``--steps``) or seed differs
+    from the run's (:func:`check_resumable`; not checked where ``config`` is None). Call it
+    holding ``out`` (:func:`~autoprofiler_env.atomic.one_writer`, as :func:`train` does):
+    a run whose status is ``running`` is then one whose process was killed (a live one holds
+    the folder), and it resumes from its last checkpoint as an interrupted one does. A run
     without its ``model.zip`` passes: :func:`train` starts it afresh."""
     out = Path(out)
     run = read_run(out)
     if run is None:
         return out
     status = run.get("status")
-    if status == "interrupted":
+    if status in ("interrupted", "running"):
         if not resume:
-            raise AutoProfilerError(f"{out} holds an interrupted run (run.json): resume it "
+            raise AutoProfilerError(f"{out} holds {_stopped(run)} (run.json): resume it "
                                     "(train(..., resume=True), or the same `autoprofiler "
                                     "train` command), give another --out, or remove the "
                                     "directory to train again")
@@ -192,10 +203,15 @@ def check_out(out: str | Path, config: TrainConfig | None = None, seed: int | No
     if status == "finished":
         raise AutoProfilerError(f"{out} holds a run already (run.json): give another --out, "
                                 "or remove the directory to train again")
-    raise AutoProfilerError(f"{out} holds a run already (run.json, status {status}: it is "
-                            "training in another process, or was killed before it could "
-                            "save; only an interrupted one resumes): give another --out, or "
-                            "remove the directory to train again")
+    raise AutoProfilerError(f"{out}/run.json: the status {status!r} is none of a run's "
+                            "(running, interrupted, finished): remove the directory to train "
+                            "again, or give another --out")
+
+
+def _stopped(run: dict) -> str:
+    """How a run that did not finish stopped, for the messages."""
+    return ("an interrupted run" if run.get("status") == "interrupted"
+            else "a run that was killed before it finished")
 
 
 def _config_key(path: tuple[str, ...]) -> str:
@@ -422,24 +438,35 @@ def _appending_logger(out: Path, verbose: int):
     return Logger(folder=str(out), output_formats=formats)
 
 
-def _load_for_resume(config: TrainConfig, out: Path, vec_env):
-    """An interrupted run's ``model.zip`` with the run's algorithm, on ``vec_env`` (reset
-    when training resumes); an off-policy one's replay buffer loaded."""
+def _load_for_resume(config: TrainConfig, out: Path, vec_env, previous: dict):
+    """An interrupted or killed run's ``model.zip`` with the run's algorithm, on ``vec_env``
+    (reset when training resumes); an off-policy one's replay buffer loaded where its
+    ``run.json`` (``previous``) names one saved with the model (a killed run's checkpoint
+    has none: a buffer file left by an earlier interruption is older than its model)."""
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
     from agents.rl import load_model
 
     device = algorithm_kwargs(config).get("device", "cpu")
-    model = load_model(out / "model.zip", config.algorithm, device=device)
+    try:
+        model = load_model(out / "model.zip", config.algorithm, device=device)
+    except AutoProfilerError as e:  # damaged since it was written (it is written atomically)
+        raise AutoProfilerError(f"{e}: cannot resume {_stopped(previous)} from it; remove "
+                                f"{out / 'model.zip'} to train it again from step 0, or give "
+                                "another --out") from None
     try:
         model.set_env(vec_env)  # force_reset: the environments restart, seeded
     except (AssertionError, ValueError) as e:
-        raise ConfigError(f"{out}: cannot resume the interrupted run: its model does not "
+        raise ConfigError(f"{out}: cannot resume {_stopped(previous)}: its model does not "
                           f"fit the training environment ({str(e).splitlines()[0]}); give "
                           "another --out to train anew") from e
     if isinstance(model, OffPolicyAlgorithm):
-        if (out / REPLAY_BUFFER).is_file():
+        if previous.get("replay_buffer") and (out / REPLAY_BUFFER).is_file():
             model.load_replay_buffer(out / REPLAY_BUFFER)
+        elif previous.get("status") == "running":
+            warn(f"{out}: the killed {config.algorithm} run resumes from its last checkpoint "
+                 "with an empty replay buffer (a checkpoint saves none; an interruption, "
+                 "Ctrl-C or SIGTERM, does)")
         else:
             warn(f"{out}: no {REPLAY_BUFFER}: the resumed {config.algorithm} run "
                  "starts with an empty replay buffer")
@@ -471,18 +498,21 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     ``run.json`` beside the resolved config.
 
     Where ``out`` holds an interrupted run (``run.json``'s status ``interrupted``: a
-    ``KeyboardInterrupt``, Ctrl-C, saved it) and ``resume`` is true, the run is resumed
-    rather than started: its ``model.zip`` loaded with its algorithm (an off-policy one's
-    ``replay_buffer.pkl`` too), the training environments made again as they were
-    (:func:`make_train_env`, seeded with ``seed``), the evaluations so far restored
+    ``KeyboardInterrupt``, Ctrl-C, saved it) or a killed one (``running``, its last
+    evaluation's checkpoint saved) and ``resume`` is true, the run is resumed rather than
+    started: its ``model.zip`` loaded with its algorithm (an off-policy one's
+    ``replay_buffer.pkl`` too, where the interruption saved one), the training
+    environments made again as they were (:func:`make_train_env`, seeded with ``seed``),
+    the evaluations so far restored
     (:meth:`RolloutEvalCallback.restore`: the best model kept stays the best unless beaten,
     the evaluations continue on their schedule) and training continued to the config's
     ``total_timesteps``; ``evaluations.jsonl``, ``progress.csv`` and the monitor files are
     appended to, ``run.json``'s ``resumed`` lists the steps at which the run resumed. The
     config (with ``--steps``) and the seed must be the run's, and the dataset (its sha256)
     and the environment's kwargs too, else a :class:`ConfigError` names the first
-    difference. An interrupted run without a ``model.zip`` (stopped before it could save)
-    is started afresh.
+    difference. A run without a ``model.zip`` (stopped before it could save) is started
+    afresh. ``out`` is held while it trains: another process training into it gets a
+    :class:`~autoprofiler_env.errors.FolderBusyError`.
 
     What is not restored: the environments' state (an episode under way is dropped, the
     environments restart from their seeded reset, so the first episodes' problems and
@@ -491,6 +521,14 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     under way (its steps, counted in the run's steps, are not learned from; the run may end
     up to one rollout past where an uninterrupted one would). A resumed run is therefore
     not bit-identical to an uninterrupted one of the same seed."""
+    with one_writer(Path(out), "autoprofiler train"):
+        return _train(config, Path(out), seed, given, source, wandb_run, progress, command,
+                      verbose, resume)
+
+
+def _train(config, out, seed, given, source, wandb_run, progress, command, verbose,
+           resume) -> TrainResult:
+    """:func:`train`'s work, ``out`` held."""
     import gymnasium as gym
     from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.logger import configure
@@ -502,10 +540,10 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     )
 
     out = check_out(out, config, seed, resume=resume)
-    previous = read_run(out)  # None, or an interrupted run (check_out refused the others)
+    previous = read_run(out)  # None, or an interrupted or killed run (check_out refused others)
     if previous is not None and not (out / "model.zip").is_file():
-        warn(f"{out}: the interrupted run there has no model.zip (stopped before it "
-             f"saved, or removed since): trained afresh from step 0, its "
+        warn(f"{out}: {_stopped(previous)} there has no model.zip (stopped before its "
+             f"first save, or removed since): trained afresh from step 0, its "
              f"evaluations and best model replaced")
         for name in ("best_model.zip", "evaluations.jsonl", "evaluations.npz", REPLAY_BUFFER):
             (out / name).unlink(missing_ok=True)  # stopped before it saved: start afresh
@@ -549,10 +587,10 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
             logger = configure(str(out), ["csv"] + (["stdout"] if verbose else []))
             done, before = 0, 0.0
         else:
-            model = _load_for_resume(config, out, vec_env)
+            model = _load_for_resume(config, out, vec_env, previous)
             done, before = int(model.num_timesteps), float(previous.get("seconds") or 0.0)
             meta = {k: v for k, v in previous.items() if k not in (
-                "replay_buffer", "interrupted")} | {
+                "replay_buffer", "interrupted", "steps", "seconds")} | {
                 "status": "running", "resumed": [*previous.get("resumed", []), done]}
             if wandb_run is not None:  # the run's first wandb run stays "wandb"
                 meta["wandb_resumed"] = [*previous.get("wandb_resumed", []),
@@ -572,6 +610,13 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
         def on_evaluation(evaluation, records):
             last_records.clear()
             last_records.update(records)
+            # a checkpoint: a run killed from here on (SIGKILL, the OOM killer, a lost
+            # machine) resumes from this step, not from 0 (an off-policy algorithm's replay
+            # buffer, large, is saved only when interrupted)
+            save_model(model, out / "model.zip")
+            _write_json(out / "run.json", meta | {
+                "steps": int(model.num_timesteps),
+                "seconds": before + time.perf_counter() - started})
 
         evaluator = RolloutEvalCallback(eval_env, config.eval.budgets, config.eval.frequency,
                                         best_model_path=out / "best_model.zip",

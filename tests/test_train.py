@@ -6,6 +6,7 @@ import copy
 import importlib.metadata
 import json
 import math
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -610,7 +611,9 @@ def test_the_command_resumes_only_the_runs_own_config(tmp_path, monkeypatch, cap
     command = ["train", "--config", "tiny.yaml", "--out", "run", "--seed", "1"]
     _interrupt_at(monkeypatch, 300)
     assert main(command) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "autoprofiler: error: interrupted"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "autoprofiler: error: interrupted: run the same command again to resume it (what was "
+        "done is kept)")
     assert json.loads(Path("run/run.json").read_text())["status"] == "interrupted"
 
     def refused(args) -> str:
@@ -672,7 +675,9 @@ def test_an_interrupted_wandb_run_is_failed_with_its_model_and_a_disabled_one_is
     command = ["train", "--config", "tiny.yaml", "--out", "run", "--wandb"]
     _interrupt_at(monkeypatch, 300)
     assert main(command) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "autoprofiler: error: interrupted"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "autoprofiler: error: interrupted: run the same command again to resume it (what was "
+        "done is kept)")
     identity = json.loads(Path("run/run.json").read_text())["wandb"]
     run = read_offline_run(Path(identity["dir"]).parent, wait_s=30)
     assert run.finished and run.exit_code == 1 and run.name == "tiny-seed0"
@@ -684,16 +689,20 @@ def test_an_interrupted_wandb_run_is_failed_with_its_model_and_a_disabled_one_is
     assert meta["wandb_resumed"] == [None]
 
 
-def test_an_interrupted_run_without_its_model_starts_afresh(tmp_path):
+@pytest.mark.parametrize("status, said", [
+    ("interrupted", "an interrupted run"),
+    # killed (SIGKILL) before its first evaluation's checkpoint: its status stays running
+    ("running", "a run that was killed before it finished")])
+def test_a_run_stopped_before_it_saved_its_model_starts_afresh(tmp_path, status, said):
     out = tmp_path / "run"
     out.mkdir()
     # stopped before it could save: a run.json and a stale evaluation, no model.zip
-    (out / "run.json").write_text(json.dumps({"status": "interrupted", "steps": 64,
+    (out / "run.json").write_text(json.dumps({"status": status, "steps": 64,
                                               "config": {"n_envs": 7}, "seed": 9}))
     (out / "evaluations.jsonl").write_text(json.dumps({"step": 64}) + "\n")
     config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=256, n_envs=1)
                                     or o["eval"].update(frequency=128, budgets=[1.0])))
-    with pytest.warns(UserWarning, match=r"the interrupted run there has no model.zip .*: "
+    with pytest.warns(UserWarning, match=rf"{said} there has no model.zip .*: "
                                          r"trained afresh from step 0"):
         result = train(config, out, seed=0, progress=False)
     assert result.steps == 256 and [e.step for e in result.evaluations] == [128, 256]
@@ -764,3 +773,60 @@ def test_a_linear_schedule_stops_at_zero_past_the_total():
 
     assert LinearSchedule(1e-3)(0.5) == 5e-4
     assert LinearSchedule(1e-3)(-0.05) == 0.0  # SB3's last rollout past the total
+
+
+def test_a_run_killed_outright_resumes_from_its_last_evaluations_checkpoint(tmp_path, capsys):
+    """SIGKILL (the OOM killer, a lost machine) saves nothing at the kill: every evaluation
+    saved the model and the steps, and the same command resumes from there, not from 0."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from experiments.cli import main
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(_with(lambda c, o: c.update(
+        n_timesteps=4096, n_envs=1) or o["eval"].update(frequency=256, budgets=[1.0]))))
+    out = tmp_path / "run"
+    command = ["train", "--config", str(tmp_path / "tiny.yaml"), "--out", str(out)]
+    process = subprocess.Popen([sys.executable, "-m", "experiments.cli", *command],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    checkpoint = None
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            checkpoint = json.loads((out / "run.json").read_text()).get("steps")
+        except (OSError, ValueError):
+            pass
+        if checkpoint:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    _, err = process.communicate(timeout=60)
+    assert checkpoint and checkpoint < 4096, err[-2000:]
+    killed = json.loads((out / "run.json").read_text())
+    assert killed["status"] == "running" and killed["steps"] >= checkpoint
+    # the same command: the killed process's lock went with it, and the run resumes
+    assert main(command) == 0
+    assert (f"resuming the killed run, from its last checkpoint, in {out} at step "
+            f"{killed['steps']} of 4096") in capsys.readouterr().out
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "finished" and run["resumed"] == [killed["steps"]]
+    steps = [line["step"] for line in read_jsonl(out / "evaluations.jsonl")]
+    assert steps == sorted(set(steps)) and steps[0] == 256 and steps[-1] >= 4096
+
+
+def test_a_second_training_into_a_held_folder_is_refused_and_writes_nothing(tmp_path,
+                                                                             capsys):
+    from experiments.cli import main
+    from tests.test_one_writer import holding
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(_tiny(n_timesteps=256)))
+    out = tmp_path / "run"
+    with holding(out, "autoprofiler train"):
+        assert main(["train", "--config", str(tmp_path / "tiny.yaml"), "--out",
+                     str(out)]) == 2
+        assert [p.name for p in out.iterdir()] == [".lock"]
+    assert re.fullmatch(rf"autoprofiler: error: {re.escape(str(out))} is being written by "
+                        r"another process \(process \d+: autoprofiler train\): wait for it to "
+                        r"end, or give another --out", capsys.readouterr().err.strip())

@@ -498,7 +498,8 @@ def _resume(log, header: dict, vocab) -> list[dict]:
     rounds = [line for line in lines[1:] if line.get("kind") == "round"]
     for k, line in enumerate(rounds, 1):
         if line.get("round") != k:
-            raise AutoProfilerError(f"{log}: round {k} is missing: the log is corrupted")
+            raise AutoProfilerError(f"{log}: round {k} is missing: the log is corrupted "
+                                    "(start a new run with another --out)")
     if dropped:  # rewrite the file without the cut line, so appends stay whole lines
         Path(log).write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     from_dict(header["start"], vocab)

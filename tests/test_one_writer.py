@@ -1,0 +1,103 @@
+"""One writer per output folder (autoprofiler_env.atomic.one_writer): a second process is
+refused at once, a killed one leaves no stale lock, and every command that writes a run,
+a tree, an experiment or a recording takes its folder first."""
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autoprofiler_env.atomic import one_writer
+from autoprofiler_env.errors import FolderBusyError
+
+HOLD = """import sys, time
+from pathlib import Path
+from autoprofiler_env.atomic import one_writer
+with one_writer(Path(sys.argv[1]), sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@contextlib.contextmanager
+def holding(folder: Path, command: str):
+    """Another process holding ``folder`` as ``command`` would, killed (SIGKILL) at the end."""
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder), command],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def test_a_second_process_is_refused_naming_the_holder_and_a_killed_one_leaves_no_lock(
+        tmp_path):
+    out = tmp_path / "out"
+    with holding(out, "autoprofiler train") as holder:
+        with pytest.raises(FolderBusyError, match=rf"out is being written by another process "
+                                                  rf"\(process {holder.pid}: autoprofiler "
+                                                  r"train\): wait for it to end, or give "
+                                                  r"another --out"):
+            with one_writer(out, "autoprofiler train"):
+                pytest.fail("held twice")
+    # SIGKILLed: the system let go of its lock
+    with one_writer(out, "autoprofiler experiment"):
+        assert (out / ".lock").read_text() == (f"process {os.getpid()}: autoprofiler "
+                                               "experiment\n")
+
+
+def test_the_same_process_may_hold_a_folder_again_inside(tmp_path):
+    out = tmp_path / "out"
+    with one_writer(out, "autoprofiler experiment"), one_writer(out / ".", "inside"):
+        (out / "file").write_text("x")
+    with one_writer(out, "again"):  # let go of once the outermost ended
+        pass
+
+
+def test_a_folder_it_made_is_removed_if_nothing_but_the_lock_was_written(tmp_path):
+    refused = tmp_path / "refused"
+    with pytest.raises(ValueError), one_writer(refused, "a run"):
+        raise ValueError("a bad argument, found before anything was written")
+    assert not refused.exists()
+    written = tmp_path / "written"
+    with one_writer(written, "a run"):
+        (written / "run.json").write_text("{}")
+    assert sorted(p.name for p in written.iterdir()) == [".lock", "run.json"]
+    there = tmp_path / "there"
+    there.mkdir()
+    with one_writer(there, "a run"):
+        pass
+    assert there.is_dir()  # not made by it: kept
+
+
+def _experiment(tmp_path: Path) -> list[str]:
+    config = tmp_path / "exp.yaml"
+    config.write_text("name: held\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\n"
+                      "baselines: [no-profile]\n")
+    return ["experiment", "--config", str(config)]
+
+
+@pytest.mark.parametrize("command", [
+    lambda tmp_path: ["learn-tree", "--budget", "0.25", "--rounds", "1"],
+    _experiment,
+    lambda tmp_path: ["record", "--device", "cpu", "--parts", "reference",
+                      "relu_16384x16384"],
+], ids=["learn-tree", "experiment", "record"])
+def test_each_command_into_a_held_folder_is_refused_before_it_writes(tmp_path, capsys,
+                                                                     command):
+    from experiments.cli import main
+
+    args = command(tmp_path)
+    out = tmp_path / "out"
+    with holding(out, f"autoprofiler {args[0]}"):
+        assert main([*args, "--out", str(out)]) == 2
+        assert [p.name for p in out.iterdir()] == [".lock"]
+    assert re.fullmatch(rf"autoprofiler: error: {re.escape(str(out))} is being written by "
+                        rf"another process \(process \d+: autoprofiler {args[0]}\): wait for "
+                        r"it to end, or give another --out", capsys.readouterr().err.strip())
