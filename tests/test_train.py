@@ -830,3 +830,23 @@ def test_a_second_training_into_a_held_folder_is_refused_and_writes_nothing(tmp_
     assert re.fullmatch(rf"autoprofiler: error: {re.escape(str(out))} is being written by "
                         r"another process \(process \d+: autoprofiler train\): wait for it to "
                         r"end, or give another --out", capsys.readouterr().err.strip())
+
+
+def test_a_damaged_model_of_an_interrupted_run_says_how_to_go_on(tmp_path, monkeypatch):
+    from autoprofiler_env.errors import AutoProfilerError
+
+    out = tmp_path / "run"
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=512, n_envs=1)
+                                    or o["eval"].update(frequency=256, budgets=[1.0])))
+    _interrupt_at(monkeypatch, 300)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, progress=False)
+    model = out / "model.zip"
+    model.write_bytes(model.read_bytes()[:100])  # damaged since (a disk, a copy cut short)
+    with pytest.raises(AutoProfilerError, match=rf"cannot resume an interrupted run from it; "
+                                                rf"remove {re.escape(str(model))} to train it "
+                                                r"again from step 0, or give another --out"):
+        train(config, out, progress=False)
+    model.unlink()  # as the message says
+    with pytest.warns(UserWarning, match="an interrupted run there has no model.zip"):
+        assert train(config, out, progress=False).steps == 512
