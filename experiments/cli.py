@@ -605,13 +605,14 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     seeds = _seed_count(args.seeds)
     if args.wandb:
         check_wandb()
-    summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=seeds,
-                                       split=args.split, policies=args.policy,
-                                       optimizer=args.optimizer)
     out = Path(args.out)
-    write_csv(summary, out / "benchmark.csv", COLUMNS)
-    write_csv(episodes, out / "episodes.csv")
-    figure = plot(summary, out / "benchmark.png")
+    with one_writer(out, "autoprofiler benchmark"):  # its three files are one run's
+        summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=seeds,
+                                           split=args.split, policies=args.policy,
+                                           optimizer=args.optimizer)
+        write_csv(summary, out / "benchmark.csv", COLUMNS)
+        write_csv(episodes, out / "episodes.csv")
+        figure = plot(summary, out / "benchmark.png")
     print_table(summary)
     print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}")
     if args.wandb:

@@ -88,7 +88,8 @@ def _experiment(tmp_path: Path) -> list[str]:
     _experiment,
     lambda tmp_path: ["record", "--device", "cpu", "--parts", "reference",
                       "relu_16384x16384"],
-], ids=["learn-tree", "experiment", "record"])
+    lambda tmp_path: ["benchmark", "--budgets", "0.25"],
+], ids=["learn-tree", "experiment", "record", "benchmark"])
 def test_each_command_into_a_held_folder_is_refused_before_it_writes(tmp_path, capsys,
                                                                      command):
     from experiments.cli import main
