@@ -12,7 +12,7 @@ from pathlib import Path
 
 LOCK_FILE = ".lock"
 """The file in an output folder that its writer holds locked (:func:`one_writer`)."""
-_HELD: dict[str, int] = {}  # the folders this process holds, by real path: how many times
+_HELD: dict[str, list] = {}  # the held folders by real path: [thread, times, locked]
 _HELD_LOCK = threading.Lock()
 
 
@@ -51,62 +51,107 @@ def write_png(fig, path: Path, dpi: int = 110) -> Path:
 
 @contextmanager
 def one_writer(folder: Path, command: str) -> Iterator[Path]:
-    """Holds ``folder`` for this process while the body runs (``folder`` is made where
-    missing): another process asking for it, such as a second run given the same ``--out``,
-    is refused at once with :class:`~autoprofiler_env.errors.FolderBusyError` naming the
-    holder's process id and ``command``. The lock is an ``flock`` on ``folder/.lock``: the
-    system lets go of it when its process ends, however it ends (a SIGKILL, the OOM killer),
-    so a killed run leaves no stale lock, and the next run knows that the run whose files it
-    finds is dead. The same process may hold a folder again inside (a command's function
-    inside the command). A folder this call made that holds nothing but the lock when the
-    body ends (a run refused before it wrote anything) is removed. Where the system has no
-    ``flock`` (Windows), nothing is locked."""
+    """Holds ``folder`` while the body runs (``folder`` is made where missing): another
+    process asking for it, such as a second run given the same ``--out``, is refused at once
+    with :class:`~autoprofiler_env.errors.FolderBusyError` naming the holder's process id and
+    ``command``; so is another thread of this process. The lock is an ``flock`` on
+    ``folder/.lock``: the system lets go of it when its process ends, however it ends (a
+    SIGKILL, the OOM killer), so a killed run leaves no stale lock, and the run that finds a
+    dead run's files knows it is dead (:func:`holds`). The same thread may hold a folder
+    again inside (a command's function inside the command). Folders this call made that hold
+    nothing but the lock when the body ends (a run refused before it wrote anything) are
+    removed. Where the system has no ``flock`` (Windows), or the file system refuses it (some
+    network mounts: a warning says so), nothing is locked and :func:`holds` is false."""
     from autoprofiler_env.errors import FolderBusyError
 
     folder = Path(folder)
-    key = os.path.realpath(folder)
+    key, me = os.path.realpath(folder), threading.get_ident()
     with _HELD_LOCK:
-        if key in _HELD:
-            _HELD[key] += 1
-            held = True
-        else:
-            held = False
-    if held:
+        held = _HELD.get(key)
+        if held is not None and held[0] == me:
+            held[1] += 1
+    if held is not None:
+        if held[0] != me:
+            raise FolderBusyError(f"{folder} is being written by another thread of this "
+                                  f"process ({command}): wait for it to end, or give another "
+                                  "--out")
         try:
             yield folder
         finally:
             with _HELD_LOCK:
-                _HELD[key] -= 1
+                held[1] -= 1
         return
+    made = _missing_ancestors(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, locked = _locked(folder, command)
+    with _HELD_LOCK:
+        _HELD[key] = [me, 1, locked]
+    try:
+        yield folder
+    finally:
+        with _HELD_LOCK:
+            del _HELD[key]
+        try:
+            if made and [p.name for p in folder.iterdir()] == [LOCK_FILE]:
+                (folder / LOCK_FILE).unlink()  # refused before it wrote anything: no trace
+                for made_folder in made:  # the deepest first
+                    made_folder.rmdir()
+        except OSError:  # written into meanwhile, or removed: left as it is
+            pass
+        if fd is not None:
+            os.close(fd)  # lets go of the lock
+
+
+def holds(folder: Path) -> bool:
+    """Whether this thread holds ``folder`` with a lock (:func:`one_writer`): then a run that
+    its files say is running is one whose process was killed."""
+    held = _HELD.get(os.path.realpath(folder))
+    return held is not None and held[0] == threading.get_ident() and held[2]
+
+
+def _missing_ancestors(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist, the deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _locked(folder: Path, command: str) -> tuple[int | None, bool]:
+    """The open ``folder/.lock`` held with an exclusive ``flock`` and stamped with this
+    process, and whether it is locked (not where the system cannot lock it)."""
+    from autoprofiler_env.errors import FolderBusyError, warn
+
     try:
         import fcntl
-    except ImportError:  # no flock here: the folder is not locked
-        fcntl = None
-    made = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
+    except ImportError:  # no flock here (Windows): not locked
+        return None, False
     path = folder / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 400, 0).decode(errors="replace").strip()
-                raise FolderBusyError(
-                    f"{folder} is being written by another process ("
-                    f"{holder or 'it says nothing of itself'}): wait for it to end, or give "
-                    "another --out") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"process {os.getpid()}: {command}\n".encode(), 0)
-        with _HELD_LOCK:
-            _HELD[key] = 1
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            yield folder
-        finally:
-            with _HELD_LOCK:
-                del _HELD[key]
-            if made and [p.name for p in folder.iterdir()] == [LOCK_FILE]:
-                path.unlink(missing_ok=True)  # refused before it wrote anything: no trace
-                folder.rmdir()
-    finally:
-        os.close(fd)  # lets go of the lock
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 400, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise FolderBusyError(
+                f"{folder} is being written by another process ("
+                f"{holder or 'it says nothing of itself'}): wait for it to end, or give "
+                "another --out") from None
+        except OSError as e:  # a file system without flock (ENOLCK, ENOSYS, EOPNOTSUPP)
+            os.close(fd)
+            warn(f"{folder}: cannot lock it ({e.strerror or e}): two runs given this folder "
+                 "at once would not be told apart; give each its own")
+            return None, False
+        try:  # the file locked is still the folder's (a holder that made the folder may
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino  # have removed it meanwhile)
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+        folder.mkdir(parents=True, exist_ok=True)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"process {os.getpid()}: {command}\n".encode(), 0)
+    return fd, True

@@ -14,26 +14,35 @@ from autoprofiler_env.errors import ConfigError
 class _UniqueKeys(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a mapping that gives one key twice (PyYAML keeps the
     last silently: a second ``agents:`` would drop the first's agents). Keys merged in with
-    ``<<`` may still be given again: that is how a merge is overridden."""
+    ``<<`` may still be given again: that is how a merge is overridden. The whole document is
+    checked before anything is built: building a mapping merges into it in place, after
+    which its overrides would look like repeats."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_document(self, node):
+        self._check_keys(node, set())
+        return super().construct_document(node)
+
+    def _check_keys(self, node, seen: set) -> None:
+        if id(node) in seen:  # an alias: checked where its anchor is
+            return
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            seen = set()
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    again = key in seen
-                except TypeError:  # an unhashable key: PyYAML's own error names it
-                    continue
-                if again:
-                    raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark,
-                        f"found the key {key!r} twice in one mapping: give it once",
-                        key_node.start_mark)
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+            keys = set()
+            for key_node, value_node in node.value:
+                if key_node.tag != "tag:yaml.org,2002:merge" and isinstance(
+                        key_node, yaml.ScalarNode):
+                    key = self.construct_object(key_node)
+                    if key in keys:
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"found the key {key!r} twice in one mapping: give it once",
+                            key_node.start_mark)
+                    keys.add(key)
+                self._check_keys(key_node, seen)
+                self._check_keys(value_node, seen)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                self._check_keys(item, seen)
 
 
 def read_yaml(path: str | Path, what: str = "config") -> Any:

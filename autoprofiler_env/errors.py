@@ -223,13 +223,21 @@ def warn(message: str, category: type[Warning] = AutoProfilerWarning) -> None:
         name = frame.f_code.co_filename
         if name.startswith(inside):
             ours = level
-        elif not name.startswith("<frozen "):  # Python's own runpy and importlib are passed
-            break  # the user's line
+        elif not name.startswith("<frozen ") and name != _runpy_file():  # Python's own
+            break  # the user's line (runpy and importlib, frozen since 3.11, are passed)
         if frame.f_back is None:  # no user's line above: a script of the project's own
             level = ours  # (python experiments/x.py, python -m experiments.x) names its line
             break
         level, frame = level + 1, frame.f_back
     warnings.warn(message, category, stacklevel=level)
+
+
+@functools.cache
+def _runpy_file() -> str:
+    """runpy's file, where it is one (Python 3.10; frozen, ``<frozen runpy>``, since 3.11)."""
+    import runpy
+
+    return getattr(runpy, "__file__", None) or "<frozen runpy>"
 
 
 @functools.cache

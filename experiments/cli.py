@@ -636,10 +636,11 @@ def _checked_input(function, *args, **kwargs):
 
 
 def cmd_learn_tree(args: argparse.Namespace) -> int:
-    from experiments.learn_tree import learn_tree, make_proposer
+    from experiments.learn_tree import check_budgets, learn_tree, make_proposer
     from experiments.tracking import check_wandb, finishing, versions, wandb_run
 
     budgets = _budgets(args.budget, "--budget")
+    check_budgets(budgets)  # now, not after the wandb run has started
     for option, value, least in (("--rounds", args.rounds, 1), ("--proposals", args.proposals, 1),
                                  ("--patience", args.patience, 0)):
         if value < least:
@@ -704,6 +705,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         default_out,
         interrupted_run,
         print_summary,
+        saved_steps,
+        stopped_run,
         train,
     )
 
@@ -723,11 +726,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         # config differs
         check_out(out, config, args.seed)
         stopped = interrupted_run(out)
-        if stopped is not None:
-            how = ("the interrupted run" if stopped.get("status") == "interrupted"
-                   else "the killed run, from its last checkpoint,")
-            print(f"resuming {how} in {out} at step {stopped.get('steps')} of "
-                  f"{config.total_timesteps}", flush=True)
+        if stopped is not None:  # the model's own steps: its run.json is written after it
+            print(f"resuming {stopped_run(stopped)} in {out} at step "
+                  f"{saved_steps(out / 'model.zip')} of {config.total_timesteps}", flush=True)
         run = wandb_run("train", {"config_file": str(path), "seed": args.seed},
                         group=args.wandb_group or f"train-{path.stem}",
                         name=f"{path.stem}-seed{args.seed}") if args.wandb else None
@@ -969,15 +970,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train an RL policy (stable-baselines3 / sb3-contrib) "
                        "from a config; the same command on an interrupted run resumes it",
                        description="Train an RL policy from a config into --out. Ctrl-C "
-                       "saves the run (status interrupted); the same command again resumes "
-                       "it to its total steps (the config, --steps and --seed must be the "
-                       "run's, and the dataset too). A finished run is never overwritten.")
+                       "(or SIGTERM) saves the run (status interrupted); the same command "
+                       "again resumes it to its total steps (the config, --steps and --seed "
+                       "must be the run's, and the dataset too). A run killed outright "
+                       "resumes the same way from its last evaluation's checkpoint. A "
+                       "finished run is never overwritten; a second command into the same "
+                       "--out is refused while the first runs.")
     p.add_argument("--config", default="maskable_ppo",
                    help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
                    "experiments/configs: maskable_ppo (default), ppo, a2c, dqn, qrdqn")
     p.add_argument("--seed", type=int, default=0, help="the seed (default: 0)")
     p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>); "
-                   "one holding an interrupted run resumes it")
+                   "one holding an interrupted or killed run resumes it")
     p.add_argument("--steps", type=int,
                    help="environment steps to train for (default: the config's "
                    "n_timesteps); SB3 rounds it up to whole rollouts (n_steps x n_envs "

@@ -76,6 +76,15 @@ def start_tree(spec: str, vocab=None):
     raise AutoProfilerError(f"--start must be stop, roofline or a tree file; {spec!r} is none")
 
 
+def check_budgets(budgets: list[float]) -> None:
+    """An :class:`AutoProfilerError` where a budget is given more than once (one tree per
+    budget: a repeat would be learned and reported twice)."""
+    again = repeated(budgets)
+    if again:
+        raise AutoProfilerError(f"budgets {', '.join(map(repr, again))} given more than once: "
+                                "give each budget once")
+
+
 def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                dataset: str | None = None, optimizer: str | None = None,
                start: str = "stop", proposals: int = 8, margin: float = 0.002,
@@ -96,10 +105,7 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     from agents.tree.learner import LearnInterruptedError
     from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
-    again = repeated(budgets)
-    if again:  # one tree per budget: a repeat would be learned and reported twice
-        raise AutoProfilerError(f"budgets {', '.join(map(repr, again))} given more than once: "
-                                "give each budget once")
+    check_budgets(budgets)
     at: dict = {}  # the budget and the log being learned
     try:
         # SIGTERM (a job scheduler, timeout) as Ctrl-C: the message says how to go on; a

@@ -141,7 +141,16 @@ def run_live(config, out: Path, workers=None, time_budget_s: float | None = None
     a time), resuming what ``out/live`` holds; then aggregates what is finished. Returns the
     :func:`~experiments.experiment.aggregate` result (empty ``rows`` before any problem is
     finished) with ``problems`` (finished, of all), ``failed`` (units given up on in this
-    run), ``stopped_by_time_budget`` and ``comparison`` (the replay against live rows)."""
+    run), ``stopped_by_time_budget`` and ``comparison`` (the replay against live rows).
+    ``out`` is held while it runs (:func:`~autoprofiler_env.atomic.one_writer`)."""
+    from autoprofiler_env.atomic import one_writer
+
+    with one_writer(Path(out), "autoprofiler experiment (live)"):
+        return _run_live(config, Path(out), workers, time_budget_s, unit_timeout_s, progress)
+
+
+def _run_live(config, out: Path, workers, time_budget_s, unit_timeout_s, progress) -> dict:
+    """:func:`run_live`'s work, ``out`` held."""
     from autoprofiler_env.dataset.record.fanout import LocalWorkers, Setup, drive
     from autoprofiler_env.harness import HarnessConfig
     from autoprofiler_env.jsonlines import read_jsonl

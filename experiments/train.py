@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ from agents.rl.callbacks import Evaluation, read_evaluations, save_model
 from agents.rl.config import ENV_ID as CONFIG_ENV_ID
 from agents.rl.config import OWN as CONFIG_OWN
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
-from autoprofiler_env.atomic import one_writer, write_atomic, write_png
+from autoprofiler_env.atomic import holds, one_writer, write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError, warn
 from autoprofiler_env.profiler.runner import terminate_becomes_exit
 from experiments.tracking import versions
@@ -191,9 +192,14 @@ def check_out(out: str | Path, config: TrainConfig | None = None, seed: int | No
     if run is None:
         return out
     status = run.get("status")
+    if status == "running" and not holds(out):  # unlocked (Windows): it may be training
+        raise AutoProfilerError(f"{out} holds a run whose status is running (run.json): it "
+                                "is training in another process, or was killed, and the "
+                                "folder cannot be locked here to tell which: give another "
+                                "--out, or remove the directory to train again")
     if status in ("interrupted", "running"):
         if not resume:
-            raise AutoProfilerError(f"{out} holds {_stopped(run)} (run.json): resume it "
+            raise AutoProfilerError(f"{out} holds {stopped_run(run)} (run.json): resume it "
                                     "(train(..., resume=True), or the same `autoprofiler "
                                     "train` command), give another --out, or remove the "
                                     "directory to train again")
@@ -208,7 +214,7 @@ def check_out(out: str | Path, config: TrainConfig | None = None, seed: int | No
                             "again, or give another --out")
 
 
-def _stopped(run: dict) -> str:
+def stopped_run(run: dict) -> str:
     """How a run that did not finish stopped, for the messages."""
     return ("an interrupted run" if run.get("status") == "interrupted"
             else "a run that was killed before it finished")
@@ -250,9 +256,9 @@ def _as_json(value):
 
 def check_resumable(out: Path, run: dict, config: TrainConfig, seed: int | None) -> None:
     """A :class:`ConfigError` naming the first difference, where ``config`` (resolved, its
-    ``total_timesteps`` from ``--steps`` where given) or ``seed`` is not the interrupted
-    run's: a run resumes only as it was started."""
-    head = f"{out}: cannot resume the interrupted run"
+    ``total_timesteps`` from ``--steps`` where given) or ``seed`` is not the interrupted or
+    killed run's: a run resumes only as it was started."""
+    head = f"{out}: cannot resume {stopped_run(run)}"
     tail = ("resume it with the run's --config, --steps and --seed (its run.json says "
             "them), or give another --out to train anew")
     if seed is not None and run.get("seed") is not None and int(seed) != run["seed"]:
@@ -268,7 +274,7 @@ def _check_same_environment(out: Path, run: dict, dataset_sha256, kwargs: dict) 
     """A :class:`ConfigError` where the environment a run resumes on is not the one it was
     trained on: another dataset (its sha256), other ``make`` kwargs (the registered
     defaults changed)."""
-    head = f"{out}: cannot resume the interrupted run"
+    head = f"{out}: cannot resume {stopped_run(run)}"
     if run.get("dataset_sha256") != dataset_sha256:
         raise ConfigError(f"{head}: it was trained on the dataset of sha256 "
                           f"{run.get('dataset_sha256')}, the environment's now is "
@@ -451,13 +457,13 @@ def _load_for_resume(config: TrainConfig, out: Path, vec_env, previous: dict):
     try:
         model = load_model(out / "model.zip", config.algorithm, device=device)
     except AutoProfilerError as e:  # damaged since it was written (it is written atomically)
-        raise AutoProfilerError(f"{e}: cannot resume {_stopped(previous)} from it; remove "
+        raise AutoProfilerError(f"{e}: cannot resume {stopped_run(previous)} from it; remove "
                                 f"{out / 'model.zip'} to train it again from step 0, or give "
                                 "another --out") from None
     try:
         model.set_env(vec_env)  # force_reset: the environments restart, seeded
     except (AssertionError, ValueError) as e:
-        raise ConfigError(f"{out}: cannot resume {_stopped(previous)}: its model does not "
+        raise ConfigError(f"{out}: cannot resume {stopped_run(previous)}: its model does not "
                           f"fit the training environment ({str(e).splitlines()[0]}); give "
                           "another --out to train anew") from e
     if isinstance(model, OffPolicyAlgorithm):
@@ -471,6 +477,39 @@ def _load_for_resume(config: TrainConfig, out: Path, vec_env, previous: dict):
             warn(f"{out}: no {REPLAY_BUFFER}: the resumed {config.algorithm} run "
                  "starts with an empty replay buffer")
     return model
+
+
+def _log_sizes(out: Path) -> dict[str, int]:
+    """The sizes of the run's logs at a checkpoint (SB3's ``progress.csv``, the monitor
+    files, ``evaluations.jsonl``; each written a whole line at a time and flushed), by path
+    relative to ``out``."""
+    logs = [out / "progress.csv", out / "evaluations.jsonl",
+            *out.glob("*.monitor.csv"), *out.glob("monitor/*.monitor.csv")]
+    return {path.relative_to(out).as_posix(): path.stat().st_size
+            for path in logs if path.is_file()}
+
+
+def _cut_to_checkpoint(out: Path, sizes: dict) -> None:
+    """A killed run's logs cut back to their sizes at its last checkpoint: what it logged
+    after (episodes, rollouts, an evaluation) is of steps the resumed run makes again,
+    which SB3's ``load_results`` and the zoo's plots would otherwise count twice."""
+    for name, size in sizes.items():
+        path = out / name
+        if isinstance(size, int) and path.is_file() and path.stat().st_size > size:
+            os.truncate(path, size)
+
+
+def saved_steps(path: Path) -> int | None:
+    """The steps a saved SB3 model (``model.zip``) was trained for, read from its ``data``
+    without loading it; None where it cannot be read."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as saved:
+            steps = json.loads(saved.read("data")).get("num_timesteps")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    return steps if isinstance(steps, int) else None
 
 
 def _save_interrupted(model, out: Path) -> dict:
@@ -542,7 +581,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
     out = check_out(out, config, seed, resume=resume)
     previous = read_run(out)  # None, or an interrupted or killed run (check_out refused others)
     if previous is not None and not (out / "model.zip").is_file():
-        warn(f"{out}: {_stopped(previous)} there has no model.zip (stopped before its "
+        warn(f"{out}: {stopped_run(previous)} there has no model.zip (stopped before its "
              f"first save, or removed since): trained afresh from step 0, its "
              f"evaluations and best model replaced")
         for name in ("best_model.zip", "evaluations.jsonl", "evaluations.npz", REPLAY_BUFFER):
@@ -552,6 +591,8 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
         if (out / "monitor").is_dir() and not any((out / "monitor").iterdir()):
             (out / "monitor").rmdir()
         previous = None
+    if previous is not None and previous.get("status") == "running":
+        _cut_to_checkpoint(out, previous.get("log_sizes") or {})
     out.mkdir(parents=True, exist_ok=True)
     eval_env = make_eval_env(config, source)
     base = eval_env.unwrapped
@@ -589,8 +630,10 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
         else:
             model = _load_for_resume(config, out, vec_env, previous)
             done, before = int(model.num_timesteps), float(previous.get("seconds") or 0.0)
+            # steps, seconds and an interruption's replay buffer stay until the next
+            # checkpoint: a run killed before it resumes from the same model again
             meta = {k: v for k, v in previous.items() if k not in (
-                "replay_buffer", "interrupted", "steps", "seconds")} | {
+                "interrupted", "log_sizes")} | {
                 "status": "running", "resumed": [*previous.get("resumed", []), done]}
             if wandb_run is not None:  # the run's first wandb run stays "wandb"
                 meta["wandb_resumed"] = [*previous.get("wandb_resumed", []),
@@ -614,9 +657,11 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             # machine) resumes from this step, not from 0 (an off-policy algorithm's replay
             # buffer, large, is saved only when interrupted)
             save_model(model, out / "model.zip")
+            meta.pop("replay_buffer", None)  # older than this model now
             _write_json(out / "run.json", meta | {
                 "steps": int(model.num_timesteps),
-                "seconds": before + time.perf_counter() - started})
+                "seconds": before + time.perf_counter() - started,
+                "log_sizes": _log_sizes(out)})
 
         evaluator = RolloutEvalCallback(eval_env, config.eval.budgets, config.eval.frequency,
                                         best_model_path=out / "best_model.zip",

@@ -20,6 +20,12 @@ def test_a_merged_key_may_be_given_again_as_yaml_overrides_a_merge(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("base: &b {lr: 0.1, n: 2}\nrun:\n  <<: *b\n  lr: 0.5\n")
     assert read_yaml(path) == {"base": {"lr": 0.1, "n": 2}, "run": {"lr": 0.5, "n": 2}}
+    # an anchored mapping that overrides its own merge, merged again where PyYAML builds it
+    # first: building merges into it in place (reviewed: its override was taken for a repeat)
+    path.write_text("base: &base {lr: 0.1}\na: {b: {c: &x {<<: *base, lr: 0.2}}}\n"
+                    "d: {<<: *x}\n")
+    assert read_yaml(path) == {"base": {"lr": 0.1}, "a": {"b": {"c": {"lr": 0.2}}},
+                               "d": {"lr": 0.2}}
 
 
 def test_an_unreadable_file_says_what_it_is(tmp_path):

@@ -102,3 +102,59 @@ def test_each_command_into_a_held_folder_is_refused_before_it_writes(tmp_path, c
     assert re.fullmatch(rf"autoprofiler: error: {re.escape(str(out))} is being written by "
                         rf"another process \(process \d+: autoprofiler {args[0]}\): wait for "
                         r"it to end, or give another --out", capsys.readouterr().err.strip())
+
+
+def test_another_thread_of_the_process_is_refused_too(tmp_path):
+    import threading
+
+    out, said = tmp_path / "out", []
+
+    def second():
+        try:
+            with one_writer(out, "train() in a thread"):
+                said.append("held")
+        except FolderBusyError as e:
+            said.append(str(e))
+
+    with one_writer(out, "train()"):
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join()
+    assert said == [f"{out} is being written by another thread of this process (train() in a "
+                    "thread): wait for it to end, or give another --out"]
+
+
+def test_the_folders_it_made_are_removed_up_to_the_first_that_was_there(tmp_path):
+    deep = tmp_path / "a" / "b" / "out"
+    with pytest.raises(ValueError), one_writer(deep, "a run"):
+        raise ValueError("refused before it wrote anything")
+    assert not (tmp_path / "a").exists() and tmp_path.is_dir()
+
+
+def test_where_the_file_system_cannot_lock_it_warns_and_a_running_run_is_not_resumed(
+        tmp_path, monkeypatch):
+    """Some network mounts refuse flock (ENOLCK): the run goes on unlocked, said once, and a
+    run.json saying running cannot be told from a live run there, so it is not resumed."""
+    import errno
+    import fcntl
+    import json
+
+    from autoprofiler_env.atomic import holds
+    from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning
+    from experiments.train import check_out
+
+    def refused(fd, how):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"status": "running", "seed": 0}))
+    with pytest.warns(AutoProfilerWarning, match=r"run: cannot lock it \(No locks available\): "
+                                                 "two runs given this folder at once"):
+        with one_writer(out, "autoprofiler train"):
+            assert not holds(out)
+            with pytest.raises(AutoProfilerError, match=r"is training in another process, or "
+                                                        r"was killed, and the folder cannot "
+                                                        r"be locked here to tell which"):
+                check_out(out)

@@ -174,8 +174,9 @@ class RolloutEvalCallback(BaseCallback):
     budget, its log score (``ln`` of the shipped speedup) and its length in steps; the mean
     of a row of ``results`` is the evaluation's ``objective``.
 
-    ``on_evaluation(evaluation, records)``, when given, is called after each evaluation
-    (the command logs the records to wandb there).
+    ``on_evaluation(evaluation, records)``, when given, is called after each evaluation,
+    once it is logged (the command keeps the records for wandb and saves its checkpoint
+    there).
 
     A resumed run restores what the interrupted one evaluated (:meth:`restore`): the best
     model kept stays the best unless an evaluation beats it, and the evaluations continue on
@@ -284,11 +285,11 @@ class RolloutEvalCallback(BaseCallback):
         if self.verbose:
             print(f"step {evaluation.step}: geomean speedup {evaluation.geomean_speedup:.4f}"
                   + (" (best)" if evaluation.best else ""))
-        if self.on_evaluation is not None:
-            self.on_evaluation(evaluation, records)
         # dump now, so that the evaluation is logged at its own step (as SB3's EvalCallback)
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.dump(self.num_timesteps)
+        if self.on_evaluation is not None:  # after the dump: the logs hold the evaluation
+            self.on_evaluation(evaluation, records)
         return evaluation
 
 
