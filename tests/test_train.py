@@ -862,3 +862,33 @@ def test_a_damaged_model_of_an_interrupted_run_says_how_to_go_on(tmp_path, monke
     model.unlink()  # as the message says
     with pytest.warns(UserWarning, match="an interrupted run there has no model.zip"):
         assert train(config, out, progress=False).steps == 512
+
+
+def test_a_run_resumed_then_killed_before_its_next_checkpoint_keeps_its_steps(tmp_path,
+                                                                          monkeypatch):
+    """Until the resumed run's first checkpoint, run.json keeps the interruption's steps and
+    time (reviewed: they were dropped at the resumption, so a kill then said "at step None"
+    and lost the earlier time)."""
+    from agents.rl.callbacks import EpisodeOutcomeCallback
+
+    out = tmp_path / "run"
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=1024, n_envs=1)
+                                    or o["eval"].update(frequency=512, budgets=[1.0])))
+    _interrupt_at(monkeypatch, 300)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, progress=False)
+    interrupted = json.loads((out / "run.json").read_text())
+
+    def lost(self):  # the machine lost before the resumed run's first evaluation
+        raise RuntimeError("lost")
+    monkeypatch.setattr(EpisodeOutcomeCallback, "_on_step", lost)
+    with pytest.raises(RuntimeError):
+        train(config, out, progress=False)
+    killed = json.loads((out / "run.json").read_text())
+    assert killed["status"] == "running" and killed["resumed"] == [300]
+    assert killed["steps"] == 300 and killed["seconds"] == interrupted["seconds"]
+    monkeypatch.undo()
+    result = train(config, out, progress=False)
+    run = json.loads((out / "run.json").read_text())
+    assert result.steps >= 1024 and run["resumed"] == [300, 300]
+    assert run["seconds"] > interrupted["seconds"]
