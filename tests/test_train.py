@@ -509,6 +509,18 @@ def _interrupt_at(monkeypatch, step: int, seen: dict | None = None) -> None:
     monkeypatch.setattr(EpisodeOutcomeCallback, "_on_step", on_step)
 
 
+def _interrupted(tmp_path: Path, monkeypatch, steps: int = 512, frequency: int = 256):
+    """A one-environment run of ``steps`` steps evaluated every ``frequency``, interrupted
+    (Ctrl-C) at step 300; its folder and config."""
+    out = tmp_path / "run"
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=steps, n_envs=1)
+                                    or o["eval"].update(frequency=frequency, budgets=[1.0])))
+    _interrupt_at(monkeypatch, 300)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, progress=False)
+    return out, config
+
+
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
@@ -575,12 +587,7 @@ def test_a_run_interrupted_in_the_layout_before_resumes_in_it(tmp_path, monkeypa
     """A run interrupted when its monitor files were in monitor/ and its evaluations.jsonl
     had no per-episode values (no evaluations.npz): the monitor files there are appended
     to, and evaluations.npz holds the evaluations made from the resumption on."""
-    out = tmp_path / "run"
-    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=512, n_envs=1)
-                                    or o["eval"].update(frequency=256, budgets=[1.0])))
-    _interrupt_at(monkeypatch, 300)
-    with pytest.raises(KeyboardInterrupt):
-        train(config, out, progress=False)
+    out, config = _interrupted(tmp_path, monkeypatch)
     (out / "monitor").mkdir()
     (out / "0.monitor.csv").rename(out / "monitor" / "0.monitor.csv")
     (out / "evaluations.npz").unlink()
@@ -847,12 +854,7 @@ def test_a_second_training_into_a_held_folder_is_refused_and_writes_nothing(tmp_
 def test_a_damaged_model_of_an_interrupted_run_says_how_to_go_on(tmp_path, monkeypatch):
     from autoprofiler_env.errors import AutoProfilerError
 
-    out = tmp_path / "run"
-    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=512, n_envs=1)
-                                    or o["eval"].update(frequency=256, budgets=[1.0])))
-    _interrupt_at(monkeypatch, 300)
-    with pytest.raises(KeyboardInterrupt):
-        train(config, out, progress=False)
+    out, config = _interrupted(tmp_path, monkeypatch)
     model = out / "model.zip"
     model.write_bytes(model.read_bytes()[:100])  # damaged since (a disk, a copy cut short)
     with pytest.raises(AutoProfilerError, match=rf"cannot resume an interrupted run from it; "
@@ -871,12 +873,7 @@ def test_a_run_resumed_then_killed_before_its_next_checkpoint_keeps_its_steps(tm
     and lost the earlier time)."""
     from agents.rl.callbacks import EpisodeOutcomeCallback
 
-    out = tmp_path / "run"
-    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=1024, n_envs=1)
-                                    or o["eval"].update(frequency=512, budgets=[1.0])))
-    _interrupt_at(monkeypatch, 300)
-    with pytest.raises(KeyboardInterrupt):
-        train(config, out, progress=False)
+    out, config = _interrupted(tmp_path, monkeypatch, steps=1024, frequency=512)
     interrupted = json.loads((out / "run.json").read_text())
 
     def lost(self):  # the machine lost before the resumed run's first evaluation
