@@ -25,6 +25,41 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def exit_with(pid: int) -> None:
+    """Exits this process (``os._exit``) as soon as process ``pid`` ends, watched from a
+    daemon thread: for a process that is not ``pid``'s child, such as the program ncu
+    profiles for the profiler (ncu is the child, in a session of its own, and its target
+    would go on profiling under a recorder killed with SIGKILL and started again). A pidfd
+    (Linux 5.3) cannot be fooled by the pid's reuse; elsewhere the pid is polled each second.
+    Exits at once where ``pid`` is gone already."""
+    import threading
+
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfd: polled
+        handle = None
+
+    def watch() -> None:
+        if handle is not None:
+            import select
+
+            select.select([handle], [], [])  # readable once the process has ended
+        else:
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:  # alive, another user's: not ours to watch
+                    pass
+                threading.Event().wait(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name=f"exit-with-{pid}", daemon=True).start()
+
+
 def kill_group(popen: subprocess.Popen, wait_s: float = 10.0) -> None:
     """Kills a child started with ``start_new_session=True`` and everything in its process
     group, then reaps it; safe to call twice and from another thread."""

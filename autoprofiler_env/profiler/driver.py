@@ -118,6 +118,10 @@ def build(problem: dict, size: str = "full", seed: int = 42, device: str = "cuda
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     status = Path(spec["status"])
+    if spec.get("parent_pid"):  # a profiler killed outright (SIGKILL) stops its ncu run too
+        from autoprofiler_env.processes import exit_with
+
+        exit_with(int(spec["parent_pid"]))
     import torch
 
     # fp32 as the harness runs it: cuDNN would otherwise use TF32 for convolutions

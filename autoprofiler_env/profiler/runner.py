@@ -215,7 +215,8 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
                          | ({"candidate": str(p.candidate)} if p.candidate else {})
                          for p in problems],
             "size": size, "warmup": 3, "status": str(status_path), "start": start,
-            "max_ops": max_ops, "primer": True}
+            "max_ops": max_ops, "primer": True,
+            "parent_pid": os.getpid()}  # the profiled program ends with this process
     spec_path = workdir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     command = [exe, "--config-file", "off", "--clock-control", "none", "--cache-control", "all",
