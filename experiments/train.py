@@ -11,7 +11,8 @@ Training runs on ``n_envs`` copies of ``AutoProfiler-v0`` (SB3's ``make_vec_env`
 ``Monitor``-wrapped, seeded ``seed + rank``, in a ``DummyVecEnv`` or a ``SubprocVecEnv``);
 MaskablePPO reads each sub-environment's ``action_masks()``, the other algorithms train without
 masks (the environment answers a masked action as STOP). Every ``autoprofiler.eval.frequency``
-steps, and at the end, :class:`agents.rl.callbacks.RolloutEvalCallback` evaluates the policy
+steps, and at the end (of the saved model: one due once the total is reached, inside the
+last rollout, is the end's), :class:`agents.rl.callbacks.RolloutEvalCallback` evaluates the policy
 with the project's one evaluation (:func:`autoprofiler_env.evaluation.rollout`) on the
 ``eval.split`` problems at each of ``eval.budgets`` and keeps the best model by the mean of
 the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N>``) gets

@@ -92,9 +92,10 @@ def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
         assert (out / name).is_file(), name
     assert not (out / "monitor").exists()  # SB3's and the zoo's layout: at the top
     assert (out / "evaluations.png").read_bytes().startswith(b"\x89PNG")
-    # the evaluations: every 1000 steps and at the end (on-policy: 16 updates of 128 steps)
+    # the evaluations: every 1000 steps and at the end (on-policy: 16 updates of 128 steps);
+    # the one due at 2000, the total, inside the last rollout, is the end's, after its update
     lines = read_jsonl(out / "evaluations.jsonl")
-    assert [line["step"] for line in lines] == [1000, 2000, 2048] == [
+    assert [line["step"] for line in lines] == [1000, 2048] == [
         e.step for e in result.evaluations]
     assert set(lines[0]["budgets"]) == {"0.25", "1"}
     best = max(lines, key=lambda line: line["objective"])
@@ -119,7 +120,7 @@ def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
     # SB3's EvalCallback format, as rl-baselines3-zoo's all_plots reads it: an episode per
     # (budget, problem), 2 budgets x the 12 val problems
     npz = _check_npz(out, lines)
-    assert npz["results"].shape == npz["ep_lengths"].shape == (3, 2 * 12)
+    assert npz["results"].shape == npz["ep_lengths"].shape == (2, 2 * 12)
     # SB3's load_results reads the monitor files at the top of the run directory
     from stable_baselines3.common.monitor import load_results
 
@@ -546,7 +547,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     # SB3 goes on from step 1100 in whole rollouts to the total (2000): 1100 + 8 x 128
     assert result.steps == 2124 and result.seconds > run["seconds"]
     lines = read_jsonl(out / "evaluations.jsonl")
-    assert [line["step"] for line in lines] == [1000, 2000, 2124] == [
+    assert [line["step"] for line in lines] == [1000, 2124] == [
         e.step for e in result.evaluations]
     _check_npz(out, lines)  # the interrupted run's evaluation, then the resumed run's
     # the best is kept across the interruption: an evaluation is the best only if it beats
@@ -603,7 +604,7 @@ def test_a_run_interrupted_in_the_layout_before_resumes_in_it(tmp_path, monkeypa
                                          r"\(step 256: evaluations.jsonl has none"):
         result = train(config, out, progress=False)
     # SB3 goes on from step 300 in whole rollouts (64 steps) to the total: 300 + 4 x 64
-    assert result.steps == 556 and [e.step for e in result.evaluations] == [256, 512, 556]
+    assert result.steps == 556 and [e.step for e in result.evaluations] == [256, 556]
     now = _lines(out / "monitor" / "0.monitor.csv")
     assert len(now) > len(before) and now[:len(before)] == before
     assert not list(out.glob("*.monitor.csv"))
@@ -664,7 +665,7 @@ def test_the_command_resumes_only_the_runs_own_config(tmp_path, monkeypatch, cap
     run = json.loads(Path("run/run.json").read_text())
     assert run["status"] == "finished" and run["resumed"] == [300] and run["steps"] >= 512
     assert [line["step"] for line in read_jsonl(Path("run/evaluations.jsonl"))] == [
-        256, 512, run["steps"]][:2 + (run["steps"] != 512)]
+        256, run["steps"]]  # the one due at 512, the total, is the end's
     assert main(command) == 2
     assert "holds a run already (run.json): give another --out" in capsys.readouterr().err
 
@@ -889,3 +890,28 @@ def test_a_run_resumed_then_killed_before_its_next_checkpoint_keeps_its_steps(tm
     run = json.loads((out / "run.json").read_text())
     assert result.steps >= 1024 and run["resumed"] == [300, 300]
     assert run["seconds"] > interrupted["seconds"]
+
+
+def test_the_last_evaluation_scores_the_saved_final_model(tmp_path, monkeypatch):
+    """Reviewed: an evaluation due at the total, inside the last rollout, scored the model
+    before the rollout's update, and the end's evaluation of the saved model was passed
+    over as one of the same step: "best" and "last" scored a model that was not saved."""
+    import zipfile
+
+    import agents.rl.callbacks as callbacks
+
+    seen = []  # the updates each evaluated model had had
+    evaluate = callbacks.evaluate
+
+    def counting(env, model, *args, **kwargs):
+        seen.append(model._n_updates)
+        return evaluate(env, model, *args, **kwargs)
+    monkeypatch.setattr(callbacks, "evaluate", counting)
+    # rollouts of 128 steps (2 envs x 64): evaluations due at 128 and 256, the total
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=256) or o[
+        "eval"].update(frequency=128, budgets=[0.25])))
+    result = train(config, tmp_path / "run", progress=False)
+    assert [e.step for e in result.evaluations] == [128, 256]
+    with zipfile.ZipFile(tmp_path / "run" / "model.zip") as model:
+        saved = json.loads(model.read("data"))["_n_updates"]
+    assert seen[-1] == saved > seen[0]  # the last one after the last rollout's update

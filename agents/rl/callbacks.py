@@ -249,14 +249,19 @@ class RolloutEvalCallback(BaseCallback):
             self.evaluate()
 
     def _on_step(self) -> bool:
-        if self.num_timesteps >= self._next:
+        # one due once the total is reached is made at the training's end instead: the steps
+        # go on to the end of the last rollout, and its update comes after them, so made now
+        # it would score a model that is not the one saved (and, equal in steps, the end's
+        # evaluation of the saved one would be passed over)
+        if self.num_timesteps >= self._next and self.num_timesteps < getattr(
+                self.model, "_total_timesteps", float("inf")):
             self._next = (self.num_timesteps // self.frequency + 1) * self.frequency
             self.evaluate()
         return True
 
     def _on_training_end(self) -> None:
         if not self.evaluations or self.evaluations[-1].step != self.num_timesteps:
-            self.evaluate()
+            self.evaluate()  # the final model (an evaluation due in the last rollout waited)
 
     def evaluate(self) -> Evaluation:
         """Evaluates the model now (what ``_on_step`` does every ``frequency`` steps)."""
