@@ -146,10 +146,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from autoprofiler_env.envs.backends.live import require_cuda
-    from autoprofiler_env.errors import EvaluationError
     from autoprofiler_env.harness import Evaluator, HarnessConfig, read_candidate
-    from autoprofiler_env.harness.tolerance import PRESETS
-    from autoprofiler_env.harness.tolerance import resolve as resolve_tolerance
     from autoprofiler_env.problems import load_problem
 
     if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
@@ -158,12 +155,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return _fail(f"--timeout {args.timeout:g}: seconds > 0")
     if args.correctness_trials < 1:
         return _fail(f"--correctness-trials {args.correctness_trials}: at least 1")
-    if args.tolerance is not None:
-        try:
-            resolve_tolerance(args.tolerance)
-        except EvaluationError:
-            return _fail(f"--tolerance {args.tolerance}: a preset ({', '.join(PRESETS)}), a "
-                         "number >= 0 (atol = rtol) or ATOL,RTOL, two numbers >= 0")
+    _tolerance(args.tolerance)
     require_cuda(args.device, f"evaluate --device {args.device} needs a CUDA GPU",
                  "use --device cpu")
     problem = load_problem(args.problem)
@@ -568,6 +560,22 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
 # -- benchmark ------------------------------------------------------------------------------
 
+def _tolerance(text: str | None) -> str | None:
+    """``--tolerance`` as given (None: the default), or the command's one-line error saying
+    what is accepted."""
+    from autoprofiler_env.errors import EvaluationError
+    from autoprofiler_env.harness.tolerance import PRESETS, resolve
+
+    if text is not None:
+        try:
+            resolve(text)
+        except EvaluationError:
+            raise AutoProfilerError(f"--tolerance {text}: a preset ({', '.join(PRESETS)}), a "
+                                    "number >= 0 (atol = rtol) or ATOL,RTOL, two numbers "
+                                    ">= 0") from None
+    return text
+
+
 def _budgets(text: str, option: str) -> list[float]:
     """The budgets of ``--budget(s) 0.1,0.25``; an error naming the option otherwise."""
     try:
@@ -600,6 +608,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from experiments.tracking import check_wandb, dataset_sha256, versions
 
     budgets = _budgets(args.budgets, "--budgets")
+    tolerance = _tolerance(args.tolerance)
     if Path(args.out).exists() and not Path(args.out).is_dir():
         return _fail(f"--out {args.out}: a file, not a folder")
     seeds = _seed_count(args.seeds)
@@ -609,7 +618,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     with one_writer(out, "autoprofiler benchmark"):  # its three files are one run's
         summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=seeds,
                                            split=args.split, policies=args.policy,
-                                           optimizer=args.optimizer)
+                                           optimizer=args.optimizer, tolerance=tolerance)
         write_csv(summary, out / "benchmark.csv", COLUMNS)
         write_csv(episodes, out / "episodes.csv")
         figure = plot(summary, out / "benchmark.png")
@@ -618,7 +627,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     if args.wandb:
         log_wandb({"command": "benchmark", "dataset": args.dataset,
                    "dataset_sha256": dataset_sha256(args.dataset), "split": args.split,
-                   "optimizer": args.optimizer, "budgets": budgets, "seeds": seeds,
+                   "optimizer": args.optimizer, "tolerance": tolerance,
+                   "budgets": budgets, "seeds": seeds,
                    "policies": args.policy, "versions": versions()}, summary, episodes,
                   figure)
     return EXIT_OK
@@ -641,6 +651,7 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
 
     budgets = _budgets(args.budget, "--budget")
     check_budgets(budgets)  # now, not after the wandb run has started
+    tolerance = _tolerance(args.tolerance)
     for option, value, least in (("--rounds", args.rounds, 1), ("--proposals", args.proposals, 1),
                                  ("--patience", args.patience, 0)):
         if value < least:
@@ -659,14 +670,16 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
         run = wandb_run("learn-tree", {
             "command": "learn-tree", "budgets": sorted(budgets), "proposer": args.proposer,
             "seed": args.seed, "rounds": args.rounds, "dataset": args.dataset,
-            "optimizer": args.optimizer, "start": args.start, "proposals": args.proposals,
+            "optimizer": args.optimizer, "tolerance": tolerance, "start": args.start,
+            "proposals": args.proposals,
             "margin": args.margin, "patience": args.patience, "cost_penalty": args.cost_penalty,
             "versions": versions()}, name=f"{args.proposer}-seed{args.seed}") if args.wandb \
             else None
         with finishing(run):
             tree, results = _checked_input(
                 learn_tree, sorted(budgets), proposer, Path(args.out), rounds=args.rounds,
-                dataset=args.dataset, optimizer=args.optimizer, start=args.start,
+                dataset=args.dataset, optimizer=args.optimizer, tolerance=tolerance,
+                start=args.start,
                 proposals=args.proposals, margin=args.margin, patience=args.patience,
                 cost_penalty=args.cost_penalty, wandb_run=run,
                 command=["autoprofiler", *sys.argv[1:]])
@@ -856,6 +869,11 @@ WANDB_HELP = ("log to wandb (experiments/tracking.py): in WANDB_MODE if set, els
               "the project WANDB_PROJECT (default: autoprofiler-env)")
 """The one help of every command's ``--wandb``."""
 
+TOLERANCE_HELP = ("a KernelBench regime (kernelbench-v0, kernelbench-v0.1: atol = rtol = "
+                  "1e-2; kernelbench: fp32 1e-4), a number (atol = rtol) or ATOL,RTOL "
+                  "(default: atol = rtol = 1e-2, kernelbench-v0.1's; docs/harness.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autoprofiler",
@@ -891,10 +909,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds before a candidate is stopped, and before preparing the "
                    "reference is (default: 300)")
-    p.add_argument("--tolerance",
-                   help="a KernelBench regime (kernelbench-v0, kernelbench-v0.1: atol = rtol = "
-                   "1e-2; kernelbench: fp32 1e-4), a number (atol = rtol) or ATOL,RTOL "
-                   "(default: atol = rtol = 1e-2, kernelbench-v0.1's; docs/harness.md)")
+    p.add_argument("--tolerance", help=TOLERANCE_HELP)
     p.add_argument("--static-check", choices=("enforce", "warn", "off"), default="enforce",
                    help="reject candidates whose source patches torch, reads the environment, "
                    "writes files, opens sockets, ... (default: enforce; docs/harness.md)")
@@ -1002,6 +1017,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", help="the optimizer the replay reruns: reference, "
                    "reference-v1 or llm:<model>; default: the dataset's own "
                    "(reference on the shipped ones)")
+    p.add_argument("--tolerance", help="the environment's: " + TOLERANCE_HELP)
     p.add_argument("--policy", action="append", default=[], metavar="SPEC",
                    help="add a policy beside the baselines (repeatable): sb3:FILE or "
                    "sb3:ALGO:FILE (a saved stable-baselines3 / sb3-contrib model, "
@@ -1031,6 +1047,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "dataset file (default: suite)")
     p.add_argument("--optimizer", help="the optimizer whose outcomes score the tree "
                    "(default: the environment's)")
+    p.add_argument("--tolerance", help="the environment's: " + TOLERANCE_HELP)
     p.add_argument("--start", default="stop",
                    help="the starting tree: stop (no profile), roofline, or a tree file")
     p.add_argument("--proposals", type=int, default=8, help="edits asked per round")

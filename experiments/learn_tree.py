@@ -1,7 +1,8 @@
 """``autoprofiler learn-tree``: learn an AutoProfiler tree on a dataset's train split.
 
     autoprofiler learn-tree --budget 0.1,0.25 --proposer search --rounds 200 --seed 0 \\
-                            --out runs/tree [--dataset FILE] [--optimizer NAME] [--wandb]
+                            --out runs/tree [--dataset FILE] [--optimizer NAME]
+                            [--tolerance kernelbench] [--wandb]
 
 For each budget, :func:`agents.tree.learner.learn` runs on the train split with the
 validation split choosing the tree; several budgets give one tree whose root branches on
@@ -87,9 +88,10 @@ def check_budgets(budgets: list[float]) -> None:
 
 def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                dataset: str | None = None, optimizer: str | None = None,
-               start: str = "stop", proposals: int = 8, margin: float = 0.002,
-               patience: int = 0, cost_penalty: float = 0.0, wandb_run=None,
-               progress: bool = True, command: list[str] | None = None):
+               tolerance: str | float | None = None, start: str = "stop",
+               proposals: int = 8, margin: float = 0.002, patience: int = 0,
+               cost_penalty: float = 0.0, wandb_run=None, progress: bool = True,
+               command: list[str] | None = None):
     """Learns one tree per budget, joins them, writes ``out`` (the module docstring says
     what); returns the joined tree and the results per budget.
 
@@ -112,9 +114,9 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
         # second run into out is refused (two would interleave the logs)
         with terminate_becomes_exit(lambda: KeyboardInterrupt("SIGTERM")), \
                 one_writer(Path(out), "autoprofiler learn-tree"):
-            return _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start,
-                               proposals, margin, patience, cost_penalty, wandb_run,
-                               progress, command, at)
+            return _learn_tree(budgets, proposer, out, rounds, dataset, optimizer,
+                               tolerance, start, proposals, margin, patience, cost_penalty,
+                               wandb_run, progress, command, at)
     except KeyboardInterrupt as e:
         if isinstance(e, LearnInterruptedError):
             raise
@@ -130,8 +132,9 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
             f"{where}: run the same command again to resume it") from None
 
 
-def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start, proposals, margin,
-                patience, cost_penalty, wandb_run, progress, command, at: dict):
+def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, start,
+                proposals, margin, patience, cost_penalty, wandb_run, progress, command,
+                at: dict):
     """:func:`learn_tree`'s work; ``at`` is kept saying which budget and log it is at."""
     import gymnasium as gym
 
@@ -142,7 +145,9 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start, propo
     from agents.tree.render import export_text, plot
 
     kwargs = ({"dataset": dataset} if dataset else {}) | (
-        {"optimizer": optimizer} if optimizer else {}) | {"cost_penalty": cost_penalty}
+        {"optimizer": optimizer} if optimizer else {}) | (
+        {"tolerance": tolerance} if tolerance is not None else {}) | {
+        "cost_penalty": cost_penalty}
     train_env = gym.make("AutoProfiler-v0", split="train", **kwargs)
     val_env = gym.make("AutoProfiler-v0", split="val", **kwargs)
     base = train_env.unwrapped
@@ -151,7 +156,7 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, start, propo
     out.mkdir(parents=True, exist_ok=True)
     budgets = sorted(budgets)
     settings = {"budgets": budgets, "proposer": proposer.name, "rounds": rounds,
-                "dataset": dataset, "optimizer": base.optimizer,
+                "dataset": dataset, "optimizer": base.optimizer, "tolerance": tolerance,
                 "start": start, "starts_from": "the better on train of start and the tree "
                 "of the budget below", "proposals": proposals, "margin": margin,
                 "patience": patience, "cost_penalty": cost_penalty,

@@ -146,6 +146,9 @@ def test_record_with_a_bad_plan_reuse_or_timeout_exits_2_with_one_line(tmp_path,
                                                    "each budget once"),
     (["learn-tree", "--budget", "0.1,0.25,0.10"], "budgets 0.1 given more than once: give "
                                                   "each budget once"),
+    (["benchmark", "--tolerance", "2e"], "--tolerance 2e: a preset (kernelbench-v0, "
+                                         "kernelbench-v0.1, kernelbench), a number >= 0"),
+    (["learn-tree", "--tolerance", "-1"], "--tolerance -1: a preset"),
 ])
 def test_bad_budgets_and_seeds_exit_2_with_one_line(tmp_path, capsys, args, message):
     from experiments.cli import main

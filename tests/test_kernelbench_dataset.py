@@ -1102,3 +1102,28 @@ def test_every_kernelbench_problem_has_the_same_costs_observation_at_a_budget():
             costs.add(np.round(observation["costs"], 6).tobytes())
             masks.add(observation["action_mask"].tobytes())
         assert (len(costs) == 1 and len(masks) == 1) == same, name
+
+
+def test_the_benchmark_and_learn_tree_serve_the_ill_posed_problems_at_kernelbenchs_tolerance(
+        tmp_path):
+    """Reviewed: both warned that a stricter tolerance serves the ill-posed problems, and
+    neither command could be given one."""
+    import gymnasium as gym
+
+    from experiments.benchmark import benchmark
+    from experiments.cli import main
+
+    strict = gym.make("AutoProfiler-v0", dataset="kernelbench", split="test",
+                      tolerance="kernelbench").unwrapped.problems
+    _, episodes = benchmark("kernelbench", [0.25], seeds=1, tolerance="kernelbench")
+    assert {row["problem"] for row in episodes} == set(strict)
+    with pytest.warns(UserWarning, match="problems are left out"):
+        _, loose = benchmark("kernelbench", [0.25], seeds=1)
+    assert {row["problem"] for row in loose} < set(strict)
+    assert main(["learn-tree", "--dataset", "kernelbench", "--tolerance", "kernelbench",
+                 "--rounds", "1", "--out", str(tmp_path / "tree")]) == 0
+    log = json.loads((tmp_path / "tree" / "log-0.25.jsonl").read_text().splitlines()[0])
+    assert log["env"]["tolerance"] == "kernelbench"
+    assert len(log["train_problems"]) == len(gym.make(
+        "AutoProfiler-v0", dataset="kernelbench", split="train",
+        tolerance="kernelbench").unwrapped.problems)

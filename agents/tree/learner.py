@@ -231,6 +231,9 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
               "validation_problems": list(val_env.unwrapped.problems),
               "env": {"optimizer": base.optimizer, "cost_penalty": base.cost_penalty,
                       "dataset_sha256": dataset.metadata.get("sha256") if dataset else None}}
+    tolerance = getattr(base.backend, "tolerance", None)
+    if tolerance is not None:  # the default's logs, written before it was, say none
+        header["env"]["tolerance"] = tolerance
     if started_from is not None:
         header["started_from"] = started_from
     # a run of fewer rounds than the log holds is the run of its first rounds
