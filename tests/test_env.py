@@ -487,7 +487,8 @@ def test_a_problems_list_the_dataset_holds_is_the_episodes_problems(study_datase
     ({"problem": RELU, "seed": 3}, ValueError, "unknown reset option\\(s\\) 'seed'"),
     ("problem", ValueError, "reset options must be a dict"),
     ({"problem": "problem://nope"}, UnknownProblemError,
-     "'problem://nope' is not among this environment's problems: 12 problems: problem://"),
+     r"'problem://nope' is not among this environment's problems \(the dataset holds no "
+     r"such problem\): it has 12 problems: problem://"),
 ], ids=["misspelt", "extra", "not-a-dict", "unknown-problem"])
 def test_bad_reset_options_are_refused_naming_the_accepted_ones(study_dataset, options, error,
                                                                 match):

@@ -1127,3 +1127,33 @@ def test_the_benchmark_and_learn_tree_serve_the_ill_posed_problems_at_kernelbenc
     assert len(log["train_problems"]) == len(gym.make(
         "AutoProfiler-v0", dataset="kernelbench", split="train",
         tolerance="kernelbench").unwrapped.problems)
+
+
+def test_a_reset_problem_not_served_says_why():
+    """Reviewed: a problem of another split, an ill-posed one, one left out of the build and
+    one the dataset never held all gave the same "not among this environment's problems"."""
+    import warnings
+
+    import gymnasium as gym
+
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.errors import UnknownProblemError
+
+    dataset = Dataset.load("kernelbench")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the ill-posed problems left out
+        env = gym.make("AutoProfiler-v0", dataset="kernelbench", split="train")
+    ill = env.unwrapped.backend.ill_posed
+    other_split = next(u for u in dataset.uris("test") if u not in ill)
+    cases = {
+        other_split: r"it is in the test split: make the environment with split='test', or "
+                     r"split=None for every split",
+        next(iter(ill)): r"ill-posed at this tolerance, a constant matches at .*: a stricter "
+                         r"tolerance serves it, tolerance='kernelbench'",
+        next(iter(dataset.metadata["left_out"])): r"left out of this build of the dataset: ",
+        "problem://kernelbench/level9/none": r"the dataset holds no such problem",
+    }
+    for uri, why in cases.items():
+        with pytest.raises(UnknownProblemError, match=rf"is not among this environment's "
+                                                      rf"problems \({why}"):
+            env.reset(options={"problem": uri})

@@ -359,8 +359,12 @@ class ProfilingEnv(gym.Env):
                             f"{self.backend.optimizer_name!r} are not "
                             f"recorded for {missing[0]!r}{more}; it is served on "
                             f"{_some(known)} (docs/optimizers.md)")
+                    left_out = self.backend.dataset.metadata.get("left_out") or {}
+                    why = (f" (left out of this build: {left_out[missing[0]]})"
+                           if missing[0] in left_out else "")
                     raise NotRecordedError(f"problems: the dataset holds no problem "
-                                           f"{missing[0]!r}{more}; it holds {_some(known)}")
+                                           f"{missing[0]!r}{why}{more}; it holds "
+                                           f"{_some(known)}")
                 raise ProblemNotFoundError(missing[0], f"not a problem URI of the live "
                                            f"backend{more}", f"give URIs: {_some(known)}")
         self.problems = list(problems) if problems is not None else self.backend.problems(split)
@@ -433,6 +437,29 @@ class ProfilingEnv(gym.Env):
 
     # -- the Gymnasium API ------------------------------------------------------------------
 
+    def _not_served(self, uri) -> str | None:
+        """Why the problem ``uri`` is not among this environment's, where the dataset says:
+        another split, ill-posed at this tolerance, left out of the dataset's build, or not
+        in the dataset at all; None where it cannot tell (the live backend)."""
+        dataset = getattr(self.backend, "dataset", None)
+        if not isinstance(uri, str) or self._live or dataset is None:
+            return None
+        ill = getattr(self.backend, "ill_posed", {})
+        if uri in ill:
+            return (f"ill-posed at this tolerance, {ill[uri]}: a stricter tolerance serves "
+                    "it, tolerance='kernelbench'")
+        record = dataset.content.problems.get(uri)
+        if record is not None:
+            if uri not in self.backend.problems(None):
+                return (f"the candidates of the optimizer {self.optimizer!r} are not "
+                        "recorded for it")
+            return (f"it is in the {record.split} split: make the environment with "
+                    f"split={record.split!r}, or split=None for every split")
+        left_out = dataset.metadata.get("left_out") or {}
+        if uri in left_out:
+            return f"left out of this build of the dataset: {left_out[uri]}"
+        return "the dataset holds no such problem"
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if options is None:
             options = {}
@@ -447,10 +474,11 @@ class ProfilingEnv(gym.Env):
                                                           for k in RESET_OPTIONS))
         if "problem" in options and (not isinstance(options["problem"], str)
                                      or options["problem"] not in self._problem_set):
+            why = self._not_served(options["problem"])
             raise UnknownProblemError(
                 f"reset option 'problem': {options['problem']!r} is not among this "
-                f"environment's problems: {_some(self.problems)} (env.unwrapped.problems "
-                "lists them)")
+                f"environment's problems{f' ({why})' if why else ''}: it has "
+                f"{_some(self.problems)} (env.unwrapped.problems lists them)")
         budget = None
         if "budget" in options:
             budget = _finite("the budget option", options["budget"], "a finite number > 0")
