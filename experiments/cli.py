@@ -72,11 +72,30 @@ def _sizes(features: dict) -> str:
             f"{f.arithmetic_intensity:>8.3g} {f.n_ops:>5d}")
 
 
+def _checkout_levels(source: Path) -> tuple[Path, tuple[int, ...]] | None:
+    """Where ``source`` is a KernelBench checkout (the folder holding ``level1/`` ..., or the
+    repository's root holding it in ``KernelBench/``): the folder of the levels and those of
+    levels 1-3 it holds (a dataset's; level 4's files, which reach the Hugging Face hub when
+    imported, are listed by giving their folder); None otherwise (a folder of problem
+    files, a file)."""
+    from autoprofiler_env.errors import ProblemNotFoundError
+    from autoprofiler_env.problems.kernelbench import LEVELS, levels_root
+
+    if not source.is_dir():
+        return None
+    try:
+        root = levels_root(source)
+    except ProblemNotFoundError:
+        return None
+    return root, tuple(level for level in LEVELS if (root / f"level{level}").is_dir())
+
+
 def cmd_problems(args: argparse.Namespace) -> int:
     from autoprofiler_env.errors import ProblemError
     from autoprofiler_env.features import FEATURE_NAMES
     from autoprofiler_env.problems import load_file, load_suite, scan_directory
     from autoprofiler_env.problems.isolated import IsolatedFeatures
+    from autoprofiler_env.problems.kernelbench import KernelBenchCheckout
 
     for flag, value in (("--timeout", args.timeout), ("--import-timeout", args.import_timeout)):
         if not value > 0:
@@ -91,13 +110,17 @@ def cmd_problems(args: argparse.Namespace) -> int:
         problems = load_suite(split=args.split, level=args.level)
     else:
         source = Path(args.source)
-        if source.is_dir():
+        checkout = _checkout_levels(source)
+        if checkout is not None:  # its levels (--level's), named as a KernelBench dataset does
+            root, levels = checkout
+            if args.level is not None and args.level not in levels:
+                return _fail(f"--level {args.level}: the KernelBench checkout {root} has "
+                             f"level{'s' if len(levels) > 1 else ''} "
+                             f"{', '.join(map(str, levels))}")
+            problems, errors = KernelBenchCheckout(root).problems(
+                levels if args.level is None else (args.level,))
+        elif source.is_dir():
             problems, errors = scan_directory(source)
-            levels = sorted(d.name for d in source.glob("level*") if d.is_dir())
-            if not problems and not errors and levels:  # a KernelBench checkout's root
-                return _fail(f"--source {source}: no problem files here, but level folders "
-                             f"({', '.join(levels)}): give one, e.g. --source "
-                             f"{source / levels[0]}")
         else:
             problems = [load_file(source)]
         problems = [p for p in problems if args.level is None or p.level == args.level]

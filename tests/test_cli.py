@@ -28,8 +28,8 @@ def test_problems_json_lists_the_suite():
 
 
 def test_problems_of_a_kernelbench_directory(tmp_path):
-    level = tmp_path / "level1"
-    level.mkdir()
+    level = tmp_path / "KernelBench" / "level1"  # a repository's layout
+    level.mkdir(parents=True)
     (level / "19_ReLU.py").write_text((DATA / "problems" / "relu_small.py").read_text())
     (level / "20_Broken.py").write_text("def get_inputs(): return []\n")
     out = run("problems", "--source", str(level), "--json")
@@ -42,11 +42,16 @@ def test_problems_of_a_kernelbench_directory(tmp_path):
     assert split.returncode == 2 and split.stdout == ""
     assert split.stderr.strip().startswith("autoprofiler: error: --split test with --source: a "
                                            "folder's files have no split")
-    root = run("problems", "--source", str(tmp_path))  # the checkout's root: say which folder
-    assert root.returncode == 2
-    assert root.stderr.strip() == (f"autoprofiler: error: --source {tmp_path}: no problem "
-                                   f"files here, but level folders (level1): give one, e.g. "
-                                   f"--source {level}")
+    # the checkout's root (the folder of the levels, or the repository's above it): its
+    # levels, named as a KernelBench dataset names them
+    for root in (level.parent, tmp_path):
+        listed = run("problems", "--source", str(root), "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert [r["uri"] for r in json.loads(listed.stdout)] == [
+            "problem://kernelbench/level1/19_ReLU"]
+    refused = run("problems", "--source", str(tmp_path), "--level", "2")
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        f"autoprofiler: error: --level 2: the KernelBench checkout {level.parent} has level 1")
 
 
 def test_evaluate_prints_a_typed_result():
