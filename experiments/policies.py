@@ -175,8 +175,8 @@ def load(spec: str, env) -> Entry:
         raise PolicySpecError(f"--policy {spec!r}: {e}; or sb3:FILE / sb3:ALGO:FILE, a "
                               "saved stable-baselines3 model, or sb3:DIR, a training "
                               "run; or tree:FILE, a tree "
-                              f"file; or {SHIPPED_TREE}; or py:MODULE:ATTR, a policy of "
-                              "your own") from None
+                              f"file; or {SHIPPED_TREE} or {SHIPPED_RL}, the shipped "
+                              "agents; or py:MODULE:ATTR, a policy of your own") from None
     return Entry(agent.name, agent)
 
 
