@@ -1005,8 +1005,12 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
     comparing += _TESTED
     seeds = len(config.seeds)
     resumed = result.get("resumed") or {}
+    made = ", ".join(f"{k}={v!r}" for k, v in sorted(config.env.items()))
     lines = [f"# Experiment `{config.name}`", "",
-             f"`{command}`", "", *((header, "") if header else ()),
+             f"`{command}`", "",
+             f"Environment: `AutoProfiler-v0` made with {made or 'its defaults'} (the "
+             "config's `env`; the suite's dataset unless it names another).", "",
+             *((header, "") if header else ()),
              f"Learned agents: {', '.join(s.name for s in config.agents) or 'none'}, each run "
              f"with {seeds} seed{'s' if seeds != 1 else ''}; deterministic baselines once, "
              "stochastic ones once per seed. "

@@ -1,13 +1,14 @@
 """The experiment: learned agents (a tree, MaskablePPO) beside the baselines, per seed, with
 rliable's statistics; resumable; its config checked."""
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from experiments.experiment import (HINDSIGHT, TRAIN_CHOSEN, ConfigError, load_config,
-                                    run_experiment, write)
+                                    markdown, run_experiment, write)
 
 ROOT = Path(__file__).parents[1]
 
@@ -68,6 +69,12 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
                                          "cost.png", "profiles.png"}
     text = (out / "leaderboard.md").read_text()
     assert "## test, budget 25% of the full set's cost" in text and "| ppo | 2 |" in text
+    # what the runs were made on (reviewed: only settings.json said it)
+    assert "Environment: `AutoProfiler-v0` made with its defaults" in text
+    kernelbench = dataclasses.replace(config, env={"tolerance": "kernelbench",
+                                                   "dataset": "kernelbench"})
+    assert ("Environment: `AutoProfiler-v0` made with dataset='kernelbench', "
+            "tolerance='kernelbench'") in markdown(kernelbench, result, "the command")
     chosen = json.loads(next(f for f in files if "chosen-on-train" in str(f)).read_text())[
         "chosen"]
     assert chosen["0.25"].startswith(("set:", "section:", "curated:", "no-profile"))
