@@ -460,6 +460,11 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
             RecordingManifest.load(path)  # a broken one says so; a good one is kept
             return _fail(f"{path} exists: the recording is prepared (its splits and order "
                          "are fixed); remove it to prepare again")
+        if checkout.commit is None:  # refused before a manifest naming no commit is written
+            return _fail(f"--source {args.source}: not a git checkout that tracks its files, "
+                         "so its commit is unknown: give --commit SHA, the KernelBench commit "
+                         "its files are from (the recording names it, and the dataset built "
+                         "from it)")
         manifest = prepare_manifest(checkout, levels, seed=args.seed)
         lacking = {f: why for f, why in manifest.skipped.items()
                    if "ModuleNotFoundError" in why}
@@ -480,9 +485,6 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
             print(f"  level {level} {op:14s} {n}")
         for file, why in manifest.skipped.items():
             print(f"autoprofiler: skipped {file}: {why}", file=sys.stderr)
-        if manifest.commit is None:
-            print("autoprofiler: the checkout is not a git checkout: its commit is not "
-                  "recorded (give --commit SHA)", file=sys.stderr)
         return EXIT_OK
     if args.replan:
         from autoprofiler_env.dataset.record.kernelbench import replan

@@ -676,6 +676,12 @@ def test_the_cli_prepares_a_manifest_once_and_refuses_parts(tmp_path):
     out = tmp_path / "rec"
     cli = [sys.executable, "-m", "experiments.cli", "record", "--source", str(root), "--out",
            str(out)]
+    # a copy, not a git checkout: its commit must be given (reviewed: a manifest naming none
+    # was written, and only then was --commit asked for, which a prepared recording refuses)
+    unnamed = subprocess.run(cli + ["--prepare", "--levels", "1"], capture_output=True,
+                             text=True, cwd=ROOT, timeout=300)
+    assert unnamed.returncode == 2 and "its commit is unknown: give --commit SHA" in (
+        unnamed.stderr) and not out.exists()
     run = subprocess.run(cli + ["--prepare", "--commit", COMMIT, "--levels", "1"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
