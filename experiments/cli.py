@@ -505,6 +505,12 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
         workers = _workers(args.workers, args.address, args.device)
         if isinstance(workers, str):
             return _fail(workers)
+    if args.device == "cpu" and args.time_budget is None:
+        from autoprofiler_env.errors import warn
+
+        warn("recording KernelBench on the CPU: its problems are sized for a GPU (one "
+             "reference can take minutes here, the levels many hours); a CPU recording checks "
+             "the pipeline: bound it with --time-budget SECONDS")
     summary = record_kernelbench(out, checkout, chunk=args.chunk,
                                  time_budget_s=args.time_budget, device=args.device,
                                  warm_workers=args.warm_workers,

@@ -6,6 +6,7 @@ H200 runs of the profiler study renamed to their KernelBench URIs."""
 import gzip
 import hashlib
 import json
+import warnings
 import shutil
 import subprocess
 import sys
@@ -1163,3 +1164,27 @@ def test_a_reset_problem_not_served_says_why():
         with pytest.raises(UnknownProblemError, match=rf"is not among this environment's "
                                                       rf"problems \({why}"):
             env.reset(options={"problem": uri})
+
+
+def test_recording_kernelbench_on_a_cpu_without_a_time_budget_is_warned_of(tmp_path,
+                                                                            monkeypatch):
+    """Reviewed: its references ran for hours on a CPU (408 s for level1/29_Softplus) with no
+    word; bounded by --time-budget, it is the pipeline check it is meant as."""
+    import autoprofiler_env.dataset.record.kernelbench as recorder
+    from autoprofiler_env.errors import AutoProfilerWarning
+    from experiments.cli import main
+
+    root = _checkout(tmp_path / "ck")
+    out = tmp_path / "rec"
+    assert main(["record", "--source", str(root), "--out", str(out), "--prepare", "--commit",
+                 COMMIT, "--levels", "1"]) == 0
+    monkeypatch.setattr(recorder, "record_kernelbench",
+                        lambda *a, **k: {"stopped_by_time_budget": False})
+    command = ["record", "--source", str(root), "--out", str(out), "--device", "cpu",
+               "--parts", "reference"]
+    with pytest.warns(AutoProfilerWarning, match="recording KernelBench on the CPU: .*bound "
+                                                 "it with --time-budget SECONDS"):
+        assert main(command) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutoProfilerWarning)
+        assert main([*command, "--time-budget", "60"]) == 0
