@@ -12,7 +12,7 @@ from pathlib import Path
 
 LOCK_FILE = ".lock"
 """The file in an output folder that its writer holds locked (:func:`one_writer`)."""
-_HELD: dict[str, list] = {}  # the held folders by real path: [thread, times, locked]
+_HELD: dict[str, list] = {}  # held folders by real path: [thread, times, locked, command]
 _HELD_LOCK = threading.Lock()
 
 
@@ -73,7 +73,7 @@ def one_writer(folder: Path, command: str) -> Iterator[Path]:
     if held is not None:
         if held[0] != me:
             raise FolderBusyError(f"{folder} is being written by another thread of this "
-                                  f"process ({command}): wait for it to end, or give another "
+                                  f"process ({held[3]}): wait for it to end, or give another "
                                   "--out")
         try:
             yield folder
@@ -85,7 +85,7 @@ def one_writer(folder: Path, command: str) -> Iterator[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     fd, locked = _locked(folder, command)
     with _HELD_LOCK:
-        _HELD[key] = [me, 1, locked]
+        _HELD[key] = [me, 1, locked, command]
     try:
         yield folder
     finally:
@@ -129,7 +129,11 @@ def _locked(folder: Path, command: str) -> tuple[int | None, bool]:
         return None, False
     path = folder / LOCK_FILE
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder removed meanwhile by a run refused in it
+            folder.mkdir(parents=True, exist_ok=True)
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -51,3 +51,12 @@ def repeated(values) -> list:
             again.append(value)
         seen.add(value)
     return again
+
+
+def budgets_once(budgets) -> None:
+    """A ``ValueError`` where a budget is given more than once (``0.25`` and ``0.250``): a
+    benchmark or a learned tree would run it, and report it, twice."""
+    again = repeated(budgets)
+    if again:
+        raise ValueError(f"budgets {', '.join(map(repr, again))} given more than once: give "
+                         "each budget once")

@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from autoprofiler_env.atomic import write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError, warn
-from autoprofiler_env.numeric import repeated
+from autoprofiler_env.numeric import budgets_once
 from autoprofiler_env.scoring import geomean, shipped_speedup
 
 COLUMNS = ("agent", "budget", "episodes", "geomean_speedup", "fast_1", "mean_cost_s",
@@ -85,10 +85,7 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
         load,
     )
 
-    again = repeated(budgets)
-    if again:  # each would be run and reported again, under one heading
-        raise ValueError(f"budgets {', '.join(map(repr, again))} given more than once: give "
-                         "each budget once")
+    budgets_once(budgets)  # each would be run and reported again, under one heading
     kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
               | ({"optimizer": optimizer} if optimizer else {})
               | ({"tolerance": tolerance} if tolerance is not None else {}))

@@ -81,8 +81,8 @@ def _checkout_levels(source: Path) -> tuple[Path, tuple[int, ...]] | None:
     from autoprofiler_env.errors import ProblemNotFoundError
     from autoprofiler_env.problems.kernelbench import LEVELS, levels_root
 
-    if not source.is_dir():
-        return None
+    if not source.is_dir() or any(p.suffix == ".py" for p in source.iterdir()):
+        return None  # a folder of problem files (its own level folders aside)
     try:
         root = levels_root(source)
     except ProblemNotFoundError:
@@ -96,6 +96,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
     from autoprofiler_env.problems import load_file, load_suite, scan_directory
     from autoprofiler_env.problems.isolated import IsolatedFeatures
     from autoprofiler_env.problems.kernelbench import KernelBenchCheckout
+    from autoprofiler_env.problems.loaders import SUITE_DIR
 
     for flag, value in (("--timeout", args.timeout), ("--import-timeout", args.import_timeout)):
         if not value > 0:
@@ -111,8 +112,14 @@ def cmd_problems(args: argparse.Namespace) -> int:
     else:
         source = Path(args.source)
         checkout = _checkout_levels(source)
-        if checkout is not None:  # its levels (--level's), named as a KernelBench dataset does
+        if checkout is not None and checkout[0] == SUITE_DIR.resolve():  # the suite's folder
+            problems = load_suite(level=args.level)
+        elif checkout is not None:  # its levels (--level's), named as a KernelBench dataset is
             root, levels = checkout
+            if not levels:
+                return _fail(f"--source {source}: the KernelBench checkout {root} holds none "
+                             "of levels 1-3 (a dataset's); give a level's folder itself, e.g. "
+                             f"--source {next(root.glob('level*'))}")
             if args.level is not None and args.level not in levels:
                 return _fail(f"--level {args.level}: the KernelBench checkout {root} has "
                              f"level{'s' if len(levels) > 1 else ''} "
@@ -677,11 +684,12 @@ def _checked_input(function, *args, **kwargs):
 
 
 def cmd_learn_tree(args: argparse.Namespace) -> int:
-    from experiments.learn_tree import check_budgets, learn_tree, make_proposer
+    from autoprofiler_env.numeric import budgets_once
+    from experiments.learn_tree import learn_tree, make_proposer
     from experiments.tracking import check_wandb, finishing, versions, wandb_run
 
     budgets = _budgets(args.budget, "--budget")
-    check_budgets(budgets)  # now, not after the wandb run has started
+    _checked_input(budgets_once, budgets)  # now, not after the wandb run has started
     tolerance = _tolerance(args.tolerance)
     for option, value, least in (("--rounds", args.rounds, 1), ("--proposals", args.proposals, 1),
                                  ("--patience", args.patience, 0)):
@@ -912,8 +920,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("problems", help="list the problem suite or a KernelBench-format folder")
-    p.add_argument("--source", help="a folder or file of KernelBench-format problems "
-                   "(default: the project's suite)")
+    p.add_argument("--source", help="a folder or file of KernelBench-format problems, or "
+                   "a KernelBench checkout (the folder holding level1/, or the repository's "
+                   "root: its levels 1-3) (default: the project's suite)")
     p.add_argument("--split", choices=("train", "val", "test"),
                    help="only this split (the suite's; not with --source)")
     p.add_argument("--level", type=int, choices=(1, 2, 3), help="only this level")

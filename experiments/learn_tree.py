@@ -35,7 +35,7 @@ from pathlib import Path
 
 from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
-from autoprofiler_env.numeric import repeated
+from autoprofiler_env.numeric import budgets_once
 
 PROPOSERS = ("search", "llm")
 
@@ -77,15 +77,6 @@ def start_tree(spec: str, vocab=None):
     raise AutoProfilerError(f"--start must be stop, roofline or a tree file; {spec!r} is none")
 
 
-def check_budgets(budgets: list[float]) -> None:
-    """An :class:`AutoProfilerError` where a budget is given more than once (one tree per
-    budget: a repeat would be learned and reported twice)."""
-    again = repeated(budgets)
-    if again:
-        raise AutoProfilerError(f"budgets {', '.join(map(repr, again))} given more than once: "
-                                "give each budget once")
-
-
 def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                dataset: str | None = None, optimizer: str | None = None,
                tolerance: str | float | None = None, start: str = "stop",
@@ -96,9 +87,10 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     what); returns the joined tree and the results per budget.
 
     Raises:
-        AutoProfilerError: a budget given more than once, a log of ``out`` holds a run of
-            other settings (the message names them), or the smallest budget's log began
-            from the budget ladder of a run of more budgets (the message says which to give).
+        ValueError: a budget given more than once.
+        AutoProfilerError: a log of ``out`` holds a run of other settings (the message names
+            them), or the smallest budget's log began from the budget ladder of a run of more
+            budgets (the message says which to give).
         ProposerUnreachableError: the proposer gave no reply several times in a row, or
             its server refused a request.
         LearnInterruptedError: Ctrl-C or SIGTERM; the same call resumes.
@@ -107,7 +99,7 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
     from agents.tree.learner import LearnInterruptedError
     from autoprofiler_env.profiler.runner import terminate_becomes_exit
 
-    check_budgets(budgets)
+    budgets_once(budgets)
     at: dict = {}  # the budget and the log being learned
     try:
         # SIGTERM (a job scheduler, timeout) as Ctrl-C: the message says how to go on; a

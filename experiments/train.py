@@ -480,24 +480,36 @@ def _load_for_resume(config: TrainConfig, out: Path, vec_env, previous: dict):
     return model
 
 
-def _log_sizes(out: Path) -> dict[str, int]:
-    """The sizes of the run's logs at a checkpoint (SB3's ``progress.csv``, the monitor
+def _monitor_files(out: Path) -> list[Path]:
+    """The run's SB3 monitor files: at the top of ``out``, or in ``monitor/`` (a run begun
+    in the layout before)."""
+    return [*out.glob("*.monitor.csv"), *out.glob("monitor/*.monitor.csv")]
+
+
+def _log_lines(out: Path) -> dict[str, int]:
+    """The lines of the run's logs at a checkpoint (SB3's ``progress.csv``, the monitor
     files, ``evaluations.jsonl``; each written a whole line at a time and flushed), by path
-    relative to ``out``."""
-    logs = [out / "progress.csv", out / "evaluations.jsonl",
-            *out.glob("*.monitor.csv"), *out.glob("monitor/*.monitor.csv")]
-    return {path.relative_to(out).as_posix(): path.stat().st_size
-            for path in logs if path.is_file()}
+    relative to ``out``. Lines, not bytes: SB3 rewrites ``progress.csv`` whole when a key
+    first appears (its header and every row grow), keeping its lines."""
+    return {path.relative_to(out).as_posix(): path.read_bytes().count(b"\n")
+            for path in [out / "progress.csv", out / "evaluations.jsonl", *_monitor_files(out)]
+            if path.is_file()}
 
 
-def _cut_to_checkpoint(out: Path, sizes: dict) -> None:
-    """A killed run's logs cut back to their sizes at its last checkpoint: what it logged
-    after (episodes, rollouts, an evaluation) is of steps the resumed run makes again,
-    which SB3's ``load_results`` and the zoo's plots would otherwise count twice."""
-    for name, size in sizes.items():
+def _cut_to_checkpoint(out: Path, lines: dict) -> None:
+    """A run's logs cut back to their lines at the checkpoint it resumes from: what a killed
+    run logged after it (episodes, rollouts, an evaluation) is of steps the resumed run
+    makes again, which SB3's ``load_results`` and the zoo's plots would count twice."""
+    for name, kept in lines.items():
         path = out / name
-        if isinstance(size, int) and path.is_file() and path.stat().st_size > size:
-            os.truncate(path, size)
+        if not isinstance(kept, int) or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if data.count(b"\n") > kept:
+            end = 0
+            for _ in range(kept):
+                end = data.index(b"\n", end) + 1
+            os.truncate(path, end)
 
 
 def saved_steps(path: Path) -> int | None:
@@ -547,7 +559,9 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     (:meth:`RolloutEvalCallback.restore`: the best model kept stays the best unless beaten,
     the evaluations continue on their schedule) and training continued to the config's
     ``total_timesteps``; ``evaluations.jsonl``, ``progress.csv`` and the monitor files are
-    appended to, ``run.json``'s ``resumed`` lists the steps at which the run resumed. The
+    appended to (first cut back to their lines at the checkpoint or interruption resumed
+    from: a killed run's later lines are of steps made again), ``run.json``'s ``resumed``
+    lists the steps at which the run resumed. The
     config (with ``--steps``) and the seed must be the run's, and the dataset (its sha256)
     and the environment's kwargs too, else a :class:`ConfigError` names the first
     difference. A run without a ``model.zip`` (stopped before it could save) is started
@@ -587,13 +601,13 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
              f"evaluations and best model replaced")
         for name in ("best_model.zip", "evaluations.jsonl", "evaluations.npz", REPLAY_BUFFER):
             (out / name).unlink(missing_ok=True)  # stopped before it saved: start afresh
-        for monitor in [*out.glob("*.monitor.csv"), *out.glob("monitor/*.monitor.csv")]:
+        for monitor in _monitor_files(out):
             monitor.unlink()  # a rank the new run lacks would stay in load_results' episodes
         if (out / "monitor").is_dir() and not any((out / "monitor").iterdir()):
             (out / "monitor").rmdir()
         previous = None
-    if previous is not None and previous.get("status") == "running":
-        _cut_to_checkpoint(out, previous.get("log_sizes") or {})
+    if previous is not None:  # a kill after its last checkpoint (or interruption) logged on
+        _cut_to_checkpoint(out, previous.get("log_lines") or {})
     out.mkdir(parents=True, exist_ok=True)
     eval_env = make_eval_env(config, source)
     base = eval_env.unwrapped
@@ -631,10 +645,9 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
         else:
             model = _load_for_resume(config, out, vec_env, previous)
             done, before = int(model.num_timesteps), float(previous.get("seconds") or 0.0)
-            # steps, seconds and an interruption's replay buffer stay until the next
-            # checkpoint: a run killed before it resumes from the same model again
-            meta = {k: v for k, v in previous.items() if k not in (
-                "interrupted", "log_sizes")} | {
+            # steps, seconds, the logs' lines and an interruption's replay buffer stay until
+            # the next checkpoint: a run killed before it resumes from the same model again
+            meta = {k: v for k, v in previous.items() if k != "interrupted"} | {
                 "status": "running", "resumed": [*previous.get("resumed", []), done]}
             if wandb_run is not None:  # the run's first wandb run stays "wandb"
                 meta["wandb_resumed"] = [*previous.get("wandb_resumed", []),
@@ -662,7 +675,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             _write_json(out / "run.json", meta | {
                 "steps": int(model.num_timesteps),
                 "seconds": before + time.perf_counter() - started,
-                "log_sizes": _log_sizes(out)})
+                "log_lines": _log_lines(out)})
 
         evaluator = RolloutEvalCallback(eval_env, config.eval.budgets, config.eval.frequency,
                                         best_model_path=out / "best_model.zip",
@@ -689,7 +702,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             if bar is not None:
                 bar.close()  # the error's line after the bar's, not on it
             saved = _save_interrupted(model, out)
-            _write_json(out / "run.json", meta | saved | {
+            _write_json(out / "run.json", meta | saved | {"log_lines": _log_lines(out)} | {
                 "status": "interrupted", "interrupted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "steps": int(model.num_timesteps),
                 "seconds": before + time.perf_counter() - started})

@@ -54,6 +54,30 @@ def test_problems_of_a_kernelbench_directory(tmp_path):
         f"autoprofiler: error: --level 2: the KernelBench checkout {level.parent} has level 1")
 
 
+def test_problems_source_tells_a_checkout_from_a_folder_of_files(tmp_path, capsys):
+    """Reviewed: a folder holding both files and level folders lost its files, the suite's
+    own folder was named as KernelBench's, and a checkout of level 4 alone listed nothing."""
+    from autoprofiler_env.problems.loaders import SUITE_DIR
+    from experiments.cli import main
+
+    relu = (DATA / "problems" / "relu_small.py").read_text()
+    (tmp_path / "mixed" / "level1").mkdir(parents=True)
+    (tmp_path / "mixed" / "a.py").write_text(relu)
+    (tmp_path / "mixed" / "level1" / "b.py").write_text(relu)
+    assert main(["problems", "--source", str(tmp_path / "mixed"), "--json"]) == 0
+    assert [r["uri"] for r in json.loads(capsys.readouterr().out)] == ["problem://local/mixed/a"]
+    assert main(["problems", "--source", str(SUITE_DIR), "--level", "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) > 20 and all(r["uri"].startswith("problem://autoprofiler/v1/level1/")
+                                  for r in rows)
+    (tmp_path / "l4" / "level4").mkdir(parents=True)
+    (tmp_path / "l4" / "level4" / "1_Model.py").write_text(relu)
+    assert main(["problems", "--source", str(tmp_path / "l4")]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"holds none of levels 1-3 (a dataset's); give a level's folder itself, e.g. --source "
+        f"{tmp_path / 'l4' / 'level4'}")
+
+
 def test_evaluate_prints_a_typed_result():
     out = run("evaluate", "--problem", PROBLEM, "--candidate",
               str(DATA / "candidates" / "relu_correct.py"), "--json")

@@ -1130,7 +1130,14 @@ def test_the_benchmark_and_learn_tree_serve_the_ill_posed_problems_at_kernelbenc
     assert main(["learn-tree", "--dataset", "kernelbench", "--tolerance", "kernelbench",
                  "--rounds", "1", "--out", str(tmp_path / "tree")]) == 0
     log = json.loads((tmp_path / "tree" / "log-0.25.jsonl").read_text().splitlines()[0])
-    assert log["env"]["tolerance"] == "kernelbench"
+    assert log["env"]["tolerance"] == {"atol": 1e-4, "rtol": 1e-4, "per_dtype": {
+        "bfloat16": [0.01, 0.01], "float16": [0.01, 0.01]}}  # by value
+    from agents.tree.learner import _logged_tolerance
+
+    # the default's logs, written before the tolerance was recorded, say none: so does it
+    assert {_logged_tolerance(t) for t in (None, "kernelbench-v0.1", "0.01", "1e-2")} == {None}
+    assert _logged_tolerance("1e-3") == _logged_tolerance("0.001,0.001") == {
+        "atol": 1e-3, "rtol": 1e-3}
     assert len(log["train_problems"]) == len(gym.make(
         "AutoProfiler-v0", dataset="kernelbench", split="train",
         tolerance="kernelbench").unwrapped.problems)
@@ -1164,6 +1171,11 @@ def test_a_reset_problem_not_served_says_why():
         with pytest.raises(UnknownProblemError, match=rf"is not among this environment's "
                                                       rf"problems \({why}"):
             env.reset(options={"problem": uri})
+    first, second = env.unwrapped.problems[:2]  # made with a list: that list is why
+    named = gym.make("AutoProfiler-v0", dataset="kernelbench", problems=[first])
+    with pytest.raises(UnknownProblemError, match=r"\(not in the problems= list this "
+                                                  r"environment was made with\)"):
+        named.reset(options={"problem": second})
 
 
 def test_recording_kernelbench_on_a_cpu_without_a_time_budget_is_warned_of(tmp_path,

@@ -120,8 +120,8 @@ def test_another_thread_of_the_process_is_refused_too(tmp_path):
         thread = threading.Thread(target=second)
         thread.start()
         thread.join()
-    assert said == [f"{out} is being written by another thread of this process (train() in a "
-                    "thread): wait for it to end, or give another --out"]
+    assert said == [f"{out} is being written by another thread of this process (train()): "
+                    "wait for it to end, or give another --out"]  # the holder named
 
 
 def test_the_folders_it_made_are_removed_up_to_the_first_that_was_there(tmp_path):

@@ -809,9 +809,10 @@ def test_a_run_killed_outright_resumes_from_its_last_evaluations_checkpoint(tmp_
     deadline, logged_past = time.monotonic() + 240, False
     while time.monotonic() < deadline and process.poll() is None and not logged_past:
         try:  # killed once it has logged past a checkpoint: episodes and a rollout
-            sizes = json.loads((out / "run.json").read_text()).get("log_sizes") or {}
-            logged_past = bool(sizes) and all((out / name).stat().st_size > sizes[name]
-                                              for name in ("progress.csv", "0.monitor.csv"))
+            lines = json.loads((out / "run.json").read_text()).get("log_lines") or {}
+            logged_past = bool(lines) and all(
+                (out / name).read_bytes().count(b"\n") > lines[name]
+                for name in ("progress.csv", "0.monitor.csv"))
         except (OSError, ValueError):
             pass
         time.sleep(0.05)
@@ -915,3 +916,41 @@ def test_the_last_evaluation_scores_the_saved_final_model(tmp_path, monkeypatch)
     with zipfile.ZipFile(tmp_path / "run" / "model.zip") as model:
         saved = json.loads(model.read("data"))["_n_updates"]
     assert seen[-1] == saved > seen[0]  # the last one after the last rollout's update
+
+
+def test_a_run_killed_again_after_resuming_keeps_whole_logs_of_each_step_once(tmp_path,
+                                                                               monkeypatch):
+    """Reviewed: the logs were cut back by bytes (SB3 rewrites progress.csv whole when a key
+    first appears, after which a byte offset falls inside a row), and not at all after a
+    second kill (the sizes were dropped at the resumption, and an interruption recorded
+    none). Evaluations every 32 steps come before the first rollout's dump (64 steps)."""
+    import csv
+
+    from agents.rl.callbacks import EpisodeOutcomeCallback
+
+    out = tmp_path / "run"
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=384, n_envs=1)
+                                    or o["eval"].update(frequency=32, budgets=[1.0])))
+    _interrupt_at(monkeypatch, 100)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, progress=False)
+    original = EpisodeOutcomeCallback._on_step
+    for lost_at in (150, 215):  # killed twice (its status left running), each after logging
+        def lost(self, at=lost_at):
+            if self.num_timesteps >= at:
+                raise RuntimeError("lost")
+            return original(self)
+        monkeypatch.setattr(EpisodeOutcomeCallback, "_on_step", lost)
+        with pytest.raises(RuntimeError):
+            train(config, out, progress=False)
+        assert json.loads((out / "run.json").read_text())["status"] == "running"
+    monkeypatch.undo()
+    result = train(config, out, progress=False)
+    with (out / "progress.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    logged = [int(row["time/total_timesteps"]) for row in rows]  # every row whole
+    assert logged == sorted(logged) and logged[-1] == result.steps
+    episodes = (out / "0.monitor.csv").read_text().splitlines()[2:]
+    assert sum(int(line.split(",")[1]) for line in episodes) <= result.steps
+    steps = [line["step"] for line in read_jsonl(out / "evaluations.jsonl")]
+    assert steps == sorted(set(steps))

@@ -231,8 +231,8 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
               "validation_problems": list(val_env.unwrapped.problems),
               "env": {"optimizer": base.optimizer, "cost_penalty": base.cost_penalty,
                       "dataset_sha256": dataset.metadata.get("sha256") if dataset else None}}
-    tolerance = getattr(base.backend, "tolerance", None)
-    if tolerance is not None:  # the default's logs, written before it was, say none
+    tolerance = _logged_tolerance(getattr(base.backend, "tolerance", None))
+    if tolerance is not None:
         header["env"]["tolerance"] = tolerance
     if started_from is not None:
         header["started_from"] = started_from
@@ -452,6 +452,22 @@ def _line_problem(line) -> str | None:
     except TreeFormatError as e:
         return f"its kept edit is not an edit: {e}"
     return None
+
+
+def _logged_tolerance(tolerance) -> dict | None:
+    """An environment's tolerance as a log records it: by value (0.01 is 1e-2), as JSON
+    reads it back; None for the default's, which the logs written before the tolerance was
+    recorded say by saying none."""
+    if tolerance is None:
+        return None
+    from autoprofiler_env.harness.tolerance import DEFAULT, resolve
+
+    def value(t):
+        return {"atol": t.atol, "rtol": t.rtol,
+                **({"per_dtype": {k: list(v) for k, v in sorted(t.per_dtype.items())}}
+                   if t.per_dtype else {})}
+    logged = value(resolve(tolerance))
+    return None if logged == value(resolve(DEFAULT)) else logged
 
 
 def _resume(log, header: dict, vocab) -> list[dict]:

@@ -368,6 +368,7 @@ class ProfilingEnv(gym.Env):
                 raise ProblemNotFoundError(missing[0], f"not a problem URI of the live "
                                            f"backend{more}", f"give URIs: {_some(known)}")
         self.problems = list(problems) if problems is not None else self.backend.problems(split)
+        self._named = problems is not None  # the problems= list, not a split
         if not self.problems:
             from autoprofiler_env.problems.loaders import SPLITS
 
@@ -450,6 +451,8 @@ class ProfilingEnv(gym.Env):
                     "it, tolerance='kernelbench'")
         record = dataset.content.problems.get(uri)
         if record is not None:
+            if self._named:
+                return "not in the problems= list this environment was made with"
             if uri not in self.backend.problems(None):
                 return (f"the candidates of the optimizer {self.optimizer!r} are not "
                         "recorded for it")
