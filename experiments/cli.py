@@ -710,17 +710,16 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
             "command": "learn-tree", "budgets": sorted(budgets), "proposer": args.proposer,
             "seed": args.seed, "rounds": args.rounds, "dataset": args.dataset,
             "optimizer": args.optimizer, "tolerance": tolerance, "start": args.start,
-            "proposals": args.proposals,
-            "margin": args.margin, "patience": args.patience, "cost_penalty": args.cost_penalty,
+            "proposals": args.proposals, "margin": args.margin, "patience": args.patience,
+            "cost_penalty": args.cost_penalty,
             "versions": versions()}, name=f"{args.proposer}-seed{args.seed}") if args.wandb \
             else None
         with finishing(run):
             tree, results = _checked_input(
                 learn_tree, sorted(budgets), proposer, Path(args.out), rounds=args.rounds,
                 dataset=args.dataset, optimizer=args.optimizer, tolerance=tolerance,
-                start=args.start,
-                proposals=args.proposals, margin=args.margin, patience=args.patience,
-                cost_penalty=args.cost_penalty, wandb_run=run,
+                start=args.start, proposals=args.proposals, margin=args.margin,
+                patience=args.patience, cost_penalty=args.cost_penalty, wandb_run=run,
                 command=["autoprofiler", *sys.argv[1:]])
     from agents.tree.render import export_text
 
