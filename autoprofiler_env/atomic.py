@@ -12,7 +12,7 @@ from pathlib import Path
 
 LOCK_FILE = ".lock"
 """The file in an output folder that its writer holds locked (:func:`one_writer`)."""
-_HELD: dict[str, list] = {}  # held folders by real path: [thread, times, locked, command]
+_HELD: dict[str, tuple] = {}  # held folders by real path: (thread, locked, command)
 _HELD_LOCK = threading.Lock()
 
 
@@ -68,24 +68,18 @@ def one_writer(folder: Path, command: str) -> Iterator[Path]:
     key, me = os.path.realpath(folder), threading.get_ident()
     with _HELD_LOCK:
         held = _HELD.get(key)
-        if held is not None and held[0] == me:
-            held[1] += 1
-    if held is not None:
+    if held is not None:  # the outermost hold lets go of it
         if held[0] != me:
             raise FolderBusyError(f"{folder} is being written by another thread of this "
-                                  f"process ({held[3]}): wait for it to end, or give another "
+                                  f"process ({held[2]}): wait for it to end, or give another "
                                   "--out")
-        try:
-            yield folder
-        finally:
-            with _HELD_LOCK:
-                held[1] -= 1
+        yield folder
         return
     made = _missing_ancestors(folder)
     folder.mkdir(parents=True, exist_ok=True)
     fd, locked = _locked(folder, command)
     with _HELD_LOCK:
-        _HELD[key] = [me, 1, locked, command]
+        _HELD[key] = (me, locked, command)
     try:
         yield folder
     finally:
@@ -106,7 +100,7 @@ def holds(folder: Path) -> bool:
     """Whether this thread holds ``folder`` with a lock (:func:`one_writer`): then a run that
     its files say is running is one whose process was killed."""
     held = _HELD.get(os.path.realpath(folder))
-    return held is not None and held[0] == threading.get_ident() and held[2]
+    return held is not None and held[0] == threading.get_ident() and held[1]
 
 
 def _missing_ancestors(folder: Path) -> list[Path]:
