@@ -472,6 +472,8 @@ def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str
     given as, None for the default), other make kwargs that bear on the observation or the
     reward (:data:`BEARING`). The benchmark and the experiment warn them: the policy's rows
     then measure how it transfers."""
+    from autoprofiler_env.dataset.format import same_content
+
     messages = []
     backend_dataset = getattr(env.unwrapped.backend, "dataset", None)
     sha256 = backend_dataset.metadata.get("sha256") if backend_dataset is not None else None
@@ -481,7 +483,8 @@ def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str
                         f"({Path.cwd()}) to compare with this one ({dataset or 'the default'}): "
                         "if it is another, its rows measure how it transfers (run from the "
                         "folder the zoo ran in, where a relative path names it)")
-    if entry.learned_on is not None and sha256 is not None and entry.learned_on != sha256:
+    if entry.learned_on is not None and sha256 is not None and not same_content(
+            backend_dataset.metadata, entry.learned_on):
         messages.append(f"{entry.name} was learned on another dataset (sha256 "
                         f"{entry.learned_on[:12]}...) than this one "
                         f"({dataset or 'the default'}, sha256 {sha256[:12]}...): another "

@@ -271,15 +271,17 @@ def check_resumable(out: Path, run: dict, config: TrainConfig, seed: int | None)
                           f"{json.dumps(new)} now, the run's is {json.dumps(old)}: {tail}")
 
 
-def _check_same_environment(out: Path, run: dict, dataset_sha256, kwargs: dict) -> None:
+def _check_same_environment(out: Path, run: dict, dataset: dict, kwargs: dict) -> None:
     """A :class:`ConfigError` where the environment a run resumes on is not the one it was
-    trained on: another dataset (its sha256), other ``make`` kwargs (the registered
-    defaults changed)."""
+    trained on: another dataset (its sha256, or an earlier file of its content: ``dataset``
+    is its metadata), other ``make`` kwargs (the registered defaults changed)."""
+    from autoprofiler_env.dataset.format import same_content
+
     head = f"{out}: cannot resume {stopped_run(run)}"
-    if run.get("dataset_sha256") != dataset_sha256:
+    if not same_content(dataset, run.get("dataset_sha256")):
         raise ConfigError(f"{head}: it was trained on the dataset of sha256 "
                           f"{run.get('dataset_sha256')}, the environment's now is "
-                          f"{dataset_sha256}: resume it with the run's dataset, or give "
+                          f"{dataset.get('sha256')}: resume it with the run's dataset, or give "
                           "another --out to train anew")
     found = _first_difference(_as_json(run.get("env_kwargs")), _as_json(kwargs))
     if found is not None:
@@ -615,7 +617,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
     kwargs = dict(gym.spec(ENV_ID.split(":")[1]).kwargs) | env_kwargs(config)
     try:
         if previous is not None:
-            _check_same_environment(out, previous, dataset_sha256, kwargs)
+            _check_same_environment(out, previous, base.backend.dataset.metadata, kwargs)
         # the monitor files at the top of the run directory, where SB3's load_results and
         # the zoo's plot_train look for them; a run interrupted when they were in monitor/
         # (before this layout) resumes appending to them there

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autoprofiler_env.dataset import SCHEMA, Dataset, DatasetFile
-from autoprofiler_env.dataset.format import pack, unpack_document
+from autoprofiler_env.dataset.format import PACKED_KERNEL, pack, unpack_document
 from autoprofiler_env.dataset.build import build_from_folders, kept_metrics
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.jsonlines import read_jsonl
@@ -204,11 +204,14 @@ def test_dataset_info_on_a_corrupted_file_exits_2_with_one_line(saved, tmp_path)
 
 
 def _set(path):
-    """A mutation setting the value at ``path`` (keys and indices below a problem record)."""
+    """A mutation setting the value at ``path`` (keys and indices below a problem record; a
+    packed kernel's field by its name)."""
     def apply(record, value):
         for key in path[:-1]:
             record = record[key]
-        record[path[-1]] = value
+        key = path[-1]
+        record[PACKED_KERNEL.index(key) if type(key) is str and type(record) is list
+               else key] = value
     return apply
 
 
@@ -668,7 +671,7 @@ def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimize
     content, _ = two_optimizers
     content.save(tmp_path / "v3.json.gz")
     header, body = _read(tmp_path / "v3.json.gz")
-    assert header["schema"] == SCHEMA == "autoprofiler-dataset/6"
+    assert header["schema"] == SCHEMA == "autoprofiler-dataset/7"
     v2 = _as_schema_2(unpack_document(body))
     relu = next(r for r in v2["problems"] if r["uri"] == RELU)
     relu["outcomes"] = dict(reversed(relu["outcomes"].items()))  # the order stored is kept
@@ -695,10 +698,11 @@ def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimize
     _resealed(tmp_path / "bare.json.gz", v2, schema="autoprofiler-dataset/2")
     bare = DatasetFile.load(tmp_path / "bare.json.gz").problems[RELU]
     assert bare.outcomes == {} and bare.transformations == ()
-    for other in ("autoprofiler-dataset/7", "autoprofiler-dataset/1", None):
+    for other in ("autoprofiler-dataset/8", "autoprofiler-dataset/1", None):
         _resealed(tmp_path / "other.json.gz", body, schema=other)
         with pytest.raises(DatasetError, match=f"has schema {other!r}; this version reads "
-                           "'autoprofiler-dataset/6' \\(and 'autoprofiler-dataset/5', "
+                           "'autoprofiler-dataset/7' \\(and 'autoprofiler-dataset/6', "
+                           "'autoprofiler-dataset/5', "
                            "'autoprofiler-dataset/4', 'autoprofiler-dataset/3', "
                            "'autoprofiler-dataset/2'\\)"):
             DatasetFile.load(tmp_path / "other.json.gz")
@@ -706,12 +710,13 @@ def test_a_schema_2_file_is_checked_as_stored_and_converted_on_load(two_optimize
 
 def test_a_schema_4_file_with_units_per_kernel_loads_as_schema_5(two_optimizers, tmp_path):
     """Schema 4 held each metric's unit on every kernel (a quarter of a KernelBench file);
-    schema 5 holds them once per profile. A schema-4 file (the suite's shipped one) loads with
+    schema 5 holds them once per profile. A schema-4 file (the suite's shipped one until
+    2026-12-06, upgraded since: its units as loaded are checked below) loads with
     the same content; its units land on the profile, each kernel's metrics keeping theirs."""
     content, _ = two_optimizers
     content.save(tmp_path / "v6.json.gz")
     header, body = _read(tmp_path / "v6.json.gz")
-    assert header["schema"] == SCHEMA == "autoprofiler-dataset/6"
+    assert header["schema"] == SCHEMA == "autoprofiler-dataset/7"
     body = unpack_document(body)  # as schema 5 held its records
     profiles = [p for r in body["problems"] for p in r["profiles"].values()]
     assert profiles and all(p["units"] for p in profiles)  # ncu gives most metrics a unit
@@ -723,10 +728,10 @@ def test_a_schema_4_file_with_units_per_kernel_loads_as_schema_5(two_optimizers,
     _resealed(tmp_path / "v4.json.gz", body, schema="autoprofiler-dataset/4")
     assert DatasetFile.load(tmp_path / "v4.json.gz").problems == content.problems
     # the same body labelled schema 5 is refused, not loaded without its units
-    _resealed(tmp_path / "mislabelled.json.gz", body)
-    with pytest.raises(DatasetError, match=r"kernels\[0\]'s keys are .*'units'"):
+    _resealed(tmp_path / "mislabelled.json.gz", body, schema="autoprofiler-dataset/5")
+    with pytest.raises(DatasetError, match=r"kernel's keys are .*'units'"):
         DatasetFile.load(tmp_path / "mislabelled.json.gz")
-    shipped = Dataset.load("suite")  # schema 4 as committed, until it is built again
+    shipped = Dataset.load("suite")  # schema 4 until 2026-12-06, then upgraded
     record = shipped.record(RELU)
     assert record.profiles["SpeedOfLight"].units["gpu__time_duration.sum"] == "ns"
     assert record.profiles["MemoryWorkloadAnalysis"].units["dram__bytes.sum.per_second"] == (
@@ -813,25 +818,28 @@ def test_candidates_option_errors(values, says, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def suite_part():
-    """The shipped suite's document cut to four problems (two of train, two of test), as
-    this version writes it (:data:`SCHEMA`): small enough to damage, seal again and load in a
-    test."""
-    from autoprofiler_env.dataset.format import _upgrade
+    """The shipped suite's document cut to four problems (two of train, two of test), its
+    records as schema 5 holds them (each kernel whole: what a test damages, and
+    :func:`_resealed` packs as this version writes it): small enough to damage, seal again and
+    load in a test. Not the shipped content: no ``same_content_as``."""
     from autoprofiler_env.dataset.names import SHIPPED
 
     header, body = _read(SHIPPED["suite"].path)
-    body["problems"] = [_upgrade(r, header["schema"]) for r in
-                        [r for r in body["problems"] if r["split"] == "train"][:2]
-                        + [r for r in body["problems"] if r["split"] == "test"][:2]]
+    assert header["schema"] == SCHEMA, "the shipped suite as this version writes it"
+    body = unpack_document(body)
+    body["problems"] = ([r for r in body["problems"] if r["split"] == "train"][:2]
+                        + [r for r in body["problems"] if r["split"] == "test"][:2])
+    body["metadata"].pop("same_content_as", None)
     return json.dumps(body)
 
 
-def _damaged(suite_part, tmp_path, damage, name="damaged"):
-    """A copy of ``suite_part`` with ``damage(body)`` done, its checksum matching."""
+def _damaged(suite_part, tmp_path, damage, name="damaged", schema=SCHEMA):
+    """A copy of ``suite_part`` with ``damage(body)`` done (to its records as schema 5 has
+    them), its checksum matching, in ``schema``."""
     body = json.loads(suite_part)
     damage(body)
     path = tmp_path / f"{name}.json.gz"
-    _resealed(path, body)
+    _resealed(path, body, schema=schema)
     return path
 
 
@@ -1032,12 +1040,16 @@ def _first_metric(body, value):
     (None, "is None, not a finite number or a string"),
     ("abc", "is 'abc': a metric is a number in every kernel or a string in every kernel"),
 ])
-def test_a_kernel_metric_that_is_not_ncus_value_is_refused(suite_part, tmp_path, value, says):
+@pytest.mark.parametrize("schema", [SCHEMA, "autoprofiler-dataset/5"])
+def test_a_kernel_metric_that_is_not_ncus_value_is_refused(suite_part, tmp_path, value, says,
+                                                           schema):
     """Every metric set to NaN loaded, and every profile-driven agent silently scored as no
     profile (a reviewer's run); a number replaced by a string, which the optimizer cannot
-    read, loaded too."""
+    read, loaded too. Schema 7 checks its table of values, and says a bad one where the
+    first kernel holding it is; schema 5 each kernel's values."""
     uri = json.loads(suite_part)["problems"][0]["uri"]
-    path = _damaged(suite_part, tmp_path, lambda body: _first_metric(body, value))
+    path = _damaged(suite_part, tmp_path, lambda body: _first_metric(body, value),
+                    schema=schema)
     message = _refused(path, says)
     assert ".kernels[" in message and "].metrics[" in message and uri in message
 
@@ -1066,12 +1078,13 @@ def _as_ints(body, names):
     ((1.7e308, 1.7e308), False, None),  # finite, though their sum is not: loads
     ((10 ** 300, -10 ** 300), True, None),
 ])
+@pytest.mark.parametrize("schema", [SCHEMA, "autoprofiler-dataset/5"])
 def test_a_kernel_like_one_checked_before_is_checked_value_by_value_where_its_sum_says(
-        suite_part, tmp_path, values, ints, says):
+        suite_part, tmp_path, values, ints, says, schema):
     """A kernel whose metrics have the names and types of a kernel checked before has only
-    its numbers' ``math.fsum`` checked: a NaN, an infinity, an int beyond a float's range
-    (or two that cancel) are still refused with their place, and finite values whose sum
-    overflows still load."""
+    its numbers' ``math.fsum`` checked (schema 5; schema 7 sums its table of values once): a
+    NaN, an infinity, an int beyond a float's range (or two that cancel) are still refused
+    with their place, and finite values whose sum overflows still load."""
     def damage(body):
         kernel, first, second = _last_kernel(body)
         if ints:
@@ -1086,7 +1099,7 @@ def test_a_kernel_like_one_checked_before_is_checked_value_by_value_where_its_su
     assert sum((list(k["metrics"]), [type(v) for v in k["metrics"].values()]) == signature
                for r in body["problems"] for p in r["profiles"].values()
                for k in p["kernels"]) > 1  # its signature is checked before it: the fast path
-    path = _damaged(suite_part, tmp_path, damage)
+    path = _damaged(suite_part, tmp_path, damage, schema=schema)
     if says is None:
         DatasetFile.load(path)
     else:
@@ -1094,26 +1107,27 @@ def test_a_kernel_like_one_checked_before_is_checked_value_by_value_where_its_su
         assert "].kernels[" in message and "].metrics[" in message
 
 
-def test_schema_6_holds_each_repeated_string_once_and_a_schema_5_file_still_loads(
+def test_schema_7_holds_each_repeated_string_once_and_a_schema_5_file_still_loads(
         suite_part, tmp_path):
     """Schema 5 held every kernel's metric names, header labels and units, findings' texts
     and name in full: 70% of the KernelBench file's JSON (3.80 MB gzipped for 179 problems,
-    1.98 MB in schema 6, read in about 1.1 s instead of 1.35 s here). Schema 6 holds each
-    once, in the document's tables; a schema-5 file loads with the same content."""
+    1.98 MB in schema 6). Schema 6 held each once, in the document's tables, schema 7 its
+    metric values, header rows and findings too; a schema-5 file loads with the same
+    content."""
     five = json.loads(suite_part)
     _resealed(tmp_path / "v5.json.gz", five, schema="autoprofiler-dataset/5")
     content = DatasetFile.load(tmp_path / "v5.json.gz")
-    content.save(tmp_path / "v6.json.gz")
-    loaded = DatasetFile.load(tmp_path / "v6.json.gz")
+    content.save(tmp_path / "v7.json.gz")
+    loaded = DatasetFile.load(tmp_path / "v7.json.gz")
     assert loaded.problems == content.problems
     assert [list(k.metrics) for r in loaded.problems.values() for p in r.profiles.values()
             for k in p.kernels] == [list(k.metrics) for r in content.problems.values()
                                     for p in r.profiles.values() for k in p.kernels]  # order
-    header, body = _read(tmp_path / "v6.json.gz")
+    header, body = _read(tmp_path / "v7.json.gz")
     assert header["schema"] == SCHEMA and set(body["strings"]) >= {
         k.name for r in content.problems.values() for p in r.profiles.values()
         for k in p.kernels}
-    document = gzip.decompress((tmp_path / "v6.json.gz").read_bytes())
+    document = gzip.decompress((tmp_path / "v7.json.gz").read_bytes())
     name = next(iter(content.problems.values())).profiles["SpeedOfLight"].kernels[0].name
     metric = next(iter(next(iter(content.problems.values())).profiles["SpeedOfLight"]
                        .kernels[0].metrics))
@@ -1128,14 +1142,54 @@ def test_schema_6_holds_each_repeated_string_once_and_a_schema_5_file_still_load
         [r.to_dict() for r in content.problems.values()]))
 
 
+def _as_schema_6(body):
+    """A schema-7 document as schema 6 had it: each kernel a mapping, holding its metric
+    values, header rows and findings, and no tables of them."""
+    values, rows, findings = (body.pop(table) for table in ("values", "rows", "findings"))
+    for record in body["problems"]:
+        for profile in record["profiles"].values():
+            profile["kernels"] = [{
+                "id": k[0], "name": k[1], "block": k[2], "grid": k[3], "duration_ns": k[4],
+                "passes": k[5], "metrics": [k[6], [values[i] for i in k[7]]],
+                "displayed": [rows[i] for i in k[8]],
+                "findings": [findings[i] for i in k[9]]} for k in profile["kernels"]]
+    return body
+
+
+def test_a_schema_6_file_loads_with_the_same_content(suite_part, tmp_path):
+    """Schema 6 (the shipped files until 2026-12-06) held each kernel's values, rows and
+    findings in it; such a file loads as it did, checked as schema 7 is, and a damaged one
+    is refused."""
+    _resealed(tmp_path / "v7.json.gz", json.loads(suite_part))
+    seven = DatasetFile.load(tmp_path / "v7.json.gz")
+    body = _as_schema_6(_read(tmp_path / "v7.json.gz")[1])
+    _resealed(tmp_path / "v6.json.gz", body, schema="autoprofiler-dataset/6")
+    six = DatasetFile.load(tmp_path / "v6.json.gz")
+    assert six.problems == seven.problems and six.sections == seven.sections
+    rows = [x for r in six.problems.values() for p in r.profiles.values() for k in p.kernels
+            for x in k.displayed]
+    assert len({id(x) for x in rows}) == len(set(rows)) < len(rows)  # one object each
+    kernel = next(iter(body["problems"][0]["profiles"].values()))["kernels"][0]
+    kernel["displayed"] = [[0, 3.2]]
+    _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
+    _refused(tmp_path / "bad.json.gz", "rows[")
+    kernel["displayed"] = [[0, ["1"]]]  # unhashable
+    _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
+    _refused(tmp_path / "bad.json.gz", "].kernels[0] is not a kernel as schema 6 packs it")
+    kernel["metrics"] = [kernel["metrics"][0], [math.nan] * len(kernel["metrics"][1])]
+    kernel["displayed"] = []
+    _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
+    _refused(tmp_path / "bad.json.gz", "is nan, not a finite number or a string")
+
+
 @pytest.mark.parametrize("part, value, says", [
     ("displayed", 3.2, "].displayed[0].value is 3.2, not a string (ncu's text)"),
     ("findings", "12%", "].findings[0].speedup_pct is '12%', not null or a finite number >= 0"),
 ])
 def test_an_older_schemas_header_row_or_finding_of_a_wrong_value_is_refused(
         suite_part, tmp_path, part, value, says):
-    """Schema 6 checks each distinct row as it builds it; a schema-5 file's rows are checked
-    one by one (such a file loaded, and saving it wrote a file this version refused)."""
+    """Schema 7 checks each distinct row once, in its table; a schema-5 file's rows are
+    checked one by one (such a file loaded, and saving it wrote a file this version refused)."""
     body = json.loads(suite_part)
     kernel = next(k for p in body["problems"][0]["profiles"].values() for k in p["kernels"]
                   if k["displayed"] and k["findings"])
@@ -1144,71 +1198,77 @@ def test_an_older_schemas_header_row_or_finding_of_a_wrong_value_is_refused(
     _refused(tmp_path / "v5.json.gz", says, body["problems"][0]["uri"])
 
 
-def test_a_schema_6_load_builds_each_distinct_header_row_and_finding_once(suite_part,
-                                                                         tmp_path):
-    """A KernelBench file's 174k header rows are 59k distinct ones, its 24k findings 14k:
-    the load builds one frozen record for each distinct one (building them was a quarter of
-    the load's time) and the records equal those of a schema-5 file's load."""
+def test_a_schema_7_load_builds_each_distinct_value_header_row_and_finding_once(suite_part,
+                                                                              tmp_path):
+    """A KernelBench file's 1.05 million metric values are 37k distinct ones, its 174k header
+    rows 59k, its 24k findings 14k: the load builds each distinct one once (one object, shared
+    by the kernels that hold it) and the records equal those of a schema-5 file's load."""
     _resealed(tmp_path / "v5.json.gz", json.loads(suite_part), schema="autoprofiler-dataset/5")
-    DatasetFile.load(tmp_path / "v5.json.gz").save(tmp_path / "v6.json.gz")
-    five, six = (DatasetFile.load(tmp_path / f"v{n}.json.gz") for n in (5, 6))
-    assert six.problems == five.problems
+    DatasetFile.load(tmp_path / "v5.json.gz").save(tmp_path / "v7.json.gz")
+    five, seven = (DatasetFile.load(tmp_path / f"v{n}.json.gz") for n in (5, 7))
+    assert seven.problems == five.problems
+    kernels = [k for r in seven.problems.values() for p in r.profiles.values()
+               for k in p.kernels]
     for part in ("displayed", "findings"):
-        rows = [x for r in six.problems.values() for p in r.profiles.values()
-                for k in p.kernels for x in getattr(k, part)]
+        rows = [x for k in kernels for x in getattr(k, part)]
         assert len({id(x) for x in rows}) == len(set(rows)) < len(rows)
-        assert all(type(getattr(k, part)) is tuple for r in six.problems.values()
-                   for p in r.profiles.values() for k in p.kernels)
+        assert all(type(getattr(k, part)) is tuple for k in kernels)
+    numbers = [v for k in kernels for v in k.metrics.values() if type(v) is float]
+    assert len({id(v) for v in numbers}) == len(set(numbers)) < len(numbers)
+    five_numbers = [v for r in five.problems.values() for p in r.profiles.values()
+                    for k in p.kernels for v in k.metrics.values() if type(v) is float]
+    assert five_numbers == numbers and len({id(v) for v in five_numbers}) > len(set(numbers))
 
 
 def _packed_kernel(body):
-    """The first problem's first profiled kernel of a packed body."""
+    """The first problem's first profiled kernel of a packed body: a list of its fields."""
     return next(iter(body["problems"][0]["profiles"].values()))["kernels"][0]
 
 
+def _field(name):
+    """A packed kernel's field's place in its list."""
+    return PACKED_KERNEL.index(name)
+
+
+NAME, SHAPE, VALUES, ROWS, FINDINGS = map(_field, ("name", "shape", "values", "rows",
+                                                   "findings"))
+
+
 @pytest.mark.parametrize("damage, says", [
-    (lambda b: _packed_kernel(b).update(name=len(b["strings"])),
-     "].kernels[0] refers to {n}, which no entry of the document's tables is"),
-    (lambda b: _packed_kernel(b).update(name=-1),
+    (lambda b: _packed_kernel(b).__setitem__(NAME, len(b["strings"])),
+     "].kernels[0] refers to {strings}, which no entry of the document's tables is"),
+    (lambda b: _packed_kernel(b).__setitem__(NAME, -1),
      "].kernels[0] refers to -1, which no entry of the document's tables is"),
-    (lambda b: _packed_kernel(b)["displayed"][0].__setitem__(0, "SpeedOfLight"),
+    (lambda b: _packed_kernel(b).__setitem__(SHAPE, len(b["metric_names"])),
+     "].kernels[0] refers to {shapes}, which no entry of the document's tables is"),
+    (lambda b: _packed_kernel(b)[VALUES].__setitem__(0, len(b["values"])),
+     "].kernels[0] refers to {values}, which no entry of the document's tables is"),
+    (lambda b: _packed_kernel(b)[VALUES].__setitem__(0, -1),  # the last value, in a list
+     "].kernels[0] refers to -1, which no entry of the document's tables is"),
+    (lambda b: _packed_kernel(b).__setitem__(ROWS, [len(b["rows"])]),
+     "].kernels[0] refers to {rows}, which no entry of the document's tables is"),
+    (lambda b: _packed_kernel(b).__setitem__(FINDINGS, [-1]),
+     "].kernels[0] refers to -1, which no entry of the document's tables is"),
+    (lambda b: _packed_kernel(b)[ROWS].append("SpeedOfLight"),
      "].kernels[0] refers to an entry of the document's tables by 'SpeedOfLight', not an "
      "integer"),
-    (lambda b: _packed_kernel(b)["metrics"][1].pop(),
-     "].kernels[0].metrics holds "),
-    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0]]),
-     "].kernels[0] is not a kernel as schema 6 packs it (not enough values to unpack"),
-    (lambda b: _packed_kernel(b).update(displayed=[[[0], "1"]]),
-     "].kernels[0] refers to an entry of the document's tables by [0], not an integer"),
-    (lambda b: _packed_kernel(b).update(name=True),  # would read strings[1]
+    (lambda b: _packed_kernel(b).__setitem__(NAME, True),  # would read strings[1]
      "].kernels[0] refers to an entry of the document's tables by True, not an integer"),
-    (lambda b: _packed_kernel(b).update(findings=[[0.0, 0, 0, 0, None, None]]),
+    (lambda b: _packed_kernel(b)[VALUES].__setitem__(0, 0.0),
      "].kernels[0] refers to an entry of the document's tables by 0.0, not an integer"),
-    (lambda b: _packed_kernel(b).pop("name"), "].kernels[0]'s keys are ['block', "),
+    (lambda b: _packed_kernel(b).__setitem__(FINDINGS, [[0, 0, 0]]),  # schema 6's rows
+     "].kernels[0] refers to an entry of the document's tables by [0, 0, 0], not an integer"),
+    (lambda b: _packed_kernel(b)[VALUES].pop(),  # every name after it would shift
+     "].kernels[0] has {short} metric values, not the {long} of metric_names["),
+    (lambda b: _packed_kernel(b).__setitem__(ROWS, 5),
+     "].kernels[0] is not a kernel as schema 7 packs it: its values, rows and findings are "
+     "lists of indices"),
+    (lambda b: _packed_kernel(b).pop(),
+     "].kernels[0] is [1, 0, "),  # its ID, then its name's index
     (lambda b: next(iter(b["problems"][0]["profiles"].values()))["kernels"].__setitem__(
-        0, [0, "k"]),  # was an AttributeError without its place
-     "].kernels[0] is [0, 'k'], not a kernel as schema 6 packs it (a mapping)"),
-    (lambda b: _packed_kernel(b).update(displayed=[[]]),  # was an IndexError, not said
-     "].kernels[0] is not a kernel as schema 6 packs it (list index out of range)"),
-    (lambda b: _packed_kernel(b).update(displayed=[[0, ["1"]]]),  # unhashable: said
-     "].kernels[0] is not a kernel as schema 6 packs it (a header's value is ['1'], not a "
-     "string (ncu's text))"),
-    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, None, None, 1]]),
-     "].kernels[0] is not a kernel as schema 6 packs it (too many values to unpack"),
-    (lambda b: _packed_kernel(b).update(displayed=[[0, 3.2]]),
-     "].kernels[0] is not a kernel as schema 6 packs it (a header's value is 3.2, not a "
-     "string (ncu's text))"),
-    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", {"pct": 5}]]),
-     "(a finding's speedup_pct is {{'pct': 5}}, not null or a finite number >= 0)"),
-    (lambda b: _packed_kernel(b).update(  # True == 1: not the row of 1 seen before
-        findings=[[0, 0, 0, 0, "global", 1], [0, 0, 0, 0, "global", True]]),
-     "(a finding's speedup_pct is True, not null or a finite number >= 0)"),
-    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", "12%"]]),
-     "(a finding's speedup_pct is '12%', not null or a finite number >= 0)"),
-    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, "global", True]]),
-     "(a finding's speedup_pct is True, not null or a finite number >= 0)"),
-    (lambda b: _packed_kernel(b).update(findings=[[0, 0, 0, 0, 1, 5.0]]),
-     "(a finding's speedup_type is 1, not null or a string)"),
+        0, {"id": 0, "name": 0}),  # schema 6's mapping
+     "].kernels[0] is {{'id': 0, 'name': 0}}, not a kernel as schema 7 packs it (a list of its "
+     "10 fields: id, name, block, grid, duration_ns, passes, shape, values, rows, findings)"),
 ])
 def test_a_kernel_naming_what_its_tables_do_not_hold_is_refused(suite_part, tmp_path, damage,
                                                                says):
@@ -1217,22 +1277,77 @@ def test_a_kernel_naming_what_its_tables_do_not_hold_is_refused(suite_part, tmp_
     naming the problem and the kernel, never another kernel's data."""
     body = pack(json.loads(suite_part))
     uri = body["problems"][0]["uri"]
+    kernel = _packed_kernel(body)
+    long = len(body["metric_names"][kernel[SHAPE]])
     damage(body)
     path = tmp_path / "damaged.json.gz"
     _resealed(path, body)
-    message = _refused(path, says.format(n=len(body["strings"])), uri)
+    message = _refused(path, says.format(
+        strings=len(body["strings"]), shapes=len(body["metric_names"]),
+        values=len(body["values"]), rows=len(body["rows"]), short=long - 1, long=long), uri)
     assert "profiles[" in message
 
 
-@pytest.mark.parametrize("table, value", [("strings", "abc"), ("metric_names", [["a", 1]]),
-                                          ("metric_names", [["a", "b", "a"]]),  # a value lost
-                                          ("headers", [["SpeedOfLight", "Duration"]])])
-def test_a_schema_6_table_that_is_not_what_it_holds_is_refused(suite_part, tmp_path, table,
-                                                              value):
+def _first_finding(body):
+    assert body["findings"], "the suite's part has findings"
+    return body["findings"][0]
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda b: b.__setitem__("strings", "abc"), "strings is 'abc', not a list of strings"),
+    (lambda b: b.__setitem__("metric_names", [["a", 1]]), "metric_names is "),
+    (lambda b: b.__setitem__("metric_names", [["a", "b", "a"]]),  # a value would be lost
+     "metric_names is "),
+    (lambda b: b.__setitem__("headers", [["SpeedOfLight", "Duration"]]), "headers is "),
+    (lambda b: b.__setitem__("values", {"0": 1.0}), "values is \"{{'0': 1.0}}\", not a list"),
+    (lambda b: b.__setitem__("rows", None), "rows is 'None', not a list"),
+    (lambda b: b["rows"][0].__setitem__(1, 3.2),
+     "rows[0]: a header's value is 3.2, not a string (ncu's text)"),
+    (lambda b: b["rows"][0].__setitem__(1, ["1"]),
+     "rows[0]: a header's value is ['1'], not a string (ncu's text)"),
+    (lambda b: b["rows"][0].__setitem__(0, len(b["headers"])),
+     "rows[0] is [{headers}, "),
+    (lambda b: b["rows"][0].__setitem__(0, True), "rows[0] is [True, "),
+    (lambda b: b["rows"].__setitem__(0, []), "rows[0] is [], not a [header, value] row"),
+    (lambda b: _first_finding(b).__setitem__(5, {"pct": 5}),
+     "findings[0]: a finding's speedup_pct is {{'pct': 5}}, not null or a finite number >= 0"),
+    (lambda b: _first_finding(b).__setitem__(5, True),
+     "findings[0]: a finding's speedup_pct is True, not null or a finite number >= 0"),
+    (lambda b: _first_finding(b).__setitem__(5, "12%"),
+     "findings[0]: a finding's speedup_pct is '12%', not null or a finite number >= 0"),
+    (lambda b: _first_finding(b).__setitem__(5, -3.0),
+     "findings[0]: a finding's speedup_pct is -3.0, not null or a finite number >= 0"),
+    (lambda b: _first_finding(b).__setitem__(5, 10 ** 400),
+     "findings[0]: a finding's speedup_pct is 1000"),
+    (lambda b: _first_finding(b).__setitem__(4, 1),
+     "findings[0]: a finding's speedup_type is 1, not null or a string"),
+    (lambda b: b["findings"].__setitem__(0, [0, 0, 0]), "findings[0] is [0, 0, 0], not a "),
+    (lambda b: _first_finding(b).__setitem__(0, -1), "findings[0] is [-1, "),
+    (lambda b: _first_finding(b).__setitem__(3, len(b["strings"])),
+     "(the first four: indices of strings' {strings})"),
+])
+def test_a_table_that_is_not_what_it_holds_is_refused(suite_part, tmp_path, damage, says):
+    """Each distinct header row and finding is checked once, in its table, whether a kernel
+    refers to it or not."""
     body = pack(json.loads(suite_part))
-    body[table] = value
+    damage(body)
     _resealed(tmp_path / "bad.json.gz", body)
-    _refused(tmp_path / "bad.json.gz", f"{table} is ")
+    _refused(tmp_path / "bad.json.gz", says.format(headers=len(body["headers"]),
+                                                   strings=len(body["strings"])))
+
+
+def test_a_tables_finite_values_whose_sum_is_beyond_a_floats_range_load(suite_part, tmp_path):
+    """Each table is checked whole by its sum first: two finite speedups or metric values
+    whose sum overflows are checked one by one then, and load."""
+    body = pack(json.loads(suite_part))
+    body["findings"][:2] = [[*f[:5], 1.7e308] for f in body["findings"][:2]]
+    numbers = [i for i, v in enumerate(body["values"]) if type(v) is float][:2]
+    for i in numbers:
+        body["values"][i] = 1.7e308
+    _resealed(tmp_path / "big.json.gz", body)
+    loaded = DatasetFile.load(tmp_path / "big.json.gz")
+    assert sum(f.speedup_pct == 1.7e308 for r in loaded.problems.values()
+               for p in r.profiles.values() for k in p.kernels for f in k.findings) >= 1
 
 
 def test_an_integer_beyond_a_floats_range_is_refused_where_a_number_is_recorded(suite_part,
@@ -1401,3 +1516,53 @@ def test_reference_timings_of_two_machines_are_refused_naming_both():
                                            r"H200, torch 2.11.0\+cu130; .* on device cpu, GPU "
                                            r"None, torch 2.13.0\+cpu\)"):
         build(runs, mixed, [], cost_model=suite_fallback())
+
+
+def test_upgrading_a_schema_6_file_keeps_its_content_and_says_what_it_was(suite_part,
+                                                                          tmp_path):
+    """``dataset upgrade`` writes an older file in this schema: the same problems, and the
+    old file's checksum in ``same_content_as``, so that what was learned on the old file is
+    known to be learned on this one (:func:`same_content`); a file of this schema already is
+    left as it is."""
+    import dataclasses
+
+    from autoprofiler_env.dataset.format import same_content, schema_of
+    from experiments.cli import main
+
+    _resealed(tmp_path / "v7.json.gz", json.loads(suite_part))
+    _resealed(tmp_path / "v6.json.gz", _as_schema_6(_read(tmp_path / "v7.json.gz")[1]),
+              schema="autoprofiler-dataset/6")
+    old = DatasetFile.load(tmp_path / "v6.json.gz")
+    assert main(["dataset", "upgrade", str(tmp_path / "v6.json.gz"), "--out",
+                 str(tmp_path / "up.json.gz")]) == 0
+    assert schema_of(tmp_path / "up.json.gz") == SCHEMA
+    new = DatasetFile.load(tmp_path / "up.json.gz")
+    assert new.problems == old.problems and new.sections == old.sections
+    assert new.metadata["same_content_as"] == [old.metadata["sha256"]]
+    assert same_content(new.metadata, old.metadata["sha256"])
+    assert same_content(new.metadata, new.metadata["sha256"])
+    assert not same_content(new.metadata, "0" * 64) and not same_content(new.metadata, None)
+    before = (tmp_path / "up.json.gz").read_bytes()
+    assert main(["dataset", "upgrade", str(tmp_path / "up.json.gz"), "--out",
+                 str(tmp_path / "up.json.gz")]) == 0  # this schema already: nothing written
+    assert (tmp_path / "up.json.gz").read_bytes() == before
+    # in place, the old file's own path
+    assert main(["dataset", "upgrade", str(tmp_path / "v6.json.gz"), "--out",
+                 str(tmp_path / "v6.json.gz")]) == 0
+    assert DatasetFile.load(tmp_path / "v6.json.gz").metadata["same_content_as"] == [
+        old.metadata["sha256"]]
+    assert main(["dataset", "upgrade", str(tmp_path / "v7.json.gz"), "--out",
+                 str(tmp_path)]) == 2  # a folder
+    # a dataset changed and saved no longer claims the content it came from
+    changed = dataclasses.replace(new, problems=dict(list(new.problems.items())[:1]))
+    changed.save(tmp_path / "cut.json.gz")
+    assert "same_content_as" not in DatasetFile.load(tmp_path / "cut.json.gz").metadata
+
+
+@pytest.mark.parametrize("same", ["abc", ["abc"], ["A" * 64], [None]])
+def test_a_same_content_as_that_is_not_a_list_of_checksums_is_refused(suite_part, tmp_path,
+                                                                      same):
+    body = json.loads(suite_part)
+    body["metadata"]["same_content_as"] = same
+    _resealed(tmp_path / "bad.json.gz", body)
+    _refused(tmp_path / "bad.json.gz", "metadata.same_content_as is ")

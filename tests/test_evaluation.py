@@ -157,6 +157,18 @@ def test_the_benchmark_says_when_a_learned_policy_was_learned_on_another_dataset
                   policies=[f"tree:{tmp_path / 'mine.json'}"])
     said = [str(w.message) for w in caught if "learned on another dataset" in str(w.message)]
     assert [m.split()[0] for m in said] == ["autoprofiler-tree", "maskable-ppo"]
+    # a dataset naming theirs among the earlier files of its content (as ``dataset upgrade``
+    # writes it): nothing said
+    from autoprofiler_env.dataset import DatasetFile
+
+    assert json.loads((DATA.parents[1] / "rl" / "data" / "maskable_ppo-reference-v1.json")
+                      .read_text())["dataset_sha256"] == learned
+    DatasetFile.load(study_dataset).save(tmp_path / "upgraded.json.gz",
+                                         same_content_as=["0" * 64, learned])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        benchmark(str(tmp_path / "upgraded.json.gz"), [0.25], seeds=1, split="train")
+    assert not [w for w in caught if "learned on another dataset" in str(w.message)]
 
 
 @pytest.mark.parametrize("gone, left_out, why", [

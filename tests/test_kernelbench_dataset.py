@@ -261,7 +261,7 @@ def test_provenance_round_trips_and_an_older_schema_loads_without_it(study_datas
     loaded = DatasetFile.load(tmp_path / "v4.json.gz")
     assert loaded.problems[uri].provenance == provenance and loaded.problems == marked.problems
     assert json.loads(gzip.decompress((tmp_path / "v4.json.gz").read_bytes()).split(b"\n")[0])[
-        "schema"] == SCHEMA == "autoprofiler-dataset/6"
+        "schema"] == SCHEMA == "autoprofiler-dataset/7"
     # schema 3 had no provenance: it loads, every record without one
     body = unpack_document(_body(tmp_path / "v4.json.gz"))
     for r in body["problems"]:

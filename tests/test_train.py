@@ -954,3 +954,20 @@ def test_a_run_killed_again_after_resuming_keeps_whole_logs_of_each_step_once(tm
     assert sum(int(line.split(",")[1]) for line in episodes) <= result.steps
     steps = [line["step"] for line in read_jsonl(out / "evaluations.jsonl")]
     assert steps == sorted(set(steps))
+
+
+def test_a_run_resumes_on_an_upgraded_file_of_its_dataset_and_not_on_another():
+    """``dataset upgrade`` writes the same content in a new schema, under a new checksum; the
+    file names the old one (``same_content_as``), and a run trained on the old file resumes
+    on it."""
+    from experiments.train import _check_same_environment
+
+    old, new, other = "a" * 64, "b" * 64, "c" * 64
+    run = {"status": "interrupted", "dataset_sha256": old, "env_kwargs": {"budget": 0.25}}
+    _check_same_environment(Path("run"), run, {"sha256": new, "same_content_as": [old]},
+                            {"budget": 0.25})
+    _check_same_environment(Path("run"), run, {"sha256": old}, {"budget": 0.25})
+    with pytest.raises(ConfigError, match=f"trained on the dataset of sha256 {old}, the "
+                                          f"environment's now is {new}"):
+        _check_same_environment(Path("run"), run, {"sha256": new, "same_content_as": [other]},
+                                {"budget": 0.25})

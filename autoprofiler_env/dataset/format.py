@@ -1,10 +1,11 @@
-"""The recorded dataset: schema ``autoprofiler-dataset/6``.
+"""The recorded dataset: schema ``autoprofiler-dataset/7``.
 
 One gzipped file holds everything the replay backend needs to answer "problem P, sections S,
 optimizer O" on a CPU. Its first line is a JSON header, ``{"schema": ..., "sha256": ...}``;
 the rest is one JSON document, whose bytes the ``sha256`` covers (checked on load, without
 serialising anything again). The document holds (the profiles' kernels as :func:`pack` writes
-them: their repeated strings once, in the document's tables):
+them: each a list of its fields, its repeated strings, metric values, header rows and findings
+once, in the document's tables):
 
 - ``metadata``: GPU, driver, CUDA, torch, triton and ncu versions, date, tolerance, timing
   method, per optimizer with outcomes the judge versions of its rows (``optimizers``; a
@@ -41,25 +42,29 @@ them: their repeated strings once, in the document's tables):
     outcomes keyed by optimizer name, then by the canonical section set (``"A+B"``, ``""`` for
     no profile), each a list of repeats (one per sampled reply);
 
-- ``strings``, ``metric_names``, ``headers``: the tables the kernels refer to by index
-  (:data:`TABLES`, :func:`pack`): the kernels' names and their findings' section, rule, kind
-  and text; each kernel shape's metric names, in order; the header rows' section, label and
-  unit.
+- ``strings``, ``metric_names``, ``headers``, ``values``, ``rows``, ``findings``: the tables
+  the kernels refer to by index (:data:`TABLES`, :data:`PACKED_KERNEL`, :func:`pack`): the
+  kernels' names and their findings' section, rule, kind and text; each kernel shape's metric
+  names, in order; the header rows' section, label and unit; the distinct metric values, header
+  rows and findings.
 
 Kept metrics (to stay small): every action section's header metrics, the metrics the
 reference optimizers' rules read, and the kernel duration. Files are written atomically
 (a temporary file, then a rename).
 
 Older files still load: their stored bytes are checked against their checksum as they are,
-then each record is converted. Schema 5 held each kernel's metric names, header labels and
-units, findings' texts and name in full (:func:`pack`: they are 70% of a KernelBench file's
-JSON, written once since). Schema 4 kept the units on every kernel (:func:`upgrade_v4`:
-they move to the profile; they were a quarter of a KernelBench file's JSON). Schema 3 had
-no ``provenance`` (:func:`upgrade_v3`: null).
+then each record is converted. Schema 6 held each kernel as a mapping, with its metric values,
+header rows and findings in it (:func:`upgrade_v6`: the KernelBench file's 1.05 million values
+are 37,000 distinct ones; held once, the file loads in two thirds of the time). Schema 5 held
+each kernel's metric names, header labels and units, findings' texts and name in full
+(:func:`pack`: they are 70% of a KernelBench file's JSON, written once since). Schema 4
+kept the units on every kernel (:func:`upgrade_v4`: they move to the profile; they were a
+quarter of a KernelBench file's JSON). Schema 3 had no ``provenance`` (:func:`upgrade_v3`:
+null).
 Schema 2 (outcomes per transformation, all of the first reference optimizer) is converted to
 schema 3 first (:func:`upgrade_v2`: its ``outcomes`` become ``{"reference-v1": outcomes}``,
 its ``transformations`` the outcomes' names in the order stored, since that recording judged
-every applicable transformation). Saving writes schema 6.
+every applicable transformation). Saving writes schema 7.
 
 Loading refuses, with a :class:`DatasetError` that says what to do, a file that is not gzip
 or is damaged (a flipped byte, a truncation), one of any other schema, one whose checksum
@@ -69,13 +74,13 @@ outcome without a speedup, a split other than train, val and test, a level that 
 integer, tags that are not a list of strings; a kernel whose ID is not a count, whose block
 or grid is not ncu's text or whose replay passes are neither null nor a count; a kernel
 metric that is not a finite number or a string, or a number in one kernel and a string in
-another: :func:`_invalid_metrics`), one whose ``sections`` is not a non-empty list of
-distinct names (the environment's actions), one with a kernel that refers to an entry its
-tables do not hold, or by anything but an integer, or whose tables are not lists of what
-they hold (:func:`unpack`), one whose metadata names a tolerance that is not a mapping or an
-optimizer no backend knows, and one with a problem lacking the profile of one of its
-``sections`` (a build keeps only the problems with all of them), which would otherwise fail
-later, far from the file, or give a wrong result.
+another: :func:`unpack`, :func:`_invalid_metrics`), one whose ``sections`` is not a
+non-empty list of distinct names (the environment's actions), one with a kernel that refers
+to an entry its tables do not hold, or by anything but an integer, or whose tables are not
+lists of what they hold (:func:`_tables`, :func:`unpack`), one whose metadata names a
+tolerance that is not a mapping or an optimizer no backend knows, and one with a problem
+lacking the profile of one of its ``sections`` (a build keeps only the problems with all of
+them), which would otherwise fail later, far from the file, or give a wrong result.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ from dataclasses import asdict, dataclass, field, replace
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
+from typing import NamedTuple
 
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.dataset.splits import SPLITS
@@ -101,7 +107,6 @@ from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.numeric import is_finite_number, shown
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
 from autoprofiler_env.profiler.records import (
-    KERNEL_KEYS,
     DisplayedMetric,
     Finding,
     KernelProfile,
@@ -109,14 +114,15 @@ from autoprofiler_env.profiler.records import (
     ProfileCost,
 )
 
-SCHEMA = "autoprofiler-dataset/6"
+SCHEMA = "autoprofiler-dataset/7"
+SCHEMA_V6 = "autoprofiler-dataset/6"
 SCHEMA_V5 = "autoprofiler-dataset/5"
 SCHEMA_V4 = "autoprofiler-dataset/4"
 SCHEMA_V3 = "autoprofiler-dataset/3"
 SCHEMA_V2 = "autoprofiler-dataset/2"
-READABLE = (SCHEMA, SCHEMA_V5, SCHEMA_V4, SCHEMA_V3, SCHEMA_V2)
+READABLE = (SCHEMA, SCHEMA_V6, SCHEMA_V5, SCHEMA_V4, SCHEMA_V3, SCHEMA_V2)
 """The schemas read: :data:`SCHEMA`, and the older ones, converted on load
-(:func:`unpack`, :func:`upgrade_v4`, :func:`upgrade_v3`, :func:`upgrade_v2`)."""
+(:func:`upgrade_v6`, :func:`unpack`, :func:`upgrade_v4`, :func:`upgrade_v3`, :func:`upgrade_v2`)."""
 V1 = "reference-v1"
 """The optimizer whose outcomes a schema-2 file holds: the first reference optimizer."""
 _REPAIR = "restore it from git or rebuild it with `autoprofiler dataset build`"
@@ -177,9 +183,24 @@ def _invalid_name(name) -> bool:
     return type(name) is not str or not all(name.split("+"))
 
 
+SAME_CONTENT = "same_content_as"
+"""The metadata key naming the checksums of the earlier files of the same content (another
+schema's encodings of it: :func:`upgrade_file`); :func:`same_content` reads it."""
+_HEX = frozenset("0123456789abcdef")
+
+
+def same_content(metadata: dict, sha256: str | None) -> bool:
+    """Whether ``sha256`` (what a policy or a run recorded it was learned on) is the checksum
+    of the dataset of ``metadata`` (as loaded, its ``sha256``) or of an earlier file of the
+    same content (its :data:`SAME_CONTENT`)."""
+    return sha256 is not None and (sha256 == metadata.get("sha256")
+                                   or sha256 in (metadata.get(SAME_CONTENT) or ()))
+
+
 def _invalid_metadata(metadata: dict) -> str | None:
     """The first metadata value that would fail far from the file: the recording's
-    tolerance (null, or a mapping whose ``atol`` and ``rtol`` are numbers >= 0) and the
+    tolerance (null, or a mapping whose ``atol`` and ``rtol`` are numbers >= 0), the
+    checksums of the earlier files of its content (null, or a list of sha256s) and the
     dataset's default optimizer (null, or one the backends accept: a reference optimizer's
     name or ``"llm:<model>"``)."""
     tolerance = metadata.get("tolerance")
@@ -191,6 +212,11 @@ def _invalid_metadata(metadata: dict) -> str | None:
             value = tolerance.get(name)
             if value is not None and not _NON_NEGATIVE[1](value):
                 return _bad(f"metadata.tolerance.{name}", value, _NON_NEGATIVE)
+    same = metadata.get(SAME_CONTENT)
+    if same is not None and (type(same) is not list or not all(
+            type(x) is str and len(x) == 64 and set(x) <= _HEX for x in same)):
+        return _bad(f"metadata.{SAME_CONTENT}", same, ("a list of sha256s (64 hexadecimal "
+                                                       "digits each)",))
     named = metadata.get("default_optimizer")
     if named is not None:
         from autoprofiler_env.optimizers import REFERENCE_OPTIMIZERS
@@ -280,8 +306,12 @@ def _invalid_kernel_metrics(uri: str, section: str, i: int, metrics: dict,
     return None
 
 
+def _kernel_place(section: str, kernel: int) -> str:
+    return f"profiles[{section!r}].kernels[{kernel}]"
+
+
 def _metric_place(section: str, kernel: int, metric: str) -> str:
-    return f"profiles[{section!r}].kernels[{kernel}].metrics[{metric!r}]"
+    return f"{_kernel_place(section, kernel)}.metrics[{metric!r}]"
 
 
 def _invalid_sections(sections) -> str | None:
@@ -541,22 +571,34 @@ class ProblemRecord:
         return None
 
 
-TABLES = ("strings", "metric_names", "headers")
-"""A schema-6 document's tables: the kernels' names and their findings' section, rule, kind
+TABLES = ("strings", "metric_names", "headers", "values", "rows", "findings")
+"""A schema-7 document's tables: the kernels' names and their findings' section, rule, kind
 and text (``strings``), the metric names of each kernel shape (``metric_names``: a list of
-names per shape) and the header rows' section, label and unit (``headers``)."""
+names per shape), the header rows' section, label and unit (``headers``), the distinct
+metric values (``values``: numbers and strings), the distinct header rows (``rows``:
+``[header, value]``) and the distinct findings (``findings``: ``[section, rule, kind,
+message, speedup_type, speedup_pct]``, the first four indices into ``strings``)."""
+
+PACKED_KERNEL = ("id", "name", "block", "grid", "duration_ns", "passes", "shape", "values",
+                 "rows", "findings")
+"""A schema-7 kernel's fields, in order: a list, not a mapping. ``name`` indexes
+``strings``, ``shape`` ``metric_names`` (the metrics' names, in order), ``values`` holds one
+index into ``values`` per name, ``rows`` and ``findings`` index the tables of theirs."""
 
 
 def pack(document: dict) -> dict:
     """A document whose records are as schema 5 has them (each kernel a mapping of every
-    field), as schema 6 writes it: each kernel's ``name`` an index into ``strings``, its
-    ``metrics`` ``[shape, values]`` (the names are ``metric_names[shape]``, in order), each
-    header row of ``displayed`` ``[header, value]`` (``headers[header]`` is its section,
-    label and unit), each finding ``[section, rule, kind, message, speedup_type,
-    speedup_pct]`` (the first four indices into ``strings``). The document is not changed."""
-    strings: dict[str, int] = {}
-    shapes: dict[tuple, int] = {}
-    headers: dict[tuple, int] = {}
+    field), as schema 7 writes it: each kernel a list of :data:`PACKED_KERNEL`'s fields, its
+    repeated strings, metric values, header rows and findings written once, in the
+    document's :data:`TABLES`, and referred to by index. A KernelBench file's 1.05 million
+    metric values are 37,000 distinct ones, its 174,000 header rows 59,000 and its 24,000
+    findings 14,000. The document is not changed."""
+    strings: dict = {}
+    shapes: dict = {}
+    headers: dict = {}
+    values: dict = {}  # keyed by type and value: 1, 1.0 and True stay three
+    rows: dict = {}
+    findings: dict = {}
 
     def index(table: dict, key) -> int:  # the key's index, a new one the first time
         return table.setdefault(key, len(table))
@@ -565,29 +607,56 @@ def pack(document: dict) -> dict:
     for record in document["problems"]:
         profiles = {}
         for section, profile in record["profiles"].items():
-            kernels = [{
-                **k, "name": index(strings, k["name"]),
-                "metrics": [index(shapes, tuple(k["metrics"])), list(k["metrics"].values())],
-                "displayed": [[index(headers, (m["section"], m["label"], m["unit"])),
-                               m["value"]] for m in k["displayed"]],
-                "findings": [[index(strings, f["section"]), index(strings, f["rule"]),
-                              index(strings, f["kind"]), index(strings, f["message"]),
-                              f["speedup_type"], f["speedup_pct"]] for f in k["findings"]]}
+            kernels = [[
+                k["id"], index(strings, k["name"]), k["block"], k["grid"], k["duration_ns"],
+                k["passes"], index(shapes, tuple(k["metrics"])),
+                [index(values, (type(v), v)) for v in k["metrics"].values()],
+                [index(rows, (index(headers, (m["section"], m["label"], m["unit"])),
+                              m["value"])) for m in k["displayed"]],
+                [index(findings, (index(strings, f["section"]), index(strings, f["rule"]),
+                                  index(strings, f["kind"]), index(strings, f["message"]),
+                                  f["speedup_type"], f["speedup_pct"],
+                                  type(f["speedup_pct"]))) for f in k["findings"]]]
                 for k in profile["kernels"]]
             profiles[section] = {**profile, "kernels": kernels}
         problems.append({**record, "profiles": profiles})
     return {**document, "problems": problems, "strings": list(strings),
             "metric_names": [list(names) for names in shapes],
-            "headers": [list(header) for header in headers]}
+            "headers": [list(header) for header in headers],
+            "values": [value for _, value in values], "rows": [list(row) for row in rows],
+            "findings": [list(finding[:6]) for finding in findings]}
 
 
-def _tables(document: dict) -> tuple[dict, dict, dict]:
-    """A schema-6 document's tables, checked, keyed by index (a negative or out-of-range
-    index is then a KeyError, not another entry). Raises _BadValue for a table that is not
-    a list of what it holds, or a shape naming a metric twice (one of its values would be
-    lost)."""
-    strings, names, headers = (document.get(t) for t in TABLES)
-    if type(strings) is not list or any(type(x) is not str for x in strings):
+class _NotAValue(NamedTuple):
+    """A value of the ``values`` table that is not a finite number or a string: refused,
+    with its place, by the first kernel that holds it (:func:`unpack`), whose value kinds are
+    then new."""
+
+    value: object
+
+
+class _Tables(NamedTuple):
+    """A schema-7 document's tables, checked and built, keyed by index (a negative or
+    out-of-range index is then a KeyError, not another entry)."""
+
+    strings: dict[int, str]
+    names: dict[int, tuple[str, ...]]
+    values: dict[int, object]  # a finite number or a string
+    rows: dict[int, DisplayedMetric]
+    findings: dict[int, Finding]
+
+
+def _tables(document: dict) -> _Tables:
+    """A schema-7 document's tables, checked and built: each distinct metric value, header
+    row and finding once (one object, shared by the kernels that refer to it). Raises
+    _BadValue for a table that is not a list of what it holds: a shape naming a metric twice
+    (one of its values would be lost), a header row whose header is not an entry of
+    ``headers`` or whose value is not ncu's text, a finding whose strings are not entries of
+    ``strings`` or whose speedup is not null or a finite number >= 0 (the prompt formats it
+    as one). A metric value that is not a finite number or a string is kept as
+    :class:`_NotAValue`, and refused with its place by the first kernel that holds it."""
+    strings, names, headers, values, rows, findings = (document.get(t) for t in TABLES)
+    if type(strings) is not list or not {str}.issuperset(map(type, strings)):
         raise _BadValue(f"strings is {str(strings)[:60]!r}, not a list of strings")
     if type(names) is not list or any(type(n) is not list or any(type(m) is not str for m in n)
                                       or len(set(n)) != len(n) for n in names):
@@ -598,77 +667,153 @@ def _tables(document: dict) -> tuple[dict, dict, dict]:
             for h in headers):
         raise _BadValue(f"headers is {str(headers)[:60]!r}, not a list of [section, label, "
                         "unit] rows")
-    return (dict(enumerate(strings)), dict(enumerate(tuple(n) for n in names)),
-            dict(enumerate(tuple(h) for h in headers)))
+    for name, table in (("values", values), ("rows", rows), ("findings", findings)):
+        if type(table) is not list:
+            raise _BadValue(f"{name} is {str(table)[:60]!r}, not a list")
+    headers = dict(enumerate(tuple(h) for h in headers))
+    strings = dict(enumerate(strings))
+    # each table is checked whole (loops in C over the KernelBench file's 37k values, 59k rows
+    # and 14k findings), and entry by entry only where that fails, to say which one
+    if not _holds(_values_right, values):  # each bad one said where a kernel holds it
+        values = [v if type(v) is str or (type(v) in _NUMBER and is_finite_number(v))
+                  else _NotAValue(v) for v in values]
+    if not _holds(_rows_right, rows, len(headers)):
+        for i, row in enumerate(rows):
+            if not (type(row) is list and len(row) == 2 and type(row[0]) is int
+                    and row[0] in headers):
+                raise _BadValue(f"rows[{i}] is {shown(row)}, not a [header, value] row "
+                                f"(header: an index of headers' {len(headers)})")
+            why = _invalid_header_value(row[1])
+            if why:
+                raise _BadValue(f"rows[{i}]: a header's value {why}")
+    if not _holds(_findings_right, findings, len(strings)):
+        for i, row in enumerate(findings):
+            if not (type(row) is list and len(row) == 6
+                    and all(type(x) is int and x in strings for x in row[:4])):
+                raise _BadValue(f"findings[{i}] is {shown(row)}, not a [section, rule, kind, "
+                                "message, speedup_type, speedup_pct] row (the first four: "
+                                f"indices of strings' {len(strings)})")
+            why = _invalid_speedup(row[4], row[5])
+            if why:
+                raise _BadValue(f"findings[{i}]: a finding's {why}")
+    return _Tables(
+        strings, dict(enumerate(tuple(n) for n in names)), dict(enumerate(values)),
+        dict(enumerate(DisplayedMetric(*headers[h], value) for h, value in rows)),
+        dict(enumerate(Finding(strings[a], strings[b], strings[c], strings[m], kind, pct)
+                       for a, b, c, m, kind, pct in findings)))
 
 
-def unpack(d: dict, tables: tuple[dict, dict, dict], shared: dict) -> dict:
-    """A problem record of a schema-6 document as :meth:`ProblemRecord.from_dict` takes it,
+_NUMBER = frozenset({int, float})  # not bool: True is no metric's value
+_INDEX = frozenset({int})
+
+
+def _holds(check: Callable, *args) -> bool:
+    """Whether ``check(*args)`` holds, False where it raises (a table of other rows: it is
+    then checked entry by entry)."""
+    try:
+        return bool(check(*args))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+
+
+def _finite(numbers: list) -> bool:
+    """Whether ints and floats are all finite as floats: their sum is finite only where each
+    is (an int beyond a float's range raises; so does a sum beyond it, and the table is then
+    checked entry by entry)."""
+    return math.isfinite(math.fsum(numbers))
+
+
+def _values_right(values: list) -> bool:
+    numbers = [v for v in values if type(v) is not str]
+    return _NUMBER.issuperset(map(type, numbers)) and _finite(numbers)
+
+
+def _rows_right(rows: list, n_headers: int) -> bool:
+    heads = list(map(itemgetter(0), rows))
+    return ({list}.issuperset(map(type, rows)) and {2}.issuperset(map(len, rows))
+            and _INDEX.issuperset(map(type, heads)) and min(heads, default=0) >= 0
+            and max(heads, default=0) < n_headers
+            and {str}.issuperset(map(type, map(itemgetter(1), rows))))
+
+
+def _findings_right(findings: list, n_strings: int) -> bool:
+    refs = list(chain.from_iterable(f[:4] for f in findings))
+    speedups = [f[5] for f in findings if f[5] is not None]
+    return ({list}.issuperset(map(type, findings)) and {6}.issuperset(map(len, findings))
+            and _INDEX.issuperset(map(type, refs)) and min(refs, default=0) >= 0
+            and max(refs, default=0) < n_strings
+            and {str, type(None)}.issuperset(map(type, map(itemgetter(4), findings)))
+            and _NUMBER.issuperset(map(type, speedups)) and _finite(speedups)
+            and min(speedups, default=0) >= 0)
+
+
+
+
+def unpack(d: dict, tables: _Tables, kinds: dict[str, tuple], signatures: set) -> dict:
+    """A problem record of a schema-7 document as :meth:`ProblemRecord.from_dict` takes it,
     with the document's :func:`_tables`: each kernel built as the :class:`KernelProfile` it is
-    (:meth:`Profile.from_dict` takes it as it is). Changes ``d`` in place: it is the record
-    just decoded. Identical header rows and findings are one object (``shared``, one for the
-    whole document, holds them by their packed row: a KernelBench file has three times as
-    many rows as distinct ones), each checked the first time it is seen: a header's value is
-    a string, a finding's speedup type null or a string and its speedup null or a finite
-    number >= 0 (the prompt formats it as one). Raises _BadValue for a kernel of other keys,
-    one that names an entry its tables do not hold or by anything but an integer (a bool or a
-    float would read the entry of the int it equals), whose metrics are not as many values as
-    its shape's names, or a header row or finding of a value as above."""
-    strings, names, headers = tables
+    (:meth:`Profile.from_dict` takes it as it is), its values, header rows and findings the
+    tables' objects. Changes ``d`` in place: it is the record just decoded.
 
-    def displayed(h: int, value) -> DisplayedMetric:  # the first time a row is seen
-        if type(value) is not str:
-            raise ValueError(f"a header's value {_invalid_header_value(value)}")
-        shared[h, value] = metric = DisplayedMetric(*headers[h], value)
-        return metric
+    Each metric is a number in every kernel or a string in every kernel (``kinds``: each
+    metric's kind, value and place as first seen, over the whole file); a kernel whose shape
+    and value kinds are those of one checked before (``signatures``, over the whole file: the
+    KernelBench file's 30,075 kernels have 14) agrees with ``kinds`` as that one did.
 
-    def finding(key: tuple) -> Finding:
-        a, b, c, m, speedup_type, speedup_pct = key[0]
-        why = _invalid_speedup(speedup_type, speedup_pct)
-        if why:
-            raise ValueError(f"a finding's {why}")
-        shared[key] = made = Finding(strings[a], strings[b], strings[c], strings[m],
-                                     speedup_type, speedup_pct)
-        return made
-
+    Raises _BadValue for a kernel that is not a list of :data:`PACKED_KERNEL`'s fields, that
+    refers to an entry of the tables by anything but an integer (a bool or a float would read
+    the entry of the int it equals) or to one they do not hold, whose values are not as many
+    as its shape's names, or whose metric is a number where another kernel has it as a
+    string or the reverse."""
+    strings, names, values, rows, findings = tables
+    uri = d["uri"]
     for section, profile in d["profiles"].items():
-        for i, k in enumerate(profile["kernels"]):
-            if type(k) is not dict:  # said short: a kernel's row can be long
-                raise _BadValue(f"profiles[{section!r}].kernels[{i}] is {shown(k)}, not a "
-                                "kernel as schema 6 packs it (a mapping)")
-            if k.keys() != KERNEL_KEYS:
-                raise _BadValue(f"profiles[{section!r}].kernels[{i}]'s keys are {sorted(k)}, "
-                                f"not {sorted(KERNEL_KEYS)}")
+        kernels = profile["kernels"]
+        for i, k in enumerate(kernels):
+            if type(k) is not list or len(k) != len(PACKED_KERNEL):  # said short: can be long
+                raise _BadValue(f"{_kernel_place(section, i)} is {shown(k)}, not a kernel "
+                                f"as schema 7 packs it (a list of its {len(PACKED_KERNEL)} fields: "
+                                f"{', '.join(PACKED_KERNEL)})")
+            kernel_id, name, block, grid, duration, passes, shape, indices, shown_rows, found = k
             try:
-                shape, values = k["metrics"]
-                index = next((x for x in chain((shape, k["name"]),
-                                               (row[0] for row in k["displayed"]),
-                                               (x for f in k["findings"] for x in f[:4]))
-                              if type(x) is not int), None)
-                if index is not None:
-                    raise _BadValue(f"profiles[{section!r}].kernels[{i}] refers to an entry of "
-                                    f"the document's tables by {index!r}, not an integer")
+                if not (type(name) is int and type(shape) is int and _INDEX.issuperset(
+                        map(type, chain(indices, shown_rows, found)))):
+                    bad = next(x for x in chain((name, shape), indices, shown_rows, found)
+                               if type(x) is not int)
+                    raise _BadValue(f"{_kernel_place(section, i)} refers to an entry of the "
+                                    f"document's tables by {shown(bad)}, not an integer")
                 shape_names = names[shape]
-                if type(values) is not list or len(values) != len(shape_names):
-                    raise _BadValue(f"profiles[{section!r}].kernels[{i}].metrics holds "
-                                    f"{str(values)[:40]!r}, not the {len(shape_names)} values "
-                                    f"of metric_names[{shape}]")
-                profile["kernels"][i] = KernelProfile(  # a row of another length: never seen
-                    k["id"], strings[k["name"]], k["block"], k["grid"], k["duration_ns"],
-                    k["passes"], dict(zip(shape_names, values)),
-                    tuple(shared.get((h, v)) or displayed(h, v) for h, v in k["displayed"]),
-                    tuple(shared.get(key) or finding(key) for key in [  # True == 1: typed
-                        (tuple(row), type(row[-1])) for row in k["findings"]])
-                    if k["findings"] else ())
-            except _BadValue:
-                raise
-            except KeyError as e:  # a negative or out-of-range index, or another key
-                raise _BadValue(f"profiles[{section!r}].kernels[{i}] refers to {e.args[0]!r}, "
-                                "which no entry of the document's tables is") from None
-            except (TypeError, ValueError, IndexError) as e:  # a row of another length/kind
-                why = _invalid_packed_rows(k["displayed"], k["findings"])  # unhashable: said
-                raise _BadValue(f"profiles[{section!r}].kernels[{i}] is not a kernel as schema "
-                                f"6 packs it ({why or e})") from None
+                if len(indices) != len(shape_names):
+                    raise _BadValue(f"{_kernel_place(section, i)} has {len(indices)} metric "
+                                    f"values, not the {len(shape_names)} of "
+                                    f"metric_names[{shape}]")
+                metric_values = tuple(map(values.__getitem__, indices))
+                signature = (shape, tuple(map(type, metric_values)))  # int and float: numbers
+                if signature not in signatures:
+                    for metric, value in zip(shape_names, metric_values):
+                        if type(value) is _NotAValue:
+                            raise _BadValue(_bad(_metric_place(section, i, metric), value.value,
+                                                 ("a finite number or a string (ncu's value)",)))
+                        kind = str if type(value) is str else float
+                        seen = kinds.setdefault(metric, (kind, value, uri, section, i))
+                        if seen[0] is not kind:
+                            raise _BadValue(
+                                f"{_metric_place(section, i, metric)} is {value!r} and "
+                                f"{seen[2]}'s {_metric_place(*seen[3:], metric)} is "
+                                f"{seen[1]!r}: a metric is a number in every kernel or a "
+                                "string in every kernel")
+                    signatures.add(signature)
+                kernels[i] = KernelProfile(
+                    kernel_id, strings[name], block, grid, duration, passes,
+                    dict(zip(shape_names, metric_values)),
+                    tuple(map(rows.__getitem__, shown_rows)),
+                    tuple(map(findings.__getitem__, found)) if found else ())
+            except KeyError as e:  # a negative or out-of-range index
+                raise _BadValue(f"{_kernel_place(section, i)} refers to {e.args[0]!r}, which no "
+                                "entry of the document's tables is") from None
+            except TypeError:  # a field that should be a list of indices is not one
+                raise _BadValue(f"{_kernel_place(section, i)} is not a kernel as schema 7 packs "
+                                "it: its values, rows and findings are lists of indices") from None
     return d
 
 
@@ -687,24 +832,10 @@ def _invalid_speedup(speedup_type, speedup_pct) -> str | None:
     return None
 
 
-def _invalid_packed_rows(displayed, findings) -> str | None:
-    """The first packed header row or finding of a kernel (as schema 6 stores them) whose
-    value is wrong, said; None when none is (or the rows are not lists: said otherwise)."""
-    for row in displayed if type(displayed) is list else ():
-        why = type(row) is list and len(row) == 2 and _invalid_header_value(row[1])
-        if why:
-            return f"a header's value {why}"
-    for row in findings if type(findings) is list else ():
-        why = type(row) is list and len(row) == 6 and _invalid_speedup(row[4], row[5])
-        if why:
-            return f"a finding's {why}"
-    return None
-
-
 def _invalid_rows(record: ProblemRecord) -> str | None:
     """The first header row or finding of ``record``'s kernels whose value is wrong, said
-    with its place; None when all are right. A schema-6 load checks each distinct row as it
-    builds it (:func:`unpack`); this checks an older schema's records."""
+    with its place; None when all are right. A schema-7 load checks each distinct row once
+    (:func:`_tables`); this checks an older schema's records."""
     for section, profile in record.profiles.items():
         for i, kernel in enumerate(profile.kernels):
             for j, m in enumerate(kernel.displayed):
@@ -719,16 +850,50 @@ def _invalid_rows(record: ProblemRecord) -> str | None:
 
 
 def unpack_document(document: dict) -> dict:
-    """A schema-6 document as schema 5 has it: every record unpacked (:func:`unpack`), each
+    """A schema-7 document as schema 5 has it: every record unpacked (:func:`unpack`), each
     kernel as its JSON mapping, the tables dropped (what a reader of schema 5, or a test that
     edits records, works on). Changes ``document`` in place. Raises _BadValue as
     :func:`unpack` does."""
-    tables, shared = _tables(document), {}
+    tables, kinds, signatures = _tables(document), {}, set()
     for d in document["problems"]:
-        for profile in unpack(d, tables, shared)["profiles"].values():
+        for profile in unpack(d, tables, kinds, signatures)["profiles"].values():
             profile["kernels"] = [json.loads(json.dumps(asdict(k))) for k in profile["kernels"]]
     for table in TABLES:
         del document[table]
+    return document
+
+
+def upgrade_v6(document: dict) -> dict:
+    """A schema-6 document as schema 7 packs it (checked then as one is). Schema 6 held each
+    kernel as a mapping, its metric values, header rows (``[header, value]``) and findings
+    (``[section, rule, kind, message, speedup_type, speedup_pct]``, the first four indices
+    into ``strings``) in the kernel: they move to the document's tables, each distinct one
+    once. Changes ``document`` in place. Raises _BadValue for a kernel that is not a
+    mapping of schema 6's fields, or whose rows are not lists of what they hold."""
+    values: dict = {}
+    rows: dict = {}
+    findings: dict = {}
+
+    def index(table: dict, row) -> int:  # typed: 1, 1.0 and True stay three
+        return table.setdefault(tuple((type(x), x) for x in row), len(table))
+
+    for d in document["problems"]:
+        for section, profile in d["profiles"].items():
+            kernels = profile["kernels"]
+            for i, k in enumerate(kernels):
+                try:
+                    shape, metrics = k["metrics"]
+                    kernels[i] = [
+                        k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
+                        k["passes"], shape, [index(values, (v,)) for v in metrics],
+                        [index(rows, row) for row in k["displayed"]],
+                        [index(findings, row) for row in k["findings"]]]
+                except (TypeError, ValueError, KeyError) as e:  # unhashable, or not a row
+                    raise _BadValue(f"profiles[{section!r}].kernels[{i}] is not a kernel as "
+                                    f"schema 6 packs it ({e!r})") from None
+    document["values"] = [key[0][1] for key in values]
+    document["rows"] = [[x for _, x in key] for key in rows]
+    document["findings"] = [[x for _, x in key] for key in findings]
     return document
 
 
@@ -810,9 +975,14 @@ class DatasetFile:
     sections: tuple[str, ...]
     problems: dict[str, ProblemRecord]
 
-    def save(self, path: Path) -> str:
-        """Writes atomically; returns the checksum it stored."""
-        metadata = {k: v for k, v in self.metadata.items() if k != "sha256"}
+    def save(self, path: Path, same_content_as: list[str] | None = None) -> str:
+        """Writes atomically; returns the checksum it stored. The metadata's ``sha256`` (the
+        file it was loaded from) is not written, nor its :data:`SAME_CONTENT`, unless given
+        (``same_content_as``: only :func:`upgrade_file` knows the content is the same, where
+        a dataset changed and saved would otherwise still claim it)."""
+        metadata = {k: v for k, v in self.metadata.items() if k not in ("sha256", SAME_CONTENT)}
+        if same_content_as:
+            metadata[SAME_CONTENT] = list(same_content_as)
         document = json.dumps(pack({"metadata": metadata, "sections": list(self.sections),
                                     "problems": [r.to_dict() for r in self.problems.values()]}),
                               separators=(",", ":")).encode()
@@ -826,14 +996,14 @@ class DatasetFile:
     def load(cls, path: Path) -> DatasetFile:
         """Reads and checks a dataset file.
 
-        A file of an older schema (5, 4, 3 or 2) is checked as stored (its checksum covers its
+        A file of an older schema (6, 5, 4, 3 or 2) is checked as stored (its checksum covers its
         own bytes), then converted (:func:`_upgrade`).
 
         Raises:
             DatasetError: missing or unreadable; corrupted (not gzip, a damaged or truncated
                 stream, a header that is not JSON, a checksum mismatch); a schema other than
-                6, 5, 4, 3 or 2; a malformed record (a kernel naming an entry its tables do not
-                hold); or a value out of range (:meth:`ProblemRecord.invalid`; a kernel metric
+                7, 6, 5, 4, 3 or 2; a malformed record (a kernel naming an entry its tables do
+                not hold); or a value out of range (:meth:`ProblemRecord.invalid`; a kernel metric
                 that is not a finite number or a string, or is a number in one kernel and a
                 string in another; a header row's value that is not a string, or a finding's
                 speedup that is not a finite number >= 0). The message names the file (and
@@ -869,15 +1039,18 @@ class DatasetFile:
         uri = None
         try:
             body = json.loads(document)
-            tables = _tables(body) if schema == SCHEMA else None
-            shared: dict = {}  # the document's header rows and findings, one object each
+            packed = schema in (SCHEMA, SCHEMA_V6)  # else each kernel is stored whole
+            tables = _tables(upgrade_v6(body) if schema == SCHEMA_V6 else body) if packed \
+                else None
+            kinds: dict[str, tuple] = {}  # each metric is a number everywhere, or a string
+            signatures: set = set()  # the kernels' shapes and value kinds checked (unpack)
             problems = {}
             for d in body["problems"]:
                 uri = d["uri"]
                 if uri in problems:
                     raise ValueError("it is recorded twice")
-                if tables is not None:
-                    d = unpack(d, tables, shared)
+                if packed:
+                    d = unpack(d, tables, kinds, signatures)
                 problems[uri] = ProblemRecord.from_dict(_upgrade(d, schema))
             uri = None
             metadata = {**body["metadata"], "sha256": actual}
@@ -896,11 +1069,10 @@ class DatasetFile:
         why = _invalid_sections(sections)
         if why is not None:
             raise DatasetError(f"{path}: sections is {why}; {_REPAIR}")
-        kinds: dict[str, tuple] = {}  # each metric is a number everywhere, or a string
         checked: dict[tuple, Callable] = {}  # the kernels' signatures (_invalid_metrics)
         for uri, record in problems.items():
-            why = (record.invalid() or _invalid_metrics(record, kinds, checked)
-                   or (_invalid_rows(record) if schema != SCHEMA else None))
+            why = record.invalid() or (None if packed else _invalid_metrics(record, kinds, checked)
+                                       or _invalid_rows(record))
             if why is not None:
                 raise DatasetError(f"{path}: {uri}: {why}; the file was written with a bad "
                                    f"value: {_REPAIR}")
@@ -911,3 +1083,34 @@ class DatasetFile:
                     f"of the dataset's {len(sections)} sections missing; a build keeps only "
                     f"the problems with every section's profile); {_REPAIR}")
         return cls(metadata, tuple(sections), problems)
+
+
+def schema_of(path: Path) -> str | None:
+    """The schema a dataset file's header names (None where it names none); reads only the
+    header. Raises DatasetError as :meth:`DatasetFile.load` does for a file it cannot read."""
+    path = Path(path)
+    try:
+        with gzip.open(path, "rb") as f:
+            header = json.loads(f.readline())
+    except FileNotFoundError:
+        raise DatasetError(f"no dataset file at {path}") from None
+    except (zlib.error, OSError, EOFError, ValueError) as e:
+        raise DatasetError(f"{path} is corrupted: not a readable dataset (gzipped JSON): {e}; "
+                           f"{_REPAIR}") from e
+    return header.get("schema") if isinstance(header, dict) else None
+
+
+def upgrade_file(path: Path, out: Path) -> str | None:
+    """Writes the dataset file ``path``, of an older schema, in :data:`SCHEMA` to ``out``
+    (which may be ``path``: written atomically): the same content, its metadata's
+    :data:`SAME_CONTENT` naming the old file's checksum (and those it named), so that a
+    policy learned on the old file, or a training run of it, is known to be of this one
+    (:func:`same_content`). Returns the new file's checksum; None, writing nothing, where
+    ``path`` is of this schema already. Raises DatasetError as :meth:`DatasetFile.load`
+    does."""
+    if schema_of(path) == SCHEMA:
+        DatasetFile.load(path)  # checked all the same
+        return None
+    content = DatasetFile.load(path)
+    earlier = [*(content.metadata.get(SAME_CONTENT) or ()), content.metadata["sha256"]]
+    return content.save(out, same_content_as=earlier)
