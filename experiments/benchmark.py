@@ -57,13 +57,16 @@ def episode_row(entry, record, budget: float, seed: int) -> dict:
 def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
               split: str = "test", policies: list = (),
               optimizer: str | None = None,
-              tolerance: str | float | None = None) -> tuple[list[dict], list[dict]]:
+              tolerance: str | float | None = None,
+              llm_missing: str | None = None) -> tuple[list[dict], list[dict]]:
     """(summary rows, episode rows) of every baseline and every policy of ``policies`` at
     every budget, each episode through :func:`autoprofiler_env.evaluation.rollout`
     (deterministic, every problem of the split once; a stochastic policy once per seed,
     seeded with it: :func:`experiments.policies.is_stochastic`); ``optimizer``: the
     environment's (None: its default); ``tolerance``: the environment's (None: its default,
-    atol = rtol = 1e-2; ``"kernelbench"`` serves the KernelBench problems ill-posed there).
+    atol = rtol = 1e-2; ``"kernelbench"`` serves the KernelBench problems ill-posed there);
+    ``llm_missing``: the environment's, for an LLM optimizer's dataset (None: its default,
+    ``"raise"``).
 
     ``policies``: spec strings (:func:`experiments.policies.load`: a baseline's name,
     ``sb3:FILE``, ``tree:FILE``, ``py:MODULE:ATTR``, ...), policy objects (anything with
@@ -88,7 +91,8 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     budgets_once(budgets)  # each would be run and reported again, under one heading
     kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
               | ({"optimizer": optimizer} if optimizer else {})
-              | ({"tolerance": tolerance} if tolerance is not None else {}))
+              | ({"tolerance": tolerance} if tolerance is not None else {})
+              | ({"llm_missing": llm_missing} if llm_missing is not None else {}))
     env = gym.make("AutoProfiler-v0", **kwargs)
     entries = [Entry(a.name, a) for a in all_agents(env)]
     for shipped, name in ((shipped_tree, SHIPPED_TREE), (shipped_model, SHIPPED_RL)):

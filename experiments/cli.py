@@ -589,6 +589,18 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         if reasons:
             print("left out: " + "; ".join(f"{n} with {why}" for why, n in reasons.items()))
         return EXIT_OK
+    if args.action == "upgrade":
+        from autoprofiler_env.dataset.format import SCHEMA, upgrade_file
+
+        if Path(args.out).is_dir():
+            return _fail(f"--out {args.out} is a folder: give the dataset file to write")
+        checksum = upgrade_file(Path(args.file), Path(args.out))
+        if checksum is None:
+            print(f"{args.file} is {SCHEMA} already: nothing written")
+        else:
+            print(f"{args.out}: {SCHEMA} (sha256 {checksum}), the content of {args.file}; "
+                  "what was learned on it stays learned on this (same_content_as)")
+        return EXIT_OK
     if args.file and args.dataset:
         return _fail("give a dataset file or --dataset NAME, not both")
     info = Dataset.load(args.file or args.dataset).info(problems=args.problems)
@@ -656,7 +668,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     with one_writer(out, "autoprofiler benchmark"):  # its three files are one run's
         summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=seeds,
                                            split=args.split, policies=args.policy,
-                                           optimizer=args.optimizer, tolerance=tolerance)
+                                           optimizer=args.optimizer, tolerance=tolerance,
+                                           llm_missing=args.llm_missing)
         write_csv(summary, out / "benchmark.csv", COLUMNS)
         write_csv(episodes, out / "episodes.csv")
         figure = plot(summary, out / "benchmark.png")
@@ -666,7 +679,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         log_wandb({"command": "benchmark", "dataset": args.dataset,
                    "dataset_sha256": dataset_sha256(args.dataset), "split": args.split,
                    "optimizer": args.optimizer, "tolerance": tolerance,
-                   "budgets": budgets, "seeds": seeds,
+                   "llm_missing": args.llm_missing, "budgets": budgets, "seeds": seeds,
                    "policies": args.policy, "versions": versions()}, summary, episodes,
                   figure)
     return EXIT_OK
@@ -720,7 +733,7 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
                 dataset=args.dataset, optimizer=args.optimizer, tolerance=tolerance,
                 start=args.start, proposals=args.proposals, margin=args.margin,
                 patience=args.patience, cost_penalty=args.cost_penalty, wandb_run=run,
-                command=["autoprofiler", *sys.argv[1:]])
+                command=["autoprofiler", *sys.argv[1:]], llm_missing=args.llm_missing)
     from agents.tree.render import export_text
 
     print(export_text(tree))
@@ -911,6 +924,11 @@ TOLERANCE_HELP = ("a KernelBench regime (kernelbench-v0, kernelbench-v0.1: atol 
                   "1e-2; kernelbench: fp32 1e-4), a number (atol = rtol) or ATOL,RTOL "
                   "(default: atol = rtol = 1e-2, kernelbench-v0.1's; docs/harness.md)")
 
+LLM_MISSING_HELP = ("an LLM optimizer's dataset: what a section set it did not record gives; "
+                    "raise (the default) or largest_recorded_subset (the outcome of the "
+                    "largest recorded set within it, the empty set included: record --parts "
+                    "llm records a few sets, --section-sets)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -1057,6 +1075,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "reference-v1 or llm:<model>; default: the dataset's own "
                    "(reference on the shipped ones)")
     p.add_argument("--tolerance", help="the environment's: " + TOLERANCE_HELP)
+    p.add_argument("--llm-missing", help=LLM_MISSING_HELP)
     p.add_argument("--policy", action="append", default=[], metavar="SPEC",
                    help="add a policy beside the baselines (repeatable): sb3:FILE or "
                    "sb3:ALGO:FILE (a saved stable-baselines3 / sb3-contrib model, "
@@ -1087,6 +1106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", help="the optimizer whose outcomes score the tree "
                    "(default: the environment's)")
     p.add_argument("--tolerance", help="the environment's: " + TOLERANCE_HELP)
+    p.add_argument("--llm-missing", default="raise", help=LLM_MISSING_HELP)
     p.add_argument("--start", default="stop",
                    help="the starting tree: stop (no profile), roofline, or a tree file")
     p.add_argument("--proposals", type=int, default=8, help="edits asked per round")
@@ -1235,6 +1255,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--runs", action="append", default=[], metavar="DIR",
                    help="more saved ncu runs, e.g. a profiler study's sections and sets alone "
                         "(their measured costs replace modelled ones); repeatable")
+    q = dsub.add_parser("upgrade", help="an older schema's dataset file -> this version's (the "
+                        "same content, read faster)")
+    q.add_argument("file", help="the dataset file")
+    q.add_argument("--out", required=True, help="the file to write (the same file: replaced)")
     q = dsub.add_parser("info", help="metadata, counts and checksum")
     q.add_argument("file", nargs="?", help="a dataset file or a shipped one's name (default: "
                    "suite)")

@@ -82,9 +82,11 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                tolerance: str | float | None = None, start: str = "stop",
                proposals: int = 8, margin: float = 0.002, patience: int = 0,
                cost_penalty: float = 0.0, wandb_run=None, progress: bool = True,
-               command: list[str] | None = None):
+               command: list[str] | None = None, llm_missing: str = "raise"):
     """Learns one tree per budget, joins them, writes ``out`` (the module docstring says
-    what); returns the joined tree and the results per budget.
+    what); returns the joined tree and the results per budget. ``llm_missing``: the
+    environment's, for an LLM optimizer's dataset (what a section set it did not record
+    gives); ``command``: the command line run.json records (None: not run from one).
 
     Raises:
         ValueError: a budget given more than once.
@@ -108,7 +110,7 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
                 one_writer(Path(out), "autoprofiler learn-tree"):
             return _learn_tree(budgets, proposer, out, rounds, dataset, optimizer,
                                tolerance, start, proposals, margin, patience, cost_penalty,
-                               wandb_run, progress, command, at)
+                               wandb_run, progress, command, llm_missing, at)
     except KeyboardInterrupt as e:
         if isinstance(e, LearnInterruptedError):
             raise
@@ -126,7 +128,7 @@ def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
 
 def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, start,
                 proposals, margin, patience, cost_penalty, wandb_run, progress, command,
-                at: dict):
+                llm_missing, at: dict):
     """:func:`learn_tree`'s work; ``at`` is kept saying which budget and log it is at."""
     import gymnasium as gym
 
@@ -138,7 +140,8 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
 
     kwargs = ({"dataset": dataset} if dataset else {}) | (
         {"optimizer": optimizer} if optimizer else {}) | (
-        {"tolerance": tolerance} if tolerance is not None else {}) | {
+        {"tolerance": tolerance} if tolerance is not None else {}) | (
+        {"llm_missing": llm_missing} if llm_missing != "raise" else {}) | {
         "cost_penalty": cost_penalty}
     train_env = gym.make("AutoProfiler-v0", split="train", **kwargs)
     val_env = gym.make("AutoProfiler-v0", split="val", **kwargs)
@@ -152,6 +155,7 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
                 "start": start, "starts_from": "the better on train of start and the tree "
                 "of the budget below", "proposals": proposals, "margin": margin,
                 "patience": patience, "cost_penalty": cost_penalty,
+                **({"llm_missing": llm_missing} if llm_missing != "raise" else {}),
                 "dataset_sha256": base.backend.dataset.metadata.get("sha256"),
                 "proposer_settings": proposer_settings(proposer),
                 "proposer_endpoint": getattr(proposer, "endpoint", None)}
@@ -199,7 +203,7 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
     tree = by_budget(trees, meta)
     # written once the logs have accepted these settings (a refused resume leaves it as it was)
     write_atomic(out / "run.json", (json.dumps(
-        {"settings": settings, "command": command or ["autoprofiler", *sys.argv[1:]]},
+        {"settings": settings, "command": command},
         indent=1) + "\n").encode())
     tree.save(out / "tree.json")
     write_atomic(out / "tree.txt", (export_text(tree) + "\n").encode())

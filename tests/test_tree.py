@@ -908,3 +908,62 @@ def test_a_counts_threshold_and_value_are_whole_numbers_in_plain_terms():
     assert plain("feature", "log_max_input_rank", float(np.log10(1 + 4)), threshold=True) == 4
     assert abs(plain("feature", "log_input_bytes", 7.405) - 2.54e7) < 1e5
     assert plain("metric", "log_n_ops", 1.0) is None
+
+
+def _llm_dataset(tmp_path):
+    """The profiler study's 12 problems with an LLM optimizer's replies recorded for two
+    section sets (none, SpeedOfLight), as `record --parts llm --section-sets
+    "none;SpeedOfLight" --repeats 2` writes them: the same two replies (1.5x, 2.5x) for each
+    set, so that every tree has the same expected score."""
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.jsonlines import read_jsonl
+    from autoprofiler_env.profiler import NcuRun
+    from tests.conftest import DATA
+
+    root = DATA.parent.parent / "docs" / "data"
+    run_dirs = sorted(p.parent for p in (root / "profile_study_h200").glob("section-*/run.json"))
+    reference = read_jsonl(root / "recording_h200" / "reference.jsonl")
+    uris = [p["uri"] for p in NcuRun.load(run_dirs[0]).problems]
+    llm = [{"uri": u, "model": "llm:m", "sections": key, "repeat": r, "correct": True,
+            "error_kind": None, "candidate_ms": 1.0, "speedup": (1.5, 2.5)[r]}
+           for u in uris for key in ("", "SpeedOfLight") for r in range(2)]
+    path = tmp_path / "llm.json.gz"
+    build(run_dirs, reference, [], llm_rows=llm).save(path)
+    return path
+
+
+def test_a_tree_is_learned_for_an_llm_optimizers_few_recorded_sets_and_scored_alike(tmp_path,
+                                                                                    capsys):
+    """``record --parts llm`` records a few section sets: learn-tree on such a dataset was
+    stopped by the first set not recorded (the oracle's search), with no option to go on;
+    with ``--llm-missing largest_recorded_subset`` it learns. Each tree is scored with the
+    replies drawn alike (a seeded generator): every tree here has the same score, so no edit
+    is kept (a fresh draw per tree kept edits for noise), and two runs give the same tree."""
+    from experiments.cli import main
+
+    path = _llm_dataset(tmp_path)
+    command = ["learn-tree", "--budget", "0.25", "--rounds", "6", "--dataset", str(path),
+               "--optimizer", "llm:m"]
+    assert main([*command, "--out", str(tmp_path / "raise")]) == 2
+    err = capsys.readouterr().err
+    assert "was not recorded with sections" in err and "--llm-missing largest_recorded_subset" \
+        in err
+    for run in ("a", "b"):
+        assert main([*command, "--llm-missing", "largest_recorded_subset", "--out",
+                     str(tmp_path / run)]) == 0
+    capsys.readouterr()
+    logs = [[json.loads(line) for line in (tmp_path / run / "log-0.25.jsonl").open()]
+            for run in ("a", "b")]
+    rounds = [line for line in logs[0] if line.get("kind") == "round"]
+    assert len(rounds) == 6 and all(line["accepted"] is None for line in rounds)
+    scored = {p["train_objective"] for line in rounds for p in line["proposals"]
+              if p["train_objective"] is not None}
+    assert len(scored) == 1  # every tree alike
+    assert (tmp_path / "a" / "tree.json").read_text() == (tmp_path / "b" / "tree.json").read_text()
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["settings"][
+        "llm_missing"] == "largest_recorded_subset"
+    # the benchmark takes the same option
+    bench = ["benchmark", "--dataset", str(path), "--optimizer", "llm:m", "--budgets", "0.25",
+             "--split", "train", "--seeds", "1", "--out", str(tmp_path / "bench")]
+    assert main(bench) == 2 and "--llm-missing" in capsys.readouterr().err
+    assert main([*bench, "--llm-missing", "largest_recorded_subset"]) == 0

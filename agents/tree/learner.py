@@ -135,7 +135,15 @@ def unusable_kind(line: dict) -> str | None:
 
 
 class Scorer:
-    """Scores trees on one environment at one budget, remembering each tree's result."""
+    """Scores trees on one environment at one budget, remembering each tree's result.
+
+    Every tree is scored with the environment's generator seeded alike (:data:`SEED`):
+    where outcomes are drawn (an LLM optimizer's recorded replies, several per problem and
+    section set), each problem's draw is the same for every tree (common random numbers: two
+    trees collecting the same sets there get the same reply), and a run resumed, or run
+    again, scores each tree as it did. A deterministic replay is unchanged by it."""
+
+    SEED = 0
 
     def __init__(self, env, budget: float) -> None:
         base = env.unwrapped
@@ -152,6 +160,7 @@ class Scorer:
         if key not in self._memo:
             observations = []
             records = rollout(self.env, TreePolicy(tree, self.env), budget=self.budget,
+                              seed=self.SEED,
                               observe=lambda record, obs: observations.append(obs))
             self.episodes += len(records)
             objective = statistics.fmean(r.reward for r in records)

@@ -373,8 +373,13 @@ class Dataset:
             if subsets:
                 key = max(subsets, key=lambda k: (len(list(filter(None, k.split("+")))), k))
         if key not in keyed:
+            hint = ("" if missing != "raise" else
+                    "; record that set (record --parts llm --section-sets), or take the "
+                    "largest recorded set within it: the environment's "
+                    "llm_missing='largest_recorded_subset' (--llm-missing "
+                    "largest_recorded_subset)")
             raise NotRecordedError(f"{model!r} on {uri} was not recorded with sections "
-                                   f"{key or '(none)'}; recorded: {sorted(keyed)}")
+                                   f"{key or '(none)'}; recorded: {sorted(keyed)}{hint}")
         repeats = keyed[key]
         return repeats[int(rng.integers(len(repeats)))] if rng is not None else repeats[0]
 
