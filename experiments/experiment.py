@@ -1079,6 +1079,23 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
     return "\n".join(lines)
 
 
+def agent_styles(agents) -> dict[str, dict]:
+    """Per agent, a colour and marker no other agent of the figure has (the benchmark's
+    :func:`~experiments.benchmark.agent_styles`: matplotlib's cycle of 10 colours gave two
+    agents of a config of more rows one line); the best fixed configuration in hindsight,
+    often the train-chosen one, dashed, so that the line it lies on shows through."""
+    from experiments.benchmark import agent_styles as styles
+
+    return {name: {"color": style["color"], "marker": style.get("marker", "o"),
+                   "linestyle": "--" if name == HINDSIGHT else "-"}
+            for name, style in styles(agents).items()}
+
+
+def _legend_beside(ax) -> None:
+    """The legend right of the axes, where it hides no curve."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
 def budgets_figure(config: ExperimentConfig, result: dict):
     """Speedup against budget (the first split's geometric means with their intervals),
     the x axis logarithmic, labelled at the config's budgets only (no minor ticks, whose
@@ -1089,19 +1106,17 @@ def budgets_figure(config: ExperimentConfig, result: dict):
 
     split = _splits(config, result)[0]
     agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
-    fig = Figure(figsize=(7.5, 4.5))
+    styles = agent_styles(agents)
+    fig = Figure(figsize=(9.5, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for name in agents:
         rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
                       key=lambda r: r["budget"])
         x = [r["budget"] for r in rows]
-        # the best fixed configuration in hindsight is often the train-chosen one: dashed,
-        # so that the line it lies on shows through
-        line, = ax.plot(x, [r["geomean_speedup"] for r in rows], marker="o", label=name,
-                        linestyle="--" if name == HINDSIGHT else "-")
+        ax.plot(x, [r["geomean_speedup"] for r in rows], label=name, **styles[name])
         ax.fill_between(x, [r["geomean_lo"] for r in rows], [r["geomean_hi"] for r in rows],
-                        color=line.get_color(), alpha=0.15)
+                        color=styles[name]["color"], alpha=0.12)
     ax.set_xscale("log")
     ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
     ax.xaxis.set_minor_locator(NullLocator())
@@ -1110,7 +1125,7 @@ def budgets_figure(config: ExperimentConfig, result: dict):
     ax.set_ylabel(f"geometric-mean speedup ({split})")
     ax.set_title(f"{config.name}: speedup against budget, 95% bootstrap CIs")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_beside(ax)
     return fig
 
 
@@ -1149,23 +1164,24 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     split = _splits(config, result)[0]
     agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
 
+    styles = agent_styles(agents)
+
     def save(fig, name):
-        fig.tight_layout()
         paths.append(write_png(fig, out / name))
 
     save(budgets_figure(config, result), "budgets.png")
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(9.5, 4.5), layout="constrained")
     for name in agents:
         rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
                       key=lambda r: r["budget"])
         ax.plot([r["mean_cost_s"] for r in rows], [r["geomean_speedup"] for r in rows],
-                marker="o", label=name)
+                label=name, **styles[name])
     ax.set_xlabel("mean profiling cost per problem (s of ncu replay)")
     ax.set_ylabel(f"geometric-mean speedup ({split})")
     ax.set_title(f"{config.name}: speedup against profiling cost")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_beside(ax)
     save(fig, "cost.png")
 
     b = config.budgets[len(config.budgets) // 2 - (len(config.budgets) % 2 == 0)] \
@@ -1174,11 +1190,13 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     taus = np.linspace(0.0, max(float(np.max(v)) for v in by_agent.values()) + 1e-9, 60)
     profiles, intervals = performance_profiles({k: np.exp(v) for k, v in by_agent.items()},
                                                np.exp(taus))
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(9.5, 4.5), layout="constrained")
     for name, profile in profiles.items():
-        line, = ax.plot(np.exp(taus), profile, label=name)
+        ax.plot(np.exp(taus), profile, label=name, markevery=6, markersize=5,
+                **styles.get(name, {}))
         lo, hi = intervals[name]
-        ax.fill_between(np.exp(taus), lo, hi, color=line.get_color(), alpha=0.15)
+        ax.fill_between(np.exp(taus), lo, hi, color=styles.get(name, {}).get("color"),
+                        alpha=0.12)
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
@@ -1187,6 +1205,6 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     ax.set_ylabel("share of runs x problems with speedup > τ")
     ax.set_title(f"{config.name}: performance profiles ({split}, budget {b:.0%})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_beside(ax)
     save(fig, "profiles.png")
     return paths

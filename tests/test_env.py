@@ -806,3 +806,49 @@ def test_a_split_with_no_problems_names_the_splits_there_are():
     with pytest.raises(AutoProfilerError, match=r"no problems in split 'validation' of this "
                                                 r"backend: its splits are train, val, test"):
         gym.make("AutoProfiler-v0", split="validation")
+
+
+def test_two_files_of_one_uri_are_refused_not_one_of_them_dropped(tmp_path):
+    """A file of one's own is problem://local/<folder>/<stem>: runA/level1/op.py and
+    runB/level1/op.py were one URI, and the live environment served the second for both."""
+    import gymnasium as gym
+
+    from tests.conftest import DATA
+
+    files = []
+    for run in ("runA", "runB"):
+        (tmp_path / run / "level1").mkdir(parents=True)
+        files.append(tmp_path / run / "level1" / "op.py")
+        files[-1].write_text((DATA / "problems" / "relu_small.py").read_text())
+    with pytest.raises(ValueError, match=r"problems: .*runA/level1/op.py and .*runB/level1/"
+                                         r"op.py are both problem://local/level1/op"):
+        gym.make("AutoProfilerLive-v0", problems=[str(f) for f in files], device="cpu")
+    env = gym.make("AutoProfilerLive-v0", problems=[str(files[0])] * 2, device="cpu")
+    assert set(env.unwrapped.problems) == {"problem://local/level1/op"}  # one file: one problem
+
+
+def test_the_live_env_profiles_on_its_device_and_says_why_not_on_a_cpu(data_dir, monkeypatch):
+    """The candidate is judged on ``device``; ncu now profiles there too. On a CPU a collect
+    said 'install Nsight Compute', which would not have helped."""
+    import autoprofiler_env.envs.backends.live as live
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.errors import ProfilingError
+
+    asked = []
+
+    def fake(problems, sections, **kwargs):
+        asked.append(kwargs["device"])
+        return [Dataset.load("suite").profile("problem://autoprofiler/v1/level1/"
+                                              "relu_16384x16384", sections)], []
+
+    monkeypatch.setattr(live, "profile_problems", fake)
+    path = str(data_dir / "problems" / "relu_small.py")
+    env = gym.make(LIVE_ID, problems=[path], device="cpu").unwrapped
+    env.reset()
+    with pytest.raises(ProfilingError, match="collecting SpeedOfLight runs ncu on a CUDA GPU, "
+                                             "and this environment's device is 'cpu'"):
+        env.step(env.sections.index("SpeedOfLight"))
+    backend = env.backend
+    backend.device = "cuda:1"  # as made on a GPU machine (no GPU here to make it so)
+    backend._profile_alone(env.problems[0], "SpeedOfLight")
+    assert asked == ["cuda:1"]

@@ -445,6 +445,23 @@ def test_the_budget_axis_is_labelled_at_the_budgets_only(tmp_path):
         assert labels == [f"{b:.0%}" for b in budgets], (budgets, labels)
 
 
+def test_each_agent_of_a_figure_has_a_line_of_its_own(tmp_path):
+    """Past 10 agents, matplotlib's colour cycle gave two agents one line (a config with the
+    user's policies beside the shipped agents: 14 rows); each has its colour and marker."""
+    from experiments.experiment import HINDSIGHT, budgets_figure
+
+    config = _config(tmp_path, "name: p\nbudgets: [0.1, 0.25]\nsplits: [test]\n")
+    agents = [f"agent-{i}" for i in range(13)] + [HINDSIGHT]
+    rows = [{"split": "test", "budget": b, "agent": a, "geomean_speedup": 1.5 + b,
+             "geomean_lo": 1.2, "geomean_hi": 2.0 + b} for a in agents for b in (0.1, 0.25)]
+    fig = budgets_figure(config, {"rows": rows})
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == agents
+    looks = {(line.get_color(), line.get_marker(), line.get_linestyle()) for line in lines}
+    assert len(looks) == len(agents)
+    assert lines[-1].get_linestyle() == "--"
+
+
 def test_paired_ratios_cancel_what_the_problems_share():
     """The paired ratio of two geometric means: a problem's difficulty cancels, so an agent
     1.1x faster on every problem has the interval [1.1, 1.1] however much the problems

@@ -687,3 +687,25 @@ def test_the_nvtx_range_closes_after_max_ops(monkeypatch, max_ops, expected):
     assert events[0] == ("push", "ap_0") and [e for e in events if e[0] == "pop"] == [("pop", None)]
     if max_ops == 3:  # closed after relu and the first mul and add: before the second step
         assert events.index(("pop", None)) < [i for i, e in enumerate(events) if e[0] == "op"][2]
+
+
+def test_ncu_profiles_the_gpu_it_is_given(tmp_path, monkeypatch):
+    """``device="cuda:N"`` judged a candidate on GPU N while ncu profiled the default GPU (its
+    driver builds on ``cuda``): the profiled program now sees GPU N alone, counted among the
+    GPUs this process sees, as torch counts them."""
+    from autoprofiler_env.profiler.runner import visible_devices
+
+    seen = tmp_path / "seen.txt"
+    fake = _fake_ncu(tmp_path, f'echo "${{CUDA_VISIBLE_DEVICES-unset}}" > "{seen}"; exit 1\n')
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for device, visible in (("cuda", "unset"), ("cuda:1", "1")):
+        run = run_ncu([load_problem("relu_16384x16384")], ["SpeedOfLight"], ncu=fake,
+                      workdir=tmp_path / device.replace(":", "-"), device=device)
+        assert run.returncode == 1 and seen.read_text().strip() == visible
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert visible_devices("cuda:1") == {"CUDA_VISIBLE_DEVICES": "5"}
+    assert visible_devices("cuda") == {}
+    with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES='4,5' shows 2 GPU"):
+        visible_devices("cuda:2")
+    with pytest.raises(ValueError, match="'cpu': ncu profiles a CUDA GPU"):
+        visible_devices("cpu")

@@ -38,7 +38,7 @@ from autoprofiler_env.profiler.runner import (
 def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
                      problem_timeout_s: float = 300.0, workdir: Path | None = None,
                      max_ops: int | None = MAX_OPS, max_kernels: int | None = MAX_KERNELS,
-                     ) -> tuple[list[Profile], list[ProfileFailure]]:
+                     device: str = "cuda") -> tuple[list[Profile], list[ProfileFailure]]:
     """Profiles ``problems`` with exactly ``sections``, in as few ncu invocations as it can.
 
     A problem that crashes or hangs the profiled program is reported in the failures and the
@@ -47,7 +47,8 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     problem that outlasts the timeout in a batched run (or whose profiled call outlasts
     :func:`~.runner.range_timeout_s` of its operators) is profiled again alone under
     ``MAX_KERNELS``. ``max_ops``: the forward's first operators profiled (a dataset's
-    ``Dataset.max_ops``, to profile its problems as they were recorded).
+    ``Dataset.max_ops``, to profile its problems as they were recorded). ``device``: the GPU
+    profiled (``cuda`` or ``cuda:N``: :func:`.runner.visible_devices`).
 
     Raises:
         UnknownSectionError: a section this ncu version does not have.
@@ -63,7 +64,7 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
         run = run_ncu(todo, sections, ncu=ncu, problem_timeout_s=problem_timeout_s,
                       workdir=workdir, max_ops=max_ops,
                       max_kernels=None if batched else max_kernels,
-                      range_timeout_s=range_timeout_s if batched else None)
+                      range_timeout_s=range_timeout_s if batched else None, device=device)
         raise_for_run(run)
         got, failed = profiles_from_run(run)
         profiles.update((p.problem_uri, p) for p in got)

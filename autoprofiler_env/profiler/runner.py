@@ -178,12 +178,39 @@ def range_timeout_s(ops: int) -> float:
     return RANGE_BASE_S + RANGE_PER_OP_S * ops
 
 
+def visible_devices(device: str) -> dict[str, str]:
+    """The environment that makes ``device`` the profiled program's ``cuda`` (ncu profiles
+    on the default device): ``{}`` for ``cuda``; for ``cuda:N``, ``CUDA_VISIBLE_DEVICES`` the
+    N-th of the GPUs this process sees (its own ``CUDA_VISIBLE_DEVICES``, where set, counts
+    from them, as torch does).
+
+    Raises:
+        ValueError: not ``cuda`` or ``cuda:N``, or N beyond the visible GPUs' list.
+    """
+    if device == "cuda":
+        return {}
+    if not re.fullmatch(r"cuda:\d+", device):
+        raise ValueError(f"device {device!r}: ncu profiles a CUDA GPU, 'cuda' or 'cuda:N'")
+    index = int(device.split(":")[1])
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return {"CUDA_VISIBLE_DEVICES": str(index)}
+    listed = [d.strip() for d in visible.split(",") if d.strip()]
+    if index >= len(listed):
+        raise ValueError(f"device {device!r}: CUDA_VISIBLE_DEVICES={visible!r} shows "
+                         f"{len(listed)} GPU(s)")
+    return {"CUDA_VISIBLE_DEVICES": listed[index]}
+
+
 def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
             size: str = "full", problem_timeout_s: float = 300.0, start: int = 0,
             workdir: Path | None = None, deadline_s: float | None = None,
             max_ops: int | None = MAX_OPS, max_kernels: int | None = None,
-            range_timeout_s: Callable[[int], float] | None = None) -> NcuRun:
-    """One ncu invocation over ``problems`` (from index ``start``) with ``sections``.
+            range_timeout_s: Callable[[int], float] | None = None,
+            device: str = "cuda") -> NcuRun:
+    """One ncu invocation over ``problems`` (from index ``start``) with ``sections``, on
+    ``device`` (``cuda:N``: that GPU alone is visible to the profiled program,
+    :func:`visible_devices`).
 
     A problem that does not finish within ``problem_timeout_s`` (no status line from the
     driver), or an invocation that outlasts ``deadline_s``, gets ncu stopped; ncu then writes
@@ -228,6 +255,7 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
                "-f", "-o", str(report.with_suffix("")),
                sys.executable, "-m", "autoprofiler_env.profiler.driver", str(spec_path)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.update(visible_devices(device))
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     started = time.perf_counter()

@@ -194,7 +194,14 @@ class LiveBackend:
         elif is_custom(optimizer):  # named as its candidates are (" py: m:C" is py:m:C)
             optimizer = normalized(optimizer)
         self.optimizer_name = optimizer
-        self._problems = {p.uri: p for p in loaded}
+        self._problems = {}
+        for p in loaded:
+            other = self._problems.setdefault(p.uri, p)
+            if other.path != p.path:  # the episode, the caches and the records go by URI
+                raise ValueError(
+                    f"problems: {other.path} and {p.path} are both {p.uri} (a file of your "
+                    "own is named by its folder's name and its own): rename one, or run "
+                    "them in separate environments")
         self._candidate = None
         if candidate_file is not None:  # your kernel, profiled in place of the one Model
             candidate_file = candidate_path(candidate_file)
@@ -333,12 +340,19 @@ class LiveBackend:
             if self.evidence == "recorded":
                 self._profiles[key] = self.dataset.profile(uri, [section])
             else:
+                if not str(self.device).startswith("cuda"):
+                    raise ProfilingError(
+                        f"{uri}: collecting {section} runs ncu on a CUDA GPU, and this "
+                        f"environment's device is {self.device!r}: make it with "
+                        "device='cuda' on a GPU machine, or with evidence='recorded' to be "
+                        "shown the dataset's recorded profiles")
                 recorded = self.dataset and self.dataset.launch_capped(uri)
                 problem = self._candidate or self._problems[uri]
                 profiles, failures = profile_problems(  # the recording's caps
                     [problem], [section], ncu=self.ncu,
                     max_ops=(self.dataset and self.dataset.max_ops) or MAX_OPS,
-                    max_kernels=None if recorded is False else MAX_KERNELS)
+                    max_kernels=None if recorded is False else MAX_KERNELS,
+                    device=self.device)  # where the candidate is judged too
                 if failures:
                     raise ProfilingError(f"{uri}: {failures[0].error}")
                 self._profiles[key] = profiles[0]
