@@ -68,6 +68,20 @@ def _scalar(action):
     return array.reshape(()).item() if array.size == 1 else action
 
 
+def masked_note(name: str, records: list[EpisodeRecord]) -> str | None:
+    """What to warn where the policy ``name`` ended any of ``records`` on an action its mask
+    forbade (the environment takes it as STOP: the profile is cut short, silently); None
+    where it never did."""
+    bad = sum(r.invalid_action for r in records)
+    if not bad:
+        return None
+    return (f"{name} ended {bad} of {len(records)} episodes on an action the mask forbade "
+            "(a section collected already, or one the budget left cannot pay), which the "
+            "environment takes as STOP: its profiles were cut short there. A policy reads "
+            "info['action_mask'] or env.action_masks() (MaskablePPO does; a PPO model "
+            "trained without them does not)")
+
+
 def score(records: Iterable[EpisodeRecord]) -> float:
     """The geometric-mean speedup of the program one would ship (the project's one score)."""
     return geomean(shipped_speedup(r.correct, r.speedup) for r in records)

@@ -51,7 +51,7 @@ def episode_row(entry, record, budget: float, seed: int) -> dict:
             "candidate": record.candidate, "correct": record.correct,
             "speedup": shipped_speedup(record.correct, record.speedup),
             "reward": record.reward, "fits_budget": entry.fits_budget(record.sections),
-            "budget": budget, "seed": seed}
+            "budget": budget, "seed": seed, "invalid_action": record.invalid_action}
 
 
 def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
@@ -77,7 +77,7 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     import autoprofiler_env  # noqa: F401  (registers the ids)
     from agents.rl import shipped_model
     from agents.tree import shipped_tree
-    from autoprofiler_env.evaluation import rollout
+    from autoprofiler_env.evaluation import masked_note, rollout
     from baselines import all_agents
     from experiments.policies import (
         SHIPPED_RL,
@@ -124,15 +124,16 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     for one in entries:
         for message in learned_elsewhere(one, env, dataset):
             warn(message)
-    summary, episodes = [], []
+    summary, episodes, records = [], [], {e.name: [] for e in entries}
     for budget in budgets:
         oracle_speedup, rows = {}, {}
         for entry in tqdm(entries, desc=f"budget {budget:g}", unit="agent", leave=False):
             runs = []
             for seed in range(seeds if entry.stochastic else 1):
                 entry.seed(seed)
-                runs += [episode_row(entry, r, budget, seed)
-                         for r in rollout(env, entry.policy, budget=budget)]
+                done = rollout(env, entry.policy, budget=budget)
+                records[entry.name] += done
+                runs += [episode_row(entry, r, budget, seed) for r in done]
             if entry.name == "oracle":
                 oracle_speedup = {r["problem"]: r["speedup"] for r in runs}
             rows[entry.name] = runs
@@ -148,6 +149,10 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
                                            - math.log(r["speedup"]) for r in runs),
                 "fits_budget": _share_fitting(runs),
             })
+    for name, done in records.items():
+        note = masked_note(name, done)
+        if note:
+            warn(note)
     return summary, episodes
 
 

@@ -326,14 +326,18 @@ def config_path(spec: str | Path) -> Path:
 
 # -- running --------------------------------------------------------------------------------
 
-def _outcomes(env, policy, budget: float) -> dict:
-    """Per problem: the shipped speedup and the profiling cost (seconds) at ``budget``."""
+def _outcomes(env, policy, budget: float, masked: list | None = None) -> dict:
+    """Per problem: the shipped speedup and the profiling cost (seconds) at ``budget``; each
+    episode's record is added to ``masked`` (what :func:`masked_note` reads)."""
     from autoprofiler_env.evaluation import rollout
     from autoprofiler_env.scoring import shipped_speedup
 
+    records = rollout(env, policy, budget=budget)
+    if masked is not None:
+        masked += records
     return {r.problem: {"speedup": shipped_speedup(r.correct, r.speedup), "cost": r.cost,
                         "sections": list(r.sections), "candidate": r.candidate}
-            for r in rollout(env, policy, budget=budget)}
+            for r in records}
 
 
 def _run_file(out: Path, agent: str, seed: int) -> Path:
@@ -500,6 +504,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     from tqdm import tqdm
 
     import autoprofiler_env  # noqa: F401
+    from autoprofiler_env.evaluation import masked_note
     from baselines import baseline
     from experiments.policies import checksums, learned_elsewhere, load
 
@@ -585,6 +590,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
                     return entry.policy
             result = {"agent": spec.name, "seed": seed, "kind": spec.kind, "outcomes": {},
                       "settings": expected(spec)}
+            records: list = []
             for split, env in envs.items():
                 for b in config.budgets:
                     if spec.kind == "chosen":
@@ -595,9 +601,12 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
                         policy = baseline(env, best)
                     else:
                         policy = make(env)
-                    result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b)
+                    result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b, records)
             if spec.kind == "chosen":
                 result["chosen"] = {f"{b:g}": chosen[b] for b in config.budgets}
+            note = masked_note(f"{spec.name} (seed {seed})", records)
+            if note:
+                warn(note)
             write_atomic(path, (json.dumps(result) + "\n").encode())
             if child is not None:
                 child.summary.update(_agent_summary(result))

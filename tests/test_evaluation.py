@@ -289,3 +289,25 @@ def test_a_live_episode_of_a_recorded_problem_sees_the_replays_costs_and_budget(
     assert np.array_equal(met["budget_total"], seen["budget_total"])
     with pytest.raises(AutoProfilerError, match="cannot know a section's cost in seconds"):
         gym.make("AutoProfilerLive-v0", problems=[uri], device="cpu", budget_unit="seconds")
+
+
+def test_a_policy_that_ignores_the_mask_is_said_and_its_episodes_marked(study_dataset):
+    """A masked action is taken as STOP: a policy ignoring the mask scored as a short-profile
+    policy, silently (a PPO trained without masks ended 24 of 24 test episodes so). The
+    record says it, episodes.csv has it, and the benchmark warns, naming the policy."""
+    class AlwaysFirst:  # collects section 0 again and again: masked from the second step
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            return 0, state
+
+    with pytest.warns(UserWarning) as caught:
+        summary, episodes = benchmark(str(study_dataset), [1.0], seeds=1, split="train",
+                                      policies=[("always-first", AlwaysFirst())])
+    mine = [e for e in episodes if e["agent"] == "always-first"]
+    assert mine and all(e["invalid_action"] for e in mine)
+    assert not any(e["invalid_action"] for e in episodes if e["agent"] == "oracle")
+    said = [str(w.message) for w in caught if "forbade" in str(w.message)]
+    assert said == [f"always-first ended {len(mine)} of {len(mine)} episodes on an action the "
+                    "mask forbade (a section collected already, or one the budget left cannot "
+                    "pay), which the environment takes as STOP: its profiles were cut short "
+                    "there. A policy reads info['action_mask'] or env.action_masks() "
+                    "(MaskablePPO does; a PPO model trained without them does not)"]

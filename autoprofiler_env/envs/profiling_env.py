@@ -63,6 +63,7 @@ class EpisodeRecord:
     speedup: float | None
     reward: float  # the episode's return: the final reward plus any cost penalties
     budget: float | None = None  # the episode's budget, as the ``budget`` kwarg gives it
+    invalid_action: bool = False  # it ended on an action the mask forbade (taken as STOP)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -635,7 +636,7 @@ class ProfilingEnv(gym.Env):
         self.last_record = EpisodeRecord(self._uri, tuple(self._collected), self._spent,
                                          outcome.transformation, outcome.correct,
                                          outcome.speedup, self._return + float(reward),
-                                         self._episode_budget_given)
+                                         self._episode_budget_given, invalid)
         info = self._info()
         info.update(candidate=outcome.transformation, reason=outcome.reason,
                     correct=outcome.correct, speedup=outcome.speedup,
