@@ -267,6 +267,22 @@ def test_transformers_backend_says_how_to_install_it(monkeypatch, tmp_path):
         TransformersBackend(tmp_path)
 
 
+def test_transformers_backend_says_what_a_folder_lacks(tmp_path):
+    """An empty folder gave transformers' own ValueError about sentencepiece and tiktoken, a
+    folder of only config.json an OSError: each is the documented OptimizationError now."""
+    from autoprofiler_env.optimizers.llm import TransformersBackend
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "config-only").mkdir()
+    (tmp_path / "config-only" / "config.json").write_text(json.dumps(
+        {"model_type": "llama", "vocab_size": 32, "hidden_size": 8, "intermediate_size": 16,
+         "num_hidden_layers": 1, "num_attention_heads": 2}))
+    for folder in ("empty", "config-only"):
+        with pytest.raises(OptimizationError, match=rf"{folder}: transformers cannot load a "
+                           r"causal LM from it \(\w+: .*\): a folder as `save_pretrained`"):
+            TransformersBackend(tmp_path / folder)
+
+
 def test_transformers_backend_never_takes_a_hub_id():
     from autoprofiler_env.optimizers.llm import TransformersBackend
 
@@ -721,7 +737,7 @@ def test_real_model_through_transformers_gguf(relu, evaluator, request):
     try:
         backend = TransformersBackend(gguf, model_name="gemma3-270m-transformers",
                                       chat_template=GEMMA_TEMPLATE)
-    except (ValueError, NotImplementedError, KeyError) as e:
+    except (OptimizationError, NotImplementedError) as e:  # its load failures, said
         pytest.skip(f"this transformers cannot load {gguf.name}: {type(e).__name__}: {e}")
     loaded = time.perf_counter() - started
     prompt = backend.prompt_ids(build_messages(relu, None))

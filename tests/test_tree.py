@@ -426,6 +426,21 @@ def test_an_interrupted_run_resumes_to_the_same_tree(small, tmp_path):
     assert decisions(tmp_path / "cut.jsonl") == decisions(tmp_path / "whole.jsonl")
 
 
+def test_a_log_whose_first_line_was_cut_starts_afresh(small, tmp_path):
+    """An interruption while the settings line was written left half of it alone in the log:
+    refused as 'not a learn-tree log', where an empty log starts afresh."""
+    tr, va = small
+    whole = learn(tr, va, SearchProposer(1), LearnConfig(rounds=3), log=tmp_path / "whole.jsonl",
+                  progress=False)
+    first = (tmp_path / "whole.jsonl").read_text().splitlines()[0]
+    (tmp_path / "cut.jsonl").write_text(first[:len(first) // 2])
+    again = learn(tr, va, SearchProposer(1), LearnConfig(rounds=3), log=tmp_path / "cut.jsonl",
+                  progress=False)
+    assert again.tree == whole.tree
+    assert [json.loads(x)["kind"] for x in (tmp_path / "cut.jsonl").read_text().splitlines()] \
+        == ["start", "round", "round", "round"]
+
+
 def test_a_corrupted_log_is_an_error_not_a_fresh_start(small, tmp_path):
     tr, va = small
     log = tmp_path / "log.jsonl"

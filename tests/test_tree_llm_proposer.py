@@ -450,6 +450,24 @@ def test_a_hanging_server_times_out(server):
     assert elapsed < 2.5 and proposal.seconds < 2.5  # it did not wait for the 3 s reply
 
 
+def test_a_timeout_is_asked_again_of_a_server_not_of_a_model_in_this_process(server):
+    """A server's timeout may pass (it was restarting): the round is asked again. A local
+    model's generation cut by the time limit (TransformersBackend) would be cut again: the
+    round is logged as failed, not retried for 14 s and then stopped as unreachable."""
+    from autoprofiler_env.optimizers.llm.local import TransformersBackend
+
+    assert _proposer(server, "slow", timeout_s=0.5).propose(_feedback(), 2).unreached
+
+    class Local:
+        model_name, in_process = "local", TransformersBackend.in_process
+
+        def complete(self, messages, *, max_tokens, temperature, seed, timeout_s):
+            raise LLMError("timeout", "local did not finish within 0.05 s (3 tokens)")
+
+    proposal = LLMProposer(Local()).propose(_feedback(), 2)
+    assert proposal.error.startswith("timeout: ") and not proposal.unreached
+
+
 def test_backends_without_response_format_are_called_without_it():
     class Canned:  # the ChatBackend protocol as it was: no response_format, no last_info
         model_name = "canned"

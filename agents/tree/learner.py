@@ -503,6 +503,9 @@ def _resume(log, header: dict, vocab) -> list[dict]:
             raise AutoProfilerError(f"{log}: line {i + 1} is corrupted ({problem}): start a "
                                     "new run with another --out")
         lines.append(line)
+    if not lines and dropped:  # its first line, cut by an interruption: a new log
+        Path(log).write_text("", encoding="utf-8")
+        return []
     if not lines or lines[0].get("kind") != "start":
         raise AutoProfilerError(f"{log}: not a learn-tree log (its first line is not the "
                                 "run's settings)")

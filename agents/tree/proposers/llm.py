@@ -609,7 +609,9 @@ class LLMProposer:
                           "structured='json_object', for llama-cpp-python's server)")
             return Proposal(edits=[], seconds=time.perf_counter() - started,
                             tokens=self._usage(), error=error,
-                            unreached=e.kind in ("connection", "http", "timeout"),
+                            unreached=e.kind in ("connection", "http") or (
+                                e.kind == "timeout"  # a server's, not a generation cut short
+                                and not getattr(self.backend, "in_process", False)),
                             refused=e.refused)
         seconds = time.perf_counter() - started
         self.last_reply = reply

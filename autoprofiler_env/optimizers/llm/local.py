@@ -36,11 +36,15 @@ class TransformersBackend:
     ``chat_template`` (a Jinja template) when given; a system message the template refuses is
     folded into the first user message. Without a template: plain "role: text" turns.
     Temperature 0 decodes greedily; ``timeout_s`` bounds generation (``max_time``): a
-    generation cut by it is an ``LLMError("timeout")``.
+    generation cut by it is an ``LLMError("timeout")``, which asking again would repeat
+    (``in_process``: no server that may come back, as an endpoint's timeout may).
 
     Raises:
-        OptimizationError: transformers is missing, or ``model_path`` is not a local path.
+        OptimizationError: transformers is missing, ``model_path`` is not a local path, or
+            transformers cannot load a model from it (the message says what it found).
     """
+
+    in_process = True
 
     def __init__(self, model_path: str | Path, *, gguf_file: str | None = None,
                  model_name: str | None = None, chat_template: str | None = None,
@@ -60,14 +64,22 @@ class TransformersBackend:
         self.gguf_file = gguf_file
         self.model_name = model_name or (Path(gguf_file).stem if gguf_file else path.name)
         self.device = device
-        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **kwargs)
-        if chat_template is not None:  # e.g. for a GGUF file that carries none
-            self.tokenizer.chat_template = chat_template
         model_kwargs = dict(kwargs)
         if torch_dtype is not None:
             model_kwargs["torch_dtype"] = torch_dtype
-        self.model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(path), **model_kwargs).to(device)
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **kwargs)
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(path), **model_kwargs).to(device)
+        except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise OptimizationError(
+                f"{model_path}: transformers cannot load a causal LM from it "
+                f"({type(e).__name__}: {first[:300]}): a folder as `save_pretrained` writes "
+                "one (config.json, the weights: model.safetensors or pytorch_model.bin, and "
+                "the tokenizer's files), or a .gguf file") from e
+        if chat_template is not None:  # e.g. for a GGUF file that carries none
+            self.tokenizer.chat_template = chat_template
         self.model.eval()
         self.last_info: dict = {}
 

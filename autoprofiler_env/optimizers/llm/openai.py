@@ -77,12 +77,13 @@ class OpenAIChatBackend:
         model = model or os.environ.get(ENV_MODEL)
         if not base_url:
             raise OptimizationError(
-                f"no LLM endpoint: pass base_url or set {ENV_BASE_URL} (an OpenAI-compatible "
-                "API's base, e.g. http://127.0.0.1:8000/v1)")
+                f"no LLM endpoint: give base_url (on the command line, --llm-base-url) or set "
+                f"{ENV_BASE_URL} (an OpenAI-compatible API's base, e.g. "
+                "http://127.0.0.1:8000/v1)")
         if not model:
             raise OptimizationError(
-                f"no LLM model: pass model or set {ENV_MODEL} (the model's name as the "
-                "server lists it under /v1/models)")
+                f"no LLM model: give model (on the command line, --llm-model) or set "
+                f"{ENV_MODEL} (the model's name as the server lists it under /v1/models)")
         self.url = _chat_url(base_url)
         self.model_name = model
         self.api_key = api_key or os.environ.get(ENV_API_KEY) or os.environ.get(
