@@ -127,17 +127,22 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     summary, episodes, records = [], [], {e.name: [] for e in entries}
     for budget in budgets:
         oracle_speedup, rows = {}, {}
-        for entry in tqdm(entries, desc=f"budget {budget:g}", unit="agent", leave=False):
-            runs = []
-            for seed in range(seeds if entry.stochastic else 1):
-                entry.seed(seed)
-                done = rollout(env, entry.policy, budget=budget)
-                records[entry.name] += done
-                runs += [episode_row(entry, r, budget, seed) for r in done]
-            if entry.name == "oracle":
-                oracle_speedup = {r["problem"]: r["speedup"] for r in runs}
-            rows[entry.name] = runs
-            episodes += runs
+        # closed (its line cleared) by an error too: the command's error then has a line
+        with tqdm(entries, desc=f"budget {budget:g}", unit="agent", leave=False) as bar:
+            for entry in bar:
+                runs = []
+                for seed in range(seeds if entry.stochastic else 1):
+                    entry.seed(seed)
+                    try:
+                        done = rollout(env, entry.policy, budget=budget)
+                    except ValueError as e:  # an action the environment refused: whose
+                        raise ValueError(f"{entry.name}: {e}") from None
+                    records[entry.name] += done
+                    runs += [episode_row(entry, r, budget, seed) for r in done]
+                if entry.name == "oracle":
+                    oracle_speedup = {r["problem"]: r["speedup"] for r in runs}
+                rows[entry.name] = runs
+                episodes += runs
         for entry in entries:
             runs = rows[entry.name]
             summary.append({

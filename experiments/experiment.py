@@ -554,10 +554,19 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
         return (settings | {"options": spec.options}
                 | ({"reads": reads[spec.name]} if reads.get(spec.name) else {}))
 
+    stale: dict[str, StaleRunError] = {}  # every agent's said at once, its first seed's
     for spec, seed in jobs:
         path = _run_file(out, spec.name, seed)
-        if path.is_file():
-            _check_run(path, read_json(path).get("settings"), expected(spec), spec, out)
+        if path.is_file() and spec.name not in stale:
+            try:
+                _check_run(path, read_json(path).get("settings"), expected(spec), spec, out)
+            except StaleRunError as e:
+                stale[spec.name] = e
+    if len(stale) == 1:
+        raise next(iter(stale.values()))
+    if stale:
+        raise StaleRunError(f"the runs of {len(stale)} agents ({', '.join(stale)}) were made "
+                            "from files changed since: " + " | ".join(map(str, stale.values())))
     # the fixed configuration chosen on the train split, per budget (read back from its run
     # file when that is written: a resumed experiment does not score the train split again)
     chosen_file = _run_file(out, TRAIN_CHOSEN, 0)

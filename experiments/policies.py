@@ -445,6 +445,8 @@ def _said(learned: dict) -> dict:
         said["optimizer"] = learned.get("optimizer") or kwargs.get("optimizer")
     else:  # a tree's: what it names
         said = {k: learned[k] for k in BEARING if k in learned}
+        if "dataset_sha256" in learned:  # a tree of learn-tree's: the tolerance it learned
+            said.setdefault("tolerance", None)  # under, None (the default) before it logged one
     said = {k: v for k, v in said.items() if not (k == "optimizer" and v is None)}
     return {"learned_on": found if isinstance(found, str) else None,
             "learned_with": said or None}

@@ -311,3 +311,16 @@ def test_a_policy_that_ignores_the_mask_is_said_and_its_episodes_marked(study_da
                     "pay), which the environment takes as STOP: its profiles were cut short "
                     "there. A policy reads info['action_mask'] or env.action_masks() "
                     "(MaskablePPO does; a PPO model trained without them does not)"]
+
+
+def test_an_action_the_environment_refuses_names_the_policy(study_dataset):
+    """With several --policy, 'action must be an integer of Discrete(16) ... got 13.0' left
+    one to guess whose it was."""
+    class FloatAction:
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            return np.float32(13.0), state
+
+    with pytest.raises(ValueError, match=r"^float-action: action must be an integer of "
+                                         r"Discrete\(16\).*got 13\.0"):
+        benchmark(str(study_dataset), [1.0], seeds=1, split="train",
+                  policies=[("float-action", FloatAction())])

@@ -287,6 +287,20 @@ def test_the_benchmark_warns_when_a_policy_was_learned_with_other_env_kwargs(tmp
         "environment's kwargs, or evaluate it on an environment made with its own)"]
 
 
+def test_the_shipped_tree_is_said_learned_under_the_default_tolerance():
+    """The shipped trees' files predate the tolerance in learn-tree's settings: they were
+    learned under the default, and a benchmark under another said nothing of them (it did
+    of the shipped MaskablePPO, whose run names every make kwarg)."""
+    from experiments.policies import learned_elsewhere
+
+    env = gym.make("AutoProfiler-v0", split="test", tolerance="kernelbench")
+    [said] = learned_elsewhere(load("autoprofiler-tree", env), env)
+    assert said.startswith("autoprofiler-tree was learned on an environment made with other "
+                           "kwargs than this one (tolerance=None there, 'kernelbench' here")
+    assert learned_elsewhere(load("autoprofiler-tree", gym.make("AutoProfiler-v0")),
+                             gym.make("AutoProfiler-v0")) == []
+
+
 def test_a_recurrent_ppo_model_is_benchmarked_by_its_file(tmp_path):
     from sb3_contrib import TRPO, RecurrentPPO
     from stable_baselines3 import PPO
@@ -495,3 +509,15 @@ def test_a_resumed_experiment_refuses_runs_of_a_fixed_policy_whose_file_changed(
         again = run_experiment(config, out, progress=False)
     assert [r for r in again["rows"] if r["agent"] != specs[0]] == \
         [r for r in first["rows"] if r["agent"] != specs[0]]
+    # two changed at once: both said in one error (one at a time made a rerun per policy)
+    kept = {path: path.read_bytes() for path in (tree, module)}
+    tree.write_text((DATA / "reference.json").read_text())
+    module.write_text(COIN + "\n# edited again\n")
+    with pytest.raises(StaleRunError) as e:
+        run_experiment(config, out, progress=False)
+    said = str(e.value)
+    assert said.startswith(f"the runs of 2 agents ({specs[0]}, {specs[2]}) were made from "
+                           "files changed since: ")
+    assert f"{tree} changed since" in said and f"{module} changed since" in said
+    for path, content in kept.items():
+        path.write_bytes(content)
