@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from autoprofiler_env.errors import ProblemError
-from autoprofiler_env.problems.problem import Problem, Size, import_problem
+from autoprofiler_env.problems.problem import Problem, Size, import_problem, input_list
 
 # An operator's category, by its ATen name. Checked in this order; the first match wins.
 _CATEGORY_BY_NAME: dict[str, frozenset[str]] = {
@@ -434,7 +434,7 @@ def _trace_on_meta(path: str | Path, module: ModuleType) -> StaticFeatures:
         return moved
 
     model = build("Model", lambda: module.Model(*module.get_init_inputs()))
-    inputs = build("the inputs", module.get_inputs)
+    inputs = build("the inputs", lambda: input_list(module.get_inputs()))
     try:
         with torch.device("meta"), torch.no_grad(), _cuda_as_traced():
             return _count(model, inputs, "cpu-init" if built_on_cpu else "meta")
@@ -465,7 +465,7 @@ def _trace_on_cpu(path: str | Path, module: ModuleType, reason: str) -> StaticFe
             setattr(module, key, value)
         with torch.device("cpu"), torch.no_grad(), _cuda_as_traced():
             model = module.Model(*module.get_init_inputs())
-            inputs = module.get_inputs()
+            inputs = input_list(module.get_inputs())
             return _count(model, inputs, "cpu-smoke" if at_smoke else "cpu")
     except Exception as e:
         raise ProblemError(path, f"the reference forward needs real values ({reason}), and "

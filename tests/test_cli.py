@@ -115,6 +115,25 @@ def test_evaluate_bad_input_exits_2_with_one_line(problem, candidate, message):
     assert len(lines) == 1 and message in lines[0]
 
 
+BARE_TENSOR = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+               "    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+               "def get_inputs():\n    return torch.randn(64, 32)\n\n\n"
+               "def get_init_inputs():\n    return []\n")
+
+
+def test_get_inputs_returning_a_bare_tensor_is_said_so(tmp_path):
+    """A tensor returned for the list of inputs was unpacked along its first dimension:
+    'Model.forward() takes 2 positional arguments but 65 were given'."""
+    (tmp_path / "bare.py").write_text(BARE_TENSOR)
+    says = ("get_inputs() returned a Tensor, not a list of the forward's inputs (KernelBench's "
+            "format: return [x] for one input)")
+    listed = run("problems", "--source", str(tmp_path), "--features")
+    assert says in listed.stderr
+    out = run("evaluate", "--problem", str(tmp_path / "bare.py"), "--candidate",
+              str(DATA / "candidates" / "relu_correct.py"))
+    assert out.returncode == 2 and says in out.stderr.strip().splitlines()[-1]
+
+
 def test_evaluate_cuda_without_a_gpu_says_so():
     import torch
 

@@ -398,8 +398,10 @@ class Runner:
         if device.type == "cuda":
             with torch.cuda.device(device):
                 torch.cuda.manual_seed(seed)
+        from autoprofiler_env.problems.problem import input_list
+
         with torch.device(self.device):
-            inputs = self.module.get_inputs()
+            inputs = input_list(self.module.get_inputs())
         return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
     def run(self, inputs: list):

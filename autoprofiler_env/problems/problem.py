@@ -128,6 +128,20 @@ def defined_names(path: Path, kind: str = "problem") -> set[str]:
     return defined
 
 
+def input_list(value, name: str = "get_inputs"):
+    """``value`` (what ``name()`` returned) as the list of positional inputs it must be
+    (KernelBench's format: a list or a tuple). A bare tensor was unpacked along its first
+    dimension: ``Model.forward() takes 2 positional arguments but 65 were given``.
+
+    Raises:
+        TypeError: it is not a list or a tuple (the message says what to return).
+    """
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise TypeError(f"{name}() returned a {type(value).__name__}, not a list of the forward's "
+                    f"inputs (KernelBench's format: return [x] for one input)")
+
+
 def check_problem_file(path: Path) -> None:
     """Checks without running it that ``path`` parses and defines the KernelBench names.
 
