@@ -560,7 +560,7 @@ def parse_candidates(values: list[str]) -> dict[str, Path]:
 def cmd_dataset(args: argparse.Namespace) -> int:
     from collections import Counter
 
-    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset import Dataset, resolve_dataset
     from autoprofiler_env.dataset.build import build_from_recording
 
     if args.action == "build":
@@ -594,9 +594,12 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 
         if Path(args.out).is_dir():
             return _fail(f"--out {args.out} is a folder: give the dataset file to write")
-        checksum = upgrade_file(Path(args.file), Path(args.out))
+        source = resolve_dataset(args.file)  # a shipped one's name too
+        checksum = upgrade_file(source, Path(args.out))
         if checksum is None:
-            print(f"{args.file} is {SCHEMA} already: nothing written")
+            same = Path(args.out).resolve() == source.resolve()
+            print(f"{args.file} is {SCHEMA} already: "
+                  + ("nothing written" if same else f"copied to {args.out} as it is"))
         else:
             print(f"{args.out}: {SCHEMA} (sha256 {checksum}), the content of {args.file}; "
                   "what was learned on it stays learned on this (same_content_as)")
@@ -1257,7 +1260,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(their measured costs replace modelled ones); repeatable")
     q = dsub.add_parser("upgrade", help="an older schema's dataset file -> this version's (the "
                         "same content, read faster)")
-    q.add_argument("file", help="the dataset file")
+    q.add_argument("file", help="the dataset file (or a shipped one's name)")
     q.add_argument("--out", required=True, help="the file to write (the same file: replaced)")
     q = dsub.add_parser("info", help="metadata, counts and checksum")
     q.add_argument("file", nargs="?", help="a dataset file or a shipped one's name (default: "

@@ -504,6 +504,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     from tqdm import tqdm
 
     import autoprofiler_env  # noqa: F401
+    from autoprofiler_env.dataset.format import recorded_as_now
     from autoprofiler_env.evaluation import masked_note
     from baselines import baseline
     from experiments.policies import checksums, learned_elsewhere, load
@@ -532,8 +533,9 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
                 "dataset_sha256": dataset.metadata.get("sha256") if dataset else None}
     # the whole folder's settings: its trained agents are reused as its run files are
     stamp = out / "settings.json"
-    if stamp.is_file() and (made := read_json(stamp, "remove it (every run file is checked "
-                                                 "against the config as well)")) != settings:
+    if stamp.is_file() and (made := recorded_as_now(  # an upgraded file of its dataset too
+            read_json(stamp, "remove it (every run file is checked against the config as "
+                      "well)"), dataset.metadata if dataset else None)) != settings:
         raise ConfigError(f"{out} holds runs and trained agents made with other settings "
                           f"({made}, not {settings}): give another --out, or remove {out} "
                           "to run it again")
@@ -559,7 +561,9 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
         path = _run_file(out, spec.name, seed)
         if path.is_file() and spec.name not in stale:
             try:
-                _check_run(path, read_json(path).get("settings"), expected(spec), spec, out)
+                _check_run(path, recorded_as_now(read_json(path).get("settings"),
+                                                 dataset.metadata if dataset else None),
+                           expected(spec), spec, out)
             except StaleRunError as e:
                 stale[spec.name] = e
     if len(stale) == 1:

@@ -174,8 +174,12 @@ def _run_live(config, out: Path, workers, time_budget_s, unit_timeout_s, progres
     if made_file.is_file():
         from experiments.experiment import read_json
 
-        made = read_json(made_file, "remove it (every live outcome is checked against the "
-                                    "config as well)")
+        from autoprofiler_env.dataset import Dataset
+        from autoprofiler_env.dataset.format import recorded_as_now
+
+        made = recorded_as_now(read_json(made_file, "remove it (every live outcome is checked "
+                                                    "against the config as well)"),
+                               Dataset.load(config.env.get("dataset")).metadata)
         if made != settings:
             raise ConfigError(f"{live_dir} was made with other settings or agents (a changed "
                               "config, or a run learned again): give another --out, or remove "

@@ -1170,12 +1170,29 @@ def test_a_schema_6_file_loads_with_the_same_content(suite_part, tmp_path):
             for x in k.displayed]
     assert len({id(x) for x in rows}) == len(set(rows)) < len(rows)  # one object each
     kernel = next(iter(body["problems"][0]["profiles"].values()))["kernels"][0]
+    uri = body["problems"][0]["uri"]
     kernel["displayed"] = [[0, 3.2]]
     _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
-    _refused(tmp_path / "bad.json.gz", "rows[")
+    _refused(tmp_path / "bad.json.gz", f"{uri}: profiles['SpeedOfLight'].kernels[0]: a header's "
+             "value is 3.2, not a string (ncu's text)")
     kernel["displayed"] = [[0, ["1"]]]  # unhashable
     _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
+    _refused(tmp_path / "bad.json.gz", "].kernels[0]: a header's value is ['1'], not a string")
+    kernel["displayed"] = []
+    kernel["findings"] = [[0, 0, 0, 0, "global", -1.0]]
+    _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
+    _refused(tmp_path / "bad.json.gz", "].kernels[0]: a finding's speedup_pct is -1.0")
+    kernel["findings"] = [[0, 0, 0]]
+    _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
+    _refused(tmp_path / "bad.json.gz", "].kernels[0]: a finding is [0, 0, 0], not [section, ")
+    kernel["findings"] = 7
+    _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
     _refused(tmp_path / "bad.json.gz", "].kernels[0] is not a kernel as schema 6 packs it")
+    kernel["findings"] = []
+    kernel["extra"] = 5  # refused by the schema-6 loader before
+    _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
+    _refused(tmp_path / "bad.json.gz", "].kernels[0]'s keys are ")
+    del kernel["extra"]
     kernel["metrics"] = [kernel["metrics"][0], [math.nan] * len(kernel["metrics"][1])]
     kernel["displayed"] = []
     _resealed(tmp_path / "bad.json.gz", body, schema="autoprofiler-dataset/6")
@@ -1260,6 +1277,12 @@ NAME, SHAPE, VALUES, ROWS, FINDINGS = map(_field, ("name", "shape", "values", "r
      "].kernels[0] refers to an entry of the document's tables by [0, 0, 0], not an integer"),
     (lambda b: _packed_kernel(b)[VALUES].pop(),  # every name after it would shift
      "].kernels[0] has {short} metric values, not the {long} of metric_names["),
+    (lambda b: _packed_kernel(b).__setitem__(ROWS, {}),  # empty, and not a list: loaded
+     "].kernels[0] is not a kernel as schema 7 packs it: its values, rows and findings are "
+     "lists of indices"),
+    (lambda b: _packed_kernel(b).__setitem__(FINDINGS, ""),
+     "].kernels[0] is not a kernel as schema 7 packs it: its values, rows and findings are "
+     "lists of indices"),
     (lambda b: _packed_kernel(b).__setitem__(ROWS, 5),
      "].kernels[0] is not a kernel as schema 7 packs it: its values, rows and findings are "
      "lists of indices"),
@@ -1309,6 +1332,11 @@ def _first_finding(body):
      "rows[0] is [{headers}, "),
     (lambda b: b["rows"][0].__setitem__(0, True), "rows[0] is [True, "),
     (lambda b: b["rows"].__setitem__(0, []), "rows[0] is [], not a [header, value] row"),
+    (lambda b: b["rows"].__setitem__(0, {"0": 1}),  # was a KeyError(0), its place unsaid
+     "rows[0] is {{'0': 1}}, not a [header, value] row"),
+    (lambda b: b["values"].append(float("nan")),  # held by no kernel: refused all the same
+     "values[{values}] is nan, not a finite number or a string (ncu's value; no kernel "
+     "holds it)"),
     (lambda b: _first_finding(b).__setitem__(5, {"pct": 5}),
      "findings[0]: a finding's speedup_pct is {{'pct': 5}}, not null or a finite number >= 0"),
     (lambda b: _first_finding(b).__setitem__(5, True),
@@ -1333,7 +1361,8 @@ def test_a_table_that_is_not_what_it_holds_is_refused(suite_part, tmp_path, dama
     damage(body)
     _resealed(tmp_path / "bad.json.gz", body)
     _refused(tmp_path / "bad.json.gz", says.format(headers=len(body["headers"]),
-                                                   strings=len(body["strings"])))
+                                                   strings=len(body["strings"]),
+                                                   values=len(body["values"]) - 1))
 
 
 def test_a_tables_finite_values_whose_sum_is_beyond_a_floats_range_load(suite_part, tmp_path):
@@ -1566,3 +1595,17 @@ def test_a_same_content_as_that_is_not_a_list_of_checksums_is_refused(suite_part
     body["metadata"]["same_content_as"] = same
     _resealed(tmp_path / "bad.json.gz", body)
     _refused(tmp_path / "bad.json.gz", "metadata.same_content_as is ")
+
+
+def test_a_negative_zero_keeps_its_sign_through_the_tables(suite_part, tmp_path):
+    """-0.0 == 0.0: a table of distinct values keyed by value merged them, and a load and a
+    save gave 0.0 where -0.0 was."""
+    body = json.loads(suite_part)
+    kernel = next(iter(body["problems"][0]["profiles"].values()))["kernels"][0]
+    floats = [n for n, v in kernel["metrics"].items() if type(v) is float]
+    kernel["metrics"][floats[0]], kernel["metrics"][floats[1]] = -0.0, 0.0
+    _resealed(tmp_path / "signed.json.gz", body)
+    loaded = DatasetFile.load(tmp_path / "signed.json.gz")
+    metrics = next(iter(loaded.problems[body["problems"][0]["uri"]].profiles.values())
+                   ).kernels[0].metrics
+    assert [math.copysign(1.0, metrics[n]) for n in floats[:2]] == [-1.0, 1.0]

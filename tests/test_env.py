@@ -834,6 +834,13 @@ def test_the_live_env_profiles_on_its_device_and_says_why_not_on_a_cpu(data_dir,
     from autoprofiler_env.dataset import Dataset
     from autoprofiler_env.errors import ProfilingError
 
+    path = str(data_dir / "problems" / "relu_small.py")
+    env = gym.make(LIVE_ID, problems=[path], device="cpu").unwrapped
+    env.reset()
+    with pytest.raises(ProfilingError, match="collecting SpeedOfLight runs ncu on a CUDA GPU, "
+                                             "and the device given is 'cpu'.*evidence="
+                                             "'recorded'"):
+        env.step(env.sections.index("SpeedOfLight"))
     asked = []
 
     def fake(problems, sections, **kwargs):
@@ -842,12 +849,6 @@ def test_the_live_env_profiles_on_its_device_and_says_why_not_on_a_cpu(data_dir,
                                               "relu_16384x16384", sections)], []
 
     monkeypatch.setattr(live, "profile_problems", fake)
-    path = str(data_dir / "problems" / "relu_small.py")
-    env = gym.make(LIVE_ID, problems=[path], device="cpu").unwrapped
-    env.reset()
-    with pytest.raises(ProfilingError, match="collecting SpeedOfLight runs ncu on a CUDA GPU, "
-                                             "and this environment's device is 'cpu'"):
-        env.step(env.sections.index("SpeedOfLight"))
     backend = env.backend
     backend.device = "cuda:1"  # as made on a GPU machine (no GPU here to make it so)
     backend._profile_alone(env.problems[0], "SpeedOfLight")

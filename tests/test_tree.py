@@ -439,6 +439,10 @@ def test_a_log_whose_first_line_was_cut_starts_afresh(small, tmp_path):
     assert again.tree == whole.tree
     assert [json.loads(x)["kind"] for x in (tmp_path / "cut.jsonl").read_text().splitlines()] \
         == ["start", "round", "round", "round"]
+    (tmp_path / "other.jsonl").write_text("not a log at all")  # another file: refused
+    with pytest.raises(AutoProfilerError, match="not a learn-tree log"):
+        learn(tr, va, SearchProposer(1), LearnConfig(rounds=3), log=tmp_path / "other.jsonl",
+              progress=False)
 
 
 def test_a_corrupted_log_is_an_error_not_a_fresh_start(small, tmp_path):
@@ -925,11 +929,12 @@ def test_a_counts_threshold_and_value_are_whole_numbers_in_plain_terms():
     assert plain("metric", "log_n_ops", 1.0) is None
 
 
-def _llm_dataset(tmp_path):
+def _llm_dataset(tmp_path, replies=None):
     """The profiler study's 12 problems with an LLM optimizer's replies recorded for two
     section sets (none, SpeedOfLight), as `record --parts llm --section-sets
-    "none;SpeedOfLight" --repeats 2` writes them: the same two replies (1.5x, 2.5x) for each
-    set, so that every tree has the same expected score."""
+    "none;SpeedOfLight"` writes them: by default the same two replies (1.5x, 2.5x) for each
+    set, so that every tree has the same expected score; ``replies``: the speedups per set
+    (``""``, ``"SpeedOfLight"``), one row per reply."""
     from autoprofiler_env.dataset.build import build
     from autoprofiler_env.jsonlines import read_jsonl
     from autoprofiler_env.profiler import NcuRun
@@ -939,9 +944,11 @@ def _llm_dataset(tmp_path):
     run_dirs = sorted(p.parent for p in (root / "profile_study_h200").glob("section-*/run.json"))
     reference = read_jsonl(root / "recording_h200" / "reference.jsonl")
     uris = [p["uri"] for p in NcuRun.load(run_dirs[0]).problems]
+    replies = replies or {"": (1.5, 2.5), "SpeedOfLight": (1.5, 2.5)}
     llm = [{"uri": u, "model": "llm:m", "sections": key, "repeat": r, "correct": True,
-            "error_kind": None, "candidate_ms": 1.0, "speedup": (1.5, 2.5)[r]}
-           for u in uris for key in ("", "SpeedOfLight") for r in range(2)]
+            "error_kind": None, "candidate_ms": 1.0, "speedup": speedup}
+           for u in uris for key, speedups in replies.items()
+           for r, speedup in enumerate(speedups)]
     path = tmp_path / "llm.json.gz"
     build(run_dirs, reference, [], llm_rows=llm).save(path)
     return path
@@ -982,3 +989,54 @@ def test_a_tree_is_learned_for_an_llm_optimizers_few_recorded_sets_and_scored_al
              "--split", "train", "--seeds", "1", "--out", str(tmp_path / "bench")]
     assert main(bench) == 2 and "--llm-missing" in capsys.readouterr().err
     assert main([*bench, "--llm-missing", "largest_recorded_subset"]) == 0
+
+
+def test_each_problem_draws_its_reply_whatever_the_episodes_before_it_drew(tmp_path):
+    """Seeding the first reset alone left each problem's draw to depend on what the episodes
+    before it drew: a set of one reply draws nothing, a set of four one number, so two trees
+    that differed on the first problem got other replies on every later one (a reviewer's
+    run: [3, 3, 2, 2, 1, 1] against [4, 3, 3, 2, 2, 1]). Each problem's episode is seeded
+    from the problem now: scored among all, or alone, it gets the same reply."""
+    from agents.tree.learner import Scorer
+
+    path = _llm_dataset(tmp_path, {"": (2.0,), "SpeedOfLight": (1.0, 2.0, 3.0, 4.0)})
+    kwargs = {"dataset": str(path), "optimizer": "llm:m", "llm_missing":
+              "largest_recorded_subset"}
+    env = gym.make("AutoProfiler-v0", split="train", **kwargs)
+    tree = Tree(Collect("SpeedOfLight", Stop()))
+    together = {r.problem: r.speedup for r in Scorer(env, 1.0)(tree).records}
+    alone = {uri: Scorer(gym.make("AutoProfiler-v0", split=None, problems=[uri], **kwargs),
+                         1.0)(tree).records[0].speedup for uri in together}
+    assert together == alone and len(set(together.values())) > 1
+
+
+def test_a_run_resumes_on_an_upgraded_file_of_its_dataset(tmp_path):
+    """``dataset upgrade`` rewrites a file in place with the same content under a new
+    checksum; a learn-tree log and an experiment folder made on the old file were refused as
+    made with other settings."""
+    import shutil
+
+    from autoprofiler_env.dataset import DatasetFile
+    from autoprofiler_env.dataset.names import resolve_dataset
+    from experiments.experiment import load_config, run_experiment
+    from experiments.learn_tree import learn_tree
+
+    data = tmp_path / "data.json.gz"
+    shutil.copy(resolve_dataset(None), data)
+    (tmp_path / "exp.yaml").write_text(
+        f"name: e\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\nbaselines: [no-profile]\n"
+        f"reps: 20\npoi_reps: 5\nenv: {{dataset: {data}}}\n")
+    learn_tree([0.25], SearchProposer(0), tmp_path / "tree", rounds=1, dataset=str(data),
+               progress=False)
+    first = run_experiment(load_config(tmp_path / "exp.yaml"), tmp_path / "exp",
+                           progress=False)
+    content = DatasetFile.load(data)  # as `dataset upgrade` writes it: in place, the same
+    content.save(data, same_content_as=[content.metadata["sha256"]])  # content
+    _, results = learn_tree([0.25], SearchProposer(0), tmp_path / "tree", rounds=2,
+                            dataset=str(data), progress=False)
+    assert results[0.25].rounds == 2
+    lines = (tmp_path / "tree" / "log-0.25.jsonl").read_text().splitlines()
+    assert [json.loads(x).get("round") for x in lines] == [None, 1, 2]  # resumed, not anew
+    again = run_experiment(load_config(tmp_path / "exp.yaml"), tmp_path / "exp",
+                           progress=False)
+    assert again["rows"] == first["rows"]

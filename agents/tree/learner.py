@@ -43,6 +43,7 @@ import math
 import statistics
 import sys
 import time
+import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ from agents.tree.nodes import Stop, Tree, TreeFormatError, from_dict, vocabulary
 from agents.tree.policy import TreePolicy
 from agents.tree.proposers.base import Feedback, ProblemFeedback, Proposer, proposer_settings
 from autoprofiler_env.envs.backends import Hindsight
+from autoprofiler_env.dataset.format import recorded_as_now
 from autoprofiler_env.errors import AutoProfilerError, warn
 from autoprofiler_env.evaluation import rollout
 from autoprofiler_env.numeric import is_finite_number
@@ -137,11 +139,12 @@ def unusable_kind(line: dict) -> str | None:
 class Scorer:
     """Scores trees on one environment at one budget, remembering each tree's result.
 
-    Every tree is scored with the environment's generator seeded alike (:data:`SEED`):
-    where outcomes are drawn (an LLM optimizer's recorded replies, several per problem and
-    section set), each problem's draw is the same for every tree (common random numbers: two
-    trees collecting the same sets there get the same reply), and a run resumed, or run
-    again, scores each tree as it did. A deterministic replay is unchanged by it."""
+    Each problem's episode is played with the environment's generator seeded from
+    (:data:`SEED`, the problem), whatever the episodes before it drew: where outcomes are
+    drawn (an LLM optimizer's recorded replies, several per problem and section set), two
+    trees collecting the same sets on a problem get the same reply there (common random
+    numbers), and a run resumed, or run again, scores each tree as it did. A deterministic
+    replay is unchanged by it."""
 
     SEED = 0
 
@@ -158,10 +161,12 @@ class Scorer:
     def __call__(self, tree: Tree) -> Evaluation:
         key = tree.root
         if key not in self._memo:
-            observations = []
-            records = rollout(self.env, TreePolicy(tree, self.env), budget=self.budget,
-                              seed=self.SEED,
-                              observe=lambda record, obs: observations.append(obs))
+            observations, records = [], []
+            policy = TreePolicy(tree, self.env)
+            for uri in self.env.unwrapped.problems:
+                records += rollout(self.env, policy, problems=[uri], budget=self.budget,
+                                   seed=zlib.crc32(f"{self.SEED} {uri}".encode()),
+                                   observe=lambda record, obs: observations.append(obs))
             self.episodes += len(records)
             objective = statistics.fmean(r.reward for r in records)
             self._memo[key] = Evaluation(objective, records, observations)
@@ -246,7 +251,8 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     if started_from is not None:
         header["started_from"] = started_from
     # a run of fewer rounds than the log holds is the run of its first rounds
-    lines = _resume(log, header, train.vocab)[:config.rounds]
+    lines = _resume(log, header, train.vocab, dataset.metadata if dataset else None
+                    )[:config.rounds]
     # the resumed rounds: replay their kept edits, and find the best tree among them
     current = start
     best = (val(start).objective, train(start).objective, start)
@@ -479,9 +485,14 @@ def _logged_tolerance(tolerance) -> dict | None:
     return None if logged == value(resolve(DEFAULT)) else logged
 
 
-def _resume(log, header: dict, vocab) -> list[dict]:
+_START = '{"kind": "start"'
+"""How a log's first line begins (the run's settings, ``json.dumps`` of its header)."""
+
+
+def _resume(log, header: dict, vocab, dataset: dict | None = None) -> list[dict]:
     """The round lines of an earlier run of the same settings in ``log`` (none for a new
-    log); an error for a log of other settings."""
+    log); an error for a log of other settings (its dataset the same where ``dataset``, the
+    metadata of this run's, says the log's is an earlier file of its content)."""
     if not log or not Path(log).exists() or Path(log).stat().st_size == 0:
         return []
     lines, dropped = [], False
@@ -494,7 +505,7 @@ def _resume(log, header: dict, vocab) -> list[dict]:
             line = json.loads(text)
         except ValueError:
             if i >= len(raw) - 2:  # a last line cut by an interruption
-                dropped = True
+                dropped, cut = True, text.strip()
                 break
             raise AutoProfilerError(f"{log}: line {i + 1} is not JSON: the log is corrupted "
                                     "(start a new run with another --out)") from None
@@ -503,7 +514,8 @@ def _resume(log, header: dict, vocab) -> list[dict]:
             raise AutoProfilerError(f"{log}: line {i + 1} is corrupted ({problem}): start a "
                                     "new run with another --out")
         lines.append(line)
-    if not lines and dropped:  # its first line, cut by an interruption: a new log
+    if not lines and dropped and (_START.startswith(cut) or cut.startswith(_START)):
+        # its first line, cut by an interruption: a new log (not another file's line)
         Path(log).write_text("", encoding="utf-8")
         return []
     if not lines or lines[0].get("kind") != "start":
@@ -516,6 +528,8 @@ def _resume(log, header: dict, vocab) -> list[dict]:
             "config": {k: v for k, v in (h.get("config") or {}).items() if k != "rounds"}}
 
     logged, now = settings(first), settings(header)
+    if isinstance(logged.get("env"), dict):  # an upgraded file of its dataset: the same
+        logged["env"] = recorded_as_now(logged["env"], dataset)
     if "proposer_settings" not in logged:  # a log written before they were recorded
         told = now.pop("proposer_settings")
         warn(f"{log} was written before the learner recorded the proposer's "

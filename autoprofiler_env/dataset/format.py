@@ -107,6 +107,7 @@ from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.numeric import is_finite_number, shown
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
 from autoprofiler_env.profiler.records import (
+    KERNEL_KEYS,
     DisplayedMetric,
     Finding,
     KernelProfile,
@@ -195,6 +196,19 @@ def same_content(metadata: dict, sha256: str | None) -> bool:
     same content (its :data:`SAME_CONTENT`)."""
     return sha256 is not None and (sha256 == metadata.get("sha256")
                                    or sha256 in (metadata.get(SAME_CONTENT) or ()))
+
+
+def recorded_as_now(recorded: dict, metadata: dict | None,
+                    key: str = "dataset_sha256") -> dict:
+    """``recorded`` (a run's settings, as its folder keeps them) with its dataset checksum
+    (``recorded[key]``) read as the checksum of the dataset of ``metadata`` where it names an
+    earlier file of the same content (:func:`same_content`): what a resumed run compares with
+    its settings now. ``recorded`` is not changed."""
+    old = recorded.get(key) if isinstance(recorded, dict) else None
+    if metadata is None or old is None or old == metadata.get("sha256") \
+            or not same_content(metadata, old):
+        return recorded
+    return {**recorded, key: metadata.get("sha256")}
 
 
 def _invalid_metadata(metadata: dict) -> str | None:
@@ -596,7 +610,7 @@ def pack(document: dict) -> dict:
     strings: dict = {}
     shapes: dict = {}
     headers: dict = {}
-    values: dict = {}  # keyed by type and value: 1, 1.0 and True stay three
+    values: dict = {}  # keyed by _key: 1, 1.0 and True stay three, -0.0 and 0.0 two
     rows: dict = {}
     findings: dict = {}
 
@@ -610,20 +624,22 @@ def pack(document: dict) -> dict:
             kernels = [[
                 k["id"], index(strings, k["name"]), k["block"], k["grid"], k["duration_ns"],
                 k["passes"], index(shapes, tuple(k["metrics"])),
-                [index(values, (type(v), v)) for v in k["metrics"].values()],
+                [values.setdefault(_key(v), (len(values), v))[0]
+                 for v in k["metrics"].values()],
                 [index(rows, (index(headers, (m["section"], m["label"], m["unit"])),
                               m["value"])) for m in k["displayed"]],
                 [index(findings, (index(strings, f["section"]), index(strings, f["rule"]),
                                   index(strings, f["kind"]), index(strings, f["message"]),
                                   f["speedup_type"], f["speedup_pct"],
-                                  type(f["speedup_pct"]))) for f in k["findings"]]]
+                                  _key(f["speedup_pct"]))) for f in k["findings"]]]
                 for k in profile["kernels"]]
             profiles[section] = {**profile, "kernels": kernels}
         problems.append({**record, "profiles": profiles})
     return {**document, "problems": problems, "strings": list(strings),
             "metric_names": [list(names) for names in shapes],
             "headers": [list(header) for header in headers],
-            "values": [value for _, value in values], "rows": [list(row) for row in rows],
+            "values": [value for _, value in values.values()],
+            "rows": [list(row) for row in rows],
             "findings": [list(finding[:6]) for finding in findings]}
 
 
@@ -641,9 +657,10 @@ class _Tables(NamedTuple):
 
     strings: dict[int, str]
     names: dict[int, tuple[str, ...]]
-    values: dict[int, object]  # a finite number or a string
+    values: dict[int, object]  # a finite number or a string, or a _NotAValue
     rows: dict[int, DisplayedMetric]
     findings: dict[int, Finding]
+    bad: tuple[int, ...] = ()  # the values that are _NotAValue
 
 
 def _tables(document: dict) -> _Tables:
@@ -674,9 +691,11 @@ def _tables(document: dict) -> _Tables:
     strings = dict(enumerate(strings))
     # each table is checked whole (loops in C over the KernelBench file's 37k values, 59k rows
     # and 14k findings), and entry by entry only where that fails, to say which one
+    bad: tuple[int, ...] = ()
     if not _holds(_values_right, values):  # each bad one said where a kernel holds it
         values = [v if type(v) is str or (type(v) in _NUMBER and is_finite_number(v))
                   else _NotAValue(v) for v in values]
+        bad = tuple(i for i, v in enumerate(values) if type(v) is _NotAValue)
     if not _holds(_rows_right, rows, len(headers)):
         for i, row in enumerate(rows):
             if not (type(row) is list and len(row) == 2 and type(row[0]) is int
@@ -700,7 +719,7 @@ def _tables(document: dict) -> _Tables:
         strings, dict(enumerate(tuple(n) for n in names)), dict(enumerate(values)),
         dict(enumerate(DisplayedMetric(*headers[h], value) for h, value in rows)),
         dict(enumerate(Finding(strings[a], strings[b], strings[c], strings[m], kind, pct)
-                       for a, b, c, m, kind, pct in findings)))
+                       for a, b, c, m, kind, pct in findings)), bad)
 
 
 _NUMBER = frozenset({int, float})  # not bool: True is no metric's value
@@ -712,7 +731,7 @@ def _holds(check: Callable, *args) -> bool:
     then checked entry by entry)."""
     try:
         return bool(check(*args))
-    except (TypeError, ValueError, IndexError, OverflowError):
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError):
         return False
 
 
@@ -765,7 +784,7 @@ def unpack(d: dict, tables: _Tables, kinds: dict[str, tuple], signatures: set) -
     the entry of the int it equals) or to one they do not hold, whose values are not as many
     as its shape's names, or whose metric is a number where another kernel has it as a
     string or the reverse."""
-    strings, names, values, rows, findings = tables
+    strings, names, values, rows, findings, _ = tables
     uri = d["uri"]
     for section, profile in d["profiles"].items():
         kernels = profile["kernels"]
@@ -776,6 +795,9 @@ def unpack(d: dict, tables: _Tables, kinds: dict[str, tuple], signatures: set) -
                                 f"{', '.join(PACKED_KERNEL)})")
             kernel_id, name, block, grid, duration, passes, shape, indices, shown_rows, found = k
             try:
+                if not (type(indices) is list and type(shown_rows) is list
+                        and type(found) is list):
+                    raise TypeError  # said below
                 if not (type(name) is int and type(shape) is int and _INDEX.issuperset(
                         map(type, chain(indices, shown_rows, found)))):
                     bad = next(x for x in chain((name, shape), indices, shown_rows, found)
@@ -863,37 +885,67 @@ def unpack_document(document: dict) -> dict:
     return document
 
 
+def _key(value):
+    """``value`` as a key of a table of distinct values: typed (1, 1.0 and True stay three)
+    and signed (-0.0 and 0.0 stay two, which compare equal)."""
+    if type(value) is float and value == 0:
+        return float, math.copysign(1.0, value)
+    return type(value), value
+
+
 def upgrade_v6(document: dict) -> dict:
     """A schema-6 document as schema 7 packs it (checked then as one is). Schema 6 held each
     kernel as a mapping, its metric values, header rows (``[header, value]``) and findings
     (``[section, rule, kind, message, speedup_type, speedup_pct]``, the first four indices
     into ``strings``) in the kernel: they move to the document's tables, each distinct one
-    once. Changes ``document`` in place. Raises _BadValue for a kernel that is not a
-    mapping of schema 6's fields, or whose rows are not lists of what they hold."""
+    once. Changes ``document`` in place. Raises _BadValue, naming the problem and the
+    kernel, for a kernel that is not a mapping of schema 6's fields, or a header row or
+    finding that is not a row of the values schema 6 held (a header's value ncu's text, a
+    speedup null or a finite number >= 0)."""
     values: dict = {}
     rows: dict = {}
     findings: dict = {}
 
-    def index(table: dict, row) -> int:  # typed: 1, 1.0 and True stay three
-        return table.setdefault(tuple((type(x), x) for x in row), len(table))
+    def index(table: dict, row) -> int:  # the row's index, a new one the first time
+        return table.setdefault(tuple(map(_key, row)), (len(table), row))[0]
 
     for d in document["problems"]:
         for section, profile in d["profiles"].items():
             kernels = profile["kernels"]
             for i, k in enumerate(kernels):
+                where = f"{d.get('uri')}: {_kernel_place(section, i)}"
                 try:
+                    if k.keys() != KERNEL_KEYS:
+                        raise _BadValue(f"{where}'s keys are {sorted(k)}, not "
+                                        f"{sorted(KERNEL_KEYS)}")
                     shape, metrics = k["metrics"]
+                    for row in k["displayed"]:
+                        if len(row) != 2:
+                            raise _BadValue(f"{where}: a header row is {shown(row)}, not "
+                                            "[header, value]")
+                        why = _invalid_header_value(row[1])
+                        if why:
+                            raise _BadValue(f"{where}: a header's value {why}")
+                    for row in k["findings"]:
+                        if len(row) != 6:
+                            raise _BadValue(f"{where}: a finding is {shown(row)}, not [section, "
+                                            "rule, kind, message, speedup_type, speedup_pct]")
+                        why = _invalid_speedup(row[4], row[5])
+                        if why:
+                            raise _BadValue(f"{where}: a finding's {why}")
                     kernels[i] = [
                         k["id"], k["name"], k["block"], k["grid"], k["duration_ns"],
-                        k["passes"], shape, [index(values, (v,)) for v in metrics],
+                        k["passes"], shape,
+                        [values.setdefault(_key(v), (len(values), v))[0] for v in metrics],
                         [index(rows, row) for row in k["displayed"]],
                         [index(findings, row) for row in k["findings"]]]
-                except (TypeError, ValueError, KeyError) as e:  # unhashable, or not a row
-                    raise _BadValue(f"profiles[{section!r}].kernels[{i}] is not a kernel as "
-                                    f"schema 6 packs it ({e!r})") from None
-    document["values"] = [key[0][1] for key in values]
-    document["rows"] = [[x for _, x in key] for key in rows]
-    document["findings"] = [[x for _, x in key] for key in findings]
+                except _BadValue:
+                    raise
+                except (TypeError, ValueError, KeyError, AttributeError) as e:
+                    raise _BadValue(f"{where} is not a kernel as schema 6 packs it "
+                                    f"({e!r})") from None
+    for name, table in (("values", values), ("rows", rows), ("findings", findings)):
+        document[name] = [value for _, value in table.values()]
     return document
 
 
@@ -1053,6 +1105,10 @@ class DatasetFile:
                     d = unpack(d, tables, kinds, signatures)
                 problems[uri] = ProblemRecord.from_dict(_upgrade(d, schema))
             uri = None
+            if packed and tables.bad:  # one no kernel holds (those held were said there)
+                raise _BadValue(f"values[{tables.bad[0]}] is "
+                                f"{shown(tables.values[tables.bad[0]].value)}, not a finite "
+                                "number or a string (ncu's value; no kernel holds it)")
             metadata = {**body["metadata"], "sha256": actual}
             sections = body["sections"]
         except _BadValue as e:  # a record's value, or the document's tables
@@ -1105,11 +1161,13 @@ def upgrade_file(path: Path, out: Path) -> str | None:
     (which may be ``path``: written atomically): the same content, its metadata's
     :data:`SAME_CONTENT` naming the old file's checksum (and those it named), so that a
     policy learned on the old file, or a training run of it, is known to be of this one
-    (:func:`same_content`). Returns the new file's checksum; None, writing nothing, where
-    ``path`` is of this schema already. Raises DatasetError as :meth:`DatasetFile.load`
-    does."""
+    (:func:`same_content`). Returns the new file's checksum; None where ``path`` is of this
+    schema already (copied to ``out`` where that is another file). Raises DatasetError as
+    :meth:`DatasetFile.load` does."""
     if schema_of(path) == SCHEMA:
         DatasetFile.load(path)  # checked all the same
+        if Path(out).resolve() != Path(path).resolve():
+            write_atomic(Path(out), Path(path).read_bytes())  # the same bytes: a copy
         return None
     content = DatasetFile.load(path)
     earlier = [*(content.metadata.get(SAME_CONTENT) or ()), content.metadata["sha256"]]

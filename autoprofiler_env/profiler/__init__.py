@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autoprofiler_env.errors import ProfilingError
 from autoprofiler_env.problems.problem import Problem
 from autoprofiler_env.profiler.catalogue import ACTION_SECTIONS, load_catalogue
 from autoprofiler_env.profiler.parse import ProfileFailure, profiles_from_run
@@ -51,10 +52,17 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
     profiled (``cuda`` or ``cuda:N``: :func:`.runner.visible_devices`).
 
     Raises:
+        ProfilingError: ``device`` is not a CUDA GPU.
         UnknownSectionError: a section this ncu version does not have.
         NcuNotFoundError, NcuPermissionError, NcuUnsupportedError: ncu cannot profile here.
         ProfiledProgramError: the profiled program failed before it reached any problem.
     """
+    if not str(device).startswith("cuda"):
+        raise ProfilingError(
+            f"collecting {'+'.join(sections)} runs ncu on a CUDA GPU, and the device given "
+            f"is {device!r}: run on a GPU machine with device='cuda' (or 'cuda:N'); on a CPU, "
+            "a live environment made with evidence='recorded' is shown the dataset's recorded "
+            "profiles")
     sections = load_catalogue().validate(sections)
     profiles: dict[str, Profile] = {}
     failures: dict[str, ProfileFailure] = {}

@@ -67,17 +67,17 @@ class TransformersBackend:
         model_kwargs = dict(kwargs)
         if torch_dtype is not None:
             model_kwargs["torch_dtype"] = torch_dtype
-        try:
+        try:  # what transformers raises for a folder it cannot read a model from
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **kwargs)
-            self.model = transformers.AutoModelForCausalLM.from_pretrained(
-                str(path), **model_kwargs).to(device)
-        except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
+            model = transformers.AutoModelForCausalLM.from_pretrained(str(path), **model_kwargs)
+        except (OSError, ValueError, KeyError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise OptimizationError(
                 f"{model_path}: transformers cannot load a causal LM from it "
                 f"({type(e).__name__}: {first[:300]}): a folder as `save_pretrained` writes "
                 "one (config.json, the weights: model.safetensors or pytorch_model.bin, and "
                 "the tokenizer's files), or a .gguf file") from e
+        self.model = model.to(device)
         if chat_template is not None:  # e.g. for a GGUF file that carries none
             self.tokenizer.chat_template = chat_template
         self.model.eval()
