@@ -1276,11 +1276,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _formatting_warnings(otherwise):
     """``warnings.formatwarning`` for the command: the package's own warnings as a line like
     its errors' (the line of code that raised one means nothing to the command's user), any
-    other as ``otherwise`` formats it. (Processes a command starts format them as Python
-    does; a SubprocVecEnv's do not repeat what making the environment warned of.)"""
+    other as ``otherwise`` formats it. Each of the package's warnings is said once a command:
+    an experiment makes its environments again for each training and evaluation, and
+    Python's own once-a-place registry is reset by every ``catch_warnings`` in between (a
+    KernelBench experiment said its ill-posed problems six times). (Processes a command
+    starts format them as Python does; a SubprocVecEnv's do not repeat what making the
+    environment warned of.)"""
+    said: set[str] = set()
+
     def formatted(message, category, filename, lineno, line=None) -> str:
         if issubclass(category, AutoProfilerWarning):
-            return f"autoprofiler: warning: {message}\n"
+            text = str(message)
+            if text in said:
+                return ""  # written as nothing
+            said.add(text)
+            return f"autoprofiler: warning: {text}\n"
         return otherwise(message, category, filename, lineno, line)
     return formatted
 

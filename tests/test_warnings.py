@@ -86,3 +86,20 @@ def test_a_module_of_the_project_run_with_python_m_names_its_own_line():
     assert run.returncode == 0, run.stderr
     (said,) = [line for line in run.stderr.splitlines() if "left out" in line]
     assert said.startswith(f"{bench.__file__}:"), said
+
+
+def test_the_command_line_says_each_of_the_packages_warnings_once():
+    """An experiment makes its environments again for each training; Python's once-a-place
+    registry is reset by each catch_warnings between them: a KernelBench experiment said its
+    ill-posed problems six times."""
+    from experiments.cli import _formatting_warnings
+
+    other = []
+    formatted = _formatting_warnings(lambda *args: other.append(args) or "theirs\n")
+    said = [formatted("the same", AutoProfilerWarning, "f.py", 1),
+            formatted("the same", AutoProfilerWarning, "g.py", 2),
+            formatted("another", AutoProfilerWarning, "f.py", 1),
+            formatted("not ours", DeprecationWarning, "f.py", 1),
+            formatted("not ours", DeprecationWarning, "f.py", 1)]
+    assert said == ["autoprofiler: warning: the same\n", "", "autoprofiler: warning: another\n",
+                    "theirs\n", "theirs\n"]
