@@ -23,6 +23,17 @@ def test_cuda_timing_and_peak_memory():
         assert run.peak_memory_bytes >= 2 * 16384 * 16384 * 4
 
 
+def test_a_device_named_by_its_index_judges_as_cuda_does():
+    """device="cuda:0": the reference worker's first call, torch's peak memory reset of the
+    index, raised "Invalid device argument" (CUDA not yet initialised in that process), and
+    every problem was refused as a reference that failed (an H100, 2026-12-06)."""
+    problem = load_problem("problem://autoprofiler/v1/level1/relu_16384x16384")
+    with Evaluator(HarnessConfig(device="cuda:0"), timeout_s=120) as ev:
+        result = ev.evaluate(problem, candidate("relu_correct"))
+        assert result.correct, result.error_message
+        assert ev.reference(problem).peak_memory_bytes >= 2 * 16384 * 16384 * 4
+
+
 def test_a_smaller_problem_after_a_larger_one_gets_its_own_peak():
     """The reference worker lets go of the last problem before it measures the next one's
     peak: after a 2 GB ReLU, a 32 KB one peaks at least at its input and output (before

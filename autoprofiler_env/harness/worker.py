@@ -321,6 +321,10 @@ class Runner:
             torch.set_num_threads(CPU_THREADS)
         self.guard = Guard(self.module, cpu=not on_cuda)  # before the candidate's code runs
         if on_cuda:
+            # CUDA initialised first: torch's memory statistics of an index given ("cuda:0")
+            # before anything initialised it raise "Invalid device argument" ("cuda" reads
+            # the current device, which initialises it)
+            torch.cuda.init()
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
             baseline = torch.cuda.memory_allocated(device)
