@@ -283,6 +283,22 @@ def test_transformers_backend_says_what_a_folder_lacks(tmp_path):
             TransformersBackend(tmp_path / folder)
 
 
+def test_transformers_backend_says_which_package_a_model_needs(tmp_path, monkeypatch):
+    """A package transformers needs for a model (gguf, sentencepiece) raised its raw
+    ImportError, which the command line does not catch."""
+    import transformers
+
+    from autoprofiler_env.optimizers.llm import TransformersBackend
+
+    def lacking(*args, **kwargs):
+        raise ImportError("this model needs the gguf package: pip install gguf")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lacking)
+    with pytest.raises(OptimizationError, match="needs a package this machine lacks to load "
+                                                "it .*pip install gguf"):
+        TransformersBackend(tmp_path)
+
+
 def test_transformers_backend_never_takes_a_hub_id():
     from autoprofiler_env.optimizers.llm import TransformersBackend
 

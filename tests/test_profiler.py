@@ -709,3 +709,12 @@ def test_ncu_profiles_the_gpu_it_is_given(tmp_path, monkeypatch):
         visible_devices("cuda:2")
     with pytest.raises(ValueError, match="'cpu': ncu profiles a CUDA GPU"):
         visible_devices("cpu")
+    from autoprofiler_env.errors import ProfilingError
+    from autoprofiler_env.profiler import profile_problems
+
+    for device in ("cpu", "cudax", "cuda:a"):  # refused before ncu is looked for
+        with pytest.raises(ProfilingError, match=rf"relu_16384x16384: collecting SpeedOfLight "
+                                                 rf"runs ncu on a CUDA GPU, and the device "
+                                                 rf"given is '{device}'"):
+            profile_problems([load_problem("relu_16384x16384")], ["SpeedOfLight"],
+                             ncu=fake, device=device)

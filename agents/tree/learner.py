@@ -139,12 +139,12 @@ def unusable_kind(line: dict) -> str | None:
 class Scorer:
     """Scores trees on one environment at one budget, remembering each tree's result.
 
-    Each problem's episode is played with the environment's generator seeded from
-    (:data:`SEED`, the problem), whatever the episodes before it drew: where outcomes are
-    drawn (an LLM optimizer's recorded replies, several per problem and section set), two
-    trees collecting the same sets on a problem get the same reply there (common random
-    numbers), and a run resumed, or run again, scores each tree as it did. A deterministic
-    replay is unchanged by it."""
+    Where outcomes are drawn (an LLM optimizer's recorded replies, several per problem and
+    section set), each problem's episode is played with the environment's generator seeded
+    from (:data:`SEED`, the problem), whatever the episodes before it drew: two trees
+    collecting the same sets on a problem get the same reply there (common random numbers),
+    and a run resumed, or run again, scores each tree as it did. A rule optimizer's replay
+    draws nothing: its episodes are played as they come."""
 
     SEED = 0
 
@@ -163,10 +163,18 @@ class Scorer:
         if key not in self._memo:
             observations, records = [], []
             policy = TreePolicy(tree, self.env)
-            for uri in self.env.unwrapped.problems:
-                records += rollout(self.env, policy, problems=[uri], budget=self.budget,
-                                   seed=zlib.crc32(f"{self.SEED} {uri}".encode()),
-                                   observe=lambda record, obs: observations.append(obs))
+            base = self.env.unwrapped
+
+            def observe(record, obs):
+                observations.append(obs)
+
+            if str(base.optimizer).startswith("llm:"):  # replies drawn: seeded per problem
+                for uri in base.problems:
+                    records += rollout(self.env, policy, problems=[uri], budget=self.budget,
+                                       seed=zlib.crc32(f"{self.SEED} {uri}".encode()),
+                                       observe=observe)
+            else:  # nothing drawn (a seeded reset per episode cost a fifth of the time)
+                records = rollout(self.env, policy, budget=self.budget, observe=observe)
             self.episodes += len(records)
             objective = statistics.fmean(r.reward for r in records)
             self._memo[key] = Evaluation(objective, records, observations)

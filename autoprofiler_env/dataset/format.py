@@ -888,8 +888,8 @@ def unpack_document(document: dict) -> dict:
 def _key(value):
     """``value`` as a key of a table of distinct values: typed (1, 1.0 and True stay three)
     and signed (-0.0 and 0.0 stay two, which compare equal)."""
-    if type(value) is float and value == 0:
-        return float, math.copysign(1.0, value)
+    if type(value) is float and value == 0:  # (the sign beside the value: 0.0 is not 1.0)
+        return float, value, math.copysign(1.0, value)
     return type(value), value
 
 
@@ -920,14 +920,14 @@ def upgrade_v6(document: dict) -> dict:
                                         f"{sorted(KERNEL_KEYS)}")
                     shape, metrics = k["metrics"]
                     for row in k["displayed"]:
-                        if len(row) != 2:
+                        if type(row) is not list or len(row) != 2:
                             raise _BadValue(f"{where}: a header row is {shown(row)}, not "
                                             "[header, value]")
                         why = _invalid_header_value(row[1])
                         if why:
                             raise _BadValue(f"{where}: a header's value {why}")
                     for row in k["findings"]:
-                        if len(row) != 6:
+                        if type(row) is not list or len(row) != 6:
                             raise _BadValue(f"{where}: a finding is {shown(row)}, not [section, "
                                             "rule, kind, message, speedup_type, speedup_pct]")
                         why = _invalid_speedup(row[4], row[5])

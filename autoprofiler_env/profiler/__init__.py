@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from autoprofiler_env.errors import ProfilingError
@@ -57,12 +58,13 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
         NcuNotFoundError, NcuPermissionError, NcuUnsupportedError: ncu cannot profile here.
         ProfiledProgramError: the profiled program failed before it reached any problem.
     """
-    if not str(device).startswith("cuda"):
+    if not re.fullmatch(r"cuda(:\d+)?", str(device)):
+        named = f"{problems[0].uri}: " if len(problems) == 1 else ""
         raise ProfilingError(
-            f"collecting {'+'.join(sections)} runs ncu on a CUDA GPU, and the device given "
-            f"is {device!r}: run on a GPU machine with device='cuda' (or 'cuda:N'); on a CPU, "
-            "a live environment made with evidence='recorded' is shown the dataset's recorded "
-            "profiles")
+            f"{named}collecting {'+'.join(sections)} runs ncu on a CUDA GPU, and the device "
+            f"given is {device!r}: profile on a GPU machine, device 'cuda' or 'cuda:N' (a live "
+            "environment on a CPU is shown a dataset's recorded profiles when made with "
+            "evidence='recorded')")
     sections = load_catalogue().validate(sections)
     profiles: dict[str, Profile] = {}
     failures: dict[str, ProfileFailure] = {}

@@ -70,6 +70,10 @@ class TransformersBackend:
         try:  # what transformers raises for a folder it cannot read a model from
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **kwargs)
             model = transformers.AutoModelForCausalLM.from_pretrained(str(path), **model_kwargs)
+        except ImportError as e:  # a package transformers needs for this model (gguf, ...)
+            raise OptimizationError(
+                f"{model_path}: transformers needs a package this machine lacks to load it "
+                f"({e}): install it (pip install ...)") from e
         except (OSError, ValueError, KeyError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise OptimizationError(
