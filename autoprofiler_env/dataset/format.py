@@ -766,8 +766,6 @@ def _findings_right(findings: list, n_strings: int) -> bool:
             and min(speedups, default=0) >= 0)
 
 
-
-
 def unpack(d: dict, tables: _Tables, kinds: dict[str, tuple], signatures: set) -> dict:
     """A problem record of a schema-7 document as :meth:`ProblemRecord.from_dict` takes it,
     with the document's :func:`_tables`: each kernel built as the :class:`KernelProfile` it is
