@@ -68,14 +68,13 @@ def _scalar(action):
     return array.reshape(()).item() if array.size == 1 else action
 
 
-def masked_note(name: str, records: list[EpisodeRecord]) -> str | None:
-    """What to warn where the policy ``name`` ended any of ``records`` on an action its mask
-    forbade (the environment takes it as STOP: the profile is cut short, silently); None
-    where it never did."""
-    bad = sum(r.invalid_action for r in records)
-    if not bad:
+def masked_note(name: str, masked: int, episodes: int) -> str | None:
+    """What to warn where the policy ``name`` ended ``masked`` of its ``episodes`` on an
+    action its mask forbade (``EpisodeRecord.invalid_action``: the environment takes it as
+    STOP, the profile cut short, silently); None where it ended none so."""
+    if not masked:
         return None
-    return (f"{name} ended {bad} of {len(records)} episodes on an action the mask forbade "
+    return (f"{name} ended {masked} of {episodes} episodes on an action the mask forbade "
             "(a section collected already, or one the budget left cannot pay), which the "
             "environment takes as STOP: its profiles were cut short there. A policy reads "
             "info['action_mask'] or env.action_masks() (MaskablePPO does; a PPO model "

@@ -124,7 +124,7 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     for one in entries:
         for message in learned_elsewhere(one, env, dataset):
             warn(message)
-    summary, episodes, records = [], [], {e.name: [] for e in entries}
+    summary, episodes = [], []
     for budget in budgets:
         oracle_speedup, rows = {}, {}
         # closed (its line cleared) by an error too: the command's error then has a line
@@ -137,7 +137,6 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
                         done = rollout(env, entry.policy, budget=budget)
                     except ValueError as e:  # an action the environment refused: whose
                         raise ValueError(f"{entry.name}: {e}") from None
-                    records[entry.name] += done
                     runs += [episode_row(entry, r, budget, seed) for r in done]
                 if entry.name == "oracle":
                     oracle_speedup = {r["problem"]: r["speedup"] for r in runs}
@@ -154,8 +153,9 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
                                            - math.log(r["speedup"]) for r in runs),
                 "fits_budget": _share_fitting(runs),
             })
-    for name, done in records.items():
-        note = masked_note(name, done)
+    for entry in entries:
+        mine = [e["invalid_action"] for e in episodes if e["agent"] == entry.name]
+        note = masked_note(entry.name, sum(mine), len(mine))
         if note:
             warn(note)
     return summary, episodes

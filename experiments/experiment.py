@@ -617,7 +617,8 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
                     result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b, records)
             if spec.kind == "chosen":
                 result["chosen"] = {f"{b:g}": chosen[b] for b in config.budgets}
-            note = masked_note(f"{spec.name} (seed {seed})", records)
+            note = masked_note(f"{spec.name} (seed {seed})",
+                               sum(r.invalid_action for r in records), len(records))
             if note:
                 warn(note)
             write_atomic(path, (json.dumps(result) + "\n").encode())

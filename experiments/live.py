@@ -167,19 +167,17 @@ def _run_live(config, out: Path, workers, time_budget_s, unit_timeout_s, progres
     check_machine(config, workers)
     # what an episode's outcome depends on (not which problems: a sample played first is
     # part of the whole played later)
+    dataset = _dataset_metadata(config)
     settings = {"env": config.live.env(config), "budgets": list(config.budgets),
-                "dataset_sha256": _dataset_sha256(config),
+                "dataset_sha256": dataset.get("sha256"),
                 "agents": [{k: a[k] for k in ("name", "seed", "kind", "sha256")} for a in agents]}
     made_file = live_dir / "settings.json"
     if made_file.is_file():
+        from autoprofiler_env.dataset.format import recorded_as_now
         from experiments.experiment import read_json
 
-        from autoprofiler_env.dataset import Dataset
-        from autoprofiler_env.dataset.format import recorded_as_now
-
         made = recorded_as_now(read_json(made_file, "remove it (every live outcome is checked "
-                                                    "against the config as well)"),
-                               Dataset.load(config.env.get("dataset")).metadata)
+                                                    "against the config as well)"), dataset)
         if made != settings:
             raise ConfigError(f"{live_dir} was made with other settings or agents (a changed "
                               "config, or a run learned again): give another --out, or remove "
@@ -248,10 +246,12 @@ def _check_env(config, uris: list[str]) -> None:
         raise ConfigError(f"{config.path}: the live environment cannot be made: {e}") from None
 
 
-def _dataset_sha256(config) -> str | None:
+def _dataset_metadata(config) -> dict:
+    """The metadata of the dataset the config's environment names (its ``sha256``, its
+    ``same_content_as``)."""
     from autoprofiler_env.dataset import Dataset
 
-    return Dataset.load(config.env.get("dataset")).metadata.get("sha256")
+    return Dataset.load(config.env.get("dataset")).metadata
 
 
 def _problems(config, out: Path) -> list[tuple[str, str]]:
