@@ -130,6 +130,16 @@ def cmd_problems(args: argparse.Namespace) -> int:
             problems, errors = scan_directory(source)
         else:
             problems = [load_file(source)]
+        held = sorted({p.level for p in problems if p.level is not None})
+        if args.level is not None and problems and args.level not in held:
+            return _fail(f"--level {args.level}: "
+                         + (f"the files of {source} are " if source.is_dir() else
+                            f"the file {source} is ")
+                         + (f"of level{'s' if len(held) > 1 else ''} "
+                            f"{', '.join(map(str, held))}" if held else
+                            "of no level (a level is a KernelBench checkout's level folder's, "
+                            "levelN/)")
+                         + "; leave --level out, or give the folder of that level")
         problems = [p for p in problems if args.level is None or p.level == args.level]
     rows = []
     # each file is imported in a worker process with a time limit: a file that hangs, crashes

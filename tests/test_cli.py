@@ -70,6 +70,14 @@ def test_problems_source_tells_a_checkout_from_a_folder_of_files(tmp_path, capsy
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) > 20 and all(r["uri"].startswith("problem://autoprofiler/v1/level1/")
                                   for r in rows)
+    # a folder of files has no level: --level is refused, not answered "0 problems"
+    assert main(["problems", "--source", str(tmp_path / "mixed"), "--level", "1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"autoprofiler: error: --level 1: the files of {tmp_path / 'mixed'} are of no level (a "
+        "level is a KernelBench checkout's level folder's, levelN/); leave --level out, or give "
+        "the folder of that level")
+    assert main(["problems", "--source", str(tmp_path / "mixed" / "level1"), "--level", "3"]) == 2
+    assert "--level 3: the files of " in capsys.readouterr().err
     (tmp_path / "l4" / "level4").mkdir(parents=True)
     (tmp_path / "l4" / "level4" / "1_Model.py").write_text(relu)
     assert main(["problems", "--source", str(tmp_path / "l4")]) == 2
