@@ -553,6 +553,55 @@ def test_a_log_written_before_the_proposer_settings_were_recorded_resumes_with_a
     assert (resumed.tree, resumed.rounds) == (whole.tree, 4)
 
 
+class _Offers:
+    """A proposer offering the same edits every round."""
+
+    name = "offers"
+
+    def __init__(self, *edits):
+        self.edits = list(edits)
+
+    def propose(self, feedback, n):
+        from agents.tree.proposers.base import Proposal
+
+        return Proposal(edits=self.edits[:n])
+
+
+def test_an_edit_below_the_margin_does_not_hide_a_prune_that_loses_nothing(small, tmp_path):
+    """Reviewed: the learner took the best-scoring edit and only then tested it, so an edit
+    that scored a little better, below the margin, kept an equal-scoring prune out."""
+    from agents.tree.edits import Rewrite
+    from agents.tree.learner import CHOICE, Scorer
+
+    tr, va = small
+    start = Tree(Branch(Condition("budget", "fraction", 0.9), Stop(), Stop()))
+    grow, prune = Rewrite(2, Collect("Occupancy")), Rewrite(0, Stop())  # 0.25 < 0.9: else
+    log = tmp_path / "log.jsonl"
+    result = learn(tr, va, _Offers(grow, prune), LearnConfig(budget=0.25, rounds=1,
+                   margin=0.05), start=start, log=log, progress=False)
+    header, line = (json.loads(x) for x in log.read_text().splitlines())
+    assert header["choice"] == CHOICE
+    grown, pruned = (row["train_objective"] for row in line["proposals"])
+    before = Scorer(tr, 0.25)(start).objective
+    assert before < grown < before + 0.05 and pruned == pytest.approx(before, abs=1e-12)
+    assert line["accepted"] == 1 and line["summary"].startswith(
+        'round 1: kept rewrite node 0 as {"stop": true}')
+    assert result.tree.root == Stop() and result.accepted == 1
+    # above the margin, the better edit is kept, the prune not
+    log2 = tmp_path / "log2.jsonl"
+    learn(tr, va, _Offers(grow, prune), LearnConfig(budget=0.25, rounds=1, margin=0.01),
+          start=start, log=log2, progress=False)
+    assert json.loads(log2.read_text().splitlines()[1])["accepted"] == 0
+    # a log begun before the rule was recorded resumes, saying what it is
+    old = json.loads(log.read_text().splitlines()[0])
+    del old["choice"]
+    log.write_text("\n".join([json.dumps(old), json.dumps(line)]) + "\n")
+    with pytest.warns(UserWarning, match="picked a round's best-scoring edit and kept it only"):
+        resumed = learn(tr, va, _Offers(grow, prune), LearnConfig(
+            budget=0.25, rounds=2, margin=0.05), start=start, log=log, progress=False)
+    assert resumed.rounds == 2 and resumed.tree.root == Stop()
+
+
 # -- the command and the shipped tree -------------------------------------------------------
 
 def test_learn_tree_writes_the_tree_its_log_and_pictures(tmp_path, capsys):

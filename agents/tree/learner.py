@@ -15,12 +15,14 @@ Each round:
    tree is scored on the train split the same way. The score is the mean episode return (the
    log of the shipped speedup, minus the environment's cost term where ``cost_penalty`` is
    set), reported as its exponential: the geometric-mean speedup;
-3. the best edited tree is kept when it beats the current one by more than ``margin`` (in
-   mean log score: 0.002 is 0.2% of geometric mean), or when it is smaller and scores at
-   least as well (a simpler tree that loses nothing);
+3. the best edited tree that beats the current one by more than ``margin`` (in mean log
+   score: 0.002 is 0.2% of geometric mean) is kept; where none does, the best of those that
+   are smaller and score at least as well (a simpler tree that loses nothing), so that an
+   edit scoring a little better, but below the margin, does not hide such a prune;
 4. a kept tree is scored on the validation environment. The tree with the best validation
-   score so far (the train score breaks ties, then the earlier) is the one returned, and the
-   run stops after ``patience`` rounds without a better one (0: it runs every round).
+   score so far (the train score breaks ties, then the smaller, then the earlier) is the one
+   returned, and the run stops after ``patience`` rounds without a better one (0: it runs
+   every round).
 
 Every round is one JSON line of the log: the proposals (each edit's JSON, its train score or
 why it was unusable), the decision, the scores, the proposer's time and tokens. The log is
@@ -249,6 +251,7 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
     dataset = getattr(base.backend, "dataset", None)
     header = {"kind": "start", "config": asdict(config), "proposer": proposer.name,
               "proposer_settings": proposer_settings(proposer),
+              "choice": CHOICE,
               "start": start.to_dict(), "train_problems": list(base.problems),
               "validation_problems": list(val_env.unwrapped.problems),
               "env": {"optimizer": base.optimizer, "cost_penalty": base.cost_penalty,
@@ -263,14 +266,15 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                     )[:config.rounds]
     # the resumed rounds: replay their kept edits, and find the best tree among them
     current = start
-    best = (val(start).objective, train(start).objective, start)
+    best = (val(start).objective, train(start).objective, -start.size(), start)
     best_round, accepted = 0, 0
     for line in lines:
         if line.get("accepted") is not None:
             current = _replay(line, current, train.vocab, log)
             accepted += 1
-            if (line["validation_objective"], line["train_objective"]) > best[:2]:
-                best = (line["validation_objective"], line["train_objective"], current)
+            mark = (line["validation_objective"], line["train_objective"], -current.size())
+            if mark > best[:3]:
+                best = (*mark, current)
                 best_round = line["round"]
     curve = [(line["round"], math.exp(line["train_objective"]),
               math.exp(line["validation_objective"])) for line in lines]
@@ -337,15 +341,19 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
                              "error": None})
                 candidates.append((objective, -tree.size(), -k, tree))
             choice, before = None, now.objective
-            if candidates:
-                objective, neg_size, neg_k, tree = max(candidates, key=lambda c: c[:3])
-                if objective > before + config.margin or (
-                        -neg_size < current.size() and objective >= before - 1e-12):
-                    choice = -neg_k
-                    current, now, now_val = tree, train(tree), val(tree)
-                    accepted += 1
-                    if (now_val.objective, now.objective) > best[:2]:
-                        best, best_round = (now_val.objective, now.objective, tree), round_
+            # the best edit that adds more than the margin; where none does, the best of
+            # those that make the tree smaller and lose nothing (a better-scoring edit below
+            # the margin does not hide such a prune)
+            keep = ([c for c in candidates if c[0] > before + config.margin]
+                    or [c for c in candidates if -c[1] < current.size()
+                        and c[0] >= before - 1e-12])
+            if keep:
+                _, _, neg_k, tree = max(keep, key=lambda c: c[:3])
+                choice = -neg_k
+                current, now, now_val = tree, train(tree), val(tree)
+                accepted += 1
+                if (mark := (now_val.objective, now.objective, -tree.size())) > best[:3]:
+                    best, best_round = (*mark, tree), round_
             offered = len(rows) + len(proposal.unusable)  # what the reply offered
             bad = len(proposal.unusable) + sum(1 for row in rows if row["error"] is not None)
             if choice is not None:
@@ -384,9 +392,14 @@ def learn(train_env, val_env, proposer: Proposer, config: LearnConfig = LearnCon
         bar.close()
         if out:
             out.close()
-    return LearnResult(best[2], math.exp(best[1]), math.exp(best[0]),
+    return LearnResult(best[3], math.exp(best[1]), math.exp(best[0]),
                        curve[-1][0] if curve else 0, accepted, curve, dict(failed), best_round)
 
+
+CHOICE = "above the margin, else smaller and as good"
+"""The rule that picks a round's kept edit (the module docstring's step 3), in a log's first
+line: a log begun before it was recorded picked the best-scoring edit, then kept it only if it
+passed either test (an edit below the margin could hide a prune), and resuming one says so."""
 
 DESCRIPTIVE = ("started_from",)
 """Keys of the log's first line that say something and are not compared on resuming."""
@@ -543,6 +556,13 @@ def _resume(log, header: dict, vocab, dataset: dict | None = None) -> list[dict]
         warn(f"{log} was written before the learner recorded the proposer's "
              f"settings: it is resumed with {_show(told)}, which it cannot check "
              "(give those it was written with)")
+    if "choice" not in logged:  # a log written before the rule of choice was recorded
+        now.pop("choice")
+        warn(f"{log} was begun by a learner that picked a round's best-scoring edit and kept "
+             "it only if it passed the margin or was smaller and as good (an edit below the "
+             "margin could hide a prune): its rounds are replayed as logged, and the rounds "
+             f"after them pick by the current rule ({CHOICE}); for a run under one rule, "
+             "give another --out")
     differences = _differences(logged, now, first, header)
     if differences:
         raise AutoProfilerError(f"{log} holds a run with other settings ("
