@@ -322,7 +322,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _cmd_record(args: argparse.Namespace) -> int:
     """:func:`cmd_record`'s work, ``--out`` held."""
     from autoprofiler_env.dataset.record import PARTS, record
-    from autoprofiler_env.problems import load_problem, load_suite
+    from autoprofiler_env.problems import load_suite
 
     if args.candidate_timeout is not None and not 0 < args.candidate_timeout <= 86400:
         return _fail(f"--candidate-timeout must be a number of seconds > 0 and at most a day "
@@ -345,8 +345,10 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if args.prepare or args.commit:
         return _fail("--prepare and --commit are for a KernelBench checkout: give --source DIR")
 
-    problems = ([load_problem(ref) for ref in args.problems] if args.problems
+    problems = (_named_problems(args.problems) if args.problems
                 else load_suite(split=args.split, level=args.level))
+    if not problems:
+        return _fail(f"no problem files in {', '.join(args.problems)}")
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if set(parts) - set(PARTS):
         return _fail(f"unknown parts {sorted(set(parts) - set(PARTS))}; choose from "
@@ -368,7 +370,25 @@ def _cmd_record(args: argparse.Namespace) -> int:
                      plan=Path(args.plan) if args.plan else None,
                      reuse=tuple(Path(f) for f in args.reuse),
                      **_candidate_timeout(args))
-    return _recorded(summary)
+    return _recorded(summary, Path(args.out), problems)
+
+
+def _named_problems(refs: list[str]) -> list:
+    """``record``'s problems: each a suite URI, a problem file, or a folder of them (each of
+    its files that is no problem is said on stderr and left out, as ``problems --source``
+    does)."""
+    from autoprofiler_env.problems import load_problem, scan_directory
+
+    problems = []
+    for ref in refs:
+        if Path(ref).is_dir():
+            found, errors = scan_directory(Path(ref))
+            for e in errors:
+                print(f"autoprofiler: skipped {e}", file=sys.stderr)
+            problems += found
+        else:
+            problems.append(load_problem(ref))
+    return problems
 
 
 def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
@@ -397,7 +417,7 @@ def _record_fanout(args: argparse.Namespace, problems, parts, llm) -> int:
                             plan=plan, reuse=[r for f in args.reuse for r in read_jsonl(Path(f))],
                             max_ops=args.max_ops, llm=llm,
                             llm_concurrency=args.llm_concurrency, **_candidate_timeout(args))
-    return _recorded(summary)
+    return _recorded(summary, Path(args.out), problems)
 
 
 def _workers(workers: str, address: str | None, device: str):
@@ -432,9 +452,22 @@ def _missing_reuse(args: argparse.Namespace) -> str | None:
     return next((f for f in args.reuse if not Path(f).is_file()), None)
 
 
-def _recorded(summary: dict) -> int:
-    """Prints a recording's summary, and how to go on where its time budget ran out."""
+def _recorded(summary: dict, out: Path | None = None, problems=()) -> int:
+    """Prints a recording's summary, the problems of this call whose reference failed (their
+    rows in ``out`` say why: a dataset leaves them out), and how to go on where its time
+    budget ran out."""
+    from autoprofiler_env.jsonlines import read_jsonl
+
     print(json.dumps(summary))
+    asked = {p.uri for p in problems}
+    failed = [r for r in (read_jsonl(out / "reference.jsonl") if out is not None else ())
+              if r["uri"] in asked and r.get("error") is not None]
+    if failed:
+        print(f"autoprofiler: {len(failed)} of {len(asked)} problems failed their reference "
+              "and are recorded so (a dataset built from the recording leaves them out):",
+              file=sys.stderr)
+        for row in failed:
+            print(f"  {row['error']}", file=sys.stderr)
     if summary["stopped_by_time_budget"]:
         print("autoprofiler: the time budget ran out; run the same command again to go on",
               file=sys.stderr)
@@ -1083,7 +1116,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="3", metavar="N",
                    help="how many seeds each stochastic agent runs: the seeds 0..N-1 "
                    "(default: 3, the seeds 0, 1, 2)")
-    p.add_argument("--split", default="test", choices=("train", "val", "test"))
+    p.add_argument("--split", default="test", choices=("train", "val", "test"),
+                   help="the split the agents are scored on (default: test)")
     p.add_argument("--optimizer", help="the optimizer the replay reruns: reference, "
                    "reference-v1 or llm:<model>; default: the dataset's own "
                    "(reference on the shipped ones)")
@@ -1241,7 +1275,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--llm-concurrency", type=int, default=8, metavar="K",
                    help="with --workers: requests in flight at once, while the GPUs judge the "
                    "replies in (default: 8)")
-    p.add_argument("problems", nargs="*", help="URIs or files (default: the suite)")
+    p.add_argument("problems", nargs="*", help="the suite's URIs, problem files or folders of "
+                   "them (default: the suite)")
     p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("dataset", help="build a dataset from a recording, or describe one")
@@ -1250,8 +1285,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--recording", required=True)
     q.add_argument("--out", required=True)
     q.add_argument("--source", metavar="DIR",
-                   help="the KernelBench checkout a KernelBench recording was made from (its "
-                        "files are checked against the recorded sha256)")
+                   help="where a recording's problem files are: the KernelBench checkout of a "
+                        "KernelBench recording, or the folder (or file) of your own that "
+                        "`record` was given; each file is checked against the recorded sha256, "
+                        "and your files are dealt seeded splits")
     q.add_argument("--complete", action="store_true",
                    help="keep only the problems with every candidate's outcome that the "
                         "replay needs: reference-v1's applicable transformations, or every "

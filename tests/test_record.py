@@ -1093,3 +1093,139 @@ def test_recording_on_a_cuda_device_that_torch_does_not_see_is_one_clear_error(
     assert err == ["autoprofiler: error: recording on --device cuda needs a CUDA GPU; this "
                    f"machine has no CUDA device (torch {torch.__version__} sees none): record "
                    "on a GPU machine (docs/dataset.md), or try the pipeline with --device cpu"]
+
+
+def _own_recording(tmp_path: Path) -> tuple[Path, Path]:
+    """A recording of "your own files": the study's full-set run and the recorded reference
+    rows of its 12 suite problems, named as copies of their files in a folder ``mine``
+    (``problem://local/mine/<stem>``) would be named when recorded from there."""
+    mine, recording = tmp_path / "mine", tmp_path / "recording"
+    mine.mkdir()
+    run = json.loads((STUDY / "set-full" / "run.json").read_text())
+    names = {}
+    for p in run["problems"]:
+        problem = load_problem(p["uri"])
+        shutil.copy(problem.path, mine / problem.path.name)
+        names[p["uri"]] = f"problem://local/mine/{problem.name}"
+    shutil.copytree(STUDY / "set-full", recording / "sets" / "full" / "000-study")
+    text = (recording / "sets" / "full" / "000-study" / "run.json").read_text()
+    for old, new in names.items():
+        text = text.replace(f'"{old}"', f'"{new}"')
+    (recording / "sets" / "full" / "000-study" / "run.json").write_text(text)
+    rows = [{**r, "uri": names[r["uri"]]} for r in read_jsonl(REFERENCE) if r["uri"] in names]
+    (recording / "reference.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return recording, mine
+
+
+def test_a_recording_of_your_own_files_builds_from_their_folder(tmp_path):
+    """Reviewed: `record --out DIR my/*.py` recorded, but nothing could build it (the build
+    looked each URI up in the suite), and your files have no split."""
+    from autoprofiler_env.dataset.build import SPLIT_SEED
+    from autoprofiler_env.dataset.record.reference import problem_sha256
+    from autoprofiler_env.errors import DatasetError, SourceMismatchError
+
+    recording, mine = _own_recording(tmp_path)
+    with pytest.raises(DatasetError, match=r"holds problems of your own files \(problem://"
+                                           r"local/mine/\w+ and 11 more\): give the folder"):
+        build_from_recording(recording)
+    content = build_from_recording(recording, source=mine)
+    assert len(content.problems) == 12 and all(uri.startswith("problem://local/mine/")
+                                               for uri in content.problems)
+    splits = [r.split for r in content.problems.values()]
+    assert set(splits) == {"train", "val", "test"}, splits
+    assert content.metadata["splits_dealt"] == {
+        "seed": SPLIT_SEED, "pattern": content.metadata["splits_dealt"]["pattern"],
+        "stratified_by": "level, op", "problems": 12}
+    # the same files, the same splits
+    again = build_from_recording(recording, source=mine)
+    assert [r.split for r in again.problems.values()] == splits
+    # a folder that lacks one, or a file edited since it was recorded, is refused
+    lacking = tmp_path / "lacking" / "mine"
+    shutil.copytree(mine, lacking)
+    next(lacking.glob("*.py")).unlink()
+    with pytest.raises(DatasetError, match=r"which --source .* does not \(its files are named "
+                                           r"as problem://local/mine/\w+ is\)"):
+        build_from_recording(recording, source=lacking)
+    rows = read_jsonl(recording / "reference.jsonl")
+    first = load_file(mine / (rows[0]["uri"].rsplit("/", 1)[1] + ".py"))
+    rows[0]["problem_sha256"] = problem_sha256(first)
+    (recording / "reference.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert len(build_from_recording(recording, source=mine).problems) == 12
+    first.path.write_text(first.path.read_text() + "\n# edited\n")
+    with pytest.raises(SourceMismatchError, match="is not the file .* recorded as"):
+        build_from_recording(recording, source=mine)
+
+
+def test_a_recording_refuses_two_files_of_one_name_and_a_file_edited_since(tmp_path):
+    """Reviewed: two files named alike in folders named alike were one URI's two rows, and a
+    file edited between two calls was taken as recorded (its old rows kept)."""
+    from autoprofiler_env.dataset.record import record
+    from autoprofiler_env.dataset.record.reference import problem_sha256
+    from autoprofiler_env.errors import ProblemError, SourceMismatchError
+
+    relu = ROOT / "tests" / "data" / "problems" / "relu_small.py"
+    for folder in ("a/mine", "b/mine"):
+        (tmp_path / folder).mkdir(parents=True)
+        shutil.copy(relu, tmp_path / folder / "relu.py")
+    one, two = load_file(tmp_path / "a/mine/relu.py"), load_file(tmp_path / "b/mine/relu.py")
+    out = tmp_path / "rec"
+    with pytest.raises(ProblemError, match=r"b/mine/relu.py: is problem://local/mine/relu, as "
+                                           r".*a/mine/relu.py is: a recording names each "
+                                           r"problem once \(rename one"):
+        record(out, [one, two], parts=("reference",), device="cpu")
+    assert not out.exists()
+    out.mkdir()
+    (out / "reference.jsonl").write_text(json.dumps({
+        "uri": one.uri, "problem_sha256": problem_sha256(one), "error": None,
+        "device": "cpu"}) + "\n")
+    (tmp_path / "a/mine/relu.py").write_text(relu.read_text().replace("rows = 64", "rows = 65"))
+    with pytest.raises(SourceMismatchError, match=r"relu.py: is not the file .* recorded as "
+                                                  r"problem://local/mine/relu \(sha256"):
+        record(out, [one], parts=("reference",), device="cpu")
+    assert len(read_jsonl(out / "reference.jsonl")) == 1
+
+
+def test_the_candidates_part_passes_over_a_failed_reference_and_a_broken_file(tmp_path):
+    """Reviewed: one file whose inputs fail stopped the whole candidates part (and its
+    reference had failed already)."""
+    from autoprofiler_env.dataset.record.candidates import candidate_features
+
+    relu = load_file(ROOT / "tests" / "data" / "problems" / "relu_small.py")
+    (tmp_path / "mine").mkdir()
+    broken = tmp_path / "mine" / "typo.py"
+    broken.write_text((ROOT / "tests" / "data" / "problems" / "relu_small.py").read_text()
+                      .replace("torch.randn(rows, cols)", "torch.randn(rowz, cols)"))
+    failed = tmp_path / "mine" / "failed.py"
+    shutil.copy(ROOT / "tests" / "data" / "problems" / "relu_small.py", failed)
+    broken, failed = load_file(broken), load_file(failed)
+    log = tmp_path / "reference.jsonl"
+    log.write_text(json.dumps({"uri": failed.uri, "error": f"{failed.uri}: the reference "
+                                                           "failed"}) + "\n")
+    with pytest.warns(UserWarning, match=r"typo.*NameError.*its candidates are not recorded"):
+        features = candidate_features([broken, failed, relu], log)
+    assert list(features) == [relu.uri] and "pointwise" in features[relu.uri].tags
+
+
+def test_record_takes_a_folder_and_names_the_problems_whose_reference_failed(tmp_path, capsys):
+    """Reviewed: `record DIR` said "no such file", and a failed reference was counted among
+    the recorded ones without a word."""
+    from experiments.cli import main
+
+    relu = (ROOT / "tests" / "data" / "problems" / "relu_small.py").read_text()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "relu.py").write_text(relu)
+    (mine / "typo.py").write_text(relu.replace("torch.randn(rows, cols)", "torch.randn(rowz)"))
+    (mine / "broken.py").write_text("def get_inputs(:\n")
+    out = tmp_path / "rec"
+    assert main(["record", "--out", str(out), "--device", "cpu", "--parts", "reference",
+                 str(mine)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.splitlines()[-1])["reference"] == 2
+    assert "autoprofiler: skipped " in captured.err and "broken.py" in captured.err
+    assert ("autoprofiler: 1 of 2 problems failed their reference and are recorded so (a "
+            "dataset built from the recording leaves them out):\n  problem://local/mine/typo: "
+            "the reference failed: NameError") in captured.err
+    assert main(["record", "--out", str(out), "--device", "cpu", "--parts", "reference",
+                 str(tmp_path / "nothing")]) == 2
+    assert "neither a suite URI, a suite name nor a file" in capsys.readouterr().err

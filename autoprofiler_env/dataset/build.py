@@ -444,11 +444,14 @@ def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = 
                        metadata: dict | None = None, llm: Path | None = None,
                        more_runs: tuple[Path, ...] = (), complete: bool = False,
                        tolerances: Path | None = None,
-                       extra: dict[str, Path] | None = None) -> DatasetFile:
+                       extra: dict[str, Path] | None = None,
+                       problems: dict[str, Problem] | None = None,
+                       splits: dict[str, str] | None = None) -> DatasetFile:
     """:func:`build` from a folder of saved ncu runs (any depth), and any in ``more_runs``,
     and the logs (``outcomes``: reference-v1's candidates; ``tolerances``: the rows of a
     judging again, see :func:`build`; ``extra``: other optimizers' ``candidates.jsonl``, by
-    optimizer name; where a ``plan.json`` lies beside one, its plan, see :func:`build`).
+    optimizer name; where a ``plan.json`` lies beside one, its plan, see :func:`build`;
+    ``problems`` and ``splits`` as :func:`build` takes them).
 
     Raises:
         DatasetError: a file of ``extra`` does not exist, or ``extra`` names reference-v1.
@@ -468,7 +471,8 @@ def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = 
                  metadata, read_log(llm) if llm else None, complete=complete,
                  tolerance_rows=read_log(tolerances) if tolerances else None,
                  optimizer_rows={name: read_log(path) for name, path in extra.items()}
-                 if extra else None, plans=plans, cost_model=suite_fallback())
+                 if extra else None, plans=plans, cost_model=suite_fallback(),
+                 problems=problems, splits=splits)
 
 
 def build_from_recording(recording: Path, metadata: dict | None = None,
@@ -523,9 +527,7 @@ def _build_recording(recording: Path, metadata: dict | None, more_runs: tuple[Pa
                                f"the KernelBench recording {recording} has none (its judge "
                                "stores tolerance_needed)")
         return build_kernelbench(recording, source, metadata, more_runs, complete, extra)
-    if source is not None:
-        raise DatasetError(f"{recording} is not a recording of a KernelBench checkout (it has "
-                           "no kernelbench.json): build it without --source")
+    problems, splits, dealt = _own_problems(recording, source)
     from autoprofiler_env.dataset.record import recording_cost
 
     candidates, llm = recording / "candidates.jsonl", recording / "llm.jsonl"
@@ -533,11 +535,84 @@ def _build_recording(recording: Path, metadata: dict | None, more_runs: tuple[Pa
                 **({"recording_cost_by_optimizer": {
                     name: recording_cost(Path(path).parent) for name, path in extra.items()
                     if Path(path).is_file()}} if extra else {}),
-                **(metadata or {})}
+                **({"splits_dealt": dealt} if dealt else {}), **(metadata or {})}
     return build_from_folders(recording, recording / "reference.jsonl",
                               candidates if candidates.exists() else None, metadata,
                               llm if llm.exists() else None, more_runs, complete, tolerances,
-                              extra)
+                              extra, problems, splits)
+
+
+SPLIT_SEED = 0
+"""The seed of the splits a build deals to a recording's problems of your own files."""
+
+
+def _own_problems(recording: Path, source: Path | None):
+    """A recording of problem files of your own (``autoprofiler record --out DIR FILE|FOLDER``,
+    named ``problem://local/<folder>/<stem>``), read from ``source`` (their folder, or one
+    file), with the suite's for the suite's URIs: ``(problems by URI, in the recording's
+    order, or None where the recording holds the suite's alone; their splits; what was
+    dealt)``. Your files have no split: each gets one from seeded splits stratified by level
+    and primary op tag (:func:`~autoprofiler_env.dataset.splits.stratified_splits`, the
+    pattern and seed that deal KernelBench's), said in ``metadata["splits_dealt"]``.
+
+    Raises:
+        DatasetError: the recording holds files of your own and no ``source`` is given, or
+            ``source`` lacks one of them, or holds none of them.
+        SourceMismatchError: a file of ``source`` is not the one recorded (the reference row's
+            ``problem_sha256``).
+    """
+    from autoprofiler_env.dataset.record.reference import problem_sha256
+    from autoprofiler_env.dataset.splits import PATTERN, stratified_splits
+    from autoprofiler_env.errors import ProblemError, SourceMismatchError
+    from autoprofiler_env.problems import load_file, load_suite, scan_directory
+
+    rows = {r["uri"]: r for r in read_log(recording / "reference.jsonl")}
+    suite = {p.uri for p in load_suite()}
+    own = [uri for uri in rows if uri not in suite]
+    if source is None:
+        if own:
+            raise DatasetError(
+                f"{recording} holds problems of your own files ({own[0]}"
+                f"{f' and {len(own) - 1} more' if len(own) > 1 else ''}): give the folder "
+                "they were recorded from, --source DIR (a file's URI is its folder's name and "
+                "its own)")
+        return None, None, None
+    try:
+        found = (scan_directory(source)[0] if Path(source).is_dir() else [load_file(source)])
+    except ProblemError as e:
+        raise DatasetError(f"--source {source}: {e.cause}") from None
+    by_uri = {p.uri: p for p in found}
+    if not own:
+        raise DatasetError(f"{recording} holds the suite's problems alone: build it without "
+                           "--source (it is the folder of your own problem files, or a "
+                           "KernelBench checkout for a recording of one)")
+    missing = [uri for uri in own if uri not in by_uri]
+    if missing:
+        raise DatasetError(
+            f"{recording} holds {missing[0]}"
+            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}, which --source "
+            f"{source} does not ("
+            + (f"its files are named as {found[0].uri} is" if found else "it holds no problem "
+               "file") + "): give the folder the recording was made from")
+    problems = {}
+    for uri in rows:
+        problem = by_uri[uri] if uri in own else load_problem(uri)
+        recorded = rows[uri].get("problem_sha256")
+        if recorded is not None and recorded != problem_sha256(problem):
+            raise SourceMismatchError(problem.path, f"is not the file {recording} recorded as "
+                                      f"{uri} (sha256 {recorded[:12]}... then, "
+                                      f"{problem_sha256(problem)[:12]}... now)",
+                                      "restore the recorded file, or record this one anew")
+        problems[uri] = problem
+    strata = {}
+    for uri in own:
+        if rows[uri].get("error") is None:  # a failed one is left out: no split to deal
+            tags = problems[uri].tags or static_features(problems[uri]).tags
+            strata[uri] = (problems[uri].level or 0, tags[0] if tags else "other")
+    splits = stratified_splits(strata, seed=SPLIT_SEED)
+    dealt = {"seed": SPLIT_SEED, "pattern": list(PATTERN), "stratified_by": "level, op",
+             "problems": len(splits)}
+    return problems, splits, dealt
 
 
 KERNELBENCH_OPTIMIZER = "reference"

@@ -64,7 +64,7 @@ from autoprofiler_env.dataset.record.ncu import (
     read_run,
     record_ncu,
 )
-from autoprofiler_env.dataset.record.reference import record_reference
+from autoprofiler_env.dataset.record.reference import check_sources, record_reference
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.harness.tolerance import STRICTEST
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
@@ -125,6 +125,9 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
 
     Raises:
         ValueError: unknown parts, a chunk under 1 problem, the llm part without ``llm``.
+        ProblemError: two problems of one URI; a problem file edited since ``out`` recorded
+            it (:class:`~autoprofiler_env.errors.SourceMismatchError`:
+            :func:`~.reference.check_sources`).
         MachineError: this machine cannot record on ``device``, or ``out`` was recorded on
             another (:class:`~.machine.OtherMachineError`).
         NcuNotFoundError: an ncu part has work to do and there is no ncu.
@@ -143,6 +146,7 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
 
         planned = candidate_names(load_plan(plan))
     reused = [row for path in reuse for row in read_jsonl(Path(path))]
+    check_sources(out, problems)
     preflight(out, device, ncu=any(
         ncu_pending(problems, configs, out / root)
         for root, configs in (_ncu_configs(part) for part in NCU_PARTS if part in parts)))

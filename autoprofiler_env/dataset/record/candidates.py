@@ -354,7 +354,6 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     end cuts loses its compile, where the next call would judge it within the limit.
     A reused row that timed out under a shorter limit than ``timeout_s`` is judged again.
     """
-    from autoprofiler_env.features import static_features
     from autoprofiler_env.optimizers import applicable
     from autoprofiler_env.optimizers.compose import compose
 
@@ -373,10 +372,13 @@ def record_candidates(problems: list[Problem], out: Path, config: HarnessConfig,
     if plan is not None:  # in the plan's order
         rank = {uri: i for i, uri in enumerate(plan)}
         problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
+    if plan is not None:
+        problems = [p for p in problems if p.uri in plan]
+    recordable = candidate_features(problems, out.with_name("reference.jsonl"))
     for problem in problems:
-        if plan is not None and problem.uri not in plan:
+        if problem.uri not in recordable:
             continue
-        features = static_features(problem)
+        features = recordable[problem.uri]
         costs[problem.uri] = footprint(features, peaks.get(problem.uri))
         features_of[problem.uri] = features
         names = (plan[problem.uri] if plan is not None else
@@ -493,6 +495,27 @@ def starved(outcome: EvalResult | dict) -> bool:
                                   outcome.get("error_message") or "")
     return not correct and (kind == ErrorKind.OUT_OF_MEMORY.value
                             or "OutOfMemoryError" in message)
+
+
+def candidate_features(problems: list[Problem], reference_log: Path) -> dict:
+    """The problems whose candidates can be recorded, with their static features, in their
+    order: those whose reference was timed, or not tried yet (a problem whose reference
+    failed has none to beat; its row in ``reference_log`` says why), and whose features can
+    be computed (one that cannot is said in a warning, naming the problem and why, and the
+    others are recorded: one broken file does not stop the part)."""
+    from autoprofiler_env.errors import ProblemError, warn
+    from autoprofiler_env.features import static_features
+
+    failed = {r["uri"] for r in read_jsonl(reference_log) if r.get("error") is not None}
+    features = {}
+    for problem in problems:
+        if problem.uri in failed:
+            continue
+        try:
+            features[problem.uri] = static_features(problem)
+        except ProblemError as e:
+            warn(f"{e}: its candidates are not recorded")
+    return features
 
 
 def judged(rows: list[dict]) -> set[tuple[str, str]]:

@@ -56,7 +56,12 @@ from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
-from autoprofiler_env.dataset.record.candidates import CANDIDATE_TIMEOUT_S, judged
+from autoprofiler_env.dataset.record.candidates import (
+    CANDIDATE_TIMEOUT_S,
+    candidate_features,
+    judged,
+)
+from autoprofiler_env.dataset.record.reference import check_sources
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
@@ -129,16 +134,18 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
         done = covered(out / "sets" / "full")
         units += [Unit("full", p.to_dict()) for p in problems if p.uri not in done]
     if "candidates" in parts:
-        from autoprofiler_env.features import static_features
         from autoprofiler_env.optimizers import applicable
 
         done = judged(read_jsonl(out / "candidates.jsonl"))
         if plan is not None:
             rank = {uri: i for i, uri in enumerate(plan)}
             problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
+        recordable = candidate_features(problems, out / "reference.jsonl")
         for p in problems:
+            if p.uri not in recordable:
+                continue
             names = (plan[p.uri] if plan is not None else
-                     [t.name for t in applicable(p, static_features(p), device)])
+                     [t.name for t in applicable(p, recordable[p.uri], device)])
             left = tuple(n for n in names if (p.uri, n) not in done)
             if left:
                 units.append(Unit("candidates", p.to_dict(), left))
@@ -637,6 +644,7 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     if llm_concurrency < 1:
         raise ValueError(f"llm_concurrency must be at least 1, not {llm_concurrency}")
     out = Path(out)
+    check_sources(out, problems)  # two files of one URI, a file edited since it was recorded
     if config is None:
         from autoprofiler_env.dataset.record import recording_config
 

@@ -2,16 +2,56 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
 from autoprofiler_env.dataset.record.machine import _past, check_machine, machine_info
-from autoprofiler_env.errors import ProblemError
+from autoprofiler_env.errors import ProblemError, SourceMismatchError
 from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
+
+
+def problem_sha256(problem: Problem) -> str:
+    """The sha256 of a problem file's bytes: what a reference row records it was timed from
+    (``problem_sha256``), so that a recording resumed or built from an edited file is refused
+    rather than mixed (:func:`check_sources`)."""
+    return hashlib.sha256(Path(problem.path).read_bytes()).hexdigest()
+
+
+def check_sources(out: Path, problems: list[Problem]) -> None:
+    """What a recording call checks of its problems before it records anything: that no two
+    are the same URI (two files of one name in folders of one name), and that none is
+    another file than the one ``out``'s reference row was timed from (a row written before
+    rows named it is not checked).
+
+    Raises:
+        ProblemError: two problems of one URI.
+        SourceMismatchError: a problem file was edited since ``out`` recorded it.
+    """
+    seen: dict[str, Problem] = {}
+    for problem in problems:
+        if problem.uri in seen:
+            raise ProblemError(problem.path, f"is {problem.uri}, as {seen[problem.uri].path} "
+                               "is: a recording names each problem once", "rename one of "
+                               "them, or record them into two --out folders")
+        seen[problem.uri] = problem
+    recorded = {row["uri"]: row for row in read_jsonl(Path(out) / "reference.jsonl")
+                if row.get("problem_sha256") is not None}
+    for problem in problems:
+        row = recorded.get(problem.uri)
+        if row is None or row["problem_sha256"] == problem_sha256(problem):
+            continue
+        failed = (f"; its reference failed then ({row['error']})"
+                  if row.get("error") is not None else "")
+        raise SourceMismatchError(
+            problem.path, f"is not the file {out} recorded as {problem.uri} (sha256 "
+            f"{row['problem_sha256'][:12]}... then, {problem_sha256(problem)[:12]}... now"
+            f"{failed})", "a recording is of one version of each file: record the edited "
+            "file into another --out, or under another file name; or restore the recorded one")
 
 
 def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
@@ -33,7 +73,8 @@ def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
         for problem in tqdm(todo, desc="reference timing", unit="problem"):
             if _past(deadline):
                 break
-            row = {"uri": problem.uri, "level": problem.level, **info}
+            row = {"uri": problem.uri, "level": problem.level,
+                   "problem_sha256": problem_sha256(problem), **info}
             started = time.monotonic()
             try:
                 run = evaluator.reference(problem)
