@@ -722,9 +722,13 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     print_table(summary)
     print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}")
     if args.wandb:
-        log_wandb({"command": "benchmark", "dataset": args.dataset,
+        from autoprofiler_env.dataset import Dataset
+        from autoprofiler_env.dataset.names import DEFAULT_NAME
+
+        log_wandb({"command": "benchmark", "dataset": args.dataset or DEFAULT_NAME,
                    "dataset_sha256": dataset_sha256(args.dataset), "split": args.split,
-                   "optimizer": args.optimizer, "tolerance": tolerance,
+                   "optimizer": args.optimizer or Dataset.load(args.dataset).default_optimizer(),
+                   "tolerance": tolerance or "default",
                    "llm_missing": args.llm_missing, "budgets": budgets, "seeds": seeds,
                    "policies": args.policy, "versions": versions()}, summary, episodes,
                   figure)
@@ -771,8 +775,8 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
             "optimizer": args.optimizer, "tolerance": tolerance, "start": args.start,
             "proposals": args.proposals, "margin": args.margin, "patience": args.patience,
             "cost_penalty": args.cost_penalty,
-            "versions": versions()}, name=f"{args.proposer}-seed{args.seed}") if args.wandb \
-            else None
+            "versions": versions()}, name=f"{args.proposer}-seed{args.seed}",
+            folder=Path(args.out)) if args.wandb else None
         with finishing(run):
             tree, results = _checked_input(
                 learn_tree, sorted(budgets), proposer, Path(args.out), rounds=args.rounds,
@@ -814,6 +818,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         config_path,
         default_out,
         interrupted_run,
+        portable,
         print_summary,
         saved_steps,
         stopped_run,
@@ -839,9 +844,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         if stopped is not None:  # the model's own steps: its run.json is written after it
             print(f"resuming {stopped_run(stopped)} in {out} at step "
                   f"{saved_steps(out / 'model.zip')} of {config.total_timesteps}", flush=True)
-        run = wandb_run("train", {"config_file": str(path), "seed": args.seed},
-                        group=args.wandb_group or f"train-{path.stem}",
-                        name=f"{path.stem}-seed{args.seed}") if args.wandb else None
+        run = wandb_run("train", {"config_file": portable(path), "seed": args.seed},
+                        group=args.wandb_group, default_group=f"train-{path.stem}",
+                        name=f"{path.stem}-seed{args.seed}", folder=out) if args.wandb else None
         with finishing(run):
             result = train(config, out, seed=args.seed, given=given, source=str(path),
                            wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
@@ -878,11 +883,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     with one_writer(out, "autoprofiler experiment"):  # a second one into --out: refused
         # started before the experiment: one that fails or is interrupted hours in has its run,
         # marked failed
-        run = wandb_run("experiment", _experiment_wandb_config(config), group=config.name,
-                        name=config.name) if args.wandb else None
+        run = wandb_run("experiment", _experiment_wandb_config(config),
+                        default_group=config.name, name=config.name,
+                        folder=out) if args.wandb else None
         with finishing(run):
-            result = run_experiment(config, out,
-                                    wandb_group=config.name if args.wandb else None)
+            result = run_experiment(config, out, wandb_group=(run.group or config.name)
+                                    if run is not None else None)
             paths = write(config, result, out, command)
             print((out / "leaderboard.md").read_text())
             print("saved " + ", ".join(str(p) for p in paths))

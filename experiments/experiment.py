@@ -588,7 +588,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
         path = _run_file(out, spec.name, seed)
         if path.is_file():
             continue
-        child = (_agent_wandb_run(config, spec, seed, wandb_group)
+        child = (_agent_wandb_run(config, spec, seed, wandb_group, out)
                  if wandb_group is not None and spec.kind in AGENT_KINDS else None)
         with finishing(child):  # an agent's run that fails or is interrupted ends failed
             if spec.kind in AGENT_KINDS:
@@ -627,16 +627,18 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     return aggregate(config, out)
 
 
-def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group: str):
+def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group: str,
+                     out: Path):
     """The wandb run of one learned agent's seed in an experiment's group (named
     ``<agent>-seed<n>``, of the job type of the command that would learn it alone: its curves
-    as ``learn-tree``'s or ``train``'s), opened beside the experiment's run."""
+    as ``learn-tree``'s or ``train``'s), opened beside the experiment's run; an interrupted
+    one goes on in the same run when the experiment resumes (its id kept in ``out``)."""
     from experiments.tracking import wandb_run
 
     return wandb_run("learn-tree" if spec.kind == "tree" else "train",
                      {"experiment": config.name, "agent": spec.name, "kind": spec.kind,
                       "options": dict(spec.options), "seed": seed},
-                     group=group, name=f"{spec.name}-seed{seed}", alongside=True)
+                     group=group, name=f"{spec.name}-seed{seed}", alongside=True, folder=out)
 
 
 def _agent_summary(result: dict) -> dict:

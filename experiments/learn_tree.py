@@ -167,16 +167,18 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
         config = LearnConfig(budget=budget, rounds=rounds, proposals=proposals, margin=margin,
                              patience=patience)
         key = f"budget={budget:g}"
-        if wandb_run is not None:  # each budget's curves against its own rounds
-            wandb_run.define_metric(f"{key}/round")
-            wandb_run.define_metric(f"{key}/*", step_metric=f"{key}/round")
+        if wandb_run is not None:  # each budget's curves against its own rounds (a dot in
+            # a name given to define_metric is a nesting, unless escaped)
+            metric = key.replace(".", "\\.")
+            wandb_run.define_metric(f"{metric}/round")
+            wandb_run.define_metric(f"{metric}/*", step_metric=f"{metric}/round")
 
         def on_round(line, key=key):
             if wandb_run is not None:
                 wandb_run.log({f"{key}/train": math.exp(line["train_objective"]),
                                f"{key}/validation": math.exp(line["validation_objective"]),
                                f"{key}/tree_size": line["tree_size"],
-                               f"{key}/accepted": line["accepted"] is not None,
+                               f"{key}/accepted": int(line["accepted"] is not None),
                                f"{key}/round": line["round"]})
 
         begin, log = first, out / f"log-{budget:g}.jsonl"
@@ -215,9 +217,18 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
 
         wandb_run.log({"curve": wandb.Image(str(out / "curve.png")),
                        "tree": wandb.Image(str(out / "tree.png"))})
-        for b, r in results.items():
-            wandb_run.summary[f"budget={b:g}/train"] = r.train
-            wandb_run.summary[f"budget={b:g}/validation"] = r.validation
+        for b, r in results.items():  # the tree kept (the best on validation), not the last
+            wandb_run.summary.update({f"budget={b:g}/train": r.train,
+                                      f"budget={b:g}/validation": r.validation,
+                                      f"budget={b:g}/tree_size": r.tree.size(),
+                                      f"budget={b:g}/kept_round": r.best_round,
+                                      f"budget={b:g}/accepted": r.accepted})
+        if not wandb_run.disabled:  # the tree itself, as train's model is
+            artifact = wandb.Artifact(f"tree-{wandb_run.id}", type="model",
+                                      metadata={"settings": settings, "scores": meta["scores"]})
+            for name in ("tree.json", "tree.txt", "run.json"):
+                artifact.add_file(str(out / name))
+            wandb_run.log_artifact(artifact)
     return tree, results
 
 

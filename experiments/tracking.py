@@ -4,17 +4,32 @@ Where a run goes is wandb's to decide where it can: ``WANDB_MODE`` when set; oth
 wandb's own settings (``wandb online`` / ``wandb offline``) when wandb finds an API key
 (``WANDB_API_KEY``, ``~/.netrc`` from ``wandb login``); offline when it finds none (rather
 than wandb's prompt for a key, which would stop a long run at its start). The project is
-``WANDB_PROJECT``, default ``autoprofiler-env``.
+``WANDB_PROJECT``, default ``autoprofiler-env``; ``WANDB_RUN_GROUP``, ``WANDB_NAME``,
+``WANDB_JOB_TYPE`` and ``WANDB_TAGS`` name a command's run as wandb's documentation says
+(an option such as ``--wandb-group`` wins over them; an experiment's runs per agent and
+seed keep their own names).
+
+A command that resumes (``train``, ``learn-tree``, ``experiment``) keeps the id of each wandb
+run it starts in its output folder (:data:`RUN_IDS`), and its resumption goes on in the same
+wandb run (``resume="allow"``), its config saying ``resumed``: one run per training, not one
+per interruption. Offline, each resumption writes another ``offline-run-*-<id>`` folder of
+that id; ``wandb sync wandb/offline-run-*-<id>`` uploads them in order into the one run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 from autoprofiler_env.errors import AutoProfilerError
+
+RUN_IDS = "wandb.json"
+"""In a command's output folder: the id of each wandb run the command started there, by the
+run's name, so that a resumed command goes on in the same run."""
 
 PROJECT = "autoprofiler-env"
 MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
@@ -32,10 +47,19 @@ def check_wandb() -> str | None:
         raise AutoProfilerError(f"--wandb: wandb cannot be imported ({e}): install it "
                                 "(`pip install wandb`; autoprofiler-env depends on it), or "
                                 "leave out --wandb") from None
+    if "weave" not in sys.modules:  # wandb takes this project's `agents` package for the
+        # OpenAI Agents SDK (imported as `agents` too) and suggests installing Weave; set
+        # before wandb first reads its settings (set later, wandb warns that its environment
+        # changed)
+        os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
     mode = os.environ.get("WANDB_MODE")
     if mode and mode not in _modes():
         raise AutoProfilerError(f"--wandb: WANDB_MODE={mode!r} is not a mode wandb knows: "
                                 f"give one of {', '.join(_modes())}, or unset it")
+    if mode == "online" and not _api_key_configured():
+        raise AutoProfilerError("--wandb: WANDB_MODE=online and wandb finds no API key: "
+                                "`wandb login` (or set WANDB_API_KEY), or set "
+                                "WANDB_MODE=offline and `wandb sync` later")
     return wandb_mode()  # a configured key of a malformed format: said now
 
 
@@ -79,26 +103,57 @@ def _api_key_configured() -> bool:
 
 
 def wandb_run(job_type: str, config: dict, group: str | None = None,
-              name: str | None = None, alongside: bool = False):
-    """A wandb run of the project (``job_type``: the command; ``group``: the experiment it
-    belongs to, None for none; ``name``: the run's name, None for wandb's), where the module
-    docstring says. ``alongside``: the process has a run open that goes on (an experiment's,
-    beside its agents' trainings); by default wandb finishes a process's open run when
-    another starts."""
+              name: str | None = None, alongside: bool = False, *,
+              default_group: str | None = None, folder: str | Path | None = None):
+    """A wandb run of the project (``job_type``: the command; ``group``: the group given
+    (an option), else ``WANDB_RUN_GROUP``, else ``default_group``; ``name``: the run's name,
+    ``WANDB_NAME`` where set, None for wandb's), where the module docstring says.
+    ``alongside``: the process has a run open that goes on (an experiment's, beside its
+    agents' trainings; such a run keeps its job type and name); by default wandb finishes a
+    process's open run when another starts. ``folder``: the command's output folder, where
+    the run's id is kept (:data:`RUN_IDS`) and, on a resumption, found: the run goes on."""
     mode = check_wandb()
     import wandb
 
-    if "weave" not in sys.modules:  # wandb takes this project's `agents` package for the
-        # OpenAI Agents SDK (imported as `agents` too) and suggests installing Weave
-        os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
-
+    group = group or os.environ.get("WANDB_RUN_GROUP") or default_group
+    key = f"{job_type}:{name}"  # before WANDB_NAME or WANDB_JOB_TYPE rename it
+    if not alongside:
+        name = os.environ.get("WANDB_NAME") or name
+        job_type = os.environ.get("WANDB_JOB_TYPE") or job_type
+    ids_file = Path(folder) / RUN_IDS if folder is not None else None
+    ids = _run_ids(ids_file)
+    resumed = key in ids
     # wandb reads its environment once per process (at its first run): what a later run of
     # the same process is given (its directory, its mode, its project) is passed, not left
     # to that
-    return wandb.init(project=os.environ.get("WANDB_PROJECT") or PROJECT, job_type=job_type,
-                      config=config, group=group, name=name, mode=mode,
-                      dir=os.environ.get("WANDB_DIR"),
-                      **({"reinit": "create_new"} if alongside else {}))
+    run = wandb.init(project=os.environ.get("WANDB_PROJECT") or PROJECT, job_type=job_type,
+                     config={**config, "resumed": resumed}, group=group, name=name, mode=mode,
+                     dir=os.environ.get("WANDB_DIR"),
+                     **({"id": ids[key], "resume": "allow"} if resumed else {}),
+                     **({"reinit": "create_new"} if alongside else {}))
+    if ids_file is not None and not resumed and not run.disabled:
+        from autoprofiler_env.atomic import write_atomic
+
+        ids_file.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(ids_file, (json.dumps({**ids, key: run.id}, indent=1) + "\n").encode())
+    return run
+
+
+def _run_ids(path: Path | None) -> dict:
+    """The wandb run ids kept in ``path`` (:data:`RUN_IDS`); none where it is missing or is
+    not such a file (a damaged one: the runs start anew, with a warning)."""
+    if path is None or not path.is_file():
+        return {}
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(ids, dict) and all(isinstance(v, str) for v in ids.values()):
+            return ids
+    except (ValueError, OSError):
+        pass
+    from autoprofiler_env.errors import warn
+
+    warn(f"{path} is not the wandb run ids it should hold: the wandb runs start anew")
+    return {}
 
 
 @contextmanager

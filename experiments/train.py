@@ -54,9 +54,10 @@ The config and ``--steps`` must resolve to the run's config, and ``--seed`` and 
 (its sha256) must be the run's, else the command refuses, naming the first difference (give
 another ``--out`` to train anew). A resumed run is not bit-identical to an uninterrupted one:
 the environments' and the random number generators' states are not restored (:func:`train`
-says what). With ``--wandb`` a resumption is another wandb run of the group (``run.json``'s
-``wandb`` names the first, ``wandb_resumed`` the others). A finished run is never trained
-again. A run killed outright (SIGKILL, the OOM killer, a lost machine) resumes the same way
+says what). With ``--wandb`` a resumption goes on in the run's wandb run (its id kept in the
+run directory's ``wandb.json``: :mod:`experiments.tracking`; ``run.json``'s ``wandb`` names
+where it was started, ``wandb_resumed`` where each resumption wrote). A finished run is never
+trained again. A run killed outright (SIGKILL, the OOM killer, a lost machine) resumes the same way
 from its last checkpoint: every evaluation saves ``model.zip`` and the steps done in
 ``run.json`` (its status stays ``running``); an off-policy algorithm's replay buffer, large,
 is saved only at an interruption, so a killed one resumes with an empty buffer (a warning
@@ -68,7 +69,7 @@ the process holding it is a killed one.
 
 ``autoprofiler benchmark --policy sb3:DIR`` puts the run's best model beside the baselines
 (:func:`agents.rl.load_run`). With ``--wandb`` the run (named ``<config>-seed<N>``, one
-group per config unless ``--wandb-group`` says otherwise; where it goes:
+group per config unless ``--wandb-group`` or ``WANDB_RUN_GROUP`` says otherwise; where it goes:
 :mod:`experiments.tracking`, offline without a key) gets SB3's logger
 (:class:`experiments.sb3_wandb.WandbOutputFormat`: ``rollout/``, ``train/``, ``time/``,
 ``episode/`` and ``eval/`` keys against environment steps), the config, the last

@@ -125,13 +125,17 @@ def test_a_wandb_that_cannot_log_is_one_error(no_key, monkeypatch):
 @pytest.mark.parametrize("command", [
     ["benchmark", "--budgets", "0.25"], ["learn-tree", "--rounds", "1"], ["experiment"],
     ["train", "--steps", "64"]])
-@pytest.mark.parametrize("broken", ["mode", "import"])
+@pytest.mark.parametrize("broken", ["mode", "import", "online without a key"])
 def test_each_command_refuses_a_wandb_that_cannot_log_before_its_work(
         no_key, monkeypatch, capsys, command, broken):
+    """Reviewed: WANDB_MODE=online without a key ran the benchmark, then ended in wandb's
+    traceback."""
     from experiments.cli import main
 
     if broken == "mode":
         monkeypatch.setenv("WANDB_MODE", "bogus")
+    elif broken == "online without a key":
+        monkeypatch.setenv("WANDB_MODE", "online")
     else:
         monkeypatch.setitem(sys.modules, "wandb", None)
     out = no_key / "out"
@@ -194,10 +198,20 @@ def test_learn_tree_logs_its_settings_and_each_budgets_curves_against_its_rounds
     assert config["versions"]["python"] and not {"func", "wandb", "llm_base_url"} & set(config)
     for budget in ("0.1", "0.25"):
         key = f"budget={budget}"
-        assert logged.metrics[f"{key}/*"] == f"{key}/round"
+        metric = key.replace(".", "\\.")  # escaped: else wandb nests at the dot
+        assert logged.metrics[f"{metric}/*"] == f"{metric}/round"
         rounds = [row[f"{key}/round"] for row in logged.history if f"{key}/train" in row]
         assert rounds == sorted(rounds) and len(rounds) >= 2
+        assert {row[f"{key}/accepted"] for row in logged.history if key + "/train" in row} <= {0, 1}
     assert not any("round" in row for row in logged.history)
+    # reviewed: unescaped, every row also held a "budget=0" / "1/round" of 0
+    assert all(k.startswith(("_", "budget=0.1/", "budget=0.25/", "curve", "tree"))
+               for row in logged.history for k in row), logged.history[0]
+    # the tree kept, and the tree itself (as train's model)
+    tree = json.loads((no_key / "out" / "tree.json").read_text())
+    for budget, scores in tree["meta"]["scores"].items():
+        assert logged.summary[f"budget={budget}/tree_size"] == scores["nodes"]
+    assert logged.artifacts == [f"tree-{logged.run_id}"]
 
 
 def test_an_interrupted_learn_tree_run_ends_failed(no_key, monkeypatch, capsys):
@@ -329,3 +343,29 @@ def test_an_agent_that_fails_in_an_experiment_ends_its_run_and_the_experiments_f
                                       sorted(Path("wandb").glob("offline-run-*")))}
     assert sorted(runs) == ["t-seed0", "wb"]
     assert runs["t-seed0"].exit_code == 1 and runs["wb"].exit_code == 1
+
+
+def test_a_resumed_learn_tree_goes_on_in_its_wandb_run_named_as_the_environment_says(
+        no_key, monkeypatch):
+    """Reviewed: each resumption was another wandb run of the same name (a group counted it as
+    another seed), and WANDB_RUN_GROUP / WANDB_NAME were not heard."""
+    from experiments.cli import main
+    from experiments.tracking import RUN_IDS
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_RUN_GROUP", "my-study")
+    out = no_key / "out"
+    assert main(["learn-tree", "--budget", "0.25", "--rounds", "1", "--out", str(out),
+                 "--wandb"]) == 0
+    monkeypatch.setenv("WANDB_NAME", "renamed")
+    assert main(["learn-tree", "--budget", "0.25", "--rounds", "3", "--out", str(out),
+                 "--wandb"]) == 0
+    first, second = (read_offline_run(d, wait_s=30) for d in
+                     sorted((no_key / "wandb").glob("offline-run-*")))
+    ids = json.loads((out / RUN_IDS).read_text())
+    assert ids == {"learn-tree:search-seed0": first.run_id} and second.run_id == first.run_id
+    assert (first.group, second.group) == ("my-study", "my-study")
+    assert (first.name, second.name) == ("search-seed0", "renamed")
+    assert (first.config["resumed"], second.config["resumed"]) == (False, True)
+    rounds = [row["budget=0.25/round"] for row in second.history if "budget=0.25/round" in row]
+    assert rounds == [2, 3]  # the resumption's own rounds: none logged twice
