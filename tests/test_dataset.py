@@ -1487,7 +1487,8 @@ def test_a_build_that_keeps_no_problem_is_refused_and_says_its_logs_were_unreada
         (DATA / "recording_h200" / "reference.jsonl").read_text())
     (recording / "candidates.jsonl").unlink()
     with pytest.raises(DatasetError, match=r"keeps no problem \(\d+ with not the evidence of "
-                       "every section\\)"):
+                       r"every section\): nothing saved; record ncu's full set of them on a "
+                       r"GPU \(the `full` part: `autoprofiler record --out DIR --parts full`\)"):
         build_from_recording(recording)
 
 

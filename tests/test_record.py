@@ -1229,3 +1229,22 @@ def test_record_takes_a_folder_and_names_the_problems_whose_reference_failed(tmp
     assert main(["record", "--out", str(out), "--device", "cpu", "--parts", "reference",
                  str(tmp_path / "nothing")]) == 2
     assert "neither a suite URI, a suite name nor a file" in capsys.readouterr().err
+
+
+def test_a_build_leaves_out_a_reference_row_without_a_verdict_or_a_uri(tmp_path):
+    """Reviewed: a row with neither a time nor an error was taken for timed (the build wrote a
+    file the loader then refused), and a row whose URI was not a string crashed the build."""
+    recording = _recording(tmp_path)
+    rows = read_jsonl(recording / "reference.jsonl")
+    relu = next(i for i, r in enumerate(rows) if r["uri"].endswith("/relu_16384x16384"))
+    rows[relu] = {k: v for k, v in rows[relu].items() if k not in ("median_ms", "error")}
+    rows.append({"uri": 7, "median_ms": 1.0, "error": None})
+    (recording / "reference.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.warns(UserWarning) as warned:
+        content = build_from_recording(recording)
+    said = sorted(str(w.message) for w in warned)
+    assert any("1 record without a problem's URI (a string) left out" in m for m in said)
+    assert any("1 reference row with neither a time (median_ms) nor an error" in m
+               for m in said)
+    assert rows[relu]["uri"] not in content.problems and len(content.problems) == 11
+    Dataset(content)  # the file loads

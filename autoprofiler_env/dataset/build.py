@@ -22,6 +22,7 @@ from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRec
 from autoprofiler_env.errors import DatasetError, warn
 from autoprofiler_env.features import static_features
 from autoprofiler_env.jsonlines import scan_jsonl
+from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
 from autoprofiler_env.problems import Problem, load_problem
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
@@ -72,7 +73,12 @@ def read_log(path: Path) -> list[dict]:
              f"that {'are' if len(unreadable) > 1 else 'is'} not a JSON record (line "
              f"{shown}) left out of the build, which read {len(rows)} records from "
              "it: check the file")
-    return rows
+    kept = [r for r in rows if isinstance(r.get("uri"), str)]
+    if len(kept) < len(rows):  # every log's record names its problem
+        n = len(rows) - len(kept)
+        warn(f"{path}: {n} record{'s' if n > 1 else ''} without a problem's URI (a string) "
+             "left out of the build: check the file")
+    return kept
 
 
 def kept_metrics() -> frozenset[str]:
@@ -210,8 +216,14 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
              "this GPU, record each section and set alone beside the full set on a "
              "few problems (`autoprofiler record --out DIR --parts profiles,sets URI "
              "...`) and give those runs to the build (`--runs DIR`)")
-    eager = {r["uri"]: r for r in reference_rows if r.get("error") is None}
-    refused = {r["uri"] for r in reference_rows if r.get("error") is not None}
+    timed = [r for r in reference_rows if r.get("error") is not None
+             or is_finite_number(r.get("median_ms"))]
+    if len(timed) < len(reference_rows):  # neither a time nor an error: no verdict at all
+        n = len(reference_rows) - len(timed)
+        warn(f"{n} reference row{'s' if n > 1 else ''} with neither a time (median_ms) nor "
+             "an error left out of the build: check reference.jsonl")
+    eager = {r["uri"]: r for r in timed if r.get("error") is None}
+    refused = {r["uri"] for r in timed if r.get("error") is not None}
     v1 = _outcomes(outcome_rows)
     for r in tolerance_rows or []:  # judged again (judge 2): only what it needs is taken
         old = v1.get(r["uri"], {}).get(r["transformation"])
@@ -504,10 +516,15 @@ def build_from_recording(recording: Path, metadata: dict | None = None,
                if reasons else "reference.jsonl holds no problem's record")
         from autoprofiler_env.dataset.record.kernelbench import MANIFEST
 
-        record = ("autoprofiler record --source CHECKOUT --out DIR"
-                  if (Path(recording) / MANIFEST).exists() else "autoprofiler record --out DIR")
+        kernelbench = (Path(recording) / MANIFEST).exists()
+        record = ("autoprofiler record --source CHECKOUT --out DIR" if kernelbench
+                  else "autoprofiler record --out DIR")
+        what = ("record ncu's full set of them on a GPU (the `full` part: "
+                f"`{record} --parts full`)" if not kernelbench
+                and "not the evidence of every section" in reasons
+                else f"record them (`{record}`)")
         raise DatasetError(f"{recording}: the build keeps no problem ({why}): nothing saved; "
-                           f"record them (`{record}`), or check the recording's logs")
+                           f"{what}, or check the recording's logs")
     return content
 
 
@@ -566,7 +583,9 @@ def _own_problems(recording: Path, source: Path | None):
     from autoprofiler_env.errors import ProblemError, SourceMismatchError
     from autoprofiler_env.problems import load_file, load_suite, scan_directory
 
-    rows = {r["uri"]: r for r in read_log(recording / "reference.jsonl")}
+    # its damaged lines are said once, when the build reads it
+    rows = {r["uri"]: r for r in scan_jsonl(recording / "reference.jsonl").rows
+            if isinstance(r.get("uri"), str)}
     suite = {p.uri for p in load_suite()}
     own = [uri for uri in rows if uri not in suite]
     if source is None:
