@@ -399,9 +399,10 @@ def print_table(summary: list[dict]) -> None:
 
 def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path: Path) -> None:
     """Logs to wandb (:mod:`experiments.tracking` says where): the tables, the plot, and
-    each agent's geometric-mean speedup in the summary under
-    ``<agent>/budget=<b>/geomean_speedup`` (:func:`wandb_key`: the agent as the table
-    names it, without ``/``)."""
+    each agent's scores in the summary under ``<split>/budget=<b>/<agent>/<column>`` (the
+    geometric-mean speedup, the share of fast programs, the mean cost and the regret), as an
+    experiment's run keys its leaderboard (:func:`wandb_key`: the agent as the table names
+    it, without ``/``)."""
     import wandb
 
     from experiments.tracking import wandb_run
@@ -413,9 +414,12 @@ def log_wandb(config: dict, summary: list[dict], episodes: list[dict], plot_path
                                     data=[[r[c] for c in COLUMNS] for r in summary])})
     if plot_path.exists():
         run.log({"speedup_vs_cost": wandb.Image(str(plot_path))})
+    split = config.get("split", "test")
     for r in summary:
-        run.summary[f"{wandb_key(r['agent'])}/budget={r['budget']:g}/geomean_speedup"] = \
-            r["geomean_speedup"]
+        key = f"{split}/budget={r['budget']:g}/{wandb_key(r['agent'])}"
+        for column in ("geomean_speedup", "fast_1", "mean_cost_s", "regret"):
+            if r.get(column) is not None:
+                run.summary[f"{key}/{column}"] = r[column]
     run.finish()
 
 

@@ -174,12 +174,16 @@ def test_benchmark_logs_its_settings_and_a_summary_key_per_agent(no_key, study_d
     assert {k: config[k] for k in ("budgets", "seeds", "split", "policies", "dataset")} == {
         "budgets": [0.25], "seeds": 1, "split": "val", "policies": specs,
         "dataset": str(study_dataset)}
+    # what it ran, not null: the study dataset's own optimizer, the default tolerance
+    assert config["optimizer"] == "reference-v1" and config["tolerance"] == "default"
     assert len(config["dataset_sha256"]) == 64 and config["versions"]["python"]
     assert not {"func", "wandb", "out"} & set(config)
+    # keyed as an experiment's leaderboard is: <split>/budget=<b>/<agent>/<column>
     scores = {k: v for k, v in logged.summary.items() if k.endswith("/geomean_speedup")}
-    assert "no-profile/budget=0.25/geomean_speedup" in scores
-    assert all(len(k.split("/")) == 3 for k in scores), sorted(scores)
-    assert {k.split("/")[0] for k in scores} >= {spec.replace("/", "_") for spec in specs}
+    assert "val/budget=0.25/no-profile/geomean_speedup" in scores
+    assert "val/budget=0.25/no-profile/mean_cost_s" in logged.summary
+    assert all(len(k.split("/")) == 4 for k in scores), sorted(scores)
+    assert {k.split("/")[2] for k in scores} >= {spec.replace("/", "_") for spec in specs}
 
 
 def test_learn_tree_logs_its_settings_and_each_budgets_curves_against_its_rounds(
