@@ -776,7 +776,9 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
             "proposals": args.proposals, "margin": args.margin, "patience": args.patience,
             "cost_penalty": args.cost_penalty,
             "versions": versions()}, name=f"{args.proposer}-seed{args.seed}",
-            folder=Path(args.out)) if args.wandb else None
+            folder=Path(args.out), resuming=any(  # a log with rounds to go on from
+                log.stat().st_size for log in Path(args.out).glob("log-*.jsonl"))) \
+            if args.wandb else None
         with finishing(run):
             tree, results = _checked_input(
                 learn_tree, sorted(budgets), proposer, Path(args.out), rounds=args.rounds,
@@ -846,7 +848,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                   f"{saved_steps(out / 'model.zip')} of {config.total_timesteps}", flush=True)
         run = wandb_run("train", {"config_file": portable(path), "seed": args.seed},
                         group=args.wandb_group, default_group=f"train-{path.stem}",
-                        name=f"{path.stem}-seed{args.seed}", folder=out) if args.wandb else None
+                        name=f"{path.stem}-seed{args.seed}", folder=out,
+                        resuming=stopped is not None) if args.wandb else None
         with finishing(run):
             result = train(config, out, seed=args.seed, given=given, source=str(path),
                            wandb_run=run, command=["autoprofiler", *sys.argv[1:]])
@@ -884,8 +887,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         # started before the experiment: one that fails or is interrupted hours in has its run,
         # marked failed
         run = wandb_run("experiment", _experiment_wandb_config(config),
-                        default_group=config.name, name=config.name,
-                        folder=out) if args.wandb else None
+                        default_group=config.name, name=config.name, folder=out,
+                        resuming=any((out / "runs").glob("*/seed-*.json"))
+                        or (out / "agents").is_dir()) if args.wandb else None
         with finishing(run):
             result = run_experiment(config, out, wandb_group=(run.group or config.name)
                                     if run is not None else None)

@@ -632,13 +632,17 @@ def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group
     """The wandb run of one learned agent's seed in an experiment's group (named
     ``<agent>-seed<n>``, of the job type of the command that would learn it alone: its curves
     as ``learn-tree``'s or ``train``'s), opened beside the experiment's run; an interrupted
-    one goes on in the same run when the experiment resumes (its id kept in ``out``)."""
-    from experiments.tracking import wandb_run
+    one goes on in the same run when the experiment resumes (its id kept in the agent's seed
+    folder, beside what the learning resumes from)."""
+    from experiments.tracking import RUN_IDS, wandb_run
 
+    state = out / "agents" / spec.name / f"seed-{seed}"  # its learning's, or training's
     return wandb_run("learn-tree" if spec.kind == "tree" else "train",
                      {"experiment": config.name, "agent": spec.name, "kind": spec.kind,
                       "options": dict(spec.options), "seed": seed},
-                     group=group, name=f"{spec.name}-seed{seed}", alongside=True, folder=out)
+                     group=group, name=f"{spec.name}-seed{seed}", alongside=True,
+                     folder=state, resuming=state.is_dir() and any(
+                         p.name != RUN_IDS for p in state.iterdir()))
 
 
 def _agent_summary(result: dict) -> dict:

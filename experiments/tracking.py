@@ -10,10 +10,15 @@ than wandb's prompt for a key, which would stop a long run at its start). The pr
 seed keep their own names).
 
 A command that resumes (``train``, ``learn-tree``, ``experiment``) keeps the id of each wandb
-run it starts in its output folder (:data:`RUN_IDS`), and its resumption goes on in the same
+run it starts beside the state it resumes from (:data:`RUN_IDS`: a training's or a learning's
+folder, an experiment's, each of its agents' seeds'), and its resumption goes on in the same
 wandb run (``resume="allow"``), its config saying ``resumed``: one run per training, not one
-per interruption. Offline, each resumption writes another ``offline-run-*-<id>`` folder of
-that id; ``wandb sync wandb/offline-run-*-<id>`` uploads them in order into the one run.
+per interruption. Only a resumption does: where that state is gone (a finished run learned
+anew, its folder removed) the command starts a new wandb run, as it starts anew. Offline,
+each resumption writes another ``offline-run-*-<id>`` folder of that id; ``wandb sync
+wandb/offline-run-*-<id>`` uploads them in order into the one run. Online, wandb keeps a
+run's history in step order: what a killed training logged after its last checkpoint is
+not replaced when it resumes from that checkpoint.
 """
 
 from __future__ import annotations
@@ -56,8 +61,8 @@ def check_wandb() -> str | None:
     if mode and mode not in _modes():
         raise AutoProfilerError(f"--wandb: WANDB_MODE={mode!r} is not a mode wandb knows: "
                                 f"give one of {', '.join(_modes())}, or unset it")
-    if mode == "online" and not _api_key_configured():
-        raise AutoProfilerError("--wandb: WANDB_MODE=online and wandb finds no API key: "
+    if mode in ("online", "run", "shared") and not _api_key_configured():
+        raise AutoProfilerError(f"--wandb: WANDB_MODE={mode} and wandb finds no API key: "
                                 "`wandb login` (or set WANDB_API_KEY), or set "
                                 "WANDB_MODE=offline and `wandb sync` later")
     return wandb_mode()  # a configured key of a malformed format: said now
@@ -104,14 +109,17 @@ def _api_key_configured() -> bool:
 
 def wandb_run(job_type: str, config: dict, group: str | None = None,
               name: str | None = None, alongside: bool = False, *,
-              default_group: str | None = None, folder: str | Path | None = None):
+              default_group: str | None = None, folder: str | Path | None = None,
+              resuming: bool = False):
     """A wandb run of the project (``job_type``: the command; ``group``: the group given
     (an option), else ``WANDB_RUN_GROUP``, else ``default_group``; ``name``: the run's name,
     ``WANDB_NAME`` where set, None for wandb's), where the module docstring says.
     ``alongside``: the process has a run open that goes on (an experiment's, beside its
     agents' trainings; such a run keeps its job type and name); by default wandb finishes a
-    process's open run when another starts. ``folder``: the command's output folder, where
-    the run's id is kept (:data:`RUN_IDS`) and, on a resumption, found: the run goes on."""
+    process's open run when another starts. ``folder``: where the run's id is kept
+    (:data:`RUN_IDS`), beside the state a resumption goes on from; ``resuming``: the caller
+    resumes from that state, and the run kept there goes on (else a new one starts, its id
+    kept in place of the old)."""
     mode = check_wandb()
     import wandb
 
@@ -122,7 +130,7 @@ def wandb_run(job_type: str, config: dict, group: str | None = None,
         job_type = os.environ.get("WANDB_JOB_TYPE") or job_type
     ids_file = Path(folder) / RUN_IDS if folder is not None else None
     ids = _run_ids(ids_file)
-    resumed = key in ids
+    resumed = resuming and key in ids
     # wandb reads its environment once per process (at its first run): what a later run of
     # the same process is given (its directory, its mode, its project) is passed, not left
     # to that

@@ -1136,8 +1136,8 @@ def test_a_recording_of_your_own_files_builds_from_their_folder(tmp_path):
     assert content.metadata["splits_dealt"] == {
         "seed": SPLIT_SEED, "pattern": content.metadata["splits_dealt"]["pattern"],
         "stratified_by": "level, op", "problems": 12}
-    # the same files, the same splits
-    again = build_from_recording(recording, source=mine)
+    # the same files, the same splits; found in the folders of the folder given too
+    again = build_from_recording(recording, source=tmp_path)
     assert [r.split for r in again.problems.values()] == splits
     # a folder that lacks one, or a file edited since it was recorded, is refused
     lacking = tmp_path / "lacking" / "mine"
@@ -1145,6 +1145,14 @@ def test_a_recording_of_your_own_files_builds_from_their_folder(tmp_path):
     next(lacking.glob("*.py")).unlink()
     with pytest.raises(DatasetError, match=r"which --source .* does not \(its files are named "
                                            r"as problem://local/mine/\w+ is\)"):
+        build_from_recording(recording, source=lacking)
+    with pytest.raises(DatasetError, match=r"mine/\w+.py are both problem://local/mine/\w+: "
+                                           r"give the folder of the one recorded"):
+        build_from_recording(recording, source=tmp_path)
+    broken = next(lacking.glob("*.py"))
+    broken.write_text("class Model(:\n")
+    with pytest.raises(DatasetError, match=r"the recorded problem://local/mine/\w+ is broken "
+                                           r"now: .*syntax error at line 1"):
         build_from_recording(recording, source=lacking)
     rows = read_jsonl(recording / "reference.jsonl")
     first = load_file(mine / (rows[0]["uri"].rsplit("/", 1)[1] + ".py"))
@@ -1174,6 +1182,10 @@ def test_a_recording_refuses_two_files_of_one_name_and_a_file_edited_since(tmp_p
                                            r"problem once \(rename one"):
         record(out, [one, two], parts=("reference",), device="cpu")
     assert not out.exists()
+    from autoprofiler_env.dataset.record.reference import check_sources
+
+    # one file named twice (as a file, and in its folder) is one problem
+    assert check_sources(out, [one, load_file(tmp_path / "a/mine/relu.py")]) == [one]
     out.mkdir()
     (out / "reference.jsonl").write_text(json.dumps({
         "uri": one.uri, "problem_sha256": problem_sha256(one), "error": None,

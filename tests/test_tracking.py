@@ -358,14 +358,18 @@ def test_a_resumed_learn_tree_goes_on_in_its_wandb_run_named_as_the_environment_
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_RUN_GROUP", "my-study")
-    out = no_key / "out"
-    assert main(["learn-tree", "--budget", "0.25", "--rounds", "1", "--out", str(out),
-                 "--wandb"]) == 0
+    out, seen = no_key / "out", set()
+
+    def learn(rounds):  # the offline run this call wrote (folders of one second sort by id)
+        assert main(["learn-tree", "--budget", "0.25", "--rounds", str(rounds), "--out",
+                     str(out), "--wandb"]) == 0
+        (new,) = set((no_key / "wandb").glob("offline-run-*")) - seen
+        seen.add(new)
+        return read_offline_run(new, wait_s=30)
+
+    first = learn(1)
     monkeypatch.setenv("WANDB_NAME", "renamed")
-    assert main(["learn-tree", "--budget", "0.25", "--rounds", "3", "--out", str(out),
-                 "--wandb"]) == 0
-    first, second = (read_offline_run(d, wait_s=30) for d in
-                     sorted((no_key / "wandb").glob("offline-run-*")))
+    second = learn(3)
     ids = json.loads((out / RUN_IDS).read_text())
     assert ids == {"learn-tree:search-seed0": first.run_id} and second.run_id == first.run_id
     assert (first.group, second.group) == ("my-study", "my-study")
@@ -373,3 +377,9 @@ def test_a_resumed_learn_tree_goes_on_in_its_wandb_run_named_as_the_environment_
     assert (first.config["resumed"], second.config["resumed"]) == (False, True)
     rounds = [row["budget=0.25/round"] for row in second.history if "budget=0.25/round" in row]
     assert rounds == [2, 3]  # the resumption's own rounds: none logged twice
+    # reviewed: learned anew where its logs were removed, it went on in the finished run
+    for path in out.glob("log-*.jsonl"):
+        path.unlink()
+    third = learn(1)
+    assert third.run_id != first.run_id and third.config["resumed"] is False
+    assert json.loads((out / RUN_IDS).read_text()) == {"learn-tree:search-seed0": third.run_id}

@@ -577,6 +577,10 @@ def _own_problems(recording: Path, source: Path | None):
             ``source`` lacks one of them, or holds none of them.
         SourceMismatchError: a file of ``source`` is not the one recorded (the reference row's
             ``problem_sha256``).
+
+    ``source``'s folders are searched too (a recording of ``mine/level1`` and
+    ``mine/level2`` builds from ``mine``). The splits are dealt over the whole set: the same
+    files get the same splits, and a file added or left out can move others.
     """
     from autoprofiler_env.dataset.record.reference import problem_sha256
     from autoprofiler_env.dataset.splits import PATTERN, stratified_splits
@@ -596,16 +600,35 @@ def _own_problems(recording: Path, source: Path | None):
                 "they were recorded from, --source DIR (a file's URI is its folder's name and "
                 "its own)")
         return None, None, None
+    found, broken = [], {}
     try:
-        found = (scan_directory(source)[0] if Path(source).is_dir() else [load_file(source)])
+        if Path(source).is_dir():  # the folder, and the folders in it (level1/, level2/ ...)
+            for folder in sorted({Path(source), *(p.parent for p in Path(source).rglob("*.py")
+                                                  if not p.name.startswith("_"))}):
+                problems_here, errors = scan_directory(folder)
+                found += problems_here
+                broken |= {f"problem://local/{folder.name}/{Path(e.path).stem}": e
+                           for e in errors}
+        else:
+            found = [load_file(source)]
     except ProblemError as e:
         raise DatasetError(f"--source {source}: {e.cause}") from None
-    by_uri = {p.uri: p for p in found}
+    by_uri = {}
+    for problem in found:
+        if problem.uri in by_uri:
+            raise DatasetError(f"--source {source}: {by_uri[problem.uri].path} and "
+                               f"{problem.path} are both {problem.uri}: give the folder of "
+                               "the one recorded")
+        by_uri[problem.uri] = problem
     if not own:
         raise DatasetError(f"{recording} holds the suite's problems alone: build it without "
                            "--source (it is the folder of your own problem files, or a "
                            "KernelBench checkout for a recording of one)")
     missing = [uri for uri in own if uri not in by_uri]
+    now_broken = [uri for uri in missing if uri in broken]  # there, but no problem any more
+    if now_broken:
+        raise DatasetError(f"--source {source}: the recorded {now_broken[0]} is broken now: "
+                           f"{broken[now_broken[0]]}")
     if missing:
         raise DatasetError(
             f"{recording} holds {missing[0]}"
@@ -624,8 +647,8 @@ def _own_problems(recording: Path, source: Path | None):
                                       "restore the recorded file, or record this one anew")
         problems[uri] = problem
     strata = {}
-    for uri in own:
-        if rows[uri].get("error") is None:  # a failed one is left out: no split to deal
+    for uri in own:  # a failed one, or one of no verdict, is left out: no split to deal
+        if rows[uri].get("error") is None and is_finite_number(rows[uri].get("median_ms")):
             tags = problems[uri].tags or static_features(problems[uri]).tags
             strata[uri] = (problems[uri].level or 0, tags[0] if tags else "other")
     splits = stratified_splits(strata, seed=SPLIT_SEED)

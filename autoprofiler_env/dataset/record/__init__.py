@@ -146,7 +146,7 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
 
         planned = candidate_names(load_plan(plan))
     reused = [row for path in reuse for row in read_jsonl(Path(path))]
-    check_sources(out, problems)
+    problems = check_sources(out, problems)
     preflight(out, device, ncu=any(
         ncu_pending(problems, configs, out / root)
         for root, configs in (_ncu_configs(part) for part in NCU_PARTS if part in parts)))

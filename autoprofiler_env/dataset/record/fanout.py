@@ -140,7 +140,9 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
         if plan is not None:
             rank = {uri: i for i, uri in enumerate(plan)}
             problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
-        recordable = candidate_features(problems, out / "reference.jsonl")
+        # a plan names the candidates: no feature traced here
+        recordable = candidate_features(problems, out / "reference.jsonl",
+                                        features=plan is None)
         for p in problems:
             if p.uri not in recordable:
                 continue
@@ -644,7 +646,7 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
     if llm_concurrency < 1:
         raise ValueError(f"llm_concurrency must be at least 1, not {llm_concurrency}")
     out = Path(out)
-    check_sources(out, problems)  # two files of one URI, a file edited since it was recorded
+    problems = check_sources(out, problems)  # two files of one URI, a file edited since
     if config is None:
         from autoprofiler_env.dataset.record import recording_config
 

@@ -15,30 +15,36 @@ from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
 
 
-def problem_sha256(problem: Problem) -> str:
+def problem_sha256(problem: Problem) -> str | None:
     """The sha256 of a problem file's bytes: what a reference row records it was timed from
     (``problem_sha256``), so that a recording resumed or built from an edited file is refused
-    rather than mixed (:func:`check_sources`)."""
-    return hashlib.sha256(Path(problem.path).read_bytes()).hexdigest()
+    rather than mixed (:func:`check_sources`); None where the file cannot be read (its
+    reference then fails, saying why)."""
+    try:
+        return hashlib.sha256(Path(problem.path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
-def check_sources(out: Path, problems: list[Problem]) -> None:
+def check_sources(out: Path, problems: list[Problem]) -> list[Problem]:
     """What a recording call checks of its problems before it records anything: that no two
-    are the same URI (two files of one name in folders of one name), and that none is
+    files are the same URI (two files of one name in folders of one name), and that none is
     another file than the one ``out``'s reference row was timed from (a row written before
-    rows named it is not checked).
+    rows named it is not checked). Returns ``problems``, each once (a file named twice, as a
+    file and in its folder, is one problem).
 
     Raises:
-        ProblemError: two problems of one URI.
+        ProblemError: two files of one URI.
         SourceMismatchError: a problem file was edited since ``out`` recorded it.
     """
     seen: dict[str, Problem] = {}
     for problem in problems:
-        if problem.uri in seen:
-            raise ProblemError(problem.path, f"is {problem.uri}, as {seen[problem.uri].path} "
-                               "is: a recording names each problem once", "rename one of "
-                               "them, or record them into two --out folders")
-        seen[problem.uri] = problem
+        first = seen.get(problem.uri)
+        if first is not None and Path(first.path).resolve() != Path(problem.path).resolve():
+            raise ProblemError(problem.path, f"is {problem.uri}, as {first.path} is: a "
+                               "recording names each problem once", "rename one of them, or "
+                               "record them into two --out folders")
+        seen.setdefault(problem.uri, problem)
     recorded = {row["uri"]: row for row in read_jsonl(Path(out) / "reference.jsonl")
                 if row.get("problem_sha256") is not None}
     for problem in problems:
@@ -47,11 +53,14 @@ def check_sources(out: Path, problems: list[Problem]) -> None:
             continue
         failed = (f"; its reference failed then ({row['error']})"
                   if row.get("error") is not None else "")
+        now = problem_sha256(problem)
         raise SourceMismatchError(
             problem.path, f"is not the file {out} recorded as {problem.uri} (sha256 "
-            f"{row['problem_sha256'][:12]}... then, {problem_sha256(problem)[:12]}... now"
+            f"{row['problem_sha256'][:12]}... then, {(now or 'unreadable')[:12]}... now"
             f"{failed})", "a recording is of one version of each file: record the edited "
-            "file into another --out, or under another file name; or restore the recorded one")
+            "file into another --out" + ("" if problem.split is not None else ", or under "
+                                         "another file name") + "; or restore the recorded one")
+    return list(seen.values())
 
 
 def record_reference(problems: list[Problem], config: HarnessConfig, out: Path,
