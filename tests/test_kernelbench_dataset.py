@@ -839,7 +839,11 @@ def test_a_checkout_that_is_not_the_recorded_one_is_refused_at_build(prepared, t
     (other / "KernelBench" / "level1" / "2_Softmax.py").write_text("# edited\n")
     with pytest.raises(SourceMismatchError, match="level1/2_Softmax.py"):
         build_from_recording(recorded, source=other)
-    with pytest.raises(DatasetError, match="not a recording of a KernelBench checkout"):
+    # a checkout given for a recording of the suite's own problems
+    with pytest.raises(DatasetError, match=r"holds the suite's problems alone: build it without "
+                                           r"--source \(it is the folder of your own problem "
+                                           r"files, or a KernelBench checkout for a recording "
+                                           r"of one\)"):
         build_from_recording(DATA / "recording_h200", source=root)
 
 
