@@ -33,8 +33,9 @@ from pathlib import Path
 from autoprofiler_env.errors import AutoProfilerError
 
 RUN_IDS = "wandb.json"
-"""In a command's output folder: the id of each wandb run the command started there, by the
-run's name, so that a resumed command goes on in the same run."""
+"""Beside the state a command resumes from (its output folder; an experiment agent's seed
+folder): the id of each wandb run started there, by job type and name, so that a resumed
+command goes on in the same run."""
 
 PROJECT = "autoprofiler-env"
 MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
