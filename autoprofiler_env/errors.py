@@ -110,6 +110,17 @@ class UnknownProblemError(AutoProfilerError, ValueError):
     environment is."""
 
 
+class EmptySplitError(AutoProfilerError, ValueError):
+    """An environment asked for a split its dataset holds no problem of (a dataset of a few
+    problems of your own: the build deals their splits). ``split``: the one asked; ``held``:
+    the splits the dataset has. A ``ValueError`` too, as every bad argument of the
+    environment is."""
+
+    def __init__(self, message: str, split: str | None, held: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.split, self.held = split, held
+
+
 class RenderModeError(AutoProfilerError, ValueError, TypeError):
     """An environment was made with a ``render_mode`` that is not one of its
     ``metadata["render_modes"]``; the message names them. A ``ValueError`` (a bad argument of

@@ -42,7 +42,7 @@ import warnings
 from pathlib import Path
 
 from autoprofiler_env.atomic import one_writer
-from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning
+from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning, EmptySplitError
 from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
 EXIT_OK, EXIT_INCORRECT, EXIT_ERROR = 0, 1, 2
@@ -742,6 +742,8 @@ def _checked_input(function, *args, **kwargs):
     turned into the command's one-line error."""
     try:
         return function(*args, **kwargs)
+    except AutoProfilerError:  # typed already (some are ValueErrors too): as it is
+        raise
     except ValueError as e:
         raise AutoProfilerError(str(e)) from None
 
@@ -1368,6 +1370,12 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = _formatting_warnings(shown)
     try:
         return args.func(args)
+    except EmptySplitError as e:  # said in the command's terms, not gym.make's
+        return _fail(f"the dataset has no problem in split {e.split!r} (its splits: "
+                     f"{', '.join(e.held) or 'none'}): give --split one of those where the "
+                     "command takes it; learn-tree, train and experiment learn on train and "
+                     "choose on val (a dataset of your own files is dealt its splits by its "
+                     "build, docs/dataset.md: record more problems)", type(e).__name__)
     except AutoProfilerError as e:
         return _fail(str(e).splitlines()[0], type(e).__name__)
     except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:

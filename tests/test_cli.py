@@ -418,3 +418,27 @@ def test_problems_features_json_shows_what_a_trees_feature_condition_reads(capsy
     assert np.allclose([row["observed"][n] for n in FEATURE_NAMES], vector, atol=1e-4)
     assert row["features"]["n_ops"] == 1 and row["observed"]["log_n_ops"] == round(
         float(np.log10(2)), 4)
+
+
+def test_a_split_the_dataset_lacks_is_said_in_the_commands_terms(study_dataset, tmp_path,
+                                                                  capsys):
+    """Reviewed: a small dataset of your own without a val split was answered with gym.make's
+    advice (split=None, problems=[...]), which a command cannot take."""
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.format import DatasetFile
+    from experiments.cli import main
+
+    content = Dataset.load(study_dataset).content
+    path = tmp_path / "no-val.json.gz"
+    DatasetFile(content.metadata, content.sections, {
+        uri: r for uri, r in content.problems.items() if r.split != "val"}).save(path)
+    assert main(["benchmark", "--dataset", str(path), "--split", "val", "--out",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autoprofiler: error: the dataset has no problem in split 'val' (its "
+                          "splits: train, test): give --split one of those"), err
+    assert "split=None" not in err
+    assert main(["learn-tree", "--dataset", str(path), "--rounds", "1", "--out",
+                 str(tmp_path / "tree")]) == 2
+    assert "learn-tree, train and experiment learn on train and choose on val" in (
+        capsys.readouterr().err)

@@ -23,6 +23,7 @@ from autoprofiler_env.envs.observation import (
 from autoprofiler_env.errors import (
     AutoProfilerError,
     DatasetError,
+    EmptySplitError,
     NotRecordedError,
     ProblemNotFoundError,
     RenderModeError,
@@ -373,10 +374,10 @@ class ProfilingEnv(gym.Env):
         if not self.problems:
             from autoprofiler_env.problems.loaders import SPLITS
 
-            held = [s for s in SPLITS if self.backend.problems(s)]
-            raise AutoProfilerError(f"no problems in split {split!r} of this backend: its "
-                                    f"splits are {', '.join(held) or 'none'} (or split=None "
-                                    "for all of its problems, or problems=[...])")
+            held = tuple(s for s in SPLITS if self.backend.problems(s))
+            raise EmptySplitError(f"no problems in split {split!r} of this backend: its "
+                                  f"splits are {', '.join(held) or 'none'} (or split=None "
+                                  "for all of its problems, or problems=[...])", split, held)
         self._problem_set = frozenset(self.problems)
         self._live = backend == "live"
         self.optimizer = self.backend.optimizer_name
