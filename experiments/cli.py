@@ -750,7 +750,7 @@ def _checked_input(function, *args, **kwargs):
 
 def cmd_learn_tree(args: argparse.Namespace) -> int:
     from autoprofiler_env.numeric import budgets_once
-    from experiments.learn_tree import learn_tree, make_proposer
+    from experiments.learn_tree import goes_on, learn_tree, make_proposer
     from experiments.tracking import check_wandb, finishing, versions, wandb_run
 
     budgets = _budgets(args.budget, "--budget")
@@ -778,8 +778,8 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
             "proposals": args.proposals, "margin": args.margin, "patience": args.patience,
             "cost_penalty": args.cost_penalty,
             "versions": versions()}, name=f"{args.proposer}-seed{args.seed}",
-            folder=Path(args.out), resuming=any(  # a log with rounds to go on from
-                log.stat().st_size for log in Path(args.out).glob("log-*.jsonl"))) \
+            folder=Path(args.out),  # its logged rounds, where it goes on from them
+            resuming=goes_on(Path(args.out), sorted(budgets), args.rounds)) \
             if args.wandb else None
         with finishing(run):
             tree, results = _checked_input(
@@ -862,7 +862,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 # -- experiment -----------------------------------------------------------------------------
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from experiments.experiment import config_path, load_config, run_experiment, write
+    from experiments.experiment import (
+        config_path,
+        goes_on_experiment,
+        load_config,
+        run_experiment,
+        write,
+    )
     from experiments.tracking import check_wandb, finishing, wandb_run
 
     if args.wandb:
@@ -890,8 +896,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         # marked failed
         run = wandb_run("experiment", _experiment_wandb_config(config),
                         default_group=config.name, name=config.name, folder=out,
-                        resuming=any((out / "runs").glob("*/seed-*.json"))
-                        or (out / "agents").is_dir()) if args.wandb else None
+                        resuming=goes_on_experiment(config, out)) if args.wandb else None
         with finishing(run):
             result = run_experiment(config, out, wandb_group=(run.group or config.name)
                                     if run is not None else None)

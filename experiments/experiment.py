@@ -101,7 +101,7 @@ import numpy as np
 
 from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.configfile import read_yaml
-from autoprofiler_env.errors import AutoProfilerError, ConfigError, warn
+from autoprofiler_env.errors import AutoProfilerError, ConfigError, EmptySplitError, warn
 from autoprofiler_env.numeric import is_finite_number, repeated
 from experiments.live import LiveConfig
 from experiments.tracking import finishing
@@ -513,6 +513,8 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     fixed = {}  # a spec that names nothing is an error now, not after hours of training
     try:
         envs = {s: gym.make("AutoProfiler-v0", split=s, **config.env) for s in config.splits}
+    except EmptySplitError:  # a split the dataset lacks: the command says it in its terms
+        raise
     except (ValueError, AutoProfilerError) as e:
         raise ConfigError(f"{config.path}: env: {e}") from None
     try:
@@ -627,6 +629,27 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     return aggregate(config, out)
 
 
+def goes_on_experiment(config: ExperimentConfig, out: Path) -> bool:
+    """Whether the experiment in ``out`` would go on from runs it finished: some of its
+    learned agents' seeds have their run file, and some not yet (what ``--wandb`` resumes
+    its wandb run for)."""
+    made = [_run_file(out, spec.name, seed).is_file() for spec in config.agents
+            for seed in config.seeds]
+    return any(made) and not all(made) or (not any(made) and (out / "agents").is_dir())
+
+
+def _agent_goes_on(spec: AgentSpec, state: Path) -> bool:
+    """Whether an agent's learning or training in ``state`` goes on from what it did: a tree's
+    logged rounds, an RL run's checkpoint (:func:`~experiments.train.interrupted_run`)."""
+    if spec.kind == "tree":
+        from experiments.learn_tree import goes_on
+
+        return goes_on(state)
+    from experiments.train import interrupted_run
+
+    return interrupted_run(state) is not None
+
+
 def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group: str,
                      out: Path):
     """The wandb run of one learned agent's seed in an experiment's group (named
@@ -634,15 +657,14 @@ def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group
     as ``learn-tree``'s or ``train``'s), opened beside the experiment's run; an interrupted
     one goes on in the same run when the experiment resumes (its id kept in the agent's seed
     folder, beside what the learning resumes from)."""
-    from experiments.tracking import RUN_IDS, wandb_run
+    from experiments.tracking import wandb_run
 
     state = out / "agents" / spec.name / f"seed-{seed}"  # its learning's, or training's
     return wandb_run("learn-tree" if spec.kind == "tree" else "train",
                      {"experiment": config.name, "agent": spec.name, "kind": spec.kind,
                       "options": dict(spec.options), "seed": seed},
                      group=group, name=f"{spec.name}-seed{seed}", alongside=True,
-                     folder=state, resuming=state.is_dir() and any(
-                         p.name != RUN_IDS for p in state.iterdir()))
+                     folder=state, resuming=_agent_goes_on(spec, state))
 
 
 def _agent_summary(result: dict) -> dict:

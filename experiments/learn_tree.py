@@ -256,6 +256,16 @@ def _logged_rounds(log: Path) -> int:
         return 0
 
 
+def goes_on(out: Path, budgets: list[float] | None = None, rounds: int | None = None) -> bool:
+    """Whether a learn-tree run in ``out`` would go on from logged rounds: a log of ``budgets``
+    (None: of any) holds some, and (``rounds`` given) one of them fewer than ``rounds`` or a
+    budget has none yet (what ``--wandb`` resumes its wandb run for)."""
+    logs = ([out / f"log-{b:g}.jsonl" for b in budgets] if budgets is not None else
+            [out / f"log-{b:g}.jsonl" for b in _logged_budgets(out)])
+    done = [_logged_rounds(log) for log in logs]
+    return any(done) and (rounds is None or any(n < rounds for n in done))
+
+
 def _logged_budgets(out: Path) -> list[float]:
     """The budgets with a log in ``out`` (their superseded logs aside)."""
     budgets = []

@@ -16,9 +16,13 @@ wandb run (``resume="allow"``), its config saying ``resumed``: one run per train
 per interruption. Only a resumption does: where that state is gone (a finished run learned
 anew, its folder removed) the command starts a new wandb run, as it starts anew. Offline,
 each resumption writes another ``offline-run-*-<id>`` folder of that id; ``wandb sync
-wandb/offline-run-*-<id>`` uploads them in order into the one run. Online, wandb keeps a
-run's history in step order: what a killed training logged after its last checkpoint is
-not replaced when it resumes from that checkpoint.
+wandb/offline-run-*-<id>`` uploads them in order into the one run. A resumption keeps the
+config its run was started with. Online, wandb keeps a run's history in step order: what a
+killed training logged after its last checkpoint is not replaced when it resumes from that
+checkpoint. The command's own checks of its folder come after its wandb run has started: a
+resumption it refuses (other settings) marks the run it reopened failed, and a re-run of a
+finished one that it refuses leaves a failed run of its own, whose id then stands for the
+folder.
 """
 
 from __future__ import annotations
@@ -135,8 +139,11 @@ def wandb_run(job_type: str, config: dict, group: str | None = None,
     # wandb reads its environment once per process (at its first run): what a later run of
     # the same process is given (its directory, its mode, its project) is passed, not left
     # to that
+    # a resumption keeps the config its run was started with (the command goes on only with
+    # the same settings; one it refuses leaves that run's config as it was)
     run = wandb.init(project=os.environ.get("WANDB_PROJECT") or PROJECT, job_type=job_type,
-                     config={**config, "resumed": resumed}, group=group, name=name, mode=mode,
+                     config={"resumed": True} if resumed else {**config, "resumed": False},
+                     group=group, name=name, mode=mode,
                      dir=os.environ.get("WANDB_DIR"),
                      **({"id": ids[key], "resume": "allow"} if resumed else {}),
                      **({"reinit": "create_new"} if alongside else {}))

@@ -93,7 +93,7 @@ from agents.rl.config import ENV_ID as CONFIG_ENV_ID
 from agents.rl.config import OWN as CONFIG_OWN
 from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
 from autoprofiler_env.atomic import holds, one_writer, write_atomic, write_png
-from autoprofiler_env.errors import AutoProfilerError, warn
+from autoprofiler_env.errors import AutoProfilerError, EmptySplitError, warn
 from autoprofiler_env.profiler.runner import terminate_becomes_exit
 from experiments.tracking import versions
 
@@ -383,8 +383,8 @@ def _checked(make, source: str):
     try:
         return make()
     except (ValueError, TypeError, AutoProfilerError) as e:
-        if isinstance(e, ConfigError):
-            raise
+        if isinstance(e, (ConfigError, EmptySplitError)):  # a split the dataset lacks: the
+            raise  # command says it in its terms
         raise ConfigError(f"{source}: {CONFIG_ENV_ID}.env_kwargs: "
                           f"{str(e).splitlines()[0]}") from e
 

@@ -442,3 +442,12 @@ def test_a_split_the_dataset_lacks_is_said_in_the_commands_terms(study_dataset, 
                  str(tmp_path / "tree")]) == 2
     assert "learn-tree, train and experiment learn on train and choose on val" in (
         capsys.readouterr().err)
+    # train's and the experiment's environments pass it on as it is, not as a config error
+    import gymnasium as gym
+
+    from autoprofiler_env.errors import EmptySplitError
+    from experiments.train import _checked
+
+    with pytest.raises(EmptySplitError):
+        _checked(lambda: gym.make("AutoProfiler-v0", dataset=str(path), split="val"),
+                 "ppo.yaml")

@@ -1149,6 +1149,10 @@ def test_a_recording_of_your_own_files_builds_from_their_folder(tmp_path):
     with pytest.raises(DatasetError, match=r"mine/\w+.py are both problem://local/mine/\w+: "
                                            r"give the folder of the one recorded"):
         build_from_recording(recording, source=tmp_path)
+    # reviewed: a virtual environment inside the folder was searched (and its copies refused)
+    venv = mine / ".venv" / "lib" / "site-packages" / "mine"
+    shutil.copytree(mine, venv, ignore=shutil.ignore_patterns(".venv"))
+    assert len(build_from_recording(recording, source=mine).problems) == 12
     broken = next(lacking.glob("*.py"))
     broken.write_text("class Model(:\n")
     with pytest.raises(DatasetError, match=r"the recorded problem://local/mine/\w+ is broken "

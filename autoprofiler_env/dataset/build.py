@@ -559,6 +559,21 @@ def _build_recording(recording: Path, metadata: dict | None, more_runs: tuple[Pa
                               extra, problems, splits)
 
 
+def _problem_folders(root: Path) -> list[Path]:
+    """``root`` and the folders in it that hold Python files, but for hidden ones, ``_*``
+    (``__pycache__``) and installed packages (``site-packages``, ``node_modules``): a
+    ``.venv`` inside a folder of problems is not searched."""
+    import os
+
+    folders = []
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_"))
+                         and d not in ("site-packages", "node_modules"))
+        if Path(here) == root or any(f.endswith(".py") for f in files):
+            folders.append(Path(here))
+    return folders
+
+
 SPLIT_SEED = 0
 """The seed of the splits a build deals to a recording's problems of your own files."""
 
@@ -603,8 +618,7 @@ def _own_problems(recording: Path, source: Path | None):
     found, broken = [], {}
     try:
         if Path(source).is_dir():  # the folder, and the folders in it (level1/, level2/ ...)
-            for folder in sorted({Path(source), *(p.parent for p in Path(source).rglob("*.py")
-                                                  if not p.name.startswith("_"))}):
+            for folder in _problem_folders(Path(source)):
                 problems_here, errors = scan_directory(folder)
                 found += problems_here
                 broken |= {f"problem://local/{folder.name}/{Path(e.path).stem}": e
@@ -615,11 +629,11 @@ def _own_problems(recording: Path, source: Path | None):
         raise DatasetError(f"--source {source}: {e.cause}") from None
     by_uri = {}
     for problem in found:
-        if problem.uri in by_uri:
+        if problem.uri in by_uri and problem.uri in own:  # which of them was recorded?
             raise DatasetError(f"--source {source}: {by_uri[problem.uri].path} and "
                                f"{problem.path} are both {problem.uri}: give the folder of "
                                "the one recorded")
-        by_uri[problem.uri] = problem
+        by_uri.setdefault(problem.uri, problem)
     if not own:
         raise DatasetError(f"{recording} holds the suite's problems alone: build it without "
                            "--source (it is the folder of your own problem files, or a "
@@ -643,7 +657,8 @@ def _own_problems(recording: Path, source: Path | None):
         if recorded is not None and recorded != problem_sha256(problem):
             raise SourceMismatchError(problem.path, f"is not the file {recording} recorded as "
                                       f"{uri} (sha256 {recorded[:12]}... then, "
-                                      f"{problem_sha256(problem)[:12]}... now)",
+                                      f"{(problem_sha256(problem) or 'unreadable')[:12]}... "
+                                      "now)",
                                       "restore the recorded file, or record this one anew")
         problems[uri] = problem
     strata = {}

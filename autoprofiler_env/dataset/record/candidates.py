@@ -497,14 +497,12 @@ def starved(outcome: EvalResult | dict) -> bool:
                             or "OutOfMemoryError" in message)
 
 
-def candidate_features(problems: list[Problem], reference_log: Path,
-                       features: bool = True) -> dict:
+def candidate_features(problems: list[Problem], reference_log: Path) -> dict:
     """The problems whose candidates can be recorded, with their static features, in their
     order: those whose reference was timed, or not tried yet (a problem whose reference
     failed has none to beat; its row in ``reference_log`` says why), and whose features can
     be computed (one that cannot is said in a warning, naming the problem and why, and the
-    others are recorded: one broken file does not stop the part). ``features``: False where
-    the caller needs none (a plan names the candidates): each problem's value is None."""
+    others are recorded: one broken file does not stop the part)."""
     from autoprofiler_env.errors import ProblemError, warn
     from autoprofiler_env.features import static_features
 
@@ -514,7 +512,7 @@ def candidate_features(problems: list[Problem], reference_log: Path,
         if problem.uri in failed:
             continue
         try:
-            found[problem.uri] = static_features(problem) if features else None
+            found[problem.uri] = static_features(problem)
         except ProblemError as e:
             warn(f"{e}: its candidates are not recorded")
     return found

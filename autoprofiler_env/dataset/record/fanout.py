@@ -140,9 +140,10 @@ def pending(out: Path, problems: list[Problem], parts, device: str,
         if plan is not None:
             rank = {uri: i for i, uri in enumerate(plan)}
             problems = sorted((p for p in problems if p.uri in rank), key=lambda p: rank[p.uri])
-        # a plan names the candidates: no feature traced here
-        recordable = candidate_features(problems, out / "reference.jsonl",
-                                        features=plan is None)
+        if plan is not None:  # the plan names the candidates: traced only where some are
+            # left (a problem that cannot be traced here is left out, as its unit would)
+            problems = [p for p in problems if any((p.uri, n) not in done for n in plan[p.uri])]
+        recordable = candidate_features(problems, out / "reference.jsonl")
         for p in problems:
             if p.uri not in recordable:
                 continue
