@@ -111,8 +111,9 @@ class UnknownProblemError(AutoProfilerError, ValueError):
 
 
 class EmptySplitError(AutoProfilerError, ValueError):
-    """An environment asked for a split its dataset holds no problem of (a dataset of a few
-    problems of your own: the build deals their splits). ``split``: the one asked; ``held``:
+    """An environment asked for a split (train, val or test) its dataset holds no problem of
+    (a dataset of a few problems of your own: the build deals their splits). ``split``: the
+    one asked; ``held``:
     the splits the dataset has. A ``ValueError`` too, as every bad argument of the
     environment is."""
 

@@ -375,9 +375,12 @@ class ProfilingEnv(gym.Env):
             from autoprofiler_env.problems.loaders import SPLITS
 
             held = tuple(s for s in SPLITS if self.backend.problems(s))
-            raise EmptySplitError(f"no problems in split {split!r} of this backend: its "
-                                  f"splits are {', '.join(held) or 'none'} (or split=None "
-                                  "for all of its problems, or problems=[...])", split, held)
+            message = (f"no problems in split {split!r} of this backend: its splits are "
+                       f"{', '.join(held) or 'none'} (or split=None for all of its problems, "
+                       "or problems=[...])")
+            if split in SPLITS:  # a split this dataset lacks (not a misspelt one)
+                raise EmptySplitError(message, split, held)
+            raise AutoProfilerError(message)
         self._problem_set = frozenset(self.problems)
         self._live = backend == "live"
         self.optimizer = self.backend.optimizer_name
