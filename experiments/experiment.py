@@ -635,7 +635,9 @@ def goes_on_experiment(config: ExperimentConfig, out: Path) -> bool:
     its wandb run for)."""
     made = [_run_file(out, spec.name, seed).is_file() for spec in config.agents
             for seed in config.seeds]
-    return any(made) and not all(made) or (not any(made) and (out / "agents").is_dir())
+    if any(made):
+        return not all(made)
+    return (out / "agents").is_dir()  # the first agent's seed begun, none finished
 
 
 def _agent_goes_on(spec: AgentSpec, state: Path) -> bool:

@@ -138,7 +138,12 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     ``problems``: the problems to build, by URI, in the order of the records (a KernelBench
     recording's, loaded from its checkout); None: every problem of the recording, loaded with
     :func:`~autoprofiler_env.problems.load_problem`, in URI order. ``splits`` and
-    ``provenance``: each record's split (else the problem's) and KernelBench provenance.
+    ``provenance``: each record's split (else the problem's) and KernelBench provenance. A
+    record left without a split (a problem of your own files) is dealt one: seeded splits
+    stratified by level and primary op tag over the records kept
+    (:func:`~autoprofiler_env.dataset.splits.stratified_splits`, KernelBench's pattern, seed
+    :data:`SPLIT_SEED`), said in ``metadata["splits_dealt"]``; the same records get the same
+    splits, and a record added or left out can move others.
     ``cost_model``: the fractions for the names the runs cannot fit
     (:meth:`CostModel.filled`; ``metadata["cost_model_fallback"]`` then says whose they are,
     and a warning where they were fitted on another GPU or ncu version than the
@@ -305,6 +310,17 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
             set_costs=set_costs.get(uri, {}), outcomes=outcomes.get(uri, {}),
             llm_outcomes=llm.get(uri, {}), modelled_costs=modelled.get(uri, ()),
             transformations=transformations, provenance=(provenance or {}).get(uri))
+    dealt = {}
+    unsplit = {uri: (r.level or 0, r.tags[0] if r.tags else "other")
+               for uri, r in records.items() if r.split is None}
+    if unsplit:  # problems of your own files: seeded splits, stratified by level and op
+        from autoprofiler_env.dataset.splits import PATTERN, stratified_splits
+
+        drawn = stratified_splits(unsplit, seed=SPLIT_SEED)
+        records = {uri: replace(r, split=drawn[uri]) if uri in drawn else r
+                   for uri, r in records.items()}
+        dealt = {"splits_dealt": {"seed": SPLIT_SEED, "pattern": list(PATTERN),
+                                  "stratified_by": "level, op", "problems": len(drawn)}}
     sections = sections if records else ()
     first = next(iter(eager.values()), {})
     meta = {"gpu": first.get("gpu"), "cuda": first.get("cuda"), "torch": first.get("torch"),
@@ -321,7 +337,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
                            if any(r["uri"] in records for r in rows)},
             "evidence": "each section cut out of one run of ncu's full set per problem "
                         "(docs/profiler.md: the same choices as runs of the sections)",
-            "cost_model": model.to_dict(),
+            "cost_model": model.to_dict(), **dealt,
             **({"cost_model_fallback": f"{lent.source}, fitted on {lent.gpu} with ncu "
                                        f"{lent.ncu}"
                                        + (f", lent to a recording of {machine['gpu']} with "
@@ -457,13 +473,12 @@ def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = 
                        more_runs: tuple[Path, ...] = (), complete: bool = False,
                        tolerances: Path | None = None,
                        extra: dict[str, Path] | None = None,
-                       problems: dict[str, Problem] | None = None,
-                       splits: dict[str, str] | None = None) -> DatasetFile:
+                       problems: dict[str, Problem] | None = None) -> DatasetFile:
     """:func:`build` from a folder of saved ncu runs (any depth), and any in ``more_runs``,
     and the logs (``outcomes``: reference-v1's candidates; ``tolerances``: the rows of a
     judging again, see :func:`build`; ``extra``: other optimizers' ``candidates.jsonl``, by
     optimizer name; where a ``plan.json`` lies beside one, its plan, see :func:`build`;
-    ``problems`` and ``splits`` as :func:`build` takes them).
+    ``problems`` as :func:`build` takes them).
 
     Raises:
         DatasetError: a file of ``extra`` does not exist, or ``extra`` names reference-v1.
@@ -484,7 +499,7 @@ def build_from_folders(run_root: Path, reference: Path, outcomes: Path | None = 
                  tolerance_rows=read_log(tolerances) if tolerances else None,
                  optimizer_rows={name: read_log(path) for name, path in extra.items()}
                  if extra else None, plans=plans, cost_model=suite_fallback(),
-                 problems=problems, splits=splits)
+                 problems=problems)
 
 
 def build_from_recording(recording: Path, metadata: dict | None = None,
@@ -544,7 +559,7 @@ def _build_recording(recording: Path, metadata: dict | None, more_runs: tuple[Pa
                                f"the KernelBench recording {recording} has none (its judge "
                                "stores tolerance_needed)")
         return build_kernelbench(recording, source, metadata, more_runs, complete, extra)
-    problems, splits, dealt = _own_problems(recording, source)
+    problems = _own_problems(recording, source)
     from autoprofiler_env.dataset.record import recording_cost
 
     candidates, llm = recording / "candidates.jsonl", recording / "llm.jsonl"
@@ -552,11 +567,11 @@ def _build_recording(recording: Path, metadata: dict | None, more_runs: tuple[Pa
                 **({"recording_cost_by_optimizer": {
                     name: recording_cost(Path(path).parent) for name, path in extra.items()
                     if Path(path).is_file()}} if extra else {}),
-                **({"splits_dealt": dealt} if dealt else {}), **(metadata or {})}
+                **(metadata or {})}
     return build_from_folders(recording, recording / "reference.jsonl",
                               candidates if candidates.exists() else None, metadata,
                               llm if llm.exists() else None, more_runs, complete, tolerances,
-                              extra, problems, splits)
+                              extra, problems)
 
 
 def _problem_folders(root: Path) -> list[Path]:
@@ -581,11 +596,9 @@ SPLIT_SEED = 0
 def _own_problems(recording: Path, source: Path | None):
     """A recording of problem files of your own (``autoprofiler record --out DIR FILE|FOLDER``,
     named ``problem://local/<folder>/<stem>``), read from ``source`` (their folder, or one
-    file), with the suite's for the suite's URIs: ``(problems by URI, in the recording's
-    order, or None where the recording holds the suite's alone; their splits; what was
-    dealt)``. Your files have no split: each gets one from seeded splits stratified by level
-    and primary op tag (:func:`~autoprofiler_env.dataset.splits.stratified_splits`, the
-    pattern and seed that deal KernelBench's), said in ``metadata["splits_dealt"]``.
+    file), with the suite's for the suite's URIs: the problems by URI, in the recording's
+    order (None where the recording holds the suite's alone). Your files have no split:
+    :func:`build` deals them one.
 
     Raises:
         DatasetError: the recording holds files of your own and no ``source`` is given, or
@@ -594,11 +607,9 @@ def _own_problems(recording: Path, source: Path | None):
             ``problem_sha256``).
 
     ``source``'s folders are searched too (a recording of ``mine/level1`` and
-    ``mine/level2`` builds from ``mine``). The splits are dealt over the whole set: the same
-    files get the same splits, and a file added or left out can move others.
+    ``mine/level2`` builds from ``mine``).
     """
     from autoprofiler_env.dataset.record.reference import problem_sha256
-    from autoprofiler_env.dataset.splits import PATTERN, stratified_splits
     from autoprofiler_env.errors import ProblemError, SourceMismatchError
     from autoprofiler_env.problems import load_file, load_suite, scan_directory
 
@@ -614,7 +625,7 @@ def _own_problems(recording: Path, source: Path | None):
                 f"{f' and {len(own) - 1} more' if len(own) > 1 else ''}): give the folder "
                 "they were recorded from, --source DIR (a file's URI is its folder's name and "
                 "its own)")
-        return None, None, None
+        return None
     found, broken = [], {}
     try:
         if Path(source).is_dir():  # the folder, and the folders in it (level1/, level2/ ...)
@@ -661,15 +672,7 @@ def _own_problems(recording: Path, source: Path | None):
                                       "now)",
                                       "restore the recorded file, or record this one anew")
         problems[uri] = problem
-    strata = {}
-    for uri in own:  # a failed one, or one of no verdict, is left out: no split to deal
-        if rows[uri].get("error") is None and is_finite_number(rows[uri].get("median_ms")):
-            tags = problems[uri].tags or static_features(problems[uri]).tags
-            strata[uri] = (problems[uri].level or 0, tags[0] if tags else "other")
-    splits = stratified_splits(strata, seed=SPLIT_SEED)
-    dealt = {"seed": SPLIT_SEED, "pattern": list(PATTERN), "stratified_by": "level, op",
-             "problems": len(splits)}
-    return problems, splits, dealt
+    return problems
 
 
 KERNELBENCH_OPTIMIZER = "reference"
