@@ -382,6 +382,14 @@ def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, 
     assert run.curve("eval/geomean_speedup") == [(line["step"], pytest.approx(
         line["geomean_speedup"])) for line in lines]
     assert [s for s, _ in run.curve("eval/budget=0.25/geomean_speedup")] == [256, 512]
+    # SB3's EvalCallback's two, as evaluations.npz (SB3's format) has the episodes: the
+    # default reward's return is the episode's log score
+    npz = np.load("run/evaluations.npz")
+    assert run.curve("eval/mean_reward") == [(int(t), pytest.approx(float(r.mean()))) for t, r
+                                             in zip(npz["timesteps"], npz["results"])]
+    assert run.curve("eval/mean_ep_length") == [
+        (int(t), pytest.approx(float(n.mean()))) for t, n in zip(npz["timesteps"],
+                                                                   npz["ep_lengths"])]
     assert run.summary["best/geomean_speedup"] == pytest.approx(
         max(line["geomean_speedup"] for line in lines))
     assert f"model-{run.run_id}" in run.artifacts

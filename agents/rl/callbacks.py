@@ -163,9 +163,11 @@ class RolloutEvalCallback(BaseCallback):
     model with :func:`autoprofiler_env.evaluation.rollout` on ``eval_env`` at each of
     ``budgets``; saves the model to ``best_model_path`` when the objective (the mean of the
     log scores over budgets) improves, appends each evaluation to ``log_path`` (JSON lines)
-    and records ``eval/geomean_speedup``, ``eval/objective`` and, per budget,
-    ``eval/budget=<b>/geomean_speedup``, ``.../mean_sections``, ``.../mean_cost`` and
-    ``.../correct`` in SB3's logger.
+    and records ``eval/geomean_speedup``, ``eval/objective``, SB3's ``eval/mean_reward`` and
+    ``eval/mean_ep_length`` (the mean return and length of every episode evaluated, under the
+    name SB3's ``EvalCallback`` gives them, which dashboards and rl-baselines3-zoo's tuning
+    read) and, per budget, ``eval/budget=<b>/geomean_speedup``, ``.../mean_sections``,
+    ``.../mean_cost`` and ``.../correct`` in SB3's logger.
 
     ``npz_path``, when given, gets all the evaluations after each one (written whole,
     atomically) in the format of SB3's ``EvalCallback`` ``evaluations.npz``, which
@@ -280,6 +282,12 @@ class RolloutEvalCallback(BaseCallback):
         self.write_npz()
         self.logger.record("eval/geomean_speedup", evaluation.geomean_speedup)
         self.logger.record("eval/objective", evaluation.objective)
+        # SB3's own two, over every (budget, problem) episode: the return (the log score,
+        # plus any cost penalties or incorrect reward the environment is given) and length
+        episodes = [r for rs in records.values() for r in rs]
+        self.logger.record("eval/mean_reward", float(np.mean([r.reward for r in episodes])))
+        self.logger.record("eval/mean_ep_length", float(np.mean(
+            [n for r in evaluation.results for n in r.lengths])))
         self.logger.record("eval/best_geomean_speedup", self.best.geomean_speedup)
         for r in evaluation.results:
             prefix = f"eval/budget={r.budget:g}"
