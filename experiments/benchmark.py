@@ -21,7 +21,9 @@ configurations the share of problems where they fit the budget (``fits_budget``;
 for the other agents, to which it does not apply). Saves ``benchmark.csv``,
 ``episodes.csv`` and ``benchmark.png`` (speedup against cost, a curve per agent), each
 rendered whole and then written atomically (:func:`autoprofiler_env.atomic.write_atomic`):
-an interrupted run leaves the earlier files as they were.
+an interrupted run leaves the earlier files as they were. With ``--wandb`` (:func:`log_wandb`)
+the run's config names the dataset (and its sha256), the settings, and the sha256 of each file
+a learned or given policy was read from (``policy_files``: :func:`policy_files`).
 """
 
 from __future__ import annotations
@@ -89,11 +91,8 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     )
 
     budgets_once(budgets)  # each would be run and reported again, under one heading
-    kwargs = ({"split": split} | ({"dataset": dataset} if dataset else {})
-              | ({"optimizer": optimizer} if optimizer else {})
-              | ({"tolerance": tolerance} if tolerance is not None else {})
-              | ({"llm_missing": llm_missing} if llm_missing is not None else {}))
-    env = gym.make("AutoProfiler-v0", **kwargs)
+    env = gym.make("AutoProfiler-v0", **env_kwargs(dataset, split, optimizer, tolerance,
+                                                   llm_missing))
     entries = [Entry(a.name, a) for a in all_agents(env)]
     for shipped, name in ((shipped_tree, SHIPPED_TREE), (shipped_model, SHIPPED_RL)):
         if shipped(env.unwrapped.optimizer) is not None:
@@ -159,6 +158,34 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
         if note:
             warn(note)
     return summary, episodes
+
+
+def env_kwargs(dataset: str | None = None, split: str = "test", optimizer: str | None = None,
+               tolerance: float | None = None, llm_missing: str | None = None) -> dict:
+    """The benchmark's environment's make kwargs (a None: the environment's default)."""
+    return ({"split": split} | ({"dataset": dataset} if dataset else {})
+            | ({"optimizer": optimizer} if optimizer else {})
+            | ({"tolerance": tolerance} if tolerance is not None else {})
+            | ({"llm_missing": llm_missing} if llm_missing is not None else {}))
+
+
+def policy_files(names, **kwargs) -> dict[str, dict[str, str]]:
+    """``{name: {path: sha256}}`` of the files each of ``names`` (spec strings, as
+    :func:`benchmark` takes them, or the shipped agents' names) is read from in the
+    benchmark's environment (``kwargs``: :func:`env_kwargs`'), those that read none (a
+    baseline's name) left out: what a logged benchmark keeps to say which model or tree it
+    ran (:func:`experiments.policies.checksums`, as an experiment's run file keeps them)."""
+    import gymnasium as gym
+
+    import autoprofiler_env  # noqa: F401  (registers the ids)
+    from experiments.policies import checksums
+
+    env = gym.make("AutoProfiler-v0", **env_kwargs(**kwargs))
+    try:
+        found = {name: checksums(name, env) for name in names if isinstance(name, str)}
+    finally:
+        env.close()
+    return {name: files for name, files in found.items() if files}
 
 
 def _share_fitting(runs: list[dict]) -> float | None:

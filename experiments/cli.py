@@ -700,7 +700,16 @@ def _seed_count(text: str) -> int:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from experiments.benchmark import COLUMNS, benchmark, log_wandb, plot, print_table, write_csv
+    from experiments.benchmark import (
+        COLUMNS,
+        benchmark,
+        log_wandb,
+        plot,
+        policy_files,
+        print_table,
+        write_csv,
+    )
+    from experiments.policies import SHIPPED_RL, SHIPPED_TREE
     from experiments.tracking import check_wandb, dataset_sha256, versions
 
     budgets = _budgets(args.budgets, "--budgets")
@@ -725,13 +734,19 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         from autoprofiler_env.dataset import Dataset
         from autoprofiler_env.dataset.names import DEFAULT_NAME
 
+        ran = list(dict.fromkeys(r["agent"] for r in summary))  # the shipped ones too
         log_wandb({"command": "benchmark", "dataset": args.dataset or DEFAULT_NAME,
                    "dataset_sha256": dataset_sha256(args.dataset), "split": args.split,
                    "optimizer": args.optimizer or Dataset.load(args.dataset).default_optimizer(),
                    "tolerance": tolerance or "default",
                    "llm_missing": args.llm_missing, "budgets": budgets, "seeds": seeds,
-                   "policies": args.policy, "versions": versions()}, summary, episodes,
-                  figure)
+                   "policies": args.policy,
+                   "policy_files": policy_files(
+                       [*(name for name in (SHIPPED_TREE, SHIPPED_RL) if name in ran),
+                        *args.policy], dataset=args.dataset, split=args.split,
+                       optimizer=args.optimizer, tolerance=tolerance,
+                       llm_missing=args.llm_missing),
+                   "versions": versions()}, summary, episodes, figure)
     return EXIT_OK
 
 

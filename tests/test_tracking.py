@@ -3,6 +3,7 @@ a key, offline where it finds none), with its group and name; a failed or interr
 ends failed; a --wandb that could not log is one error before the command's work; what each
 command logs (its config, its summary, its curves' step axes)."""
 
+import hashlib
 import json
 import shutil
 import sys
@@ -178,6 +179,12 @@ def test_benchmark_logs_its_settings_and_a_summary_key_per_agent(no_key, study_d
     assert config["optimizer"] == "reference-v1" and config["tolerance"] == "default"
     assert len(config["dataset_sha256"]) == 64 and config["versions"]["python"]
     assert not {"func", "wandb", "out"} & set(config)
+    # which tree or model each learned agent was read from (reviewed: the specs only)
+    files = config["policy_files"]
+    assert {spec: list(found.values()) for spec, found in files.items() if spec in specs} == {
+        spec: [hashlib.sha256(Path(spec[len("tree:"):]).read_bytes()).hexdigest()]
+        for spec in specs}
+    assert "autoprofiler-tree" in files and "no-profile" not in files
     # keyed as an experiment's leaderboard is: <split>/budget=<b>/<agent>/<column>
     scores = {k: v for k, v in logged.summary.items() if k.endswith("/geomean_speedup")}
     assert "val/budget=0.25/no-profile/geomean_speedup" in scores
