@@ -55,7 +55,7 @@ def rollout(env, policy: Policy, problems: Iterable[str] | None = None,
         if "record" not in info:  # a wrapper cut the episode before the optimizer ran
             raise AutoProfilerError(f"the episode on {uri} was truncated (a TimeLimit "
                                     "wrapper?): rollout needs episodes that end in the "
-                                    "environment, which it does within n_sections + 1 steps")
+                                    "environment, which it does within n_sections steps")
         records.append(info["record"])
         if observe is not None:
             observe(info["record"], obs)

@@ -126,6 +126,28 @@ def test_masks_budget_and_stop(study_dataset):
     assert terminated or env.step(env.STOP)[2]
 
 
+def test_an_episode_has_at_most_n_sections_steps_and_a_huge_budget_stays_in_the_space(
+        study_dataset):
+    """Reviewed: the docs said n_sections + 1 steps (collecting the last section ends the
+    episode: n_sections), and a budget of 1e31 gave a budget_total outside its Box."""
+    env = make(REPLAY_ID, study_dataset, budget=1e31)
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    steps, terminated = 0, False
+    while not terminated:  # every section, one by one: nothing is left unaffordable
+        obs, _, terminated, truncated, info = env.step(steps)
+        steps += 1
+        assert env.observation_space.contains(obs) and not truncated
+    assert steps == len(env.unwrapped.sections) and len(info["sections"]) == steps
+    # the horizon the docstring gives a wrapper that reads it never cuts an episode
+    timed = gym.wrappers.TimeAwareObservation(make(REPLAY_ID, study_dataset, budget=1e31,
+                                                   max_episode_steps=16))
+    timed.reset(seed=0)
+    for action in range(len(env.unwrapped.sections)):
+        *_, terminated, truncated, _ = timed.step(action)
+    assert terminated and not truncated
+
+
 def test_the_mask_is_what_the_remaining_budget_affords_and_observations_are_the_callers(
         study_dataset):
     """At every step of random episodes: the mask is the uncollected sections whose cost fits

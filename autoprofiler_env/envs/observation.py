@@ -215,6 +215,7 @@ def _mask_table(n: int) -> np.ndarray | None:
 
 def budget_entries(budget: float, full: float | None) -> np.ndarray:
     """``budget_total``: the episode's budget as a fraction of the full set's cost (0 where
-    that is unknown) and as ``log10(1 + budget)`` in the budget's unit."""
-    return np.array([min(budget / full, LOG_RANGE) if full else 0.0, math.log10(1.0 + budget)],
-                    dtype=np.float32)
+    that is unknown) and as ``log10(1 + budget)`` in the budget's unit, each at most
+    :data:`LOG_RANGE`, the space's bound (a budget of 1e31 stays inside the space)."""
+    return np.array([min(budget / full, LOG_RANGE) if full else 0.0,
+                     min(math.log10(1.0 + budget), LOG_RANGE)], dtype=np.float32)
