@@ -151,27 +151,27 @@ class ProfilingEnv(gym.Env):
     ## Termination
 
     The episode terminates on STOP, on an invalid action, or when no uncollected section fits
-    the remaining budget. It is never truncated by the environment (wrap it in ``TimeLimit``
-    if you like; an episode has at most ``n_sections`` steps: each collects a section, or the
-    last stops, and collecting the last section ends it; a wrapper that reads the horizon
-    from the spec, as ``TimeAwareObservation`` does, takes ``gym.make(...,
-    max_episode_steps=16)``, one more than that, which never cuts an episode). The last
-    step's ``info`` holds the episode: ``problem``, ``sections`` (in order), ``cost``,
-    ``candidate``, ``reason`` (the optimizer's), ``correct``, ``speedup``, ``error_kind``, ``error`` (why the
-    candidate was judged incorrect, in words: live, the harness's reason, e.g. which output
-    differed and by how much, or the SyntaxError's line, at most 1000 characters, what a repair
-    loop hands back to its optimizer; None when correct, and on the replay, which records
-    none), ``eager_ms`` and ``candidate_ms`` (the median times behind the speedup),
-    ``invalid_action`` and ``record`` (an :class:`EpisodeRecord`). Every step's ``info``
-    (``reset``'s too) has ``action_mask``, ``problem``, and ``sections`` and ``cost`` so far;
-    the outcome's keys are the last step's alone, as Gymnasium has it (a vector environment's
-    ``info["_speedup"]`` marks the sub-environments whose episode ended). So SB3's
-    ``Monitor(info_keywords=...)`` under a ``TimeLimit`` that cuts episodes may name
-    ``problem``, ``sections`` and ``cost``; an outcome's key needs episodes that end in the
-    environment (within ``n_sections`` steps). A vector environment gathers each outcome key
-    into one array typed by the first value it meets: ``speedup``, ``eager_ms`` and
-    ``candidate_ms`` are None for an incorrect candidate (as in the record), so take them as
-    ``np.asarray(info["speedup"], dtype=float)`` (NaN there) before averaging.
+    the remaining budget. It is never truncated by the environment (wrap it in ``TimeLimit`` if
+    you like; an episode has at most ``n_sections`` steps: each collects a section, or the last
+    stops, and collecting the last section ends it; a wrapper that reads the horizon from the
+    spec, as ``TimeAwareObservation`` does, takes ``gym.make(..., max_episode_steps=16)``, one
+    more than that, which never cuts an episode). The last step's ``info`` holds the episode:
+    ``problem``, ``sections`` (in order), ``cost``, ``candidate``, ``reason`` (the optimizer's),
+    ``correct``, ``speedup``, ``error_kind``, ``error`` (why the candidate was judged incorrect,
+    in words: live, the harness's reason, e.g. which output differed and by how much, or the
+    SyntaxError's line, at most 1000 characters, what a repair loop hands back to its optimizer;
+    None when correct, and on the replay, which records none), ``eager_ms`` and ``candidate_ms``
+    (the median times behind the speedup), ``invalid_action`` and ``record`` (an
+    :class:`EpisodeRecord`). Every step's ``info`` (``reset``'s too) has ``action_mask``,
+    ``problem``, and ``sections`` and ``cost`` so far; the outcome's keys are the last step's
+    alone, as Gymnasium has it (a vector environment's ``info["_speedup"]`` marks the
+    sub-environments whose episode ended). So SB3's ``Monitor(info_keywords=...)`` under a
+    ``TimeLimit`` that cuts episodes may name ``problem``, ``sections`` and ``cost``; an
+    outcome's key needs episodes that end in the environment (within ``n_sections`` steps). A
+    vector environment gathers each outcome key into one array typed by the first value it
+    meets: ``speedup``, ``eager_ms`` and ``candidate_ms`` are None for an incorrect candidate
+    (as in the record), so take them as ``np.asarray(info["speedup"], dtype=float)`` (NaN there)
+    before averaging.
 
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
     ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
