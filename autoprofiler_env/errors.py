@@ -167,14 +167,22 @@ class LLMError(OptimizationError):
     an empty reply, a reply without code, or code that does not parse.
 
     Attributes:
-        kind: ``timeout``, ``http``, ``connection``, ``empty``, ``no_code`` or ``syntax``.
+        kind: ``timeout``, ``http``, ``connection``, ``empty``, ``no_code``, ``syntax`` or
+            ``context`` (the prompt and the reply do not fit a local model's context).
         status: the HTTP status of an error the server answered (an ``http`` error; None
             for a reply that is not JSON, and for every other kind).
+        unreached: no reply came from the model: the endpoint could not be reached, failed
+            or refused (``connection``, ``http``), or did not answer in time (a server's
+            ``timeout``; a local generation cut by its time is the model's own, not this).
+            Such an error says nothing of the model's work: the optimizer raises it, where it
+            returns the others as an incorrect candidate, and a recording asks again.
     """
 
-    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+    def __init__(self, kind: str, message: str, status: int | None = None,
+                 unreached: bool | None = None) -> None:
         self.kind = kind
         self.status = status
+        self.unreached = kind in ("connection", "http") if unreached is None else unreached
         super().__init__(f"{kind}: {message}")
 
     @property

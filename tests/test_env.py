@@ -655,6 +655,14 @@ def test_the_live_env_on_a_cuda_device_without_one_says_so_at_reset(data_dir, mo
     monkeypatch.setattr(backend, "_eager_ms", no_work)
     with pytest.raises(MachineError, match="needs a CUDA GPU"):
         backend.finish(backend.problems(None)[0], ())
+    # an LLM's outcomes are not in the replay either (reviewed: the hint named the replay,
+    # which then refused llm:good): the recorded-profiles path on the CPU is named
+    monkeypatch.setenv("AUTOPROFILER_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    llm = gym.make(LIVE_ID, problems=[path], optimizer="llm:good")
+    with pytest.raises(MachineError, match=r"on a CPU, hand the optimizer a suite problem's "
+                       r"profiles recorded on a GPU .*evidence='recorded', optimizer="
+                       r"'llm:good'"):
+        llm.reset(seed=0)
     monkeypatch.undo()
     cpu = gym.make(LIVE_ID, problems=[path], device="cpu")
     assert cpu.reset(seed=0)[1]["problem"] == cpu.unwrapped.problems[0]

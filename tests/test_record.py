@@ -549,6 +549,74 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
     assert [o.correct for o in keyed[""]] == [True, False] and len(keyed["SpeedOfLight"]) == 2
 
 
+def test_a_request_the_model_never_answered_is_not_recorded_and_is_asked_again(tmp_path):
+    """Reviewed: an endpoint down (connection refused, HTTP 500) was recorded as the model's
+    incorrect outcome for good, and a second run never asked again. Now it is left out with a
+    warning, three in a row stop the call, and the next run asks them; a build leaves out
+    such rows of an older recorder."""
+    import warnings
+
+    from autoprofiler_env.dataset.build import build
+    from autoprofiler_env.dataset.record import record_llm
+    from autoprofiler_env.errors import LLMError
+    from autoprofiler_env.optimizers.llm import LLMOptimizer
+    from autoprofiler_env.problems import load_file
+
+    relu_code = (ROOT / "tests" / "data" / "candidates" / "relu_correct.py").read_text()
+
+    class Flaky:
+        model_name = "flaky"
+
+        def __init__(self, down):
+            self.down, self.asked = down, []  # shared by the copies each request asks through
+
+        def complete(self, messages, *, max_tokens, temperature, seed, timeout_s):
+            self.asked.append(seed)
+            if self.down(seed):
+                raise LLMError("connection", "cannot reach http://127.0.0.1:9/v1/...")
+            return f"```python\n{relu_code}```"
+
+    relu = load_file(ROOT / "tests" / "data" / "problems" / "relu_small.py")
+    ds = Dataset(build_from_recording(_recording(tmp_path)))
+    config = HarnessConfig(device="cpu", timing_budget_ms=2, min_trials=1, max_trials=2)
+    out = tmp_path / "llm.jsonl"
+
+    class Replay:
+        def canonical(self, sections):
+            return ds.canonical(sections)
+
+        def profile(self, uri, sections):
+            return ds.profile("problem://autoprofiler/v1/level1/relu_16384x16384", sections)
+
+    def run(down, repeats=4):
+        backend = Flaky(down)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rows = record_llm([relu], Replay(), LLMOptimizer(backend, seed=0), [()], out,
+                              config, repeats=repeats)
+        return rows, len(backend.asked), [str(w.message) for w in caught]
+
+    rows, asked, said = run(lambda seed: seed == 1)  # one request of four fails
+    assert [r["repeat"] for r in rows] == [0, 2, 3] and asked == 4
+    assert any("1 LLM request(s) got no reply" in m and "run the same command again" in m
+               for m in said), said
+    rows, asked, said = run(lambda seed: False)  # the endpoint is back: only it is asked
+    assert [r["repeat"] for r in rows] == [0, 2, 3, 1] and asked == 1 and not said
+    rows, asked, said = run(lambda seed: True, repeats=10)  # down: three, then it stops
+    assert len(rows) == 4 and asked == 3
+    assert any("stopped after 3 in a row" in m for m in said), said
+    # an older recorder's row of a request with no reply: not an outcome of the model's
+    old = {**rows[0], "repeat": 9, "correct": False, "error_kind": "connection",
+           "speedup": None, "candidate_ms": None}
+    uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
+    with pytest.warns(UserWarning, match="1 LLM row of a request that got no reply"):
+        content = build([STUDY / "section-SpeedOfLight"], read_jsonl(REFERENCE), [],
+                        llm_rows=[{**r, "uri": uri} for r in [*rows, old]],
+                        sections=("SpeedOfLight",))
+    assert [o.correct for o in content.problems[uri].llm_outcomes["llm:flaky"][""]] == [
+        True] * 4
+
+
 def test_a_part_stopped_by_sigterm_still_logs_its_device_time(tmp_path, monkeypatch):
     """``timeout`` ends a command with SIGTERM: the part's wall time is logged, marked."""
     import os

@@ -339,6 +339,45 @@ def test_the_llm_part_keeps_requests_in_flight_while_units_judge_and_asks_nothin
     assert endpoint.asked == 8 and (out / "llm.jsonl").read_bytes() == before
 
 
+def test_the_llm_parts_requests_without_a_reply_are_not_written_and_asked_again(tmp_path):
+    """An endpoint down for the first requests: they are not replies (reviewed: they were
+    written and judged as the model's incorrect outcomes); their problems wait, the others'
+    replies are kept, and the next run asks only what got no reply."""
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.dataset.record import LLMPart
+    from autoprofiler_env.dataset.record.fanout import REPLIES
+    from autoprofiler_env.errors import LLMError
+    from autoprofiler_env.optimizers.llm import LLMOptimizer
+
+    class Down(_SlowScripted):
+        def __init__(self, failing: int) -> None:
+            super().__init__()
+            self.failing = failing
+
+        def complete(self, messages, **kwargs):
+            with self.lock:
+                self.failing -= 1
+                down = self.failing >= 0
+            if down:
+                raise LLMError("http", "HTTP 503 from http://127.0.0.1:9/v1/...", status=503)
+            return super().complete(messages, **kwargs)
+
+    dataset = Dataset.load()
+    problems = [load_problem("relu_16384x16384"), load_problem("leaky_relu_8192x32768")]
+    out = tmp_path / "fanned"
+    part = LLMPart(LLMOptimizer(Down(failing=1), seed=0), dataset, ((),), repeats=2)
+    with pytest.warns(UserWarning, match=r"1 LLM request\(s\) got no reply .*HTTP 503"):
+        summary = record_fanout(out, problems, LocalWorkers(["0"]), ("llm",), config=SMOKE,
+                                llm=part, llm_concurrency=1)
+    assert summary["llm"] == 2 and len(read_jsonl(out / REPLIES)) == 3  # one problem judged
+    assert all(r["error_kind"] != "http" for r in read_jsonl(out / "llm.jsonl"))
+    endpoint = Down(failing=0)
+    again = record_fanout(out, problems, LocalWorkers(["0"]), ("llm",), config=SMOKE,
+                          llm=LLMPart(LLMOptimizer(endpoint, seed=0), dataset, ((),),
+                                      repeats=2), llm_concurrency=1)
+    assert again["llm"] == 4 and endpoint.asked == 1
+
+
 def test_a_full_unit_that_could_start_no_ncu_run_is_not_started(tmp_path):
     """With under MIN_RUN_S left (or, for a problem profiled alone and capped, under
     CAPPED_RUN_S) a full unit's ncu run would not start: the unit is not started at all (its

@@ -44,6 +44,10 @@ class CostFallback:
     source: str  # what it is, for metadata["cost_model_fallback"]
 
 
+UNANSWERED = ("connection", "http")
+"""The LLM error kinds of a request that got no reply (an older recorder wrote them as
+outcomes); an ``http`` never comes from the harness."""
+
 def suite_fallback() -> CostFallback:
     """The shipped suite dataset's cost model: fitted on its H200 runs of each section alone
     beside the full set (docs/profiler.md)."""
@@ -268,8 +272,16 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     planned_for = ({p.uri for p in plans[complete_for]}
                    if complete_for != V1 and complete_for in (plans or {}) else set())
     llm: dict[str, dict] = {}
-    for r in sorted(llm_rows or [], key=lambda r: (r["uri"], r["model"], r["sections"],
-                                                   r["repeat"])):
+    # a request the endpoint never answered, as an older recorder wrote it, is no outcome of
+    # the model's (recorded since, it is asked again: record/llm.py)
+    unanswered = [r for r in llm_rows or [] if r.get("error_kind") in UNANSWERED]
+    if unanswered:
+        kinds = ", ".join(sorted({r["error_kind"] for r in unanswered}))
+        warn(f"{len(unanswered)} LLM row{'s' if len(unanswered) > 1 else ''} of a request "
+             f"that got no reply (error_kind {kinds}): left out, not the model's outcome; "
+             "record the llm part again to ask them")
+    for r in sorted((r for r in llm_rows or [] if r.get("error_kind") not in UNANSWERED),
+                    key=lambda r: (r["uri"], r["model"], r["sections"], r["repeat"])):
         llm.setdefault(r["uri"], {}).setdefault(r["model"], {}).setdefault(
             r["sections"], []).append(Outcome(
                 transformation=r["model"], correct=bool(r["correct"]),

@@ -224,7 +224,11 @@ class ProfilingEnv(gym.Env):
     ``"llm:<model>"``: on the replay one of the model's recorded replies for the problem and
     the collected section set, drawn with the environment's seeded generator, and
     ``llm_missing`` for a set that was not recorded: ``"raise"``, default, or
-    ``"largest_recorded_subset"``; or, live only, ``"py:MODULE:ATTR"``: an optimizer of your
+    ``"largest_recorded_subset"``; live, a request to the endpoint of
+    ``$AUTOPROFILER_LLM_BASE_URL`` (docs/optimizers.md), told the tolerance it is judged at,
+    whose failure to answer at all (down, an HTTP error, too slow) raises
+    :class:`~autoprofiler_env.errors.LLMError` from ``step`` rather than pay the model a
+    reward for the endpoint's failure; or, live only, ``"py:MODULE:ATTR"``: an optimizer of your
     own, MODULE imported from the current directory or ``PYTHONPATH``, ATTR an object with
     ``optimize(problem, profile)`` returning the ``ModelNew`` source or a
     :class:`~autoprofiler_env.optimizers.Candidate`, or a class or function called with no

@@ -30,7 +30,6 @@ import json
 import math
 import re
 import time
-import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 
@@ -546,16 +545,12 @@ class LLMProposer:
 
     @property
     def endpoint(self) -> str | None:
-        """The backend's URL without any user or password in it (None: a local model), for
-        a run's record."""
+        """The backend's URL without any user or password or query value in it (None: a
+        local model), for a run's record."""
+        from autoprofiler_env.optimizers.llm.openai import redacted_url
+
         url = getattr(self.backend, "url", None)
-        if not isinstance(url, str):
-            return None
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-        netloc = (f"[{host}]" if ":" in host else host) + (
-            f":{parts.port}" if parts.port else "")
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+        return redacted_url(url) if isinstance(url, str) else None
 
     def response_format(self, feedback: Feedback, n: int) -> dict | None:
         """What the request sends as ``response_format`` (None: nothing, the backend cannot
@@ -609,9 +604,7 @@ class LLMProposer:
                           "structured='json_object', for llama-cpp-python's server)")
             return Proposal(edits=[], seconds=time.perf_counter() - started,
                             tokens=self._usage(), error=error,
-                            unreached=e.kind in ("connection", "http") or (
-                                e.kind == "timeout"  # a server's, not a generation cut short
-                                and not getattr(self.backend, "in_process", False)),
+                            unreached=e.unreached,
                             refused=e.refused)
         seconds = time.perf_counter() - started
         self.last_reply = reply

@@ -780,8 +780,17 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
     comes once its replies are all in, first those whose replies were in before this run.
     The requests run ``concurrency`` at a time meanwhile, each reply written as it comes;
     none starts after the time budget (a problem with replies missing waits for the next
-    run, its replies kept)."""
-    from autoprofiler_env.dataset.record.llm import ask, asks, key
+    run, its replies kept), and a request that got no reply from the model is not written
+    (its problem waits for the next run too; a warning counts them), and once
+    :data:`~.llm.UNREACHED_STOP` have failed so in a row, none more is sent."""
+    from autoprofiler_env.dataset.record.llm import (
+        UNREACHED_STOP,
+        ask,
+        asks,
+        key,
+        warn_unreached,
+    )
+    from autoprofiler_env.errors import LLMError
 
     done = {key(r) for r in read_jsonl(out / "llm.jsonl")}
     todo = asks(llm.shown(problems), llm.dataset, llm.optimizer, llm.section_sets, llm.repeats,
@@ -803,13 +812,24 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
             if not left[p.uri]:
                 yield unit(p)
         lock = threading.Lock()
+        unreached: list[LLMError] = []
+        in_a_row = [0]
         with JsonlAppender(out / REPLIES) as log, ThreadPoolExecutor(concurrency) as pool:
 
             def one(p: Problem, sections: tuple[str, ...], repeat: int) -> dict | None:
-                if _late(setup):
+                if _late(setup) or in_a_row[0] >= UNREACHED_STOP:
                     return None
-                reply = ask(p, llm.dataset, llm.optimizer, sections, repeat)
+                try:
+                    reply = ask(p, llm.dataset, llm.optimizer, sections, repeat)
+                except LLMError as e:
+                    if not e.unreached:
+                        raise
+                    with lock:  # not the model's outcome: asked again by the next run
+                        unreached.append(e)
+                        in_a_row[0] += 1
+                    return None
                 with lock:
+                    in_a_row[0] = 0
                     log.write(reply)
                 return reply
 
@@ -818,13 +838,14 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
                 for future in as_completed(futures):
                     p = futures[future]
                     if future.result() is None:
-                        continue  # the time budget: this problem waits for the next run
+                        continue  # the time budget, no reply: it waits for the next run
                     left[p.uri] -= 1
                     if not left[p.uri]:
                         yield unit(p)
             finally:
                 for future in futures:
                     future.cancel()
+                warn_unreached(unreached, stopped=in_a_row[0] >= UNREACHED_STOP)
 
     return len(order), work()
 

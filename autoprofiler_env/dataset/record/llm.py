@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autoprofiler_env.dataset.record.machine import _past
+from autoprofiler_env.errors import LLMError, warn
 from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
@@ -20,18 +21,50 @@ def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[t
                deadline: float | None = None) -> list[dict]:
     """Outcomes of an LLM optimizer per (problem, section set), ``repeats`` times each (the
     seed changes per repeat), with the profiles the dataset replays. A key already in ``out``
-    is skipped. A reply the harness cannot run (no code, a time-out) is recorded as an
-    incorrect outcome with its LLM error kind. (On several GPUs, with the requests in
+    is skipped. A reply the harness cannot run (no code, code cut off, a local model's
+    time-out) is recorded as an incorrect outcome with its LLM error kind. A request that
+    got no reply from the model (the endpoint down, failing, refusing or too slow:
+    :attr:`~autoprofiler_env.errors.LLMError.unreached`) is not an outcome of the model's
+    and is not recorded: the same call asks it again; :data:`UNREACHED_STOP` of them in a
+    row stop the call, with a warning saying why. (On several GPUs, with the requests in
     flight at once: :mod:`.fanout`.)"""
     done = {key(r) for r in read_jsonl(out)}
+    unreached: list[LLMError] = []
+    in_a_row = 0
     with Evaluator(config) as evaluator, JsonlAppender(out) as log:
         for problem, sections, repeat in asks(problems, dataset, optimizer, section_sets,
                                               repeats, done):
             if _past(deadline):
-                return read_jsonl(out)
-            log.write(judge(ask(problem, dataset, optimizer, sections, repeat), problem,
-                            evaluator))
+                break
+            try:
+                reply = ask(problem, dataset, optimizer, sections, repeat)
+            except LLMError as e:
+                if not e.unreached:
+                    raise
+                unreached.append(e)
+                in_a_row += 1
+                if in_a_row >= UNREACHED_STOP:
+                    break
+                continue
+            in_a_row = 0
+            log.write(judge(reply, problem, evaluator))
+    warn_unreached(unreached, stopped=in_a_row >= UNREACHED_STOP)
     return read_jsonl(out)
+
+
+UNREACHED_STOP = 3
+"""Requests in a row that got no reply from the model after which a recording stops (an
+endpoint that is down fails every request that follows)."""
+
+
+def warn_unreached(errors: list[LLMError], stopped: bool = False) -> None:
+    """Says how many requests got no reply (none recorded), the last one's error, and that
+    running the command again asks them again."""
+    if not errors:
+        return
+    warn(f"{len(errors)} LLM request(s) got no reply from the model and are not recorded "
+         f"({errors[-1]})" + (f"; stopped after {UNREACHED_STOP} in a row" if stopped else "")
+         + ": check the endpoint, then run the same command again, which asks them again")
 
 
 def key(row: dict) -> tuple:
@@ -52,7 +85,10 @@ def ask(problem: Problem, dataset, optimizer, sections: tuple[str, ...], repeat:
     """One request: the reply's record (its key, seed, ``source`` or ``error``, and the
     request's evidence without the raw reply). Leaves ``optimizer`` as it was, so that
     requests can be in flight at once (each asks through a copy of the optimizer and of its
-    backend, seeded ``optimizer.seed + repeat``)."""
+    backend, seeded ``optimizer.seed + repeat``).
+
+    Raises:
+        LLMError: no reply came from the model (``unreached``): nothing to record."""
     asking = copy.copy(optimizer)
     asking.backend = copy.copy(optimizer.backend)  # its last_info is the request's own
     asking.seed = optimizer.seed + repeat

@@ -223,6 +223,8 @@ class LiveBackend:
         # the reference optimizers read the eager time (launch overhead), and their identity
         # is the program unchanged; an LLM's or your own's is whatever its code is
         self._reference = optimizer in REFERENCE_OPTIMIZERS
+        config = HarnessConfig(device=device,
+                               tolerance=None if tolerance is None else str(tolerance), **harness)
         if is_custom(optimizer):
             self.optimizer = load_optimizer(optimizer)
         elif model is None:
@@ -230,10 +232,10 @@ class LiveBackend:
         else:
             from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
 
-            self.optimizer = LLMOptimizer(OpenAIChatBackend(model=model))
-        self.evaluator = Evaluator(HarnessConfig(
-            device=device, tolerance=None if tolerance is None else str(tolerance), **harness),
-            timeout_s=timeout_s)
+            # the prompt states the tolerance the candidate is judged at
+            self.optimizer = LLMOptimizer(OpenAIChatBackend(model=model),
+                                          tolerance=config.tolerance_for("float32"))
+        self.evaluator = Evaluator(config, timeout_s=timeout_s)
         self.ncu = ncu
         if evidence == "recorded":
             unrecorded = [u for u in self._problems if not self._recorded_costs(u)]
@@ -270,8 +272,9 @@ class LiveBackend:
         hint = ("on a CPU, use the replay environment, gym.make('AutoProfiler-v0'), "
                 "whose episodes were recorded on a GPU (device='cpu' runs the live "
                 "environment's judging on the CPU, a check of its pipeline)")
-        if is_custom(self.optimizer_name):  # the replay refuses it: the recorded profiles
-            hint = (f"on a CPU, hand your optimizer a suite problem's profiles recorded on a "
+        if is_custom(self.optimizer_name) or llm_model(self.optimizer_name) is not None:
+            # the replay serves only the outcomes it recorded: the recorded profiles
+            hint = (f"on a CPU, hand the optimizer a suite problem's profiles recorded on a "
                     f"GPU and judge it on the CPU at smoke size: gym.make('AutoProfilerLive-v0', "
                     f"dataset='suite', evidence='recorded', optimizer="
                     f"{self.optimizer_name!r}, problems=['relu_16384x16384'], device='cpu', "

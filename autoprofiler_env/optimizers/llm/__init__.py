@@ -20,10 +20,14 @@ rules a ``ModelNew`` must keep, and the profile rendered by
 - :class:`TransformersBackend` (``local``): a local ``transformers`` causal LM, loaded from a
   local path only.
 
-:meth:`LLMOptimizer.optimize` (``optimizer``) never raises for what the model does: a
-time-out, a failed request, an empty reply, a reply without code or with code that does not
-parse all give a :class:`Candidate` with ``error="<kind>: <message>"`` (the kinds of
-:class:`LLMError`). Decoding is deterministic by default: temperature 0 and a fixed seed.
+:meth:`LLMOptimizer.optimize` (``optimizer``) never raises for what the model does: an
+empty reply, a reply without code, cut off inside its code or with code that does not parse,
+a prompt the local model's context cannot hold, a local generation out of time all give a
+:class:`Candidate` with ``error="<kind>: <message>"`` (the kinds of :class:`LLMError`). A
+request that got no reply from the model (the endpoint down, an HTTP error, a redirect, no
+answer in time: ``LLMError.unreached``) is not the model's doing: it raises. The prompt states
+the tolerance the candidate is judged at. Decoding is deterministic by default: temperature 0
+and a fixed seed. docs/optimizers.md says how to plug in your own model.
 """
 
 from __future__ import annotations

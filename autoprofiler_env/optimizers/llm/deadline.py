@@ -183,7 +183,17 @@ if hasattr(http.client, "HTTPSConnection") and hasattr(urllib.request, "HTTPSHan
     _HANDLERS.append(_DeadlineHTTPSHandler)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: the request carries the API key, which goes to the configured
+    endpoint only (urllib would send it on to wherever a redirect points, another host
+    included). The 3xx comes back as an HTTPError, which names where it pointed."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
 def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
-    """urllib's default opener (proxies, redirects, errors), its HTTP(S) bound by
-    ``deadline``."""
-    return urllib.request.build_opener(*(handler(deadline) for handler in _HANDLERS))
+    """urllib's default opener (proxies, errors), its HTTP(S) bound by ``deadline``, and no
+    redirect followed (:class:`_NoRedirect`)."""
+    return urllib.request.build_opener(_NoRedirect,
+                                       *(handler(deadline) for handler in _HANDLERS))

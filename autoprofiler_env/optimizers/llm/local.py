@@ -35,16 +35,19 @@ class TransformersBackend:
     The prompt goes through the tokenizer's chat template when it has one, or
     ``chat_template`` (a Jinja template) when given; a system message the template refuses is
     folded into the first user message. Without a template: plain "role: text" turns.
-    Temperature 0 decodes greedily; ``timeout_s`` bounds generation (``max_time``): a
-    generation cut by it is an ``LLMError("timeout")``, which asking again would repeat
-    (``in_process``: no server that may come back, as an endpoint's timeout may).
+    Temperature 0 decodes greedily; sampling draws from a generator of its own, seeded per
+    request, and leaves torch's global random state (a policy's, in the same process) as it
+    was. ``timeout_s`` bounds generation (``max_time``): a generation cut by it is an
+    ``LLMError("timeout")``, which asking again would repeat (not ``unreached``: no server
+    that may come back, as an endpoint's timeout may). A prompt the model's context cannot
+    hold is an ``LLMError("context")``; a reply is cut to what the context leaves
+    (``max_tokens`` at most).
 
     Raises:
         OptimizationError: transformers is missing, ``model_path`` is not a local path, or
-            transformers cannot load a model from it (the message says what it found).
+            transformers cannot load a model from it, or a tokenizer (the message says what
+            it found).
     """
-
-    in_process = True
 
     def __init__(self, model_path: str | Path, *, gguf_file: str | None = None,
                  model_name: str | None = None, chat_template: str | None = None,
@@ -81,6 +84,11 @@ class TransformersBackend:
                 f"({type(e).__name__}: {first[:300]}): a folder as `save_pretrained` writes "
                 "one (config.json, the weights: model.safetensors or pytorch_model.bin, and "
                 "the tokenizer's files), or a .gguf file") from e
+        if not getattr(self.tokenizer, "vocab_size", 1):  # an empty one, where files lack
+            raise OptimizationError(
+                f"{model_path}: no tokenizer there (transformers found no vocabulary): save "
+                "the model's tokenizer beside it (tokenizer.save_pretrained(folder): "
+                "tokenizer.json, or vocab.json and merges.txt, ...)")
         self.model = model.to(device)
         if chat_template is not None:  # e.g. for a GGUF file that carries none
             self.tokenizer.chat_template = chat_template
@@ -121,14 +129,26 @@ class TransformersBackend:
         import torch
 
         ids = self.prompt_ids(messages).to(self.device)
-        torch.manual_seed(seed)
+        context = self.context_tokens()
+        if context is not None:
+            if ids.shape[-1] >= context:
+                raise LLMError("context", f"the prompt's {ids.shape[-1]} tokens fill "
+                               f"{self.model_name}'s context of {context}: a shorter profile, "
+                               "or a model with a longer context")
+            max_tokens = min(max_tokens, context - int(ids.shape[-1]))
         sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {
             "do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         pad = self.tokenizer.pad_token_id
         if pad is None:
             pad = self.tokenizer.eos_token_id
         started = time.perf_counter()
-        with torch.no_grad():
+        device = self.model.device
+        # the request's own random state: torch's global one (an RL policy's, in this
+        # process) is given back as it was
+        with torch.no_grad(), torch.random.fork_rng(
+                devices=[device] if device.type == "cuda" else [],
+                device_type=device.type if device.type == "cuda" else "cuda"):
+            torch.manual_seed(seed)
             out = self.model.generate(ids, attention_mask=torch.ones_like(ids),
                                       max_new_tokens=max_tokens, max_time=timeout_s,
                                       pad_token_id=pad, **sampling)
@@ -147,6 +167,12 @@ class TransformersBackend:
         if not text.strip():
             raise LLMError("empty", f"{self.model_name} generated no text ({n_new} tokens)")
         return text
+
+    def context_tokens(self) -> int | None:
+        """How many tokens the model's context holds (prompt and reply), where its config
+        says (``max_position_embeddings``); None where it does not."""
+        value = getattr(self.model.config, "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
 
     def _eos_ids(self) -> set[int]:
         ids = set()

@@ -28,13 +28,41 @@ ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
 
 def _chat_url(base_url: str) -> str:
     """``.../chat/completions`` under ``base_url``, as OpenAI's clients build it; a bare
-    ``http://host:port`` gets ``/v1`` first."""
-    url = base_url.strip().rstrip("/")
-    if url.endswith("/chat/completions"):
-        return url
-    if urllib.parse.urlsplit(url).path in ("", "/"):
-        url += "/v1"
-    return url + "/chat/completions"
+    ``http://host:port`` gets ``/v1`` first; a query string (``?api-version=...``) stays the
+    query.
+
+    Raises:
+        OptimizationError: ``base_url`` is not an http(s) URL, or holds credentials
+            (``user:key@host``: the key goes in ``api_key``; the message never shows it).
+    """
+    parts = urllib.parse.urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OptimizationError(f"the LLM endpoint {redacted_url(base_url)!r} is not an "
+                                "http(s) URL: give the API's base, e.g. "
+                                "http://127.0.0.1:8000/v1")
+    if parts.username is not None or parts.password is not None:
+        raise OptimizationError(
+            f"the LLM endpoint {redacted_url(base_url)!r} holds credentials (user:key@host), "
+            f"which this client does not send: give the key as api_key, or set {ENV_API_KEY}")
+    path = parts.path.rstrip("/")
+    if not path.endswith("/chat/completions"):
+        path = (path or "/v1") + "/chat/completions"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def redacted_url(url: str) -> str:
+    """``url`` as messages show it: no credentials, and a query's values hidden (a key may
+    travel there: ``?api-key=...``)."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is not a number
+        return "<an endpoint URL this client cannot read>"
+    netloc = ("***@" if "@" in parts.netloc else "") + (f"[{host}]" if ":" in host else host)
+    query = "&".join(f"{name}=..." for name, _ in urllib.parse.parse_qsl(
+        parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit((parts.scheme, netloc + port, parts.path, query, ""))
 
 
 def _is_timeout(e: object) -> bool:
@@ -77,21 +105,23 @@ class OpenAIChatBackend:
         model = model or os.environ.get(ENV_MODEL)
         if not base_url:
             raise OptimizationError(
-                f"no LLM endpoint: give base_url (on the command line, --llm-base-url) or set "
-                f"{ENV_BASE_URL} (an OpenAI-compatible API's base, e.g. "
-                "http://127.0.0.1:8000/v1)")
+                f"no LLM endpoint: set {ENV_BASE_URL} (an OpenAI-compatible API's base, e.g. "
+                "http://127.0.0.1:8000/v1), or give base_url (the record and learn-tree "
+                "commands' --llm-base-url)")
         if not model:
             raise OptimizationError(
-                f"no LLM model: give model (on the command line, --llm-model) or set "
-                f"{ENV_MODEL} (the model's name as the server lists it under /v1/models)")
+                f"no LLM model: set {ENV_MODEL} (the model's name as the server lists it "
+                "under /v1/models), or give model (the record and learn-tree commands' "
+                "--llm-model)")
         self.url = _chat_url(base_url)
+        self.shown_url = redacted_url(self.url)
         self.model_name = model
         self.api_key = api_key or os.environ.get(ENV_API_KEY) or os.environ.get(
             ENV_OPENAI_API_KEY) or None
         self.last_info: dict = {}
 
     def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIChatBackend({self.url!r}, {self.model_name!r})"
+        return f"OpenAIChatBackend({self.shown_url!r}, {self.model_name!r})"
 
     def request_body(self, messages: list[Message], *, max_tokens: int, temperature: float,
                      seed: int, response_format: dict | None = None) -> dict:
@@ -134,16 +164,23 @@ class OpenAIChatBackend:
                 except Exception:  # the body of a failed response may itself fail to read
                     detail = ""
             detail = " ".join(detail.split())[:300]
-            raise LLMError("http", f"HTTP {e.code} from {self.url}"
+            if 300 <= e.code < 400:  # not followed (the key goes to this endpoint alone)
+                location = e.headers.get("Location") if e.headers is not None else None
+                raise LLMError("http", f"HTTP {e.code} from {self.shown_url}: it redirects "
+                               + (f"to {redacted_url(urllib.parse.urljoin(self.url, location))}"
+                                  " " if location else "")
+                               + "and a request with the API key is never sent on: give "
+                               "the endpoint's own URL as the base URL", status=e.code) from e
+            raise LLMError("http", f"HTTP {e.code} from {self.shown_url}"
                            + (f": {detail}" if detail else ""), status=e.code) from e
         except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets
             cause = getattr(e, "reason", e)  # URLError wraps the socket's error
             if _is_timeout(cause) or _is_timeout(e) or deadline.spent():
                 limit = f"{timeout_s:g} s" if timeout_s is not None else "its time"
-                raise LLMError("timeout", f"no complete reply from {self.url} within {limit}: "
-                               f"gave up after {deadline.waited():.1f} s, "
-                               f"{deadline.received} bytes received") from e
-            raise LLMError("connection", f"cannot reach {self.url}: "
+                raise LLMError("timeout", f"no complete reply from {self.shown_url} within "
+                               f"{limit}: gave up after {deadline.waited():.1f} s, "
+                               f"{deadline.received} bytes received", unreached=True) from e
+            raise LLMError("connection", f"cannot reach {self.shown_url}: "
                            f"{type(cause).__name__}: {cause}") from e
         return self._content(raw)
 
@@ -158,14 +195,21 @@ class OpenAIChatBackend:
         try:
             reply = json.loads(raw)
         except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an over-long integer
-            raise LLMError("http", f"the reply from {self.url} is not JSON: "
+            raise LLMError("http", f"the reply from {self.shown_url} is not JSON: "
                            f"{raw[:200]!r}") from e
         except RecursionError as e:  # "[" * 100000
-            raise LLMError("http", f"the reply from {self.url} is not JSON this client can "
+            raise LLMError("http", f"the reply from {self.shown_url} is not JSON this client can "
                            f"read: it nests too deeply: {preview!r}") from e
         choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not choices and isinstance(reply, dict) and reply.get("error"):
+            # an error in a 200's body (some servers and proxies answer so): no model reply
+            error = reply["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise LLMError("http", f"the reply from {self.shown_url} is an error: "
+                           f"{' '.join(str(message).split())[:300]}")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise LLMError("empty", f"the reply from {self.url} has no choices: {preview}")
+            raise LLMError("empty", f"the reply from {self.shown_url} has no choices: "
+                           f"{preview}")
         choice = choices[0]
         finish_reason = choice.get("finish_reason")
         finish_reason = finish_reason[:100] if isinstance(finish_reason, str) else None

@@ -14,8 +14,8 @@ from autoprofiler_env.optimizers.llm.backend import (
     DEFAULT_TIMEOUT_S,
     ChatBackend,
 )
-from autoprofiler_env.optimizers.llm.prompt import build_messages
-from autoprofiler_env.optimizers.llm.reply import extract_code
+from autoprofiler_env.optimizers.llm.prompt import DEFAULT_TOLERANCE, build_messages
+from autoprofiler_env.optimizers.llm.reply import code_cut_off, extract_code
 from autoprofiler_env.problems.problem import Problem
 from autoprofiler_env.profiler.records import Profile
 
@@ -31,16 +31,20 @@ class LLMOptimizer:
             :class:`ChatBackend`).
         max_tokens, temperature, seed, timeout_s: the decoding settings of every request
             (deterministic by default: greedy with a fixed seed).
+        tolerance: (atol, rtol) of fp32 results that the prompt states: the judge's
+            (the live environment passes its own; default KernelBench v0.1's 1e-2).
     """
 
     def __init__(self, backend: ChatBackend, *, max_tokens: int = DEFAULT_MAX_TOKENS,
                  temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S,
+                 tolerance: tuple[float, float] = DEFAULT_TOLERANCE) -> None:
         self.backend = backend
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.seed = seed
         self.timeout_s = timeout_s
+        self.tolerance = tuple(float(t) for t in tolerance)
 
     @property
     def producer(self) -> str:
@@ -48,8 +52,16 @@ class LLMOptimizer:
 
     def optimize(self, problem: Problem, profile: Profile | None = None) -> Candidate:
         """A candidate for ``problem`` from one request. Never raises for the model's failures:
-        they come back as a candidate with ``error`` set (``"<kind>: <message>"``)."""
-        messages = build_messages(problem, profile)
+        they come back as a candidate with ``error`` set (``"<kind>: <message>"``; a reply
+        cut off by ``max_tokens`` inside its code is ``truncated``).
+
+        Raises:
+            LLMError: no reply came from the model (:attr:`~autoprofiler_env.errors.LLMError.
+                unreached`: the endpoint could not be reached, failed or did not answer in
+                time): that is not the model's outcome, and must not be taken for one (a
+                recording asks again; an episode stops with it).
+        """
+        messages = build_messages(problem, profile, self.tolerance)
         evidence: dict[str, object] = {
             "sections": list(profile.sections) if profile is not None else [],
             "profile_uri": profile.problem_uri if profile is not None else None,
@@ -65,15 +77,17 @@ class LLMOptimizer:
             source = extract_code(reply)
             failed: LLMError | None = None
         except LLMError as e:
+            if e.unreached:
+                raise
             failed = e
         evidence.update(self._reply_evidence(reply, started))
-        if failed is not None:
-            # the server answered (an empty reply, or one without code), or never did
-            answered = reply is not None or failed.kind == "empty"
-            stage = "its reply gave no program" if answered else "the request failed"
+        if failed is None and evidence.get("finish_reason") == "length" and code_cut_off(reply):
+            failed = LLMError("truncated", f"the reply was cut off by max_tokens "
+                              f"({self.max_tokens}) inside its code: raise max_tokens")
+        if failed is not None:  # the model answered: an empty reply, or one without code
             return Candidate(problem_uri=problem.uri, source="", producer=self.producer,
-                             reason=f"{self.producer}: {stage} ({failed.kind})",
-                             evidence=evidence, error=str(failed))
+                             reason=f"{self.producer}: its reply gave no program "
+                             f"({failed.kind})", evidence=evidence, error=str(failed))
         shown = (f"a profile of {', '.join(profile.sections)}" if profile is not None
                  and profile.sections else "no profile")
         return Candidate(problem_uri=problem.uri, source=source, producer=self.producer,

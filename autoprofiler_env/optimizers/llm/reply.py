@@ -21,9 +21,10 @@ _PYTHON_LABELS = {"", "python", "py", "python3", "py3"}
 _MODEL_NEW = re.compile(r"^[ \t]*class[ \t]+ModelNew\b", re.MULTILINE)
 
 
-def _fenced_blocks(reply: str) -> list[tuple[str, str]]:
-    """Every fenced block as (label, code), in order. A block left open at the end of the
-    reply (the model ran out of tokens) runs to the end."""
+def _fenced_blocks(reply: str, closed: bool = False) -> list[tuple]:
+    """Every fenced block as (label, code), in order (``closed``: (label, code, whether it
+    was closed)). A block left open at the end of the reply (the model ran out of tokens)
+    runs to the end."""
     blocks, pos = [], 0
     while True:
         opening = _FENCE.search(reply, pos)
@@ -34,15 +35,33 @@ def _fenced_blocks(reply: str) -> list[tuple[str, str]]:
         info, label = opening.group(1), opening.group(2)
         if info is not None:
             label = _LABEL.match(info).group(1)
-        blocks.append(((label or "").lower(), reply[opening.end():end]))
+        blocks.append(((label or "").lower(), reply[opening.end():end])
+                      + ((closing is not None,) if closed else ()))
         if closing is None:
             return blocks
         pos = closing.end()
 
 
+_THINKING = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+
+
+def _answer(reply: str) -> str:
+    """The reply without a reasoning model's ``<think>...</think>`` (a draft, not the
+    answer; one left open, cut off, runs to the end)."""
+    return _THINKING.sub("", reply)
+
+
+def code_cut_off(reply: str) -> bool:
+    """Whether the reply's last fenced block (its answer's, outside ``<think>``) is left open:
+    the reply ended inside its code."""
+    blocks = _fenced_blocks(_answer(reply), closed=True)
+    return bool(blocks) and not blocks[-1][2]
+
+
 def extract_code(reply: str) -> str:
     """The program in a model's reply: the last fenced ``python`` (or unlabeled) block that
-    defines ``class ModelNew``, else the last such block of any content.
+    defines ``class ModelNew``, else the last such block of any content; a reasoning model's
+    ``<think>...</think>`` is not the answer, and its code is not taken.
 
     Raises:
         LLMError: ``empty`` (the reply is blank), ``no_code`` (no python block), ``syntax``
@@ -52,11 +71,12 @@ def extract_code(reply: str) -> str:
     if not reply or not reply.strip():
         raise LLMError("empty", "the model's reply is empty")
     python = [textwrap.dedent(code).strip("\n") + "\n"
-              for label, code in _fenced_blocks(reply) if label in _PYTHON_LABELS]
+              for label, code in _fenced_blocks(_answer(reply)) if label in _PYTHON_LABELS]
     python = [code for code in python if code.strip()]
     if not python:
+        thought = _answer(reply) != reply
         raise LLMError("no_code", f"the reply ({len(reply)} chars) has no ```python code "
-                       "block")
+                       "block" + (" outside its <think>...</think>" if thought else ""))
     with_model_new = [code for code in python if _MODEL_NEW.search(code)]
     code = (with_model_new or python)[-1]
     try:
