@@ -167,8 +167,10 @@ class LLMError(OptimizationError):
     an empty reply, a reply without code, or code that does not parse.
 
     Attributes:
-        kind: ``timeout``, ``http``, ``connection``, ``empty``, ``no_code``, ``syntax`` or
-            ``context`` (the prompt and the reply do not fit a local model's context).
+        kind: ``timeout``, ``http``, ``connection``, ``empty``, ``no_code``, ``syntax``,
+            ``truncated`` (the reply was cut off inside its code) or ``context`` (the prompt
+            does not fit the model's context: a local model's, or an endpoint's HTTP 400
+            saying so).
         status: the HTTP status of an error the server answered (an ``http`` error; None
             for a reply that is not JSON, and for every other kind).
         unreached: no reply came from the model: the endpoint could not be reached, failed
@@ -189,9 +191,9 @@ class LLMError(OptimizationError):
     def refused(self) -> bool:
         """The server refused the request itself: an HTTP 4xx other than 408 (request
         timeout) and 429 (too many requests), such as a bad key (401), a model it does not
-        serve (404) or a request it cannot take (400, 422). Asked again the same way, it
-        answers the same."""
-        return self.status is not None and 400 <= self.status < 500 and self.status not in (
+        serve (404) or a request it cannot take (400, 422), or a redirect (3xx, never
+        followed). Asked again the same way, it answers the same."""
+        return self.status is not None and 300 <= self.status < 500 and self.status not in (
             408, 429)
 
 

@@ -987,7 +987,11 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
                    "mean_cost_s": data["costs"][(split, b)][name],
                    "p_beats_fixed": None, "p_lo": None, "p_hi": None,
                    "wins": None, "ties": None, "losses": None, "better": None,
-                   "equal": None, "worse": None, "p_fixed": None, "p_fixed_holm": None}
+                   "equal": None, "worse": None, "p_fixed": None, "p_fixed_holm": None,
+                   "run_min": None, "run_max": None}
+            if by_agent[name].shape[0] > 1:  # each run's (seed's) own geometric mean
+                per_run = np.exp(by_agent[name].mean(axis=1))
+                row["run_min"], row["run_max"] = float(per_run.min()), float(per_run.max())
             for column, comparator in COMPARATORS.items():
                 ratio = (paired_ratio(by_agent[name], by_agent[comparator], config.reps)
                          if comparator in by_agent and name != comparator
@@ -1014,9 +1018,12 @@ COLUMNS = ("split", "budget", "agent", "runs", "problems", "geomean_speedup", "g
            "geomean_hi", "iqm_speedup", "iqm_lo", "iqm_hi", "mean_cost_s", "p_beats_fixed",
            "p_lo", "p_hi", "wins", "ties", "losses", "x_fixed", "x_fixed_lo", "x_fixed_hi",
            "better", "equal", "worse", "p_fixed", "p_fixed_holm",
-           "x_best_fixed", "x_best_fixed_lo", "x_best_fixed_hi", "resumed")
+           "x_best_fixed", "x_best_fixed_lo", "x_best_fixed_hi", "resumed", "run_min",
+           "run_max")
 """leaderboard.csv's columns: ``iqm_*`` the geometric IQM (exp of the IQM of the log
-speedups); ``wins``, ``ties``, ``losses`` against the fixed configuration chosen on train
+speedups); ``run_min`` and ``run_max`` the lowest and highest of the runs' own geometric
+means (an agent of several runs: the seeds' spread, which the pooled interval does not
+show); ``wins``, ``ties``, ``losses`` against the fixed configuration chosen on train
 over (run, problem) pairs (:func:`wins_ties_losses`); ``x_fixed*`` and ``x_best_fixed*``
 the row's geometric mean over the fixed configuration chosen on train's and over the best
 one in hindsight's (:data:`HINDSIGHT`; empty for that comparator's own row), with a paired
@@ -1100,7 +1107,9 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
              "the mean log) and the geometric IQM (exp of the interquartile mean of the logs), "
              "with 95% stratified bootstrap intervals resampling problems and runs, each "
              f"agent's drawn from numpy's generator seeded with {BOOTSTRAP_SEED} (the same "
-             "scores give the same interval in any cell and beside any other agents); "
+             "scores give the same interval in any cell and beside any other agents); beside "
+             "an agent's count of runs, the lowest and highest of its runs' own geometric "
+             "means (the seeds' spread, which a pooled interval does not show); "
              "P(> fixed): the probability "
              "that the agent beats the fixed configuration chosen on the train split on a "
              "random problem (ties count half), its interval resampling whole runs only "
@@ -1131,7 +1140,8 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
             lines += [f"## {split}, budget {b:.0%} of the full set's cost", "",
                       f"Fixed configuration chosen on train: `{result['chosen'][f'{b:g}']}`"
                       + (f"; the best here in hindsight: `{best}`." if best else "."),
-                      "", ("| agent | runs | geomean speedup [95% CI] | IQM speedup [95% CI] "
+                      "", ("| agent | runs (each run's geomean) | geomean speedup [95% CI] "
+                           "| IQM speedup [95% CI] "
                            "| mean cost | P(> fixed) [95% CI, runs] | W/T/L vs fixed | "
                            + " | ".join(f"x {c.replace('_', ' ')} [paired, nominal 95%]"
                                         for c in comparators)
@@ -1150,7 +1160,9 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
                 tested = ("" if r.get("p_fixed") is None else f"{r['p_fixed']:.3f}" + (
                     "" if r.get("p_fixed_holm") is None else f" [{r['p_fixed_holm']:.3f}]"))
                 name = r["agent"] + (" (resumed)" if r.get("resumed") else "")
-                lines.append(f"| {name} | {r['runs']} | {r['geomean_speedup']:.3f} "
+                runs = str(r["runs"]) + ("" if r.get("run_min") is None else
+                                         f" ({r['run_min']:.3f}-{r['run_max']:.3f})")
+                lines.append(f"| {name} | {runs} | {r['geomean_speedup']:.3f} "
                              f"[{r['geomean_lo']:.3f}, {r['geomean_hi']:.3f}] | "
                              f"{r['iqm_speedup']:.3f} [{r['iqm_lo']:.3f}, {r['iqm_hi']:.3f}] | "
                              f"{r['mean_cost_s']:.2f} | {p} | {wtl} | {' | '.join(ratios)} | "

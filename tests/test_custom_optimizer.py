@@ -244,8 +244,8 @@ def test_a_module_that_does_not_import_says_what_it_lacks(here):
 
 
 def test_optimize_raising_is_the_episodes_incorrect_candidate(here):
-    """As an LLM's failed request is: judged incorrect without running anything, the reason
-    naming the exception and where it was raised."""
+    """As an LLM's reply without a program is: judged incorrect without running anything,
+    the reason naming the exception and where it was raised."""
     env = live("py:mine:Broken")
     info = stop(env)
     assert info["candidate"] == "py:mine:Broken" and info["correct"] is False
@@ -406,3 +406,26 @@ def test_on_a_gpu_your_optimizer_is_given_the_sections_collected_and_judged(here
     assert "SpeedOfLight" in profile.sections and profile.kernels
     assert all(k.metrics for k in profile.kernels)
     env.close()
+
+
+def test_an_optimizer_whose_model_gave_no_reply_raises_that_not_an_outcome():
+    """A py: optimizer asking an endpoint that is down (reviewed: its LLMError became the
+    episode's incorrect candidate, though the LLM optimizer's own is raised): raised as it
+    is; an LLMError of a reply that gave no program stays the episode's outcome."""
+    from autoprofiler_env.errors import LLMError
+    from autoprofiler_env.optimizers.custom import CustomOptimizer
+
+    class Asking:
+        def __init__(self, error):
+            self.error = error
+
+        def optimize(self, problem, profile):
+            raise self.error
+
+    relu = load_problem("relu_16384x16384")
+    down = LLMError("connection", "cannot reach http://127.0.0.1:9/v1/chat/completions")
+    with pytest.raises(LLMError, match="^connection: "):
+        CustomOptimizer("py:my_llm:Asking", Asking(down)).optimize(relu, None)
+    prose = LLMError("no_code", "the reply (40 chars) has no ```python code block")
+    candidate = CustomOptimizer("py:my_llm:Asking", Asking(prose)).optimize(relu, None)
+    assert candidate.error.startswith("optimizer_raised: LLMError: no_code: ")

@@ -261,6 +261,15 @@ def test_chat_url(base, url):
     assert _chat_url(base) == url
 
 
+@pytest.mark.parametrize("base, says", [
+    ("http://h:abc/v1", "port that is not a number"), ("http://h:99999/v1", "port"),
+    ("h:8000", "not an http"), ("http://me:pw@h/v1", "holds credentials")])
+def test_a_base_url_that_cannot_be_asked_is_refused_when_read(base, says):
+    with pytest.raises(OptimizationError, match=says) as info:
+        OpenAIChatBackend(base, "m")
+    assert "pw" not in str(info.value)
+
+
 def test_transformers_backend_says_how_to_install_it(monkeypatch, tmp_path):
     from autoprofiler_env.optimizers.llm import TransformersBackend
 
@@ -408,8 +417,14 @@ SCRIPT: dict[str, tuple[int, object, float]] = {
                                              "message": {"content": [{"text": {}}]}}]}, 0.0),
     # an error in a 200's body; a reply cut off by max_tokens inside its code (it parses),
     # and one cut after its code was closed; code only in a reasoning model's <think>
-    "error-in-200": (200, {"error": {"message": "maximum context length is 4096 tokens"}},
-                     0.0),
+    "error-in-200": (200, {"error": {"message": "the model is still loading"}}, 0.0),
+    # a prompt too long for the model: vLLM's 400, and OpenAI's code in a 200's error
+    "context400": (400, b'{"object": "error", "message": "This model\'s maximum context '
+                        b'length is 4096 tokens. However, you requested 9000 tokens."}', 0.0),
+    "context-in-200": (200, {"error": {"message": "too long", "code":
+                                       "context_length_exceeded"}}, 0.0),
+    "cut-after-code": (200, {"choices": [{"finish_reason": "length", "message": {
+        "content": GOOD_REPLY + "\nRun it with:\n```bash\npython -c 'import"}}]}, 0.0),
     "cut-off": (200, {"choices": [{"finish_reason": "length", "message": {
         "content": "```python\nimport torch\nclass ModelNew(torch.nn.Module):\n"
                    "    def forward(self, x):\n        return torch.rel"}}]}, 0.0),
@@ -576,7 +591,7 @@ def test_failures_come_back_as_candidates_with_their_kind(server, relu, model, k
     ("not-json", "not JSON"), ("deep-array", "nests too deeply"),
     ("deep-closed", "nests too deeply"), ("deep-object", "nests too deeply"),
     ("deep-content", "nests too deeply"), ("huge-int", "not JSON"), ("error500", "HTTP 500"),
-    ("error-in-200", "is an error: maximum context length is 4096 tokens")])
+    ("error-in-200", "is an error: the model is still loading")])
 def test_a_request_the_model_never_answered_raises_and_is_no_candidate(server, relu, model,
                                                                         says):
     """Reviewed: an endpoint's failure (HTTP 500, a reply that is not JSON) came back as the
@@ -621,6 +636,19 @@ def test_a_reply_cut_off_inside_its_code_is_truncated_not_judged(server, relu):
     assert cut.evidence["finish_reason"] == "length" and "(truncated)" in cut.reason
     closed = _optimizer(server, "cut-closed").optimize(relu, None)
     assert closed.error is None and closed.source == GOOD_CODE
+    # cut in a block after the program (reviewed: any last open block made it truncated)
+    after = _optimizer(server, "cut-after-code").optimize(relu, None)
+    assert after.error is None and after.source == GOOD_CODE
+
+
+@pytest.mark.parametrize("model", ["context400", "context-in-200"])
+def test_a_prompt_too_long_for_the_endpoints_model_is_an_outcome_not_no_reply(server, relu,
+                                                                             model):
+    """The endpoint refusing a prompt its model's context cannot hold is what the profile
+    did to the prompt (as a local model's `context`), not an endpoint down: reviewed, as an
+    `http` error a recording asked it again and again, and stopped on it every run."""
+    candidate = _optimizer(server, model).optimize(relu, None)
+    assert candidate.error.startswith("context: "), candidate.error
 
 
 def test_code_only_in_a_reasoning_models_thinking_is_no_answer(server, relu):
@@ -628,6 +656,9 @@ def test_code_only_in_a_reasoning_models_thinking_is_no_answer(server, relu):
     assert candidate.error.startswith("no_code: ") and "<think>" in candidate.error
     assert extract_code("<think>\n```python\nx = 1\n```\n</think>\n" + GOOD_REPLY) == \
         GOOD_CODE
+    # the opening tag in the prompt (R1-style servers): the reply's text up to </think>
+    with pytest.raises(LLMError, match="no_code"):
+        extract_code("a draft:\n```python\nclass ModelNew: pass\n```\n</think>\nKeep it.")
 
 
 def test_the_prompt_states_the_tolerance_the_candidate_is_judged_at(server, relu,

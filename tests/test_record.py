@@ -559,6 +559,7 @@ def test_a_request_the_model_never_answered_is_not_recorded_and_is_asked_again(t
     from autoprofiler_env.dataset.build import build
     from autoprofiler_env.dataset.record import record_llm
     from autoprofiler_env.errors import LLMError
+    from autoprofiler_env.jsonlines import JsonlAppender
     from autoprofiler_env.optimizers.llm import LLMOptimizer
     from autoprofiler_env.problems import load_file
 
@@ -602,19 +603,45 @@ def test_a_request_the_model_never_answered_is_not_recorded_and_is_asked_again(t
                for m in said), said
     rows, asked, said = run(lambda seed: False)  # the endpoint is back: only it is asked
     assert [r["repeat"] for r in rows] == [0, 2, 3, 1] and asked == 1 and not said
-    rows, asked, said = run(lambda seed: True, repeats=10)  # down: three, then it stops
-    assert len(rows) == 4 and asked == 3
-    assert any("stopped after 3 in a row" in m for m in said), said
-    # an older recorder's row of a request with no reply: not an outcome of the model's
+    # one prompt never answered, asked for several repeats, is one problem: no stop
+    rows, asked, said = run(lambda seed: True, repeats=7)
+    assert len(rows) == 4 and asked == 3 and not any("stopped" in m for m in said), said
+    # down for three problems in a row: it stops there
+    others = [load_file(ROOT / "tests" / "data" / "problems" / name)
+              for name in ("mse_scalar.py", "matmul_cpu.py", "softmax_warns.py")]
+    backend = Flaky(lambda seed: True)
+    with pytest.warns(UserWarning, match="stopped after 3 problems in a row"):
+        record_llm(others + [relu], Replay(), LLMOptimizer(backend, seed=0), [()],
+                   tmp_path / "others.jsonl", config, repeats=2)
+    assert len(backend.asked) == 5  # 2 + 2 + 1: the third problem's first failure stops it
+
+    class Refusing(Flaky):  # a bad key: refused every time, so the first stops the call
+        def complete(self, messages, **kwargs):
+            self.asked.append(kwargs["seed"])
+            raise LLMError("http", "HTTP 401 from http://127.0.0.1:9/v1/...: bad key",
+                           status=401)
+
+    backend = Refusing(None)
+    with pytest.warns(UserWarning, match=r"stopped: the endpoint refused a request .*HTTP 401"):
+        record_llm(others, Replay(), LLMOptimizer(backend, seed=0), [()],
+                   tmp_path / "refused.jsonl", config, repeats=2)
+    assert len(backend.asked) == 1
+    # an older recorder's row of a request with no reply: not an outcome of the model's;
+    # the next call asks it again (reviewed: it was taken as done for good)
     old = {**rows[0], "repeat": 9, "correct": False, "error_kind": "connection",
            "speedup": None, "candidate_ms": None}
+    with JsonlAppender(out) as log:
+        log.write(old)
+    rows, asked, said = run(lambda seed: False, repeats=10)
+    assert asked == 6 and [r["repeat"] for r in rows][-1] == 9  # 4..9, 9 despite its old row
+    assert sum(r["repeat"] == 9 for r in rows) == 1  # the old row is not returned
     uri = "problem://autoprofiler/v1/level1/relu_16384x16384"
     with pytest.warns(UserWarning, match="1 LLM row of a request that got no reply"):
         content = build([STUDY / "section-SpeedOfLight"], read_jsonl(REFERENCE), [],
                         llm_rows=[{**r, "uri": uri} for r in [*rows, old]],
                         sections=("SpeedOfLight",))
     assert [o.correct for o in content.problems[uri].llm_outcomes["llm:flaky"][""]] == [
-        True] * 4
+        True] * len(rows)
 
 
 def test_a_part_stopped_by_sigterm_still_logs_its_device_time(tmp_path, monkeypatch):

@@ -437,7 +437,8 @@ def test_failures_are_errors_not_raises(server, model, kind, says):
 
 @pytest.mark.parametrize("status, refused", [(400, True), (401, True), (404, True),
                                              (422, True), (408, False), (429, False),
-                                             (500, False), (503, False), (None, False)])
+                                             (500, False), (503, False), (None, False),
+                                             (302, True), (307, True)])  # never followed
 def test_a_refused_request_is_an_http_4xx_other_than_timeout_and_rate_limit(status, refused):
     assert LLMError("http", "HTTP ...", status=status).refused is refused
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoprofiler_env.dataset.costs import CostModel, NoCostModelError
+from autoprofiler_env.dataset.record.llm import unanswered
 from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRecord, compact
 from autoprofiler_env.errors import DatasetError, warn
 from autoprofiler_env.features import static_features
@@ -43,10 +44,6 @@ class CostFallback:
     ncu: str | None
     source: str  # what it is, for metadata["cost_model_fallback"]
 
-
-UNANSWERED = ("connection", "http")
-"""The LLM error kinds of a request that got no reply (an older recorder wrote them as
-outcomes); an ``http`` never comes from the harness."""
 
 def suite_fallback() -> CostFallback:
     """The shipped suite dataset's cost model: fitted on its H200 runs of each section alone
@@ -274,13 +271,13 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     llm: dict[str, dict] = {}
     # a request the endpoint never answered, as an older recorder wrote it, is no outcome of
     # the model's (recorded since, it is asked again: record/llm.py)
-    unanswered = [r for r in llm_rows or [] if r.get("error_kind") in UNANSWERED]
-    if unanswered:
-        kinds = ", ".join(sorted({r["error_kind"] for r in unanswered}))
-        warn(f"{len(unanswered)} LLM row{'s' if len(unanswered) > 1 else ''} of a request "
+    unasked = [r for r in llm_rows or [] if unanswered(r)]
+    if unasked:
+        kinds = ", ".join(sorted({r["error_kind"] for r in unasked}))
+        warn(f"{len(unasked)} LLM row{'s' if len(unasked) > 1 else ''} of a request "
              f"that got no reply (error_kind {kinds}): left out, not the model's outcome; "
              "record the llm part again to ask them")
-    for r in sorted((r for r in llm_rows or [] if r.get("error_kind") not in UNANSWERED),
+    for r in sorted((r for r in llm_rows or [] if not unanswered(r)),
                     key=lambda r: (r["uri"], r["model"], r["sections"], r["repeat"])):
         llm.setdefault(r["uri"], {}).setdefault(r["model"], {}).setdefault(
             r["sections"], []).append(Outcome(

@@ -10,7 +10,8 @@ with none), and returns the ``ModelNew`` source as a string (its candidate is th
 the spec), or a :class:`~autoprofiler_env.optimizers.Candidate` (its own ``producer``,
 ``reason``; ``error`` set: no program, judged incorrect unrun). Where ``optimize`` raises,
 the episode's candidate is incorrect with ``error_kind`` ``optimizer_raised`` and a reason
-naming the exception, as an LLM's failed request is; where it returns anything else (None,
+naming the exception, as an LLM's reply without a program is (an ``LLMError`` of no reply,
+``unreached``, is raised as it is); where it returns anything else (None,
 bytes, ...), with ``error_kind`` ``optimizer_returned`` and a reason naming the type, as an
 LLM's reply without code is (:class:`CustomOptimizer`). ``optimize`` itself is not timed: one
 that never returns blocks the episode.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import inspect
 import traceback
 
-from autoprofiler_env.errors import OptimizerSpecError
+from autoprofiler_env.errors import LLMError, OptimizerSpecError
 from autoprofiler_env.optimizers.candidate import Candidate
 from autoprofiler_env.pyspec import PREFIX, imported, normalized, raised_at
 
@@ -114,7 +115,10 @@ class CustomOptimizer:
     (``"optimizer_raised: <exception>"``; the reason names the line of your own file it was
     raised at, not a library's), and anything else it returns (None, bytes, ...) one too
     (``"optimizer_returned: optimize returned <type>, ..."``), so that the episode ends
-    incorrect, as an LLM's failed request does, rather than the run."""
+    incorrect, as an LLM's reply without a program does, rather than the run. An
+    :class:`~autoprofiler_env.errors.LLMError` that got no reply from a model (``unreached``:
+    your optimizer asking an endpoint that is down) is raised as it is: it is no outcome of
+    the optimizer's, as the LLM optimizer's own is not."""
 
     def __init__(self, spec: str, wrapped) -> None:
         self.spec = spec
@@ -125,13 +129,14 @@ class CustomOptimizer:
         where it raised, or returned neither a str nor a Candidate)."""
         try:
             made = self.wrapped.optimize(problem, profile)
+        except LLMError as e:
+            if e.unreached:  # the endpoint's failure, not the optimizer's outcome
+                raise
+            return self._raised(problem, e)
         except Exception as e:  # its own failure: the episode's, not the run's
-            what = f"{type(e).__name__}: {e}"
-            return Candidate(problem.uri, "", self.spec,
-                             reason=f"{self.spec}: optimize raised {what} ({raised_at(e)})",
-                             evidence={"traceback": traceback.format_exc()},
-                             error=f"{RAISED}: {what}")
+            return self._raised(problem, e)
         if isinstance(made, str):
+
             return Candidate(problem.uri, made, self.spec,
                              reason=f"{self.spec} wrote the program")
         if isinstance(made, Candidate):
@@ -143,3 +148,10 @@ class CustomOptimizer:
                                 "(autoprofiler_env/optimizers/candidate.py)",
                          error=f"{RETURNED}: optimize returned {what}, not the ModelNew "
                                "source (a str) or a Candidate")
+
+    def _raised(self, problem, e: Exception) -> Candidate:
+        what = f"{type(e).__name__}: {e}"
+        return Candidate(problem.uri, "", self.spec,
+                         reason=f"{self.spec}: optimize raised {what} ({raised_at(e)})",
+                         evidence={"traceback": traceback.format_exc()},
+                         error=f"{RAISED}: {what}")

@@ -186,9 +186,11 @@ def _seed(out: Path, unit: Unit) -> dict:
     if unit.part == "llm":  # its replies not judged yet
         from autoprofiler_env.dataset.record.llm import key
 
-        done = {key(r) for r in read_jsonl(out / "llm.jsonl")}
-        replies = {key(r): r for r in read_jsonl(out / REPLIES)
-                   if r["uri"] == unit.uri and key(r) not in done}
+        from autoprofiler_env.dataset.record.llm import unanswered
+
+        done = {key(r) for r in read_jsonl(out / "llm.jsonl") if not unanswered(r)}
+        replies = {key(r): r for r in read_jsonl(out / REPLIES)  # a later reply of a key wins
+                   if r["uri"] == unit.uri and key(r) not in done and not unanswered(r)}
         return {"replies": list(replies.values())}
     if unit.part == "full":
         from autoprofiler_env.dataset.record.ncu import read_run
@@ -781,21 +783,16 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
     The requests run ``concurrency`` at a time meanwhile, each reply written as it comes;
     none starts after the time budget (a problem with replies missing waits for the next
     run, its replies kept), and a request that got no reply from the model is not written
-    (its problem waits for the next run too; a warning counts them), and once
-    :data:`~.llm.UNREACHED_STOP` have failed so in a row, none more is sent."""
-    from autoprofiler_env.dataset.record.llm import (
-        UNREACHED_STOP,
-        ask,
-        asks,
-        key,
-        warn_unreached,
-    )
+    (its problem waits for the next run too; a warning counts them), and none more is sent
+    once the endpoint refused one or those of :data:`~.llm.UNREACHED_STOP` problems in a
+    row failed so (:class:`~.llm.Unanswered`)."""
+    from autoprofiler_env.dataset.record.llm import Unanswered, ask, asks, key, unanswered
     from autoprofiler_env.errors import LLMError
 
-    done = {key(r) for r in read_jsonl(out / "llm.jsonl")}
+    done = {key(r) for r in read_jsonl(out / "llm.jsonl") if not unanswered(r)}
     todo = asks(llm.shown(problems), llm.dataset, llm.optimizer, llm.section_sets, llm.repeats,
                 done)
-    replied = {key(r) for r in read_jsonl(out / REPLIES)}
+    replied = {key(r) for r in read_jsonl(out / REPLIES) if not unanswered(r)}
     to_ask = [(p, sections, repeat) for p, sections, repeat in todo
               if (p.uri, llm.optimizer.producer, "+".join(llm.dataset.canonical(sections)),
                   repeat) not in replied]
@@ -812,12 +809,13 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
             if not left[p.uri]:
                 yield unit(p)
         lock = threading.Lock()
-        unreached: list[LLMError] = []
-        in_a_row = [0]
+        unanswered_ = Unanswered()
         with JsonlAppender(out / REPLIES) as log, ThreadPoolExecutor(concurrency) as pool:
 
             def one(p: Problem, sections: tuple[str, ...], repeat: int) -> dict | None:
-                if _late(setup) or in_a_row[0] >= UNREACHED_STOP:
+                with lock:
+                    stop = unanswered_.stop
+                if _late(setup) or stop:
                     return None
                 try:
                     reply = ask(p, llm.dataset, llm.optimizer, sections, repeat)
@@ -825,11 +823,11 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
                     if not e.unreached:
                         raise
                     with lock:  # not the model's outcome: asked again by the next run
-                        unreached.append(e)
-                        in_a_row[0] += 1
+                        unanswered_.failed(p.uri, e)
                     return None
                 with lock:
-                    in_a_row[0] = 0
+                    if not unanswered_.stop:  # a success in flight does not resume asking
+                        unanswered_.answered()
                     log.write(reply)
                 return reply
 
@@ -845,7 +843,7 @@ def _llm_work(out: Path, problems: list[Problem], llm, setup: Setup, concurrency
             finally:
                 for future in futures:
                     future.cancel()
-                warn_unreached(unreached, stopped=in_a_row[0] >= UNREACHED_STOP)
+                unanswered_.warn()
 
     return len(order), work()
 

@@ -22,49 +22,88 @@ def record_llm(problems: list[Problem], dataset, optimizer, section_sets: list[t
     """Outcomes of an LLM optimizer per (problem, section set), ``repeats`` times each (the
     seed changes per repeat), with the profiles the dataset replays. A key already in ``out``
     is skipped. A reply the harness cannot run (no code, code cut off, a local model's
-    time-out) is recorded as an incorrect outcome with its LLM error kind. A request that
-    got no reply from the model (the endpoint down, failing, refusing or too slow:
-    :attr:`~autoprofiler_env.errors.LLMError.unreached`) is not an outcome of the model's
-    and is not recorded: the same call asks it again; :data:`UNREACHED_STOP` of them in a
-    row stop the call, with a warning saying why. (On several GPUs, with the requests in
+    time-out, a prompt longer than the model's context) is recorded as an incorrect outcome
+    with its LLM error kind. A request that got no reply from the model (the endpoint down,
+    failing, refusing or too slow: :attr:`~autoprofiler_env.errors.LLMError.unreached`) is
+    not an outcome of the model's and is not recorded: running the command again asks it
+    again. A request the endpoint refused (``refused``: a bad key, a model it does not
+    serve, a redirect) stops the call at once, and failures on :data:`UNREACHED_STOP`
+    problems in a row (an endpoint that is down fails every request) stop it too, each
+    with a warning saying why (:class:`Unanswered`). (On several GPUs, with the requests in
     flight at once: :mod:`.fanout`.)"""
-    done = {key(r) for r in read_jsonl(out)}
-    unreached: list[LLMError] = []
-    in_a_row = 0
+    done = {key(r) for r in read_jsonl(out) if not unanswered(r)}
+    unanswered_ = Unanswered()
     with Evaluator(config) as evaluator, JsonlAppender(out) as log:
         for problem, sections, repeat in asks(problems, dataset, optimizer, section_sets,
                                               repeats, done):
-            if _past(deadline):
-                break
+            if _past(deadline) or unanswered_.stop:
+                break  # what it holds so far is returned, as a finished call's
             try:
                 reply = ask(problem, dataset, optimizer, sections, repeat)
             except LLMError as e:
                 if not e.unreached:
                     raise
-                unreached.append(e)
-                in_a_row += 1
-                if in_a_row >= UNREACHED_STOP:
-                    break
+                unanswered_.failed(problem.uri, e)
                 continue
-            in_a_row = 0
+            unanswered_.answered()
             log.write(judge(reply, problem, evaluator))
-    warn_unreached(unreached, stopped=in_a_row >= UNREACHED_STOP)
-    return read_jsonl(out)
+    unanswered_.warn()
+    return [r for r in read_jsonl(out) if not unanswered(r)]  # an older recorder's left out
 
 
 UNREACHED_STOP = 3
-"""Requests in a row that got no reply from the model after which a recording stops (an
-endpoint that is down fails every request that follows)."""
+"""Problems in a row whose requests got no reply from the model after which a recording stops
+(an endpoint that is down fails every request that follows; one prompt it never answers in
+time, asked for several repeats, is one problem, and does not stop it)."""
 
 
-def warn_unreached(errors: list[LLMError], stopped: bool = False) -> None:
-    """Says how many requests got no reply (none recorded), the last one's error, and that
-    running the command again asks them again."""
-    if not errors:
-        return
-    warn(f"{len(errors)} LLM request(s) got no reply from the model and are not recorded "
-         f"({errors[-1]})" + (f"; stopped after {UNREACHED_STOP} in a row" if stopped else "")
-         + ": check the endpoint, then run the same command again, which asks them again")
+def unanswered(row: dict) -> bool:
+    """Whether an outcome or reply row (an older recorder's) is of a request that got no
+    reply: not the model's outcome, asked again (:data:`UNANSWERED`)."""
+    kind = row.get("error_kind") or (row.get("error") or "").split(":")[0]
+    return kind in UNANSWERED
+
+
+UNANSWERED = ("connection", "http")
+"""The LLM error kinds of a request that got no reply, which an older recorder wrote as
+outcomes and replies (an ``http`` or ``connection`` never comes from the harness)."""
+
+
+class Unanswered:
+    """The requests of one call that got no reply: when to stop asking (the endpoint refused
+    a request, which it refuses every time, or :data:`UNREACHED_STOP` problems failed in a
+    row), and the warning that says how many and why. Not thread-safe: a caller with
+    requests in flight holds its own lock."""
+
+    def __init__(self) -> None:
+        self.errors: list[LLMError] = []
+        self._in_a_row: set[str] = set()
+        self.refused: LLMError | None = None
+
+    def failed(self, uri: str, error: LLMError) -> None:
+        self.errors.append(error)
+        self._in_a_row.add(uri)
+        if error.refused and self.refused is None:
+            self.refused = error
+
+    def answered(self) -> None:
+        self._in_a_row.clear()
+
+    @property
+    def stop(self) -> bool:
+        return self.refused is not None or len(self._in_a_row) >= UNREACHED_STOP
+
+    def warn(self) -> None:
+        """Says how many requests got no reply (none recorded), the last one's error (or
+        the refusal), why the call stopped, and that running it again asks them again."""
+        if not self.errors:
+            return
+        why = (f"; stopped: the endpoint refused a request ({self.refused}), as it will "
+               "every one: fix the key, model or URL" if self.refused is not None else
+               f"; stopped after {UNREACHED_STOP} problems in a row" if self.stop else "")
+        warn(f"{len(self.errors)} LLM request(s) got no reply from the model and are not "
+             f"recorded (the last: {self.errors[-1]}){why}; run the same command again, "
+             "which asks them again")
 
 
 def key(row: dict) -> tuple:

@@ -35,11 +35,13 @@ class TransformersBackend:
     The prompt goes through the tokenizer's chat template when it has one, or
     ``chat_template`` (a Jinja template) when given; a system message the template refuses is
     folded into the first user message. Without a template: plain "role: text" turns.
-    Temperature 0 decodes greedily; sampling draws from a generator of its own, seeded per
-    request, and leaves torch's global random state (a policy's, in the same process) as it
-    was. ``timeout_s`` bounds generation (``max_time``): a generation cut by it is an
-    ``LLMError("timeout")``, which asking again would repeat (not ``unreached``: no server
-    that may come back, as an endpoint's timeout may). A prompt the model's context cannot
+    Temperature 0 decodes greedily; sampling seeds, per request, the generators it draws from
+    (the CPU's and the model's GPU's) and gives them back as they were: torch's random state
+    (a policy's, in the same process) is left as it was. One request at a time: requests in
+    flight at once from threads would interleave those restores. ``timeout_s`` bounds
+    generation (``max_time``): a generation cut by it is an ``LLMError("timeout")``, which
+    asking again would repeat (not ``unreached``: no server that may come back, as an
+    endpoint's timeout may). A prompt the model's context cannot
     hold is an ``LLMError("context")``; a reply is cut to what the context leaves
     (``max_tokens`` at most).
 
@@ -143,12 +145,16 @@ class TransformersBackend:
             pad = self.tokenizer.eos_token_id
         started = time.perf_counter()
         device = self.model.device
-        # the request's own random state: torch's global one (an RL policy's, in this
-        # process) is given back as it was
-        with torch.no_grad(), torch.random.fork_rng(
-                devices=[device] if device.type == "cuda" else [],
-                device_type=device.type if device.type == "cuda" else "cuda"):
-            torch.manual_seed(seed)
+        cuda = device.type == "cuda"
+        # the request's own random state: the generators sampling draws from (the CPU's, and
+        # the model's GPU's) are seeded inside a fork and given back as they were; no other
+        # device's is touched (torch.manual_seed would seed every GPU's, an RL policy's too)
+        with torch.no_grad(), torch.random.fork_rng(devices=[device] if cuda else [],
+                                                    device_type="cuda"):
+            torch.default_generator.manual_seed(seed)
+            if cuda:
+                with torch.cuda.device(device):
+                    torch.cuda.manual_seed(seed)  # this device's generator alone
             out = self.model.generate(ids, attention_mask=torch.ones_like(ids),
                                       max_new_tokens=max_tokens, max_time=timeout_s,
                                       pad_token_id=pad, **sampling)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -40,6 +41,11 @@ def _chat_url(base_url: str) -> str:
         raise OptimizationError(f"the LLM endpoint {redacted_url(base_url)!r} is not an "
                                 "http(s) URL: give the API's base, e.g. "
                                 "http://127.0.0.1:8000/v1")
+    try:
+        parts.port  # noqa: B018  (a port that is not a number, or out of range, raises)
+    except ValueError:
+        raise OptimizationError(f"the LLM endpoint {redacted_url(base_url)!r} has a port "
+                                "that is not a number of 0-65535") from None
     if parts.username is not None or parts.password is not None:
         raise OptimizationError(
             f"the LLM endpoint {redacted_url(base_url)!r} holds credentials (user:key@host), "
@@ -63,6 +69,21 @@ def redacted_url(url: str) -> str:
     query = "&".join(f"{name}=..." for name, _ in urllib.parse.parse_qsl(
         parts.query, keep_blank_values=True))
     return urllib.parse.urlunsplit((parts.scheme, netloc + port, parts.path, query, ""))
+
+
+_CONTEXT = re.compile(r"context[ _-]?(length|size|window)|context_length_exceeded|maximum "
+                      r"context|too many tokens|prompt is too long", re.IGNORECASE)
+"""What an endpoint's refusal of a prompt too long for the model says (OpenAI's
+``context_length_exceeded``, vLLM's "maximum context length", llama.cpp's "context size")."""
+
+
+def _refusal(status: int | None, detail: str, message: str) -> LLMError:
+    """The error of a request the server refused or failed: a prompt too long for the
+    model's context is an outcome of the prompt (``context``, as a local model's), anything
+    else no reply (``http``)."""
+    if status in (None, 400, 413, 422) and _CONTEXT.search(detail):
+        return LLMError("context", message, status=status, unreached=False)
+    return LLMError("http", message, status=status)
 
 
 def _is_timeout(e: object) -> bool:
@@ -171,8 +192,8 @@ class OpenAIChatBackend:
                                   " " if location else "")
                                + "and a request with the API key is never sent on: give "
                                "the endpoint's own URL as the base URL", status=e.code) from e
-            raise LLMError("http", f"HTTP {e.code} from {self.shown_url}"
-                           + (f": {detail}" if detail else ""), status=e.code) from e
+            raise _refusal(e.code, detail, f"HTTP {e.code} from {self.shown_url}"
+                           + (f": {detail}" if detail else "")) from e
         except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets
             cause = getattr(e, "reason", e)  # URLError wraps the socket's error
             if _is_timeout(cause) or _is_timeout(e) or deadline.spent():
@@ -205,8 +226,10 @@ class OpenAIChatBackend:
             # an error in a 200's body (some servers and proxies answer so): no model reply
             error = reply["error"]
             message = error.get("message") if isinstance(error, dict) else error
-            raise LLMError("http", f"the reply from {self.shown_url} is an error: "
-                           f"{' '.join(str(message).split())[:300]}")
+            code = error.get("code") if isinstance(error, dict) else None
+            detail = " ".join(str(message).split())[:300]
+            raise _refusal(None, f"{detail} {code or ''}",
+                           f"the reply from {self.shown_url} is an error: {detail}")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise LLMError("empty", f"the reply from {self.shown_url} has no choices: "
                            f"{preview}")

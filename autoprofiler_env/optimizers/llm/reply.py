@@ -47,15 +47,28 @@ _THINKING = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
 def _answer(reply: str) -> str:
     """The reply without a reasoning model's ``<think>...</think>`` (a draft, not the
-    answer; one left open, cut off, runs to the end)."""
-    return _THINKING.sub("", reply)
+    answer; one left open, cut off, runs to the end; where the server put the opening tag in
+    the prompt, the reply's text up to its last ``</think>``)."""
+    answer = _THINKING.sub("", reply)
+    return answer.rpartition("</think>")[2] if "</think>" in answer else answer
+
+
+def _chosen(reply: str) -> tuple[str, bool] | None:
+    """The block :func:`extract_code` takes (its code, dedented, and whether it was closed),
+    or None where the answer has no python block."""
+    python = [(textwrap.dedent(code).strip("\n") + "\n", closed)
+              for label, code, closed in _fenced_blocks(_answer(reply), closed=True)
+              if label in _PYTHON_LABELS and code.strip()]
+    with_model_new = [block for block in python if _MODEL_NEW.search(block[0])]
+    return (with_model_new or python)[-1] if python else None
 
 
 def code_cut_off(reply: str) -> bool:
-    """Whether the reply's last fenced block (its answer's, outside ``<think>``) is left open:
-    the reply ended inside its code."""
-    blocks = _fenced_blocks(_answer(reply), closed=True)
-    return bool(blocks) and not blocks[-1][2]
+    """Whether the block :func:`extract_code` takes from the reply is left open: the reply
+    ended inside that code (a block cut off after it, of another language or not the
+    program, is not)."""
+    chosen = _chosen(reply)
+    return chosen is not None and not chosen[1]
 
 
 def extract_code(reply: str) -> str:
@@ -70,15 +83,12 @@ def extract_code(reply: str) -> str:
     """
     if not reply or not reply.strip():
         raise LLMError("empty", "the model's reply is empty")
-    python = [textwrap.dedent(code).strip("\n") + "\n"
-              for label, code in _fenced_blocks(_answer(reply)) if label in _PYTHON_LABELS]
-    python = [code for code in python if code.strip()]
-    if not python:
+    chosen = _chosen(reply)
+    if chosen is None:
         thought = _answer(reply) != reply
         raise LLMError("no_code", f"the reply ({len(reply)} chars) has no ```python code "
                        "block" + (" outside its <think>...</think>" if thought else ""))
-    with_model_new = [code for code in python if _MODEL_NEW.search(code)]
-    code = (with_model_new or python)[-1]
+    code = chosen[0]
     try:
         ast.parse(code)
     except SyntaxError as e:
