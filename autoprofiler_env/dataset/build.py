@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoprofiler_env.dataset.costs import CostModel, NoCostModelError
-from autoprofiler_env.dataset.record.llm import unanswered
 from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRecord, compact
+from autoprofiler_env.dataset.record.llm import unanswered
 from autoprofiler_env.errors import DatasetError, warn
 from autoprofiler_env.features import static_features
 from autoprofiler_env.jsonlines import scan_jsonl

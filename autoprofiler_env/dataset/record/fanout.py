@@ -184,9 +184,7 @@ def _seed(out: Path, unit: Unit) -> dict:
     if unit.part == "candidates":
         return {"rows": [r for r in read_jsonl(out / "candidates.jsonl") if r["uri"] == unit.uri]}
     if unit.part == "llm":  # its replies not judged yet
-        from autoprofiler_env.dataset.record.llm import key
-
-        from autoprofiler_env.dataset.record.llm import unanswered
+        from autoprofiler_env.dataset.record.llm import key, unanswered
 
         done = {key(r) for r in read_jsonl(out / "llm.jsonl") if not unanswered(r)}
         replies = {key(r): r for r in read_jsonl(out / REPLIES)  # a later reply of a key wins
