@@ -41,9 +41,9 @@ class TransformersBackend:
     flight at once from threads would interleave those restores. ``timeout_s`` bounds
     generation (``max_time``): a generation cut by it is an ``LLMError("timeout")``, which
     asking again would repeat (not ``unreached``: no server that may come back, as an
-    endpoint's timeout may). A prompt the model's context cannot
-    hold is an ``LLMError("context")``; a reply is cut to what the context leaves
-    (``max_tokens`` at most).
+    endpoint's timeout may). A prompt the model's context cannot hold is an
+    ``LLMError("context")``; a reply is cut to what the context leaves (``max_tokens`` at
+    most).
 
     Raises:
         OptimizationError: transformers is missing, ``model_path`` is not a local path, or
