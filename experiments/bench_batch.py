@@ -14,11 +14,13 @@ every candidate's verdict and speedup.
 Defaults: the suite's ``linear_gelu_layernorm_4096x4096``; on a CPU at the smoke size with
 ``compile,max_autotune``, on a GPU at full size with ``compile,max_autotune,compile+tf32``.
 
-Measured on the 2-core development machine (defaults, four runs): held 41.9-49.3 s, again
-77.3-90.6 s; the judging after the compiles took 0.4-0.7 s held and 36.4-42.7 s again, where
-each fresh process's first call, a hit in the compile cache, still took 11-15 s (phase
-``correctness``). The speedups at the smoke size (0.1 ms calls) are noise on this machine
-(0.67x-1.84x either way); ``tests/test_harness_gpu.py`` compares them on a GPU.
+Measured on the 2-core development machine (defaults, three runs, 2026-12-06): held
+20.0-20.6 s, again 42.5-45.5 s; the judging after the compiles took 0.4 s held and
+22.4-24.5 s again, where each fresh process's first call, a hit in the compile cache, still
+took 10-14 s (phase ``correctness``). (On 2026-12-03, four runs, before later changes of the
+judge: held 41.9-49.3 s, again 77.3-90.6 s, judging 0.4-0.7 s and 36.4-42.7 s.) The speedups
+at the smoke size (0.03 ms calls) are noise on this machine (0.32x-1.84x either way);
+``tests/test_harness_gpu.py`` compares them on a GPU.
 """
 
 from __future__ import annotations
