@@ -911,15 +911,13 @@ def sign_flip_p(scores: np.ndarray, other: np.ndarray) -> float:
     the differences is compared with its value under every sign pattern. Two things it is
     not (a reviewer's simulations): a test of the method over seeds (the runs are averaged
     and taken as given: where the seeds' geometric means spread by 5-10% around the fixed
-    configuration's, a method no better than it is rejected in 8-21% of cases at nominal
-    5%; the paired
-    interval, :func:`paired_ratio`, resamples whole runs), nor of a geometric-mean ratio of
-    1 where the differences are skewed (a skewed difference of mean zero is rejected in
-    8-13% of cases). Problems where the
-    two ship the same speedup add nothing whatever their sign; with at most
-    :data:`EXACT_UP_TO` others every pattern is counted (exact), else :data:`PERMUTATIONS`
-    random ones from numpy's generator seeded with :data:`BOOTSTRAP_SEED` (``(k + 1) / (n +
-    1)``). 1.0 where no problem differs."""
+    configuration's, a method no better than it is rejected in 8-21% of cases at nominal 5%;
+    the paired interval, :func:`paired_ratio`, resamples whole runs), nor of a
+    geometric-mean ratio of 1 where the differences are skewed (a skewed difference of mean
+    zero is rejected in 8-13% of cases). Problems where the two ship the same speedup add
+    nothing whatever their sign; with at most :data:`EXACT_UP_TO` others every pattern is
+    counted (exact), else :data:`PERMUTATIONS` random ones from numpy's generator seeded
+    with :data:`BOOTSTRAP_SEED` (``(k + 1) / (n + 1)``). 1.0 where no problem differs."""
     d = problem_differences(scores, other)
     d = d[np.abs(d) > EQUAL]
     if d.size == 0:
