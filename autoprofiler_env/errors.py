@@ -162,6 +162,11 @@ class OptimizerSpecError(AutoProfilerError, ValueError):
     incorrect candidate. A ``ValueError`` too, as every bad argument of the environment is."""
 
 
+UNREACHED_KINDS = ("connection", "http")
+"""The kinds of :class:`LLMError` that are never the model's outcome: no reply came (a
+``timeout`` is one where a server's, not a local generation's: its raiser says)."""
+
+
 class LLMError(OptimizationError):
     """The language model gave no usable candidate: a time-out, a refused or failed request,
     an empty reply, a reply without code, or code that does not parse.
@@ -184,7 +189,7 @@ class LLMError(OptimizationError):
                  unreached: bool | None = None) -> None:
         self.kind = kind
         self.status = status
-        self.unreached = kind in ("connection", "http") if unreached is None else unreached
+        self.unreached = kind in UNREACHED_KINDS if unreached is None else unreached
         super().__init__(f"{kind}: {message}")
 
     @property

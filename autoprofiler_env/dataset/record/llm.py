@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autoprofiler_env.dataset.record.machine import _past
-from autoprofiler_env.errors import LLMError, warn
+from autoprofiler_env.errors import UNREACHED_KINDS, LLMError, warn
 from autoprofiler_env.harness import Evaluator, HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
@@ -59,14 +59,11 @@ time, asked for several repeats, is one problem, and does not stop it)."""
 
 def unanswered(row: dict) -> bool:
     """Whether an outcome or reply row (an older recorder's) is of a request that got no
-    reply: not the model's outcome, asked again (:data:`UNANSWERED`)."""
+    reply: not the model's outcome, asked again (an older recorder wrote such requests as
+    outcomes and replies, of a kind of :data:`~autoprofiler_env.errors.UNREACHED_KINDS`,
+    which never comes from the harness)."""
     kind = row.get("error_kind") or (row.get("error") or "").split(":")[0]
-    return kind in UNANSWERED
-
-
-UNANSWERED = ("connection", "http")
-"""The LLM error kinds of a request that got no reply, which an older recorder wrote as
-outcomes and replies (an ``http`` or ``connection`` never comes from the harness)."""
+    return kind in UNREACHED_KINDS
 
 
 class Unanswered:

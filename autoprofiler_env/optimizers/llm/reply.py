@@ -21,10 +21,9 @@ _PYTHON_LABELS = {"", "python", "py", "python3", "py3"}
 _MODEL_NEW = re.compile(r"^[ \t]*class[ \t]+ModelNew\b", re.MULTILINE)
 
 
-def _fenced_blocks(reply: str, closed: bool = False) -> list[tuple]:
-    """Every fenced block as (label, code), in order (``closed``: (label, code, whether it
-    was closed)). A block left open at the end of the reply (the model ran out of tokens)
-    runs to the end."""
+def _fenced_blocks(reply: str) -> list[tuple[str, str, bool]]:
+    """Every fenced block as (label, code, whether it was closed), in order. A block left
+    open at the end of the reply (the model ran out of tokens) runs to the end."""
     blocks, pos = [], 0
     while True:
         opening = _FENCE.search(reply, pos)
@@ -35,8 +34,7 @@ def _fenced_blocks(reply: str, closed: bool = False) -> list[tuple]:
         info, label = opening.group(1), opening.group(2)
         if info is not None:
             label = _LABEL.match(info).group(1)
-        blocks.append(((label or "").lower(), reply[opening.end():end])
-                      + ((closing is not None,) if closed else ()))
+        blocks.append(((label or "").lower(), reply[opening.end():end], closing is not None))
         if closing is None:
             return blocks
         pos = closing.end()
@@ -57,7 +55,7 @@ def _chosen(reply: str) -> tuple[str, bool] | None:
     """The block :func:`extract_code` takes (its code, dedented, and whether it was closed),
     or None where the answer has no python block."""
     python = [(textwrap.dedent(code).strip("\n") + "\n", closed)
-              for label, code, closed in _fenced_blocks(_answer(reply), closed=True)
+              for label, code, closed in _fenced_blocks(_answer(reply))
               if label in _PYTHON_LABELS and code.strip()]
     with_model_new = [block for block in python if _MODEL_NEW.search(block[0])]
     return (with_model_new or python)[-1] if python else None
