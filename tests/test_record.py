@@ -539,7 +539,7 @@ def test_llm_outcomes_are_recorded_per_section_set_and_repeat(tmp_path):
     # the recorder's llm part is the same call, resumed: a third repeat is all it adds
     summary = record(tmp_path, [relu], parts=("llm",), device="cpu", llm=LLMPart(
         LLMOptimizer(Scripted(), seed=0), Replay(), tuple(sets), repeats=3))
-    assert summary["llm"] == 6 and read_jsonl(out)[:4] == rows
+    assert summary["llm"] == 6 and summary["llm_left"] == 0 and read_jsonl(out)[:4] == rows
     # built into a dataset (the rows re-keyed to the suite problem whose profile was shown)
     run_dirs = [STUDY / "section-SpeedOfLight"]
     reference = read_jsonl(REFERENCE)

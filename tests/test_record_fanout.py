@@ -304,7 +304,7 @@ def test_the_llm_part_keeps_requests_in_flight_while_units_judge_and_asks_nothin
     out = tmp_path / "fanned"
     summary = record_fanout(out, problems, LocalWorkers(["0", "1"]), ("llm",), config=SMOKE,
                             llm=part, llm_concurrency=4)
-    assert summary == {"llm": 8, "failed": 0, "stopped_by_time_budget": False}
+    assert summary == {"llm": 8, "llm_left": 0, "failed": 0, "stopped_by_time_budget": False}
     assert endpoint.asked == 8 and endpoint.most == 4  # four requests in flight at once
     timings = read_jsonl(out / "timings.jsonl")
     assert sorted(t["uri"] for t in timings) == sorted(p.uri for p in problems)
@@ -339,7 +339,7 @@ def test_the_llm_part_keeps_requests_in_flight_while_units_judge_and_asks_nothin
     assert endpoint.asked == 8 and (out / "llm.jsonl").read_bytes() == before
 
 
-def test_the_llm_parts_requests_without_a_reply_are_not_written_and_asked_again(tmp_path):
+def test_the_llm_parts_requests_without_a_reply_are_not_written_and_asked_again(tmp_path, capsys):
     """An endpoint down for the first requests: they are not replies (reviewed: they were
     written and judged as the model's incorrect outcomes); their problems wait, the others'
     replies are kept, and the next run asks only what got no reply."""
@@ -370,12 +370,18 @@ def test_the_llm_parts_requests_without_a_reply_are_not_written_and_asked_again(
         summary = record_fanout(out, problems, LocalWorkers(["0"]), ("llm",), config=SMOKE,
                                 llm=part, llm_concurrency=1)
     assert summary["llm"] == 2 and len(read_jsonl(out / REPLIES)) == 3  # one problem judged
+    # the summary counts what is left, and the command's last words say to run it again
+    assert summary["llm_left"] == 2 and not summary["stopped_by_time_budget"]
+    from experiments.cli import _recorded
+
+    _recorded(summary)
+    assert "2 LLM outcome(s) not recorded" in capsys.readouterr().err
     assert all(r["error_kind"] != "http" for r in read_jsonl(out / "llm.jsonl"))
     endpoint = Down(failing=0)
     again = record_fanout(out, problems, LocalWorkers(["0"]), ("llm",), config=SMOKE,
                           llm=LLMPart(LLMOptimizer(endpoint, seed=0), dataset, ((),),
                                       repeats=2), llm_concurrency=1)
-    assert again["llm"] == 4 and endpoint.asked == 1
+    assert again["llm"] == 4 and again["llm_left"] == 0 and endpoint.asked == 1
 
 
 def test_a_full_unit_that_could_start_no_ncu_run_is_not_started(tmp_path):

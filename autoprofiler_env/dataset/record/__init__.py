@@ -157,7 +157,7 @@ def record(out: Path, problems: list[Problem], parts=DEFAULT_PARTS, chunk: int =
                                       candidate_timeout_s=candidate_timeout_s)
                    for part in PARTS if part in parts}  # in this order, whatever was asked
     if "llm" in summary:
-        llm.summarize(summary, problems)
+        llm.summarize(summary, problems, out)
     # the budget stopped it where it ran out, and also where work is left with time still on
     # the clock (the ncu parts start nothing with less than MIN_RUN_S left); pending counts
     # the reference, full and candidates parts (a failure is recorded, so it is not left)

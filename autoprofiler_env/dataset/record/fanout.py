@@ -676,7 +676,7 @@ def record_fanout(out: Path, problems: list[Problem], workers, parts=FANOUT_PART
                             check=check)
     summary = {part: _holds(out, part) for part in FANOUT_PARTS if part in parts}
     if "llm" in parts:
-        llm.summarize(summary, problems)
+        llm.summarize(summary, problems, out)
     summary["failed"] = failed
     # the budget stopped it where it ran out, and also where a unit was left undone with time
     # still on the clock (a full unit is not started with under its start_s left, nor does

@@ -175,8 +175,13 @@ class LLMPart:
         """The problems the dataset has profiles of (all where ``uris`` is None)."""
         return [p for p in problems if self.uris is None or p.uri in self.uris]
 
-    def summarize(self, summary: dict, problems: list[Problem]) -> None:
-        """Adds ``llm_not_in_dataset`` to a recording's summary where some were skipped."""
+    def summarize(self, summary: dict, problems: list[Problem], out: Path) -> None:
+        """Adds to a recording's summary ``llm_left``, the requests of this call not recorded
+        in ``out``'s ``llm.jsonl`` (no reply from the model, or the time budget ran out: the
+        same command asks them), and ``llm_not_in_dataset`` where problems were skipped."""
+        done = {key(r) for r in read_jsonl(Path(out) / "llm.jsonl") if not unanswered(r)}
+        summary["llm_left"] = len(asks(self.shown(problems), self.dataset, self.optimizer,
+                                       self.section_sets, self.repeats, done))
         missing = len(problems) - len(self.shown(problems))
         if missing:
             summary["llm_not_in_dataset"] = missing
