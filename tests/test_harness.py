@@ -1,7 +1,10 @@
 """The harness on a CPU: verdicts, timing records, a worker that survives bad candidates."""
 
 import re
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -345,3 +348,30 @@ def test_an_outputs_nesting_tells_a_tensor_from_a_tuple_of_one_and_not_a_list_fr
     assert nesting(t) == "*" and nesting((t,)) == nesting([t]) == "(*,)"
     assert nesting((t, (t, t))) == nesting([t, [t, t]]) == "(*, (*, *))"
     assert nesting({"h": t, "c": (t, 1)}) == "{'h': *, 'c': (*, *)}"
+
+
+def test_the_folder_of_a_worker_whose_judge_was_killed_is_removed_by_the_next_judge(tmp_path):
+    """A judge killed by SIGKILL (a scheduler, the out-of-memory killer) cannot remove its
+    candidate's folder in the temporary folder: the next judge removes the folders whose
+    judge is gone, and keeps those of a live one."""
+    import signal
+    import subprocess
+    import sys
+
+    from autoprofiler_env.harness.process import home_prefix, remove_stale_homes
+
+    judge = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom autoprofiler_env.harness.process import "
+         "WorkerProcess\nw = WorkerProcess('candidate')\nw.wait_ready()\nprint(w.home, flush=True)\n"
+         "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    home = Path(judge.stdout.readline().strip())
+    assert home.is_dir() and home.name.startswith(home_prefix("candidate", judge.pid))
+    judge.send_signal(signal.SIGKILL)
+    judge.wait()
+    assert home.is_dir()  # left behind
+    live = Path(tempfile.mkdtemp(prefix=home_prefix("candidate")))  # this process's: kept
+    try:
+        assert home in remove_stale_homes("candidate")
+        assert not home.exists() and live.is_dir()
+    finally:
+        shutil.rmtree(live, ignore_errors=True)

@@ -46,6 +46,43 @@ def default_cache_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"autoprofiler-compile-cache-{os.getuid()}"
 
 
+def home_prefix(role: str, pid: int | None = None) -> str:
+    """The start of the name of a worker's folder in the temporary folder: its role and the
+    pid of the process that started it (``pid``, default this one)."""
+    return f"autoprofiler-{role}-{os.getpid() if pid is None else pid}-"
+
+
+def remove_stale_homes(role: str) -> list[Path]:
+    """Removes this user's folders of ``role``'s workers whose starting process is gone
+    (killed before it could remove them: SIGKILL, an out-of-memory kill); returns them. A
+    live process's folders are kept, another user's are not touched."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"autoprofiler-{role}-*-*"):
+        pid = path.name[len(f"autoprofiler-{role}-"):].split("-")[0]
+        try:
+            if not pid.isdigit() or path.stat().st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except OSError:  # gone meanwhile
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+_swept: set[str] = set()
+"""The roles whose stale folders this process has removed (once each)."""
+
+
 class WorkerProcess:
     """One worker process and its socket.
 
@@ -60,7 +97,10 @@ class WorkerProcess:
                  cpu_seconds: float | None = None, address_space: int | None = None) -> None:
         self.role = role
         self.sandboxed = sandbox
-        self.home = Path(tempfile.mkdtemp(prefix=f"autoprofiler-{role}-"))
+        if role not in _swept:
+            _swept.add(role)
+            remove_stale_homes(role)
+        self.home = Path(tempfile.mkdtemp(prefix=home_prefix(role)))
         cache_dir = Path(cache_dir or default_cache_dir())
         cache_dir.mkdir(parents=True, exist_ok=True)
         parent_sock, child_sock = socket.socketpair()
