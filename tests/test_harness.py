@@ -362,8 +362,8 @@ def test_the_folder_of_a_worker_whose_judge_was_killed_is_removed_by_the_next_ju
 
     judge = subprocess.Popen(
         [sys.executable, "-c", "import time\nfrom autoprofiler_env.harness.process import "
-         "WorkerProcess\nw = WorkerProcess('candidate')\nw.wait_ready()\nprint(w.home, flush=True)\n"
-         "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+         "WorkerProcess\nw = WorkerProcess('candidate')\nw.wait_ready()\n"
+         "print(w.home, flush=True)\ntime.sleep(600)"], stdout=subprocess.PIPE, text=True)
     home = Path(judge.stdout.readline().strip())
     assert home.is_dir() and home.name.startswith(home_prefix("candidate", judge.pid))
     judge.send_signal(signal.SIGKILL)
