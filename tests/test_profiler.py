@@ -584,11 +584,13 @@ def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(
     import autoprofiler_env.profiler as profiler
 
     study = _run("section-LaunchStats")
-    calls = []
+    calls, devices = [], []
+    late = []  # the names whose run times out after its last problem ended (ncu's report)
 
     def fake_run_ncu(problems, sections, **kwargs):
         calls.append(([p.name for p in problems], kwargs.get("max_kernels"),
                       kwargs.get("max_ops")))
+        devices.append(kwargs["device"])
         # a batched run's profiled calls are bounded by their operators: a timeout is retried
         assert (kwargs["range_timeout_s"] is range_timeout_s) == (len(problems) > 1)
         status = [{"event": "started"}]
@@ -599,6 +601,8 @@ def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(
                 break
             status.append({"event": "problem", "index": i, "uri": p.uri, "ok": True,
                            "profiled_s": 1.0})
+        if [p.name for p in problems] == late:
+            status += [{"event": "finished"}, {"event": "timeout", "problem_timeout_s": 300.0}]
         # each problem "profiles" as the study's first kernel, under its own range and id
         header, units, first = study.raw_csv.splitlines()[:3]
         assert first.startswith('"0",') and ":ap_0:" in first
@@ -617,10 +621,19 @@ def test_a_problem_that_times_out_in_a_batch_is_profiled_again_alone_and_capped(
     assert [p.problem_uri.rsplit("/", 1)[1] for p in profiles] == names and not failures
     calls.clear()
     profiles, failures = profiler.profile_problems([load_problem(n) for n in names],
-                                                   ["LaunchStats"], max_ops=24, max_kernels=None)
+                                                   ["LaunchStats"], max_ops=24, max_kernels=None,
+                                                   device="cuda:1")
     assert calls == [(names, None, 24), (["lstm_sequence_64x128x512"], 64, 24),
                      (["softmax_16384x4096"], None, 24)]
     assert len(profiles) == 3 and not failures
+    assert devices[-3:] == ["cuda:1"] * 3  # a review: the retry alone profiled "cuda"
+    # a timeout after the last problem ended (ncu writing a large batch's report) has no
+    # problem to blame: the profiles are kept (a review: it raised a TypeError)
+    late[:] = ["relu_16384x16384", "softmax_16384x4096"]
+    calls.clear()
+    profiles, failures = profiler.profile_problems([load_problem(n) for n in late],
+                                                   ["LaunchStats"])
+    assert calls == [(late, None, 64)] and len(profiles) == 2 and not failures
 
 
 def test_terminating_the_caller_kills_ncu(tmp_path):

@@ -79,11 +79,14 @@ def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str |
         got, failed = profiles_from_run(run)
         profiles.update((p.problem_uri, p) for p in got)
         culprits = {f.problem_uri for f in failed if not f.error.startswith("not reached")}
-        if batched and timed_out(run.status):  # alone and capped, it may finish
-            retry = [todo[failed_problem(run.status)]]
+        # the problem in flight at a timeout (none where the timeout came after the last
+        # problem ended, as ncu wrote its report): alone and capped, it may finish
+        culprit = failed_problem(run.status) if batched and timed_out(run.status) else None
+        if culprit is not None:
+            retry = [todo[culprit]]
             got_alone, failed_alone = profile_problems(
                 retry, sections, ncu=ncu, problem_timeout_s=problem_timeout_s, workdir=workdir,
-                max_ops=max_ops)
+                max_ops=max_ops, device=device)
             profiles.update((p.problem_uri, p) for p in got_alone)
             failures.update((f.problem_uri, f) for f in failed_alone)
             culprits -= {p.uri for p in retry}
