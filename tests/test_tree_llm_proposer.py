@@ -226,6 +226,19 @@ def test_replies_are_read_with_prose_and_fences_around_them(text):
     assert parsed.edits == [OCCUPANCY_ON_ELSE, SPLIT_ON_FLOPS] and parsed.unusable == []
 
 
+@pytest.mark.parametrize("draft", [
+    "```json\n" + _reply(SPLIT_ON_FLOPS) + "\n```", _reply(SPLIT_ON_FLOPS)])
+def test_a_reasoning_models_draft_in_its_thinking_is_not_its_reply(draft):
+    """A review: the draft inside ``<think>...</think>`` was taken over the answer after it
+    (the LLM optimizer already skipped it; both now read a reply the same way)."""
+    answer = "```json\n" + _reply(OCCUPANCY_ON_ELSE) + "\n```"
+    for text in (f"<think>Draft:\n{draft}\n</think>\n{answer}",
+                 f"Draft:\n{draft}\n</think>\n{answer}"):  # the opening tag in the prompt
+        assert parse_reply(text, _feedback(), 4).edits == [OCCUPANCY_ON_ELSE]
+    with pytest.raises(LLMError, match="no_json"):
+        parse_reply(f"<think>{draft}", _feedback(), 4)  # cut off while thinking
+
+
 @pytest.mark.parametrize("text, kind", [
     ("I would collect Occupancy for mlp8_tiny.", "no_json"),
     ('{"edits": [{"op": "rewrite", "node": 4,', "no_json"),

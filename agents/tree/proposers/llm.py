@@ -55,6 +55,7 @@ from autoprofiler_env.optimizers.llm.backend import (
     takes_response_format,
 )
 from autoprofiler_env.optimizers.llm.prompt import Message
+from autoprofiler_env.optimizers.llm.reply import answer, fenced_blocks
 
 DEFAULT_MAX_TOKENS = 1024
 """Enough for a handful of edits (one is 40-150 tokens); a longer reply is rambling."""
@@ -327,11 +328,13 @@ def extract_json(text: str) -> object:
     """The JSON value of a reply: the whole text, else the first fenced block (```json) that
     decodes, else the first object or array that decodes from a ``{`` or ``[`` in the text
     (prose around it is ignored). An object with ``"edits"`` is preferred over other values.
+    A reasoning model's ``<think>...</think>`` is a draft, not the reply, and is not read
+    (:func:`~autoprofiler_env.optimizers.llm.reply.answer`).
 
     Raises:
         LLMError: ``no_json``, nothing in the reply decodes.
     """
-    text = text[:REPLY_CHARS]
+    text = answer(text)[:REPLY_CHARS]  # a reasoning model's draft is not its reply
     found: list[object] = []
     too_long: list[_LongInteger] = []
 
@@ -347,7 +350,7 @@ def extract_json(text: str) -> object:
 
     if decode(text.strip()) and _is_reply(found[-1]):
         return found[-1]
-    for block in _fenced_blocks(text):
+    for _, block, _ in fenced_blocks(text):
         if decode(block.strip()) and _is_reply(found[-1]):
             return found[-1]
     decoder = json.JSONDecoder(parse_int=_json_int)
@@ -379,26 +382,6 @@ def extract_json(text: str) -> object:
 
 def _is_reply(value: object) -> bool:
     return isinstance(value, dict) and "edits" in value
-
-
-def _fenced_blocks(text: str) -> list[str]:
-    """The contents of ``` fences (a language tag on the opening line is dropped), found by
-    plain searches (no regular expression to backtrack on a long reply)."""
-    blocks, start = [], 0
-    while True:
-        open_at = text.find("```", start)
-        if open_at < 0:
-            return blocks
-        body = open_at + 3
-        close = text.find("```", body)
-        content = text[body:] if close < 0 else text[body:close]
-        first, newline, rest = content.partition("\n")
-        if newline and (not first.strip() or first.strip().isalpha()):
-            content = rest
-        blocks.append(content)
-        if close < 0:
-            return blocks
-        start = close + 3
 
 
 class _LongInteger(ValueError):

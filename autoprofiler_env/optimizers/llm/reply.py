@@ -21,7 +21,7 @@ _PYTHON_LABELS = {"", "python", "py", "python3", "py3"}
 _MODEL_NEW = re.compile(r"^[ \t]*class[ \t]+ModelNew\b", re.MULTILINE)
 
 
-def _fenced_blocks(reply: str) -> list[tuple[str, str, bool]]:
+def fenced_blocks(reply: str) -> list[tuple[str, str, bool]]:
     """Every fenced block as (label, code, whether it was closed), in order. A block left
     open at the end of the reply (the model ran out of tokens) runs to the end."""
     blocks, pos = [], 0
@@ -43,7 +43,7 @@ def _fenced_blocks(reply: str) -> list[tuple[str, str, bool]]:
 _THINKING = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
 
-def _answer(reply: str) -> str:
+def answer(reply: str) -> str:
     """The reply without a reasoning model's ``<think>...</think>`` (a draft, not the
     answer; one left open, cut off, runs to the end; where the server put the opening tag in
     the prompt, the reply's text up to its last ``</think>``)."""
@@ -55,7 +55,7 @@ def _chosen(reply: str) -> tuple[str, bool] | None:
     """The block :func:`extract_code` takes (its code, dedented, and whether it was closed),
     or None where the answer has no python block."""
     python = [(textwrap.dedent(code).strip("\n") + "\n", closed)
-              for label, code, closed in _fenced_blocks(_answer(reply))
+              for label, code, closed in fenced_blocks(answer(reply))
               if label in _PYTHON_LABELS and code.strip()]
     with_model_new = [block for block in python if _MODEL_NEW.search(block[0])]
     return (with_model_new or python)[-1] if python else None
@@ -83,7 +83,7 @@ def extract_code(reply: str) -> str:
         raise LLMError("empty", "the model's reply is empty")
     chosen = _chosen(reply)
     if chosen is None:
-        thought = _answer(reply) != reply
+        thought = answer(reply) != reply
         raise LLMError("no_code", f"the reply ({len(reply)} chars) has no ```python code "
                        "block" + (" outside its <think>...</think>" if thought else ""))
     code = chosen[0]
