@@ -73,8 +73,8 @@ The config (YAML)::
     seeds: 5
     env: {}                      # make kwargs: the evaluation's environments and the RL
                                  # training get them all; the tree learner and the train-
-                                 # split choice of the fixed configuration get dataset and
-                                 # optimizer
+                                 # split choice of the fixed configuration get those that
+                                 # judge and score an episode (JUDGING_KWARGS)
     agents:                      # the learned agents, each run once per seed
       autoprofiler-tree: {kind: tree, rounds: 200}
       maskable-ppo: {kind: rl, config: maskable_ppo.yaml}
@@ -340,6 +340,18 @@ def _outcomes(env, policy, budget: float, masked: list | None = None) -> dict:
             for r in records}
 
 
+JUDGING_KWARGS = ("dataset", "optimizer", "tolerance", "llm_missing", "cost_penalty")
+"""The environment kwargs of a config's ``env`` that the tree learner and the train-split choice
+of the fixed configuration take (what judges and scores an episode), so that they learn and
+choose under the rules the evaluation applies; a tree agent's own ``cost_penalty`` option
+comes first."""
+
+
+def _judging(config: ExperimentConfig) -> dict:
+    """The config's :data:`JUDGING_KWARGS` that it sets."""
+    return {k: config.env[k] for k in JUDGING_KWARGS if config.env.get(k) is not None}
+
+
 def _run_file(out: Path, agent: str, seed: int) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in agent)
     return out / "runs" / safe / f"seed-{seed}.json"
@@ -356,10 +368,8 @@ def _learned_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: P
         options = dict(spec.options)
         proposer = make_proposer(options.pop("proposer", "search"), seed)
         tree, _ = learn_tree(list(config.budgets), proposer,
-                             out / "agents" / spec.name / f"seed-{seed}",
-                             dataset=config.env.get("dataset"),
-                             optimizer=config.env.get("optimizer"), progress=False,
-                             wandb_run=wandb_run, **options)
+                             out / "agents" / spec.name / f"seed-{seed}", progress=False,
+                             wandb_run=wandb_run, **(_judging(config) | options))
         return lambda env: TreePolicy(tree, env, spec.name)
     return _rl_policy(spec, seed, config, out, wandb_run)
 
@@ -476,11 +486,10 @@ def best_fixed(env, budget: float) -> str:
 
 def _choose_fixed(config: ExperimentConfig) -> dict[float, str]:
     """Per budget, :func:`best_fixed` on the train split, on the environment of the config's
-    dataset and optimizer."""
+    :data:`JUDGING_KWARGS`."""
     import gymnasium as gym
 
-    kwargs = {k: config.env[k] for k in ("dataset", "optimizer") if config.env.get(k)}
-    env = gym.make("AutoProfiler-v0", split="train", **kwargs)
+    env = gym.make("AutoProfiler-v0", split="train", **_judging(config))
     chosen = {b: best_fixed(env, b) for b in config.budgets}
     env.close()
     return chosen

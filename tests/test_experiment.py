@@ -746,3 +746,32 @@ def test_an_agent_named_as_a_row_the_experiment_adds_is_refused(tmp_path, name):
     experiment skipped the hindsight job and failed on the agent's file."""
     with pytest.raises(ConfigError, match="run folder"):
         _config(tmp_path, SMALL.replace("  tree: {kind: tree", f"  '{name}': {{kind: tree"))
+
+
+def test_the_tree_learner_and_the_fixed_choice_judge_as_the_evaluation_does(tmp_path,
+                                                                           monkeypatch):
+    """A review: with ``env: {tolerance: kernelbench}`` the tree was learned and the fixed
+    configuration chosen at the recorded 1e-2, then judged at 1e-4. Both now take the env's
+    kwargs that judge and score an episode (a tree agent's own cost_penalty first)."""
+    import experiments.learn_tree
+    from agents.tree import Stop
+    from experiments import experiment
+    from experiments.experiment import AgentSpec, _choose_fixed, _learned_policy
+
+    config = _config(tmp_path, "name: t\nbudgets: [0.25]\nsplits: [test]\nseeds: 1\n"
+                               "env: {tolerance: kernelbench, cost_penalty: 0.1, "
+                               "reward: log_speedup}\n")
+    made = []
+    monkeypatch.setattr(experiment, "best_fixed", lambda env, b: made.append(
+        dict(env.spec.kwargs)) or "set:full")
+    assert _choose_fixed(config) == {0.25: "set:full"}
+    assert len(made) == 1 and made[0]["split"] == "train"
+    assert made[0]["tolerance"] == "kernelbench" and made[0]["cost_penalty"] == 0.1
+    assert "reward" not in made[0]  # not a judging kwarg
+    learned = []
+    monkeypatch.setattr(experiments.learn_tree, "learn_tree",
+                        lambda budgets, proposer, out, **kw: learned.append(kw) or (Stop(), {}))
+    for options, penalty in (({"rounds": 3}, 0.1), ({"rounds": 3, "cost_penalty": 0.5}, 0.5)):
+        _learned_policy(AgentSpec("tree", "tree", options), 0, config, tmp_path, {})
+        assert learned[-1] == {"progress": False, "wandb_run": None, "rounds": 3,
+                               "tolerance": "kernelbench", "cost_penalty": penalty}

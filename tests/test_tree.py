@@ -1089,3 +1089,17 @@ def test_a_run_resumes_on_an_upgraded_file_of_its_dataset(tmp_path):
     again = run_experiment(load_config(tmp_path / "exp.yaml"), tmp_path / "exp",
                            progress=False)
     assert again["rows"] == first["rows"]
+
+
+def test_the_learner_refuses_an_environment_that_shapes_the_reward():
+    """A review: the learner's objective is the mean reward, which ``incorrect_reward`` (a
+    training shaping) changes; it scores the program one would ship, as every evaluation."""
+    from agents.tree.learner import Scorer
+    from autoprofiler_env.errors import AutoProfilerError
+
+    for kwargs, said in (({"reward": "speedup"}, "reward='log_speedup'"),
+                         ({"incorrect_reward": -1.0}, "without incorrect_reward")):
+        env = gym.make("AutoProfiler-v0", split="train", **kwargs)
+        with pytest.raises(AutoProfilerError, match=said):
+            Scorer(env, 0.25)
+        env.close()

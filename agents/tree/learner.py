@@ -155,6 +155,11 @@ class Scorer:
         if base.reward_kind != "log_speedup":
             raise AutoProfilerError("the learner sums log rewards: build its environments "
                                     "with reward='log_speedup' (the default)")
+        if base.incorrect_reward is not None:  # the one score: autoprofiler_env.scoring
+            raise AutoProfilerError("the learner scores the program one would ship (eager "
+                                    "where the candidate is incorrect): build its "
+                                    "environments without incorrect_reward, a training "
+                                    "shaping")
         self.env, self.budget = env, budget
         self.vocab = vocabulary(tuple(base.sections))
         self._memo: dict = {}
