@@ -8,6 +8,10 @@ import signal
 import subprocess
 import sys
 
+STARTUP_TIMEOUT_S = 180.0
+"""Seconds a fresh worker process (the judge's, a problem file's import) may take to start:
+importing torch and initialising CUDA take several on a loaded machine."""
+
 _PR_SET_PDEATHSIG = 1
 
 

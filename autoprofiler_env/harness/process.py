@@ -22,10 +22,8 @@ from pathlib import Path
 
 from autoprofiler_env.harness import wire
 from autoprofiler_env.harness.sandbox import scrubbed_environment
-from autoprofiler_env.processes import kill_group
+from autoprofiler_env.processes import STARTUP_TIMEOUT_S, kill_group
 
-STARTUP_TIMEOUT_S = 180.0
-"""Starting a worker imports torch and initialises CUDA: seconds, more on a loaded machine."""
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _ENTRY = "from autoprofiler_env.harness.worker import main; main()"

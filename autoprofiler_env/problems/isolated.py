@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 from autoprofiler_env.errors import ProblemError, ProblemTimeoutError, ProblemWorkerError
 from autoprofiler_env.problems.problem import SIZES, Problem, Size
-from autoprofiler_env.processes import die_with_parent, kill_group
+from autoprofiler_env.processes import STARTUP_TIMEOUT_S, die_with_parent, kill_group
 
 if TYPE_CHECKING:
     from autoprofiler_env.features import StaticFeatures
@@ -59,9 +59,6 @@ DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_IMPORT_TIMEOUT_S = 5.0
 """Seconds of those that its import may take (with torch already imported): KernelBench's
 level 1-3 files take milliseconds, one importing transformers about 2 s."""
-
-STARTUP_TIMEOUT_S = 180.0
-"""Seconds a fresh worker may take to import torch (several on a loaded machine)."""
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 """Prepended to the worker's PYTHONPATH: it must import this package even when the caller runs
