@@ -13,6 +13,18 @@ action as STOP. Everything a policy may read is in the observation (its ``action
 included) or in the documented part of the environment (``sections``, ``metric_names``,
 ``section_costs``, ``episode_budget``, ``optimizer``; ``problem`` only for an analysis tool
 such as the hindsight oracle): never a private attribute.
+
+The benchmark and the experiment also read, where a policy has them (all optional):
+
+- ``name``: its row in the tables where it is given as an object (without one: its class or
+  function name; a spec string names its own row);
+- ``stochastic``: whether its episodes vary with a seed (then run once per seed); without it,
+  a policy with a ``seed(int)`` method is taken as stochastic;
+- ``seed(int)``: seeds a stochastic policy before each seed's episodes;
+- ``fits_budget(sections)``: for a fixed configuration, whether it ran whole within the
+  budget (True/False; None for a policy that is not one): the leaderboard's fits column.
+
+(:class:`experiments.policies.Entry` holds the rules.)
 """
 
 from __future__ import annotations
