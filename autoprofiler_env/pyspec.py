@@ -67,7 +67,7 @@ def imported(spec: str, error: type[Exception], flag: str, usage: str):
             # a file's path given as MODULE is told in dots; else a typo's name meant
             close = None if _is_path(module_name) else _close(e.name, here)
             advice = (f"did you mean {PREFIX}{close}{module_name[len(e.name):]}:{attribute}?"
-                      if close else _where(module_name))
+                      if close else _where(module_name, here))
             raise error(f"{flag} {spec}: no module {module_name!r} is importable from the "
                         f"current directory ({here}) or PYTHONPATH: {advice}") from None
         raise error(f"{flag} {spec}: importing {module_name} failed: {e} (a module it "
@@ -116,9 +116,18 @@ def _is_path(module_name: str) -> bool:
     return "/" in module_name or "\\" in module_name or module_name.endswith(".py")
 
 
-def _where(module_name: str) -> str:
+def _where(module_name: str, here: str) -> str:
     """What to do about a module that is not importable: a path given as MODULE (``pkg/mod``,
-    ``mod.py``) said in dots."""
+    ``mod.py``) said in dots; a package of the current directory that an installed one of the
+    same name shadows (this project installs ``agents``, ``baselines`` and ``experiments``)
+    renamed."""
+    top = module_name.split(".")[0]
+    installed = getattr(sys.modules.get(top), "__path__", None)
+    if (installed and "." in module_name and os.path.isdir(os.path.join(here, top))
+            and all(os.path.abspath(p) != os.path.join(here, top) for p in installed)):
+        return (f"the package {top!r} is the one installed at {list(installed)[0]}, which "
+                f"hides your folder {top}/ here: rename your folder (e.g. my_{top}/) and give "
+                f"py:my_{module_name}:ATTR")
     if _is_path(module_name):
         dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
         return (f"MODULE is a module's dotted name, not its file: give py:{dotted}:ATTR, run "

@@ -160,6 +160,14 @@ def test_a_typo_in_a_py_specs_module_is_answered_with_the_name_meant(here, monke
         assert answer in str(raised.value), raised.value
         assert "did you mean" not in str(raised.value) or answer.startswith("did you mean")
     assert (here / "bad" / "__init__.py.runs").read_text() == "x"  # imported once
+    # a folder named as a package this project installs (agents, baselines, experiments) is
+    # hidden by it: said so (a walkthrough: told to run from the folder it ran from)
+    (here / "agents").mkdir()
+    (here / "agents" / "cheap.py").write_text("X = 1\n")
+    with pytest.raises(ValueError, match=r"the package 'agents' is the one installed at .*"
+                       r"hides your folder agents/ here: rename your folder \(e.g. my_agents/\)"
+                       r" and give py:my_agents.cheap:ATTR"):
+        imported("py:agents.cheap:X", ValueError, "--policy", "a class")
 
 
 NOT_TAKING_THE_ENV = '''
