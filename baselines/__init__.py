@@ -3,6 +3,7 @@ hindsight oracle. Each has stable-baselines3's ``predict`` signature."""
 
 from baselines.agents import (
     CUDAFORGE_LIKE,
+    FIXED_PREFIXES,
     Agent,
     FixedSections,
     HindsightOracle,
@@ -12,8 +13,9 @@ from baselines.agents import (
     RooflineTree,
     all_agents,
     baseline,
+    is_fixed,
 )
 
-__all__ = ["CUDAFORGE_LIKE", "Agent", "FixedSections", "HindsightOracle", "NoProfile",
-           "OracleUseError", "RandomAgent", "RooflineTree", "all_agents",
-           "baseline"]
+__all__ = ["CUDAFORGE_LIKE", "FIXED_PREFIXES", "Agent", "FixedSections", "HindsightOracle",
+           "NoProfile", "OracleUseError", "RandomAgent", "RooflineTree", "all_agents",
+           "baseline", "is_fixed"]

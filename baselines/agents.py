@@ -31,6 +31,16 @@ CUDAFORGE_LIKE = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAna
 """Sections carrying CudaForge-style metrics: throughputs, occupancy and its limiters, launch
 configuration, cache hit rates, pipe use, stall reasons, branch efficiency."""
 
+FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
+"""The fixed configurations among the baselines, by the start of their names (as
+:func:`all_agents` names them): ncu's sets, single sections, the curated list, no profile."""
+
+
+def is_fixed(name: str) -> bool:
+    """Whether the agent called ``name`` is a fixed configuration (:data:`FIXED_PREFIXES`)."""
+    return name.startswith(FIXED_PREFIXES)
+
+
 _SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 _MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 

@@ -197,6 +197,17 @@ def _share_fitting(runs: list[dict]) -> float | None:
     return statistics.fmean(bool(f) for f in fits)
 
 
+def best_fixed_row(rows: list[dict]) -> dict:
+    """The fixed configuration's row (:func:`baselines.is_fixed`) with the best
+    ``geomean_speedup`` among ``rows`` (the benchmark's summary rows at one budget); on a tie,
+    the configuration that fits the budget on more problems (``fits_budget``: a cut one is not
+    quite the configuration it is named after), then the first."""
+    from baselines import is_fixed
+
+    fixed = [r for r in rows if is_fixed(r["agent"])]
+    return max(fixed, key=lambda r: (round(r["geomean_speedup"], 9), r["fits_budget"]))
+
+
 def write_csv(rows: list[dict], path: Path, columns=None) -> None:
     """Writes the rows as CSV, atomically: the whole file is rendered first, then replaces
     ``path`` in one rename, so an interrupted run leaves the earlier file as it was."""

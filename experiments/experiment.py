@@ -106,7 +106,6 @@ from autoprofiler_env.numeric import is_finite_number, repeated
 from experiments.live import LiveConfig
 from experiments.tracking import finishing
 
-FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
 TRAIN_CHOSEN = "fixed (chosen on train)"
 HINDSIGHT = "fixed (best in hindsight)"
 """The fixed configuration with the best geometric mean on the split scored, at each budget:
@@ -472,16 +471,18 @@ def best_fixed(env, budget: float) -> str:
     The fixed configurations only: the shipped agents and the other baselines are not run."""
     from autoprofiler_env.evaluation import rollout
     from autoprofiler_env.scoring import geomean, shipped_speedup
-    from baselines import all_agents
+    from baselines import all_agents, is_fixed
+    from experiments.benchmark import best_fixed_row
 
-    scores = []
-    for agent in [a for a in all_agents(env) if a.name.startswith(FIXED_PREFIXES)]:
+    rows = []
+    for agent in [a for a in all_agents(env) if is_fixed(a.name)]:
         records = rollout(env, agent, budget=budget)
-        scores.append((round(geomean(shipped_speedup(r.correct, r.speedup)
-                                     for r in records), 9),
-                       float(np.mean([bool(agent.fits_budget(r.sections))
-                                      for r in records])), agent.name))
-    return max(scores, key=lambda t: t[:2])[2]
+        rows.append({"agent": agent.name,
+                     "geomean_speedup": geomean(shipped_speedup(r.correct, r.speedup)
+                                                for r in records),
+                     "fits_budget": float(np.mean([bool(agent.fits_budget(r.sections))
+                                                   for r in records]))})
+    return best_fixed_row(rows)["agent"]
 
 
 def _choose_fixed(config: ExperimentConfig) -> dict[float, str]:

@@ -439,8 +439,9 @@ def test_choosing_the_fixed_configuration_runs_the_baselines_only(tmp_path):
 
     from autoprofiler_env.dataset.format import DatasetFile
     from autoprofiler_env.dataset.names import resolve_dataset
+    from baselines import FIXED_PREFIXES
     from experiments.benchmark import benchmark
-    from experiments.experiment import FIXED_PREFIXES, _choose_fixed
+    from experiments.experiment import _choose_fixed
 
     path = tmp_path / "data.json.gz"
     content = DatasetFile.load(resolve_dataset(None))
@@ -617,7 +618,8 @@ def test_the_best_fixed_configuration_in_hindsight_is_the_strongest_fixed_row(tm
     ratios over it and over the train-chosen one are its geometric mean over theirs."""
     import csv
 
-    from experiments.experiment import FIXED_PREFIXES, _run_file
+    from baselines import FIXED_PREFIXES
+    from experiments.experiment import _run_file
 
     config = _config(tmp_path, BASELINES_ONLY)
     out = tmp_path / "out"

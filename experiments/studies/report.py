@@ -44,12 +44,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from autoprofiler_env.scoring import log_score
+from experiments.benchmark import best_fixed_row
 
 DEFAULT_BUDGETS = "0.02,0.05,0.1,0.25,0.5"
 CHECKED_BUDGETS = (0.10, 0.25)
 """The budgets at which the criteria of items 2 to 4 are checked (all budgets are printed)."""
-FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
-"""The fixed configurations among the baselines (by name)."""
 EPS = 1e-9
 """Scores closer than this are equal."""
 
@@ -100,13 +99,6 @@ def full_evidence(backend, uris: list[str]) -> dict:
             "ratio_recorded": full / best_recorded(backend, uris), "pass": full >= 0.9 * ceiling}
 
 
-def _best_fixed(rows: list[dict]) -> dict:
-    fixed = [r for r in rows if r["agent"].startswith(FIXED_PREFIXES)]
-    # on a tie, the configuration that fits the budget on more problems: a cut one is not
-    # quite the configuration it is named after
-    return max(fixed, key=lambda r: (round(r["geomean_speedup"], 9), r["fits_budget"]))
-
-
 def oracle_vs_fixed(summary: list[dict], train_summary: list[dict]) -> list[dict]:
     """Item 2, per budget: the oracle, the best fixed configuration chosen on the train split
     (``train_summary``: the benchmark's rows there) and its value on the evaluated split
@@ -116,8 +108,8 @@ def oracle_vs_fixed(summary: list[dict], train_summary: list[dict]) -> list[dict
     for budget in sorted({r["budget"] for r in summary}):
         at = [r for r in summary if r["budget"] == budget]
         named = {r["agent"]: r for r in at}
-        chosen = _best_fixed([r for r in train_summary if r["budget"] == budget])
-        hindsight = _best_fixed(at)
+        chosen = best_fixed_row([r for r in train_summary if r["budget"] == budget])
+        hindsight = best_fixed_row(at)
         oracle = named["oracle"]["geomean_speedup"]
         train_fixed = named[chosen["agent"]]
         rows.append({"budget": budget, "oracle": oracle,

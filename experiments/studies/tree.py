@@ -23,14 +23,7 @@ import statistics
 from pathlib import Path
 
 from autoprofiler_env.atomic import write_atomic
-
-FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
-
-
-def _best_fixed(rows: list[dict]) -> dict:
-    fixed = [r for r in rows if r["agent"].startswith(FIXED_PREFIXES)]
-    return max(fixed, key=lambda r: (round(r["geomean_speedup"], 9), r["fits_budget"]))
-
+from experiments.benchmark import best_fixed_row
 
 def study(budgets: list[float], seeds: int, rounds: int, optimizer: str | None) -> dict:
     import gymnasium as gym
@@ -51,7 +44,7 @@ def study(budgets: list[float], seeds: int, rounds: int, optimizer: str | None) 
            "problems": {s: len(e.unwrapped.problems) for s, e in envs.items()}}
     for budget in budgets:
         at = {s: {r["agent"]: r for r in rows[s] if r["budget"] == budget} for s in rows}
-        chosen = _best_fixed(list(at["train"].values()))["agent"]
+        chosen = best_fixed_row(list(at["train"].values()))["agent"]
         entry = {"train_chosen_fixed": chosen, "splits": {}, "seeds": []}
         for seed in range(seeds):
             result = learn(envs["train"], envs["val"], SearchProposer(seed),
