@@ -44,6 +44,7 @@ from pathlib import Path
 from autoprofiler_env.atomic import one_writer
 from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning, EmptySplitError
 from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S, DEFAULT_TIMEOUT_S
+from autoprofiler_env.problems.loaders import LEVELS, SPLITS
 
 EXIT_OK, EXIT_INCORRECT, EXIT_ERROR = 0, 1, 2
 
@@ -80,7 +81,7 @@ def _checkout_levels(source: Path) -> tuple[Path, tuple[int, ...]] | None:
     checkout (``level<N>/``): the checkout's folder and N (its problems named as a dataset
     names them); None otherwise (a folder of problem files, a file)."""
     from autoprofiler_env.errors import ProblemNotFoundError
-    from autoprofiler_env.problems.kernelbench import LEVELS, identify, levels_root
+    from autoprofiler_env.problems.kernelbench import LEVELS as RECORDED, identify, levels_root
 
     level = identify(source / "_.py") if source.is_dir() else None
     if level is not None:
@@ -91,7 +92,7 @@ def _checkout_levels(source: Path) -> tuple[Path, tuple[int, ...]] | None:
         root = levels_root(source)
     except ProblemNotFoundError:
         return None
-    return root, tuple(level for level in LEVELS if (root / f"level{level}").is_dir())
+    return root, tuple(level for level in RECORDED if (root / f"level{level}").is_dir())
 
 
 def cmd_problems(args: argparse.Namespace) -> int:
@@ -538,7 +539,7 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
         splits = Counter(m.split for m in manifest.problems)
         print(f"{len(manifest.problems)} problems in {len(strata)} strata (level, op), "
               f"{len(manifest.skipped)} skipped: {path}")
-        print("splits: " + ", ".join(f"{s} {splits[s]}" for s in ("train", "val", "test")))
+        print("splits: " + ", ".join(f"{s} {splits[s]}" for s in SPLITS))
         for (level, op), n in sorted(strata.items()):
             print(f"  level {level} {op:14s} {n}")
         for file, why in manifest.skipped.items():
@@ -1026,9 +1027,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", help="a folder or file of KernelBench-format problems, or "
                    "a KernelBench checkout (the folder holding level1/, or the repository's "
                    "root: its levels 1-3) (default: the project's suite)")
-    p.add_argument("--split", choices=("train", "val", "test"),
+    p.add_argument("--split", choices=SPLITS,
                    help="only this split (the suite's; not with --source)")
-    p.add_argument("--level", type=int, choices=(1, 2, 3), help="only this level")
+    p.add_argument("--level", type=int, choices=LEVELS, help="only this level")
     p.add_argument("--features", action="store_true",
                    help="add the static features: FLOPs, the minimal bytes moved, their ratio "
                    "(flop/B) and the operators dispatched in the text; every feature, as "
@@ -1156,7 +1157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="3", metavar="N",
                    help="how many seeds each stochastic agent runs: the seeds 0..N-1 "
                    "(default: 3, the seeds 0, 1, 2)")
-    p.add_argument("--split", default="test", choices=("train", "val", "test"),
+    p.add_argument("--split", default="test", choices=SPLITS,
                    help="the split the agents are scored on (default: test)")
     p.add_argument("--optimizer", help="the optimizer the replay reruns: reference, "
                    "reference-v1 or llm:<model>; default: the dataset's own "
@@ -1262,8 +1263,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the judge's limit for one candidate (compile, correctness, timing); "
                    "one that outlasts it is recorded as failed, 'timeout' (default: 600, or "
                    "KernelBench's 180 with --source)")
-    p.add_argument("--split", choices=("train", "val", "test"))
-    p.add_argument("--level", type=int, choices=(1, 2, 3))
+    p.add_argument("--split", choices=SPLITS)
+    p.add_argument("--level", type=int, choices=LEVELS)
     p.add_argument("--plan", metavar="FILE",
                    help="a recording plan: the candidates part records its candidates (composed "
                         "names), in its order (python -m autoprofiler_env.dataset.record.plan)")

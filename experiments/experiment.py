@@ -103,6 +103,7 @@ from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.configfile import read_yaml
 from autoprofiler_env.errors import AutoProfilerError, ConfigError, EmptySplitError, warn
 from autoprofiler_env.numeric import is_finite_number, repeated
+from autoprofiler_env.problems.loaders import SPLITS
 from experiments.live import LiveConfig
 from experiments.tracking import finishing
 
@@ -208,7 +209,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
     if not budgets or any(not is_finite_number(b) or b <= 0 for b in budgets):
         raise ConfigError(f"{path}: 'budgets' must be a list of fractions > 0, got {budgets!r}")
     splits = need("splits", list, ["test", "val"])
-    if not splits or any(s not in ("train", "val", "test") for s in splits):
+    if not splits or any(s not in SPLITS for s in splits):
         raise ConfigError(f"{path}: 'splits' must name train, val or test, got {splits!r}")
     seeds = data.get("seeds", 5)
     if isinstance(seeds, int) and not isinstance(seeds, bool) and seeds > 0:

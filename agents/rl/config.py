@@ -61,10 +61,10 @@ from typing import Any
 from autoprofiler_env.configfile import read_yaml
 from autoprofiler_env.errors import ConfigError
 from autoprofiler_env.numeric import is_finite_number, repeated
+from autoprofiler_env.problems.loaders import SPLITS
 
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn")
 VEC_ENVS = ("dummy", "subproc")
-SPLITS = ("train", "val", "test")
 SCHEDULED = ("learning_rate", "clip_range", "clip_range_vf")
 """The hyperparameters that take a ``lin_<x>`` schedule."""
 COUNTS = frozenset({"n_steps", "batch_size", "n_epochs", "buffer_size", "learning_starts",

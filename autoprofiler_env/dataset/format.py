@@ -101,11 +101,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from autoprofiler_env.atomic import write_atomic
-from autoprofiler_env.dataset.splits import SPLITS
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
 from autoprofiler_env.numeric import is_finite_number, shown
 from autoprofiler_env.problems.kernelbench import KernelBenchProvenance
+from autoprofiler_env.problems.loaders import SPLITS
 from autoprofiler_env.profiler.records import (
     KERNEL_KEYS,
     DisplayedMetric,

@@ -21,6 +21,7 @@ from autoprofiler_env.dataset.names import DEFAULT_NAME, SHIPPED, resolve_datase
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.harness.tolerance import PRESETS, admits_constant
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
+from autoprofiler_env.problems.loaders import SPLITS
 from autoprofiler_env.profiler.merge import merge_profiles
 from autoprofiler_env.profiler.records import Profile, ProfileCost
 
@@ -434,7 +435,7 @@ class Dataset:
         return {
             "metadata": shown,
             "problems": len(self.content.problems),
-            "splits": {s: sum(r.split == s for r in problems) for s in ("train", "val", "test")},
+            "splits": {s: sum(r.split == s for r in problems) for s in SPLITS},
             "sections": list(self.sections),
             "profiles": sum(len(r.profiles) for r in problems),
             "outcomes": {m: sum(len(r.outcomes.get(m, {})) for r in problems)

@@ -21,7 +21,8 @@ import hashlib
 from collections import Counter
 from collections.abc import Hashable
 
-SPLITS = ("train", "val", "test")
+from autoprofiler_env.problems.loaders import SPLITS
+
 PATTERN = ("train", "val", "train", "test", "train")
 """The repeating deal: 3/5 train, 1/5 validation, 1/5 test."""
 PROPORTIONS = {s: PATTERN.count(s) / len(PATTERN) for s in SPLITS}

@@ -20,7 +20,11 @@ MANIFEST_PATH = SUITE_DIR / "manifest.json"
 SUITE_URI_PREFIX = "problem://autoprofiler/v1/"
 LOCAL_URI_PREFIX = "problem://local/"
 SPLITS = ("train", "val", "test")
+"""The splits, the project's one list of them: its suite's, a dataset's, an experiment's."""
 LEVELS = (1, 2, 3)
+"""The levels of the project's suite (``suite/level1`` ...). A KernelBench dataset's are
+:data:`autoprofiler_env.problems.kernelbench.LEVELS` (what it records: equal, not the same
+statement)."""
 
 _LEVEL_DIR = re.compile(r"^level_?(\d+)$", re.IGNORECASE)
 

@@ -23,6 +23,7 @@ import statistics
 from pathlib import Path
 
 from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.problems.loaders import SPLITS
 from experiments.benchmark import best_fixed_row
 
 def study(budgets: list[float], seeds: int, rounds: int, optimizer: str | None) -> dict:
@@ -36,9 +37,9 @@ def study(budgets: list[float], seeds: int, rounds: int, optimizer: str | None) 
     from experiments.benchmark import benchmark
 
     kwargs = {"optimizer": optimizer} if optimizer else {}
-    envs = {s: gym.make("AutoProfiler-v0", split=s, **kwargs) for s in ("train", "val", "test")}
+    envs = {s: gym.make("AutoProfiler-v0", split=s, **kwargs) for s in SPLITS}
     rows = {s: benchmark(None, budgets, seeds=1, split=s, optimizer=optimizer)[0]
-            for s in ("train", "val", "test")}
+            for s in SPLITS}
     out = {"budgets": {}, "optimizer": optimizer or envs["train"].unwrapped.optimizer,
            "seeds": seeds, "rounds": rounds,
            "problems": {s: len(e.unwrapped.problems) for s, e in envs.items()}}
