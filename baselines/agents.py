@@ -25,6 +25,7 @@ import numpy as np
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.oracle import best_affordable
 from autoprofiler_env.profiler.catalogue import load_catalogue
+from autoprofiler_env.profiler.metrics import MEM_PCT, SM_PCT
 
 CUDAFORGE_LIKE = ("SpeedOfLight", "LaunchStats", "Occupancy", "MemoryWorkloadAnalysis",
                   "ComputeWorkloadAnalysis", "WarpStateStats", "SourceCounters")
@@ -39,10 +40,6 @@ FIXED_PREFIXES = ("set:", "section:", "curated:", "no-profile")
 def is_fixed(name: str) -> bool:
     """Whether the agent called ``name`` is a fixed configuration (:data:`FIXED_PREFIXES`)."""
     return name.startswith(FIXED_PREFIXES)
-
-
-_SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-_MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 
 
 class Agent:
@@ -128,7 +125,7 @@ class RooflineTree(Agent):
 
     SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Chart",
                 "ComputeWorkloadAnalysis", "WarpStateStats")
-    METRICS = (_SM, _MEM)
+    METRICS = (SM_PCT, MEM_PCT)
 
     def __init__(self, env) -> None:
         super().__init__(env)
@@ -137,7 +134,7 @@ class RooflineTree(Agent):
             raise ValueError(f"roofline-tree reads {', '.join(missing)}, which this "
                              "environment's dataset lacks")
         metrics = self.env.metric_names
-        self._sm, self._mem = metrics.index(_SM), metrics.index(_MEM)
+        self._sm, self._mem = metrics.index(SM_PCT), metrics.index(MEM_PCT)
         self._i = {s: self.sections.index(s) for s in self.SECTIONS}
 
     @classmethod

@@ -52,6 +52,7 @@ from typing import Any, Iterator, Union
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.numeric import is_finite_number
+from autoprofiler_env.profiler.metrics import MEM_PCT
 
 FORMAT = "autoprofiler-tree"
 VERSION = 1
@@ -426,8 +427,8 @@ def roofline_tree() -> Tree:
     memory = Collect("MemoryWorkloadAnalysis", Collect("MemoryWorkloadAnalysis_Chart"))
     compute = Collect("ComputeWorkloadAnalysis", Collect("WarpStateStats"))
     return Tree(Collect("SpeedOfLight", Branch(
-        Condition("metric", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                  ROOFLINE_MEMORY_BOUND), memory, compute)), {"name": "roofline"})
+        Condition("metric", MEM_PCT, ROOFLINE_MEMORY_BOUND), memory, compute)),
+        {"name": "roofline"})
 
 
 def by_budget(trees: dict[float, Tree], meta: dict | None = None) -> Tree:

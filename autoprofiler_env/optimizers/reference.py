@@ -79,17 +79,12 @@ from autoprofiler_env.features import StaticFeatures, static_features
 from autoprofiler_env.optimizers import reference_v1
 from autoprofiler_env.optimizers.candidate import Candidate
 from autoprofiler_env.optimizers.compose import KINDS, compose, composed_name
-from autoprofiler_env.optimizers.reference_v1 import _has  # kernel-name marks, memoized
 from autoprofiler_env.optimizers.transforms import TRANSFORMATIONS, identity_source
 from autoprofiler_env.problems.problem import Problem
+from autoprofiler_env.profiler.metrics import FMA_PIPE, MEM_PCT, SM_PCT, TENSOR_PIPES, has_mark
 from autoprofiler_env.profiler.records import KernelProfile, Profile
 
-SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-MEM_PCT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 DRAM_PCT = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
-FMA_PIPE = "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"
-TENSOR_PIPES = ("sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active",
-                "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
 DRAM_BYTES_PER_S = "dram__bytes.sum.per_second"
 INSTRUCTIONS = "smsp__inst_executed.sum"
 OWN_METRICS = (SM_PCT, MEM_PCT, DRAM_PCT, FMA_PIPE, *TENSOR_PIPES, DRAM_BYTES_PER_S,
@@ -243,8 +238,8 @@ def proposals(profile: Profile, features: StaticFeatures, eager_ms: float | None
     out: list[Proposal] = []
     shares = profile.shares()
     kernels = list(zip(profile.kernels, shares))
-    gemm = [(k, s) for k, s in kernels if _has(k.name, _GEMM_MARKS)]
-    rest = [(k, s) for k, s in kernels if not _has(k.name, _GEMM_MARKS)]
+    gemm = [(k, s) for k, s in kernels if has_mark(k.name, _GEMM_MARKS)]
+    rest = [(k, s) for k, s in kernels if not has_mark(k.name, _GEMM_MARKS)]
     g = sum(s for _, s in gemm)
     m_share = 1.0 - g
     n = len(profile.kernels)
@@ -292,7 +287,7 @@ def proposals(profile: Profile, features: StaticFeatures, eager_ms: float | None
             half.append(("P5", f"the GEMM kernels are memory-bound ({mem_g:.0f}% memory, "
                          f"{sm_g:.0f}% SM): 16-bit operands halve their bytes",
                          {MEM_PCT: round(mem_g, 1), SM_PCT: round(sm_g, 1)}))
-        attention = sum(s for k, s in gemm if _has(k.name, _ATTENTION_MARKS))
+        attention = sum(s for k, s in gemm if has_mark(k.name, _ATTENTION_MARKS))
         if attention > 0:
             half.append(("P6", f"attention kernels ({attention:.0%} of the time) have flash "
                          "kernels in 16-bit only", {"attention_share": round(attention, 3)}))
@@ -320,7 +315,7 @@ def proposals(profile: Profile, features: StaticFeatures, eager_ms: float | None
         below = [(k, s) for k, s in rest if isinstance(k.metrics.get(DRAM_PCT), float)
                  and k.metrics[DRAM_PCT] < ROOFLINE_PCT]
         below_share = sum(s for _, s in below)
-        softmax = [(k, s) for k, s in below if _has(k.name, _SOFTMAX_MARKS)]
+        softmax = [(k, s) for k, s in below if has_mark(k.name, _SOFTMAX_MARKS)]
         softmax_share = sum(s for _, s in softmax)
         if softmax_share >= 0.3:
             dram = _weighted(softmax, DRAM_PCT)
@@ -380,7 +375,7 @@ def proposals(profile: Profile, features: StaticFeatures, eager_ms: float | None
     out.extend(codegen)
 
     # M1: memory format of NCHW 2-D convolutions
-    conv = [(k, s) for k, s in gemm if _has(k.name, _NCHW_CONV_MARKS)]
+    conv = [(k, s) for k, s in gemm if has_mark(k.name, _NCHW_CONV_MARKS)]
     if conv:
         weighted, top = _finding_weight(conv, _LAYOUT_RULES)
         if top is not None and weighted >= 1.0:  # ncu's estimate below 1%: noise

@@ -28,19 +28,14 @@ else ``tf32``, else the reference unchanged (``identity``), stated in the candid
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from autoprofiler_env.features import StaticFeatures, static_features
 from autoprofiler_env.optimizers.candidate import Candidate
 from autoprofiler_env.optimizers.transforms import TRANSFORMATIONS, identity_source
 from autoprofiler_env.problems.problem import Problem
+from autoprofiler_env.profiler.metrics import FMA_PIPE, MEM_PCT, SM_PCT, TENSOR_PIPES, has_mark
 from autoprofiler_env.profiler.records import Profile
 
-SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-MEM_PCT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
-FMA_PIPE = "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"
-TENSOR_PIPES = ("sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active",
-                "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
 EVIDENCE_METRICS = (SM_PCT, MEM_PCT, FMA_PIPE, *TENSOR_PIPES)
 """The metrics the rules read (besides kernel names, durations and findings)."""
 LAUNCH_US = 5.0  # host-side cost of one kernel launch from eager PyTorch
@@ -70,12 +65,6 @@ class Proposal:
     evidence: dict = field(default_factory=dict)
 
 
-@lru_cache(maxsize=4096)
-def _has(name: str, marks: tuple[str, ...]) -> bool:
-    lowered = name.lower()
-    return any(m in lowered for m in marks)
-
-
 def proposals(profile: Profile) -> list[Proposal]:
     """What the rules propose for this profile, before applicability."""
     if not profile.sections or not profile.kernels:
@@ -85,7 +74,7 @@ def proposals(profile: Profile) -> list[Proposal]:
     kernels = list(zip(profile.kernels, shares))
     n = len(profile.kernels)
     total_us = profile.duration_ns / 1e3
-    gemm_share = sum(s for k, s in kernels if _has(k.name, _GEMM_MARKS))
+    gemm_share = sum(s for k, s in kernels if has_mark(k.name, _GEMM_MARKS))
 
     # 1: launch-bound
     if n >= 4 and total_us / n < 8.0:
@@ -115,7 +104,7 @@ def proposals(profile: Profile) -> list[Proposal]:
     # 5: softmax / norm kernels below the memory roofline
     for marks, transformation in ((_SOFTMAX_MARKS, "triton_softmax"),
                                   (_NORM_MARKS, "triton_layer_norm")):
-        share = sum(s for k, s in kernels if _has(k.name, marks))
+        share = sum(s for k, s in kernels if has_mark(k.name, marks))
         if share > 0 and mem is not None and mem < 70.0:
             out.append(Proposal(transformation, 0.4 * share, 5,
                                 f"{transformation.split('_', 1)[1]} kernels ({share:.0%} of "
@@ -126,7 +115,7 @@ def proposals(profile: Profile) -> list[Proposal]:
         if finding.kind != "OPT" or weighted <= 0:
             continue
         evidence = {f"{finding.section}/{finding.rule}": round(weighted, 2)}
-        if finding.rule in _LAYOUT_RULES and any(_has(k.name, _CONV_MARKS) for k, _ in kernels):
+        if finding.rule in _LAYOUT_RULES and any(has_mark(k.name, _CONV_MARKS) for k, _ in kernels):
             out.append(Proposal("channels_last", 0.5 * weighted / 100, 6,
                                 f"{finding.rule} on convolution kernels (est. {weighted:.0f}%)",
                                 evidence))
