@@ -22,6 +22,7 @@ from autoprofiler_env.dataset.format import V1, DatasetFile, Outcome, ProblemRec
 from autoprofiler_env.dataset.record.llm import unanswered
 from autoprofiler_env.errors import DatasetError, warn
 from autoprofiler_env.features import static_features
+from autoprofiler_env.harness.tolerance import DEFAULT_ATOL, DEFAULT_RTOL
 from autoprofiler_env.jsonlines import scan_jsonl
 from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.optimizers.reference import EVIDENCE_METRICS
@@ -335,7 +336,7 @@ def build(run_dirs: list[Path], reference_rows: list[dict], outcome_rows: list[d
     meta = {"gpu": first.get("gpu"), "cuda": first.get("cuda"), "torch": first.get("torch"),
             **{k: first[k] for k in ("triton", "python") if first.get(k)},
             "ncu": ncu_version, "built": datetime.date.today().isoformat(),
-            "tolerance": {"atol": 1e-2, "rtol": 1e-2},
+            "tolerance": {"atol": DEFAULT_ATOL, "rtol": DEFAULT_RTOL},
             "timing": "median of CUDA-event trials, L2 flushed between trials",
             "optimizers": {name: {"judges": _judges(rows),
                                   "problems": len({r["uri"] for r in rows} & set(records)),

@@ -19,7 +19,12 @@ from pathlib import Path
 from autoprofiler_env.dataset.format import DatasetFile, Outcome, ProblemRecord
 from autoprofiler_env.dataset.names import DEFAULT_NAME, SHIPPED, resolve_dataset
 from autoprofiler_env.errors import DatasetError, NotRecordedError
-from autoprofiler_env.harness.tolerance import PRESETS, admits_constant
+from autoprofiler_env.harness.tolerance import (
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    PRESETS,
+    admits_constant,
+)
 from autoprofiler_env.optimizers import DEFAULT_OPTIMIZER
 from autoprofiler_env.problems.loaders import SPLITS
 from autoprofiler_env.profiler.merge import merge_profiles
@@ -200,7 +205,8 @@ class Dataset:
         ``constant_needed``): the backends leave them out under that tolerance."""
         if tolerance is None:
             recorded = self.metadata.get("tolerance") or {}
-            tolerance = f"{recorded.get('atol', 1e-2)},{recorded.get('rtol', 1e-2)}"
+            tolerance = (f"{recorded.get('atol', DEFAULT_ATOL)},"
+                         f"{recorded.get('rtol', DEFAULT_RTOL)}")
         ill = {}
         for uri, record in self.content.problems.items():
             needed = record.eager.get("constant_needed")

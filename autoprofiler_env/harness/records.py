@@ -7,6 +7,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from autoprofiler_env.harness.tolerance import DEFAULT_ATOL, DEFAULT_RTOL
 from autoprofiler_env.problems.problem import Size
 
 
@@ -85,8 +86,8 @@ class HarnessConfig:
 
     device: str = "cpu"
     size: Size = "full"
-    atol: float = 1e-2
-    rtol: float = 1e-2
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
     n_correctness: int = 3
     seed: int = 42
     warmup_ms: float = 25.0

@@ -64,6 +64,10 @@ every preset checks that its problems are well-posed there (``HarnessConfig.pose
 DEFAULT = "kernelbench-v0.1"
 """The harness's default regime, and the one every shipped recording was judged under
 (atol = rtol = 1e-2)."""
+DEFAULT_ATOL, DEFAULT_RTOL = PRESETS[DEFAULT].atol, PRESETS[DEFAULT].rtol
+"""The default regime's (atol, rtol), 1e-2 each: a ``HarnessConfig``'s without a named
+``tolerance``, the one the LLM optimizer's prompt states unless told the judge's, and a
+recording's where it states none."""
 
 
 def resolve(spec: str | float | Tolerance) -> Tolerance:
