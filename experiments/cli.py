@@ -41,10 +41,14 @@ import sys
 import warnings
 from pathlib import Path
 
+from agents.rl.config import DEFAULT_CONFIG
+from agents.tree.config import LearnConfig
 from autoprofiler_env.atomic import one_writer
 from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning, EmptySplitError
 from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from autoprofiler_env.problems.loaders import LEVELS, SPLITS
+from autoprofiler_env.profiler.runner import PROBLEM_TIMEOUT_S
+from experiments.optimize import BUDGET_UNITS, DEFAULT_BUDGET, DEFAULT_BUDGET_UNIT
 
 EXIT_OK, EXIT_INCORRECT, EXIT_ERROR = 0, 1, 2
 
@@ -1075,9 +1079,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile this file's ModelNew (your kernel) on the one --problem's "
                    "inputs, in place of its Model")
     p.add_argument("--ncu", help="the ncu executable (default: $NCU, else ncu on the PATH)")
-    p.add_argument("--timeout", type=float, default=300.0,
+    p.add_argument("--timeout", type=float, default=PROBLEM_TIMEOUT_S,
                    help="seconds a problem may take under replay before it counts as hung "
-                   "(default: 300)")
+                   f"(default: {PROBLEM_TIMEOUT_S:g})")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true", help="print the profiles as JSON")
     group.add_argument("--markdown", action="store_true",
@@ -1108,12 +1112,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --profile-only: profile this file's ModelNew (your kernel) on "
                    "the file's inputs, in place of its Model; the tree walks on the file's "
                    "static features and budget and reads your kernel's metrics")
-    p.add_argument("--budget", type=float, default=0.3,
-                   help="a fraction of ncu's full set's cost (default: 0.3; live, costs are "
-                   "the catalogue's passes: SpeedOfLight is 26%% of the full set's)")
-    p.add_argument("--budget-unit", choices=("passes", "sections"), default="passes",
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
+                   help=f"a fraction of ncu's full set's cost (default: {DEFAULT_BUDGET:g}; "
+                   "live, costs are the catalogue's passes: SpeedOfLight is 26%% of the full "
+                   "set's)")
+    p.add_argument("--budget-unit", choices=BUDGET_UNITS, default=DEFAULT_BUDGET_UNIT,
                    help="what the budget counts: the catalogue's replay passes or sections "
-                   "(default: passes)")
+                   f"(default: {DEFAULT_BUDGET_UNIT})")
     p.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="seconds the judge allows the optimizer's candidate (not --candidate's "
@@ -1135,9 +1140,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "resumes the same way from its last evaluation's checkpoint. A "
                        "finished run is never overwritten; a second command into the same "
                        "--out is refused while the first runs.")
-    p.add_argument("--config", default="maskable_ppo",
+    p.add_argument("--config", default=DEFAULT_CONFIG,
                    help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
-                   "experiments/configs: maskable_ppo (default), ppo, a2c, dqn, qrdqn")
+                   f"experiments/configs: {DEFAULT_CONFIG} (default), ppo, a2c, dqn, qrdqn")
     p.add_argument("--seed", type=int, default=0, help="the seed (default: 0)")
     p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>); "
                    "one holding an interrupted or killed run resumes it")
@@ -1179,13 +1184,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("learn-tree", help="learn an AutoProfiler tree on the train split "
                        "(resumable)")
-    p.add_argument("--budget", default="0.25",
+    p.add_argument("--budget", default=f"{LearnConfig.budget:g}",
                    help="a fraction of the full set's cost, or several comma-separated (one "
-                   "tree per budget, joined under budget branches); default: 0.25")
+                   "tree per budget, joined under budget branches); default: "
+                   f"{LearnConfig.budget:g}")
     p.add_argument("--proposer", choices=("search", "llm"), default="search",
                    help="search: seeded random edits (no model); llm: an OpenAI-compatible "
                    "endpoint (--llm-base-url / $AUTOPROFILER_LLM_BASE_URL)")
-    p.add_argument("--rounds", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=LearnConfig.rounds)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/tree", help="the run's folder (default: runs/tree); "
                    "a run started again with the same settings resumes there")
@@ -1197,11 +1203,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-missing", default="raise", help=LLM_MISSING_HELP)
     p.add_argument("--start", default="stop",
                    help="the starting tree: stop (no profile), roofline, or a tree file")
-    p.add_argument("--proposals", type=int, default=8, help="edits asked per round")
-    p.add_argument("--margin", type=float, default=0.002,
-                   help="the mean log score an edit must add to be kept (default: 0.002, "
-                   "0.2%% of geometric mean)")
-    p.add_argument("--patience", type=int, default=0,
+    p.add_argument("--proposals", type=int, default=LearnConfig.proposals,
+                   help="edits asked per round")
+    p.add_argument("--margin", type=float, default=LearnConfig.margin,
+                   help="the mean log score an edit must add to be kept (default: "
+                   f"{LearnConfig.margin:g}, {LearnConfig.margin * 100:g}%% of geometric mean)")
+    p.add_argument("--patience", type=int, default=LearnConfig.patience,
                    help="stop after this many rounds without a better validation tree (0: "
                    "run every round)")
     p.add_argument("--cost-penalty", type=float, default=0.0,

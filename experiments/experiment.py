@@ -418,9 +418,10 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path,
 
 def _rl_config_file(spec: AgentSpec) -> Path:
     """The training config file an RL agent's ``config`` option names."""
+    from agents.rl.config import DEFAULT_CONFIG
     from experiments.train import config_path as train_config_path
 
-    return train_config_path(spec.options.get("config", "maskable_ppo"))
+    return train_config_path(spec.options.get("config", DEFAULT_CONFIG))
 
 
 def _sha256(path: Path) -> str:

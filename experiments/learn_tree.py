@@ -33,6 +33,7 @@ import math
 import sys
 from pathlib import Path
 
+from agents.tree.config import LearnConfig
 from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.numeric import budgets_once
@@ -77,10 +78,11 @@ def start_tree(spec: str, vocab=None):
     raise AutoProfilerError(f"--start must be stop, roofline or a tree file; {spec!r} is none")
 
 
-def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = 200,
+def learn_tree(budgets: list[float], proposer, out: Path, rounds: int = LearnConfig.rounds,
                dataset: str | None = None, optimizer: str | None = None,
                tolerance: str | float | None = None, start: str = "stop",
-               proposals: int = 8, margin: float = 0.002, patience: int = 0,
+               proposals: int = LearnConfig.proposals, margin: float = LearnConfig.margin,
+               patience: int = LearnConfig.patience,
                cost_penalty: float = 0.0, wandb_run=None, progress: bool = True,
                command: list[str] | None = None, llm_missing: str = "raise"):
     """Learns one tree per budget, joins them, writes ``out`` (the module docstring says
@@ -133,7 +135,7 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
     import gymnasium as gym
 
     import autoprofiler_env  # noqa: F401  (registers the ids)
-    from agents.tree.learner import LearnConfig, Scorer, learn
+    from agents.tree.learner import Scorer, learn
     from agents.tree.nodes import by_budget, vocabulary
     from agents.tree.proposers.base import proposer_settings
     from agents.tree.render import export_text, plot

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 BUDGET_UNITS = ("passes", "sections")
 """The budget units the live backend knows before profiling (a section's seconds it cannot)."""
+DEFAULT_BUDGET_UNIT = BUDGET_UNITS[0]
+"""Passes (the catalogue's replay passes)."""
 DEFAULT_BUDGET = 0.3
 """30% of ncu's full set's passes. Live, a section costs the catalogue's passes (the seconds
 are not known before profiling it): SpeedOfLight's 10 passes are 26% of the full set's, while
@@ -267,7 +269,7 @@ def check_machine(device: str = "cuda", command: str = "optimize",
 
 
 def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = DEFAULT_BUDGET,
-             budget_unit: str = "passes", device: str = "cuda",
+             budget_unit: str = DEFAULT_BUDGET_UNIT, device: str = "cuda",
              import_timeout_s: float | None = None, timeout_s: float | None = None,
              candidate_file: str | None = None):
     """``AutoProfilerLive-v0`` on the one problem (a file path, a suite URI or name);
@@ -295,7 +297,8 @@ def live_env(problem: str, optimizer: str = DEFAULT_OPTIMIZER, budget: float = D
 
 def optimize(problem: str | Path, tree: str | Path | None = None, *,
              optimizer: str | None = None, budget: float = DEFAULT_BUDGET,
-             budget_unit: str = "passes", device: str = "cuda", profile_only: bool = False,
+             budget_unit: str = DEFAULT_BUDGET_UNIT, device: str = "cuda",
+             profile_only: bool = False,
              import_timeout_s: float | None = None, timeout_s: float | None = None,
              candidate_file: str | Path | None = None, env=None) -> OptimizeResult:
     """Walks ``tree`` on ``problem``, then (unless ``profile_only``) optimizes it once with
@@ -382,7 +385,7 @@ def optimize(problem: str | Path, tree: str | Path | None = None, *,
 
 
 def plan(problem: str | Path, tree: str | Path | None = None, *, optimizer: str | None = None,
-         budget: float = DEFAULT_BUDGET, budget_unit: str = "passes",
+         budget: float = DEFAULT_BUDGET, budget_unit: str = DEFAULT_BUDGET_UNIT,
          import_timeout_s: float | None = None) -> Plan:
     """What ``tree`` would collect on ``problem`` and what it would cost, on any machine (no
     GPU, no ncu: ``optimize --plan``): its walk up to its first section, from the problem's

@@ -99,7 +99,6 @@ from experiments.tracking import versions
 
 CONFIGS = Path(__file__).parent / "configs"
 """The shipped configs, one per algorithm."""
-DEFAULT_CONFIG = "maskable_ppo"
 ENV_ID = "autoprofiler_env:AutoProfiler-v0"
 """The training id: ``module:id`` imports the package (and registers the id) in every
 subprocess of a ``SubprocVecEnv``."""

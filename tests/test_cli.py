@@ -459,3 +459,16 @@ def test_a_split_the_dataset_lacks_is_said_in_the_commands_terms(study_dataset, 
     with pytest.raises(EmptySplitError):
         _checked(lambda: gym.make("AutoProfiler-v0", dataset=str(path), split="val"),
                  "ppo.yaml")
+
+
+def test_the_evaluate_defaults_are_the_harness_defaults():
+    """`evaluate`'s --timeout, --correctness-trials and --seed restate the harness's defaults
+    (the CLI's parser does not import the harness, which imports torch): they must agree."""
+    from autoprofiler_env.harness import HarnessConfig
+    from autoprofiler_env.harness.evaluator import TIMEOUT_S
+    from experiments.cli import build_parser
+
+    args = build_parser().parse_args(["evaluate", "--problem", "p", "--candidate", "c"])
+    assert args.timeout == TIMEOUT_S
+    assert args.correctness_trials == HarnessConfig.n_correctness
+    assert args.seed == HarnessConfig.seed

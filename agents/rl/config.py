@@ -64,6 +64,9 @@ from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
 
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn")
+DEFAULT_CONFIG = "maskable_ppo"
+"""The shipped training config (``experiments/configs/<name>.yaml``) that ``autoprofiler
+train`` and an experiment's RL agent use unless told another."""
 VEC_ENVS = ("dummy", "subproc")
 SCHEDULED = ("learning_rate", "clip_range", "clip_range_vf")
 """The hyperparameters that take a ``lin_<x>`` schedule."""

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.tree.config import LearnConfig
 from agents.tree.edits import edit_from_dict
 from agents.tree.nodes import Stop, Tree, TreeFormatError, from_dict, vocabulary
 from agents.tree.policy import TreePolicy
@@ -63,18 +64,6 @@ from autoprofiler_env.evaluation import rollout
 from autoprofiler_env.numeric import is_finite_number
 from autoprofiler_env.oracle import best_affordable
 from autoprofiler_env.scoring import shipped_speedup
-
-
-@dataclass(frozen=True)
-class LearnConfig:
-    """The learner's settings (all of them go into the log's first line)."""
-
-    budget: float = 0.25       # the episodes' budget, a fraction of the full set's cost
-    rounds: int = 200
-    proposals: int = 8         # edits asked of the proposer per round
-    margin: float = 0.002      # mean log score an edit must add to be kept
-    patience: int = 0          # rounds without a better validation tree before stopping
-    history: int = 8           # earlier rounds shown to the proposer
 
 
 @dataclass

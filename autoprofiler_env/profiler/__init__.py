@@ -28,6 +28,7 @@ from autoprofiler_env.profiler.render import render_markdown
 from autoprofiler_env.profiler.runner import (
     MAX_KERNELS,
     MAX_OPS,
+    PROBLEM_TIMEOUT_S,
     NcuRun,
     failed_problem,
     raise_for_run,
@@ -38,7 +39,7 @@ from autoprofiler_env.profiler.runner import (
 
 
 def profile_problems(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
-                     problem_timeout_s: float = 300.0, workdir: Path | None = None,
+                     problem_timeout_s: float = PROBLEM_TIMEOUT_S, workdir: Path | None = None,
                      max_ops: int | None = MAX_OPS, max_kernels: int | None = MAX_KERNELS,
                      device: str = "cuda") -> tuple[list[Profile], list[ProfileFailure]]:
     """Profiles ``problems`` with exactly ``sections``, in as few ncu invocations as it can.

@@ -142,6 +142,9 @@ def _export(ncu: str, report: Path, page: str, extra: list[str]) -> str:
     return out.stdout
 
 
+PROBLEM_TIMEOUT_S = 300.0
+"""The seconds a problem may take under ncu's replay before it counts as hung: the default of
+:func:`run_ncu` and :func:`~autoprofiler_env.profiler.profile_problems`."""
 MAX_OPS = 64
 """Operators of a problem's forward call that are profiled (the driver's ``max_ops``): a long
 program (a Python loop over time steps or layers) is profiled on its first operators, whose
@@ -203,7 +206,7 @@ def visible_devices(device: str) -> dict[str, str]:
 
 
 def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = None,
-            size: str = "full", problem_timeout_s: float = 300.0, start: int = 0,
+            size: str = "full", problem_timeout_s: float = PROBLEM_TIMEOUT_S, start: int = 0,
             workdir: Path | None = None, deadline_s: float | None = None,
             max_ops: int | None = MAX_OPS, max_kernels: int | None = None,
             range_timeout_s: Callable[[int], float] | None = None,
