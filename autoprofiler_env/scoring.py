@@ -39,5 +39,11 @@ def log_score(correct: bool, speedup: float | None) -> float:
 
 def geomean(speedups: Iterable[float]) -> float:
     """The geometric mean of shipped speedups (1.0 for none)."""
-    values = [math.log(s) for s in speedups]
+    return geomean_of_scores(math.log(s) for s in speedups)
+
+
+def geomean_of_scores(scores: Iterable[float]) -> float:
+    """The geometric-mean speedup of log scores (:func:`log_score`): ``exp`` of their mean
+    (1.0 for none)."""
+    values = list(scores)
     return math.exp(sum(values) / len(values)) if values else 1.0

@@ -43,7 +43,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from autoprofiler_env.scoring import log_score
+from autoprofiler_env.scoring import geomean_of_scores, log_score
 from experiments.benchmark import best_fixed_row
 
 DEFAULT_BUDGETS = "0.02,0.05,0.1,0.25,0.5"
@@ -58,12 +58,6 @@ def _value(outcome) -> float:
     return log_score(outcome.correct, outcome.speedup)
 
 
-def _geomean(values) -> float:
-    """The geometric-mean speedup of scores (logs of speedups)."""
-    values = list(values)
-    return math.exp(sum(values) / max(len(values), 1))
-
-
 def _checked(budget: float) -> bool:
     return any(math.isclose(budget, b) for b in CHECKED_BUDGETS)
 
@@ -76,7 +70,7 @@ def best_candidate(backend, uris: list[str]) -> float:
     """Geometric-mean speedup of each problem's best candidate: the best recorded outcome among
     those the backend's optimizer can choose (``backend.best_score``; eager's 0 if none is
     correct and faster): the optimizer's ceiling, whatever the profile."""
-    return _geomean(backend.best_score(u) for u in uris)
+    return geomean_of_scores(backend.best_score(u) for u in uris)
 
 
 def best_recorded(backend, uris: list[str]) -> float:
@@ -84,7 +78,7 @@ def best_recorded(backend, uris: list[str]) -> float:
     never chooses included (reference-v1's dataset holds some: autocast, the other Triton
     kernels)."""
     name = backend.optimizer_name
-    return _geomean(max([0.0, *map(_value, backend.dataset.outcomes(u, name).values())])
+    return geomean_of_scores(max([0.0, *map(_value, backend.dataset.outcomes(u, name).values())])
                     for u in uris)
 
 
@@ -92,8 +86,8 @@ def full_evidence(backend, uris: list[str]) -> dict:
     """Item 1: the optimizer with every section (whatever the budget) and with none, against
     the ceiling (:func:`best_candidate`), as geometric means; ``ratio``: full / ceiling."""
     ceiling = best_candidate(backend, uris)
-    full = _geomean(_value(backend.finish(u, tuple(backend.sections))) for u in uris)
-    none = _geomean(_value(backend.finish(u, ())) for u in uris)
+    full = geomean_of_scores(_value(backend.finish(u, tuple(backend.sections))) for u in uris)
+    none = geomean_of_scores(_value(backend.finish(u, ())) for u in uris)
     return {"ceiling": ceiling, "best_recorded": best_recorded(backend, uris),
             "full_evidence": full, "no_profile": none, "ratio": full / ceiling,
             "ratio_recorded": full / best_recorded(backend, uris), "pass": full >= 0.9 * ceiling}
