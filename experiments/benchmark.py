@@ -208,11 +208,15 @@ def best_fixed_row(rows: list[dict]) -> dict:
     return max(fixed, key=lambda r: (round(r["geomean_speedup"], 9), r["fits_budget"]))
 
 
-def write_csv(rows: list[dict], path: Path, columns=None) -> None:
+def write_csv(rows: list[dict], path: Path, columns=None, extrasaction: str = "raise") -> None:
     """Writes the rows as CSV, atomically: the whole file is rendered first, then replaces
-    ``path`` in one rename, so an interrupted run leaves the earlier file as it was."""
+    ``path`` in one rename, so an interrupted run leaves the earlier file as it was.
+    ``columns``: the header (default: the first row's keys); ``extrasaction``:
+    :class:`csv.DictWriter`'s, what a key outside ``columns`` does (``"raise"``, or
+    ``"ignore"`` to leave it out)."""
     buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=list(columns or rows[0]))
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or rows[0]),
+                            extrasaction=extrasaction)
     writer.writeheader()
     writer.writerows(rows)
     write_atomic(Path(path), buffer.getvalue().encode("utf-8"))

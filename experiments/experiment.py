@@ -88,8 +88,6 @@ The config (YAML)::
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
@@ -104,6 +102,7 @@ from autoprofiler_env.configfile import read_yaml
 from autoprofiler_env.errors import AutoProfilerError, ConfigError, EmptySplitError, warn
 from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
+from experiments.benchmark import write_csv
 from experiments.live import LiveConfig
 from experiments.tracking import finishing
 
@@ -1050,11 +1049,7 @@ def write(config: ExperimentConfig, result: dict, out: Path, command: str,
           header: str | None = None) -> list[Path]:
     """leaderboard.md (``header``: a paragraph that says what is particular to these runs),
     leaderboard.csv and the plots."""
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(result["rows"])
-    write_atomic(out / "leaderboard.csv", buffer.getvalue().encode())
+    write_csv(result["rows"], out / "leaderboard.csv", COLUMNS, extrasaction="ignore")
     write_atomic(out / "leaderboard.md", markdown(config, result, command, header).encode())
     return [out / "leaderboard.md", out / "leaderboard.csv", *plots(config, result, out)]
 

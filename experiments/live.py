@@ -50,9 +50,7 @@ episodes collected the same sections and shipped the same candidate.
 from __future__ import annotations
 
 import base64
-import csv
 import hashlib
-import io
 import json
 import sys
 import time
@@ -474,6 +472,7 @@ def write(config, result: dict, out: Path, command: str) -> list[Path]:
     """``live/leaderboard.*``, its plots and ``live/replay_vs_live.*``; nothing before a
     problem is finished."""
     from experiments import experiment
+    from experiments.benchmark import write_csv
 
     live_dir = Path(out) / "live"
     if not result["rows"]:
@@ -487,11 +486,7 @@ def write(config, result: dict, out: Path, command: str) -> list[Path]:
               "hindsight oracle and the best fixed configuration in hindsight are left out "
               "(they need answers no live episode has).")
     paths = experiment.write(config, result, live_dir, command, header=header)
-    buffer = io.StringIO(newline="")
-    writer = csv.DictWriter(buffer, fieldnames=list(COMPARISON))
-    writer.writeheader()
-    writer.writerows(result["comparison"])
-    write_atomic(live_dir / "replay_vs_live.csv", buffer.getvalue().encode())
+    write_csv(result["comparison"], live_dir / "replay_vs_live.csv", COMPARISON)
     lines = [f"# Replay against live: `{config.name}`", "", f"`{command}`", "", header, "",
              "Per run, over the same problems: the geometric-mean shipped speedup in the "
              "replay and live, and the share of episodes that collected the same sections "
