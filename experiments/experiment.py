@@ -98,6 +98,7 @@ from pathlib import Path
 import numpy as np
 
 from autoprofiler_env.atomic import one_writer, write_atomic, write_png
+from autoprofiler_env.checksum import file_sha256
 from autoprofiler_env.configfile import read_yaml
 from autoprofiler_env.errors import AutoProfilerError, ConfigError, EmptySplitError, warn
 from autoprofiler_env.numeric import is_finite_number, repeated
@@ -423,12 +424,6 @@ def _rl_config_file(spec: AgentSpec) -> Path:
     return train_config_path(spec.options.get("config", DEFAULT_CONFIG))
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def _chosen(path: Path) -> dict[str, str]:
     """The fixed configurations a chosen row's run file names, by budget (or split/budget)."""
     chosen = read_json(path).get("chosen")
@@ -562,7 +557,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     # the sha256 of each file it reads (a fixed policy's tree, model or module; an RL
     # agent's config), every finished run checked before anything runs
     reads = {name: checksums(name, envs[config.splits[0]]) for name in fixed}
-    reads |= {s.name: {str(path): _sha256(path)} for s in config.agents if s.kind == "rl"
+    reads |= {s.name: {str(path): file_sha256(path)} for s in config.agents if s.kind == "rl"
               for path in [_rl_config_file(s)]}
 
     def expected(spec: AgentSpec) -> dict:

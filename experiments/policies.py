@@ -233,12 +233,12 @@ def files_read(spec: str, env) -> list[Path]:
 def checksums(spec: str, env) -> dict[str, str]:
     """``{path: sha256}`` of each file :func:`files_read` names (a file that is not there:
     ``"missing"``)."""
-    import hashlib
+    from autoprofiler_env.checksum import file_sha256
 
     found = {}
     for path in files_read(spec, env):
         try:
-            found[str(path)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            found[str(path)] = file_sha256(path)
         except OSError:
             found[str(path)] = "missing"
     return found

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from autoprofiler_env.checksum import file_sha256
 from autoprofiler_env.dataset import SCHEMA, Dataset, DatasetFile
 from autoprofiler_env.dataset.format import unpack_document
 from autoprofiler_env.dataset.names import SHIPPED, resolve_dataset
@@ -32,7 +33,6 @@ from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems.kernelbench import (
     KernelBenchCheckout,
     KernelBenchProvenance,
-    file_sha256,
     identify,
 )
 from autoprofiler_env.profiler import NcuRun

@@ -18,12 +18,12 @@ a copy without ``.git`` (the device machine's) is given it explicitly (``commit=
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from autoprofiler_env.checksum import file_sha256
 from autoprofiler_env.errors import ProblemError, ProblemNotFoundError, SourceMismatchError
 from autoprofiler_env.problems.loaders import load_file, scan_directory
 from autoprofiler_env.problems.problem import Problem
@@ -82,11 +82,6 @@ class KernelBenchProvenance:
 def kernelbench_uri(level: int, file: str) -> str:
     """``problem://kernelbench/level<level>/<file's stem>``."""
     return f"{URI_PREFIX}level{level}/{Path(file).stem}"
-
-
-def file_sha256(path: str | Path) -> str:
-    """The sha256 of the file's bytes, in hexadecimal."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def levels_root(root: str | Path) -> Path:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
+from autoprofiler_env.checksum import file_sha256
 from autoprofiler_env.dataset.record.machine import _past, check_machine, machine_info
 from autoprofiler_env.errors import ProblemError, SourceMismatchError
 from autoprofiler_env.harness import Evaluator, HarnessConfig
@@ -21,7 +21,7 @@ def problem_sha256(problem: Problem) -> str | None:
     rather than mixed (:func:`check_sources`); None where the file cannot be read (its
     reference then fails, saying why)."""
     try:
-        return hashlib.sha256(Path(problem.path).read_bytes()).hexdigest()
+        return file_sha256(problem.path)
     except OSError:
         return None
 
