@@ -101,8 +101,6 @@ stops with :class:`ProposerUnreachableError`. A request the server refused (an H
 other than 408 and 429: :attr:`~autoprofiler_env.errors.LLMError.refused`) stops it at
 once. Such rounds are never logged as done, so that the same command goes on once the
 endpoint answers."""
-UNREACHED_LIMIT = len(RETRY_WAITS) + 1
-"""Requests in a row without a reply after which learning stops."""
 
 
 class ProposerUnreachableError(AutoProfilerError):

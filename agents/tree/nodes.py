@@ -173,14 +173,6 @@ def walk(node: Node, path: str = "root") -> Iterator[tuple[str, Node]]:
         yield from walk(node.otherwise, f"{path}.else")
 
 
-def children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, Collect):
-        return (node.next,)
-    if isinstance(node, Branch):
-        return (node.then, node.otherwise)
-    return ()
-
-
 def replace_node(root: Node, index: int, new: Node) -> Node:
     """``root`` with its node number ``index`` (preorder) replaced by ``new``."""
     counter = [0]
@@ -203,11 +195,6 @@ def replace_node(root: Node, index: int, new: Node) -> Node:
     if not 0 <= index < n:
         raise TreeFormatError(f"no node {_short(index)}: the tree has nodes 0-{n - 1}")
     return rebuild(root)
-
-
-def node_paths(root: Node) -> list[str]:
-    """The path of each node, by number."""
-    return [path for path, _ in walk(root)]
 
 
 # -- the vocabulary a tree may use ----------------------------------------------------------

@@ -7,7 +7,6 @@ import math
 import reprlib
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -758,15 +757,6 @@ class ProfilingEnv(gym.Env):
         return (info["candidate"] == record.candidate and info["correct"] == record.correct
                 and same_speedup and math.isclose(total, record.reward, rel_tol=rel_tol,
                                                   abs_tol=1e-12))
-
-
-def write_records(records: list[EpisodeRecord], path: Path) -> None:
-    """Appends episode records to a JSON-lines file."""
-    from autoprofiler_env.jsonlines import JsonlAppender
-
-    with JsonlAppender(path) as log:
-        for r in records:
-            log.write(asdict(r))
 
 
 def _finite(name: str, value, accepted: str) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -166,11 +165,6 @@ class Timing:
             n_trials=n,
             method=method,
         )
-
-    @property
-    def relative_spread(self) -> float:
-        """(p80 - p20) / median: the run-to-run noise as a fraction."""
-        return (self.p80_ms - self.p20_ms) / self.median_ms if self.median_ms > 0 else math.inf
 
 
 @dataclass(frozen=True)
