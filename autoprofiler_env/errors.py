@@ -281,3 +281,19 @@ def _called_through() -> tuple[str, ...]:
         if spec is not None and spec.submodule_search_locations:
             folders += list(spec.submodule_search_locations)
     return tuple(os.path.join(f, "") for f in folders)
+
+
+def install_hint(extra: str) -> str:
+    """How to install an extra of this package (setup.cfg's ``extras_require``): its packages
+    by name, as this install's metadata lists them (a wheel's user has no ``.`` to install
+    ``.[extra]`` from), and the extra itself in a clone of the repository."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        listed = requires("autoprofiler-env") or []
+    except PackageNotFoundError:  # run from a checkout without an install
+        listed = []
+    marker = f'extra == "{extra}"'
+    packages = [r.split(";")[0].strip() for r in listed if marker in r.replace("'", '"')]
+    named = " ".join(f"'{p}'" for p in packages) or f"the packages of its {extra!r} extra"
+    return f"pip install {named} (in a clone of the repository: pip install -e '.[{extra}]')"

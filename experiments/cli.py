@@ -44,7 +44,12 @@ from pathlib import Path
 from agents.rl.config import DEFAULT_CONFIG
 from agents.tree.config import LearnConfig
 from autoprofiler_env.atomic import one_writer
-from autoprofiler_env.errors import AutoProfilerError, AutoProfilerWarning, EmptySplitError
+from autoprofiler_env.errors import (
+    AutoProfilerError,
+    AutoProfilerWarning,
+    EmptySplitError,
+    install_hint,
+)
 from autoprofiler_env.problems.isolated import DEFAULT_IMPORT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from autoprofiler_env.problems.loaders import LEVELS, SPLITS
 from autoprofiler_env.profiler.runner import PROBLEM_TIMEOUT_S
@@ -535,7 +540,7 @@ def _record_kernelbench(args: argparse.Namespace) -> int:
             first = next(iter(lacking))
             return _fail(f"{len(lacking)} files import a package this machine lacks (e.g. "
                          f"{first}: {lacking[first]}): install it (KernelBench's level 3 "
-                         "needs einops: pip install -e '.[kernelbench]') and prepare again; "
+                         f"needs einops: {install_hint('kernelbench')}) and prepare again; "
                          "a manifest without them deals other splits and another order")
         out.mkdir(parents=True, exist_ok=True)
         manifest.save(path)
@@ -1021,10 +1026,22 @@ LLM_MISSING_HELP = ("an LLM optimizer's dataset: what a section set it did not r
                     "llm records a few sets, --section-sets)")
 
 
+def _version() -> str:
+    """This install's version (its metadata: no import of the package, which loads
+    Gymnasium)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("autoprofiler-env")
+    except PackageNotFoundError:  # a checkout run without an install
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autoprofiler",
         description="Learning what to profile when optimizing GPU kernels.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("problems", help="list the problem suite or a KernelBench-format folder")
@@ -1281,9 +1298,9 @@ def build_parser() -> argparse.ArgumentParser:
     w = p.add_argument_group("several GPUs (docs/dataset.md, \"Several GPUs\")")
     w.add_argument("--workers", metavar="N|ray",
                    help="record reference, full, candidates and llm one unit (problem, part) "
-                   "at a time per GPU: N local GPUs, or 'ray' (one GPU a task; pip install -e "
-                   "'.[ray]'); with --source, each part of a chunk so; without it, one GPU in "
-                   "this process")
+                   "at a time per GPU: N local GPUs, or 'ray' (one GPU a task; needs Ray: "
+                   "pip install 'ray>=2.9'); with --source, each part of a chunk so; without "
+                   "it, one GPU in this process")
     w.add_argument("--address", metavar="ADDR",
                    help="the Ray cluster to join (ray.init's address; default: a local one)")
     k = p.add_argument_group("a KernelBench checkout (docs/kernelbench.md)")

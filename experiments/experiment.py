@@ -100,7 +100,13 @@ import numpy as np
 from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.checksum import file_sha256
 from autoprofiler_env.configfile import read_yaml
-from autoprofiler_env.errors import AutoProfilerError, ConfigError, EmptySplitError, warn
+from autoprofiler_env.errors import (
+    AutoProfilerError,
+    ConfigError,
+    EmptySplitError,
+    install_hint,
+    warn,
+)
 from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
 from experiments.benchmark import write_csv
@@ -819,8 +825,8 @@ def _rliable():
     try:
         from rliable import library, metrics
     except ImportError as e:
-        raise AutoProfilerError(f"autoprofiler experiment needs rliable ({e}): pip install -e "
-                                "'.[experiment]'") from None
+        raise AutoProfilerError(f"autoprofiler experiment needs rliable ({e}): "
+                                f"{install_hint('experiment')}") from None
     return library, metrics
 
 

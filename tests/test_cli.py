@@ -472,3 +472,13 @@ def test_the_evaluate_defaults_are_the_harness_defaults():
     assert args.timeout == TIMEOUT_S
     assert args.correctness_trials == HarnessConfig.n_correctness
     assert args.seed == HarnessConfig.seed
+
+
+def test_the_command_says_its_version(capsys):
+    import autoprofiler_env
+    from experiments.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"autoprofiler {autoprofiler_env.__version__}"

@@ -123,7 +123,8 @@ def test_a_missing_module_names_the_extra_that_installs_it(monkeypatch, tmp_path
     path.write_text("from no_such_module_b7 import rearrange\n" + good)
     with pytest.raises(ProblemError, match="No module named 'no_such_module_b7'") as e:
         import_problem(path)
-    assert e.value.hint == "pip install -e '.[kernelbench]' installs it"
+    assert e.value.hint == ("pip install 'einops>=0.6' (in a clone of the repository: pip "
+                            "install -e '.[kernelbench]') installs it")
     path.write_text("import no_such_module_c9\n" + good)
     with pytest.raises(ProblemError, match="No module named 'no_such_module_c9'") as e:
         import_problem(path)

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
-from autoprofiler_env.errors import ProblemError
+from autoprofiler_env.errors import ProblemError, install_hint
 
 Size = Literal["full", "smoke"]
 SIZES: tuple[str, ...] = ("full", "smoke")
@@ -168,7 +168,7 @@ def _missing_module_hint(path: Path, module: str) -> str:
         return (f"{module} is beside the problem, in {folder}, which is not on the import "
                 f"path: put it there, e.g. PYTHONPATH={folder}")
     extra = _EXTRAS.get(module)
-    return (f"pip install -e '.[{extra}]' installs it" if extra
+    return (f"{install_hint(extra)} installs it" if extra
             else "install the package that provides it")
 
 

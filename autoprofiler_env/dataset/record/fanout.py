@@ -62,7 +62,7 @@ from autoprofiler_env.dataset.record.candidates import (
     judged,
 )
 from autoprofiler_env.dataset.record.reference import check_sources
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, install_hint
 from autoprofiler_env.harness import HarnessConfig
 from autoprofiler_env.jsonlines import JsonlAppender, read_jsonl
 from autoprofiler_env.problems import Problem
@@ -532,7 +532,7 @@ class RayWorkers:
         try:
             import ray
         except ImportError:
-            raise AutoProfilerError("--workers ray needs Ray: pip install -e '.[ray]'") from None
+            raise AutoProfilerError(f"--workers ray needs Ray: {install_hint('ray')}") from None
         self.ray, self.retries = ray, retries
         if not ray.is_initialized():
             ray.init(address=address, **(init_kwargs or {}))

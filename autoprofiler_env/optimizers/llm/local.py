@@ -22,7 +22,7 @@ def _transformers():
     except ImportError as e:
         raise OptimizationError(
             "TransformersBackend needs the transformers package, which autoprofiler-env "
-            "requires: reinstall it with `pip install -e .`") from e
+            "requires: pip install 'transformers>=4.45'") from e
     return transformers
 
 
