@@ -86,17 +86,13 @@ def _checkout_levels(source: Path) -> tuple[Path, tuple[int, ...]] | None:
     """Where ``source`` is a KernelBench checkout (the folder holding ``level1/`` ..., or the
     repository's root holding it in ``KernelBench/``): the folder of the levels and those of
     levels 1-3 it holds (a dataset's; level 4's files, which reach the Hugging Face hub when
-    imported, are listed by giving their folder); where it is one level's folder of a
-    checkout (``level<N>/``): the checkout's folder and N (its problems named as a dataset
-    names them); None otherwise (a folder of problem files, a file)."""
+    imported, are listed by giving their folder); None otherwise (a folder of problem
+    files, a file)."""
     from autoprofiler_env.errors import ProblemNotFoundError
-    from autoprofiler_env.problems.kernelbench import LEVELS as RECORDED, identify, levels_root
+    from autoprofiler_env.problems.kernelbench import LEVELS as RECORDED, levels_root
 
-    level = identify(source / "_.py") if source.is_dir() else None
-    if level is not None:
-        return source.resolve().parent, (level[0],)
     if not source.is_dir() or any(p.suffix == ".py" for p in source.iterdir()):
-        return None  # a folder of problem files
+        return None  # a folder of problem files (its own level folders aside)
     try:
         root = levels_root(source)
     except ProblemNotFoundError:
@@ -127,7 +123,7 @@ def cmd_problems(args: argparse.Namespace) -> int:
         source = Path(args.source)
         checkout = _checkout_levels(source)
         if checkout is not None and checkout[0] == SUITE_DIR.resolve():  # the suite's folder
-            problems = [p for p in load_suite(level=args.level) if p.level in checkout[1]]
+            problems = load_suite(level=args.level)
         elif checkout is not None:  # its levels (--level's), named as a KernelBench dataset is
             root, levels = checkout
             if not levels:
