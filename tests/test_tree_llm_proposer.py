@@ -226,6 +226,15 @@ def test_replies_are_read_with_prose_and_fences_around_them(text):
     assert parsed.edits == [OCCUPANCY_ON_ELSE, SPLIT_ON_FLOPS] and parsed.unusable == []
 
 
+@pytest.mark.parametrize("ending", ["```", "\n``` thanks", "```\r\n"])
+def test_a_fence_closed_on_the_jsons_line_is_read_over_an_example_echoed_before_it(ending):
+    """A review: read with the code reader's fences (closed only on a line of their own), a
+    reply echoing the prompt's example before its fenced answer was read as the example."""
+    example = json.dumps({"edits": [SPLIT_ON_FLOPS.to_dict()]})
+    text = f"An example: {example}\n```json\n{_reply(OCCUPANCY_ON_ELSE)}{ending}"
+    assert parse_reply(text, _feedback(), 4).edits == [OCCUPANCY_ON_ELSE]
+
+
 @pytest.mark.parametrize("draft", [
     "```json\n" + _reply(SPLIT_ON_FLOPS) + "\n```", _reply(SPLIT_ON_FLOPS)])
 def test_a_reasoning_models_draft_in_its_thinking_is_not_its_reply(draft):

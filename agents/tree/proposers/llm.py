@@ -55,7 +55,7 @@ from autoprofiler_env.optimizers.llm.backend import (
     takes_response_format,
 )
 from autoprofiler_env.optimizers.llm.prompt import Message
-from autoprofiler_env.optimizers.llm.reply import answer, fenced_blocks
+from autoprofiler_env.optimizers.llm.reply import answer
 
 DEFAULT_MAX_TOKENS = 1024
 """Enough for a handful of edits (one is 40-150 tokens); a longer reply is rambling."""
@@ -350,7 +350,7 @@ def extract_json(text: str) -> object:
 
     if decode(text.strip()) and _is_reply(found[-1]):
         return found[-1]
-    for _, block, _ in fenced_blocks(text):
+    for block in _fenced_blocks(text):
         if decode(block.strip()) and _is_reply(found[-1]):
             return found[-1]
     decoder = json.JSONDecoder(parse_int=_json_int)
@@ -382,6 +382,29 @@ def extract_json(text: str) -> object:
 
 def _is_reply(value: object) -> bool:
     return isinstance(value, dict) and "edits" in value
+
+
+def _fenced_blocks(text: str) -> list[str]:
+    """The contents of ``` fences (a language tag on the opening line is dropped), found by
+    plain searches (no regular expression to backtrack on a long reply). Any ``` closes a
+    block, unlike the LLM optimizer's reader of code (:mod:`~autoprofiler_env.optimizers.llm.
+    reply`), which closes one only at a line of its own: a JSON reply's fence often closes on
+    the JSON's last line."""
+    blocks, start = [], 0
+    while True:
+        open_at = text.find("```", start)
+        if open_at < 0:
+            return blocks
+        body = open_at + 3
+        close = text.find("```", body)
+        content = text[body:] if close < 0 else text[body:close]
+        first, newline, rest = content.partition("\n")
+        if newline and (not first.strip() or first.strip().isalpha()):
+            content = rest
+        blocks.append(content)
+        if close < 0:
+            return blocks
+        start = close + 3
 
 
 class _LongInteger(ValueError):
