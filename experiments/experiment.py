@@ -349,8 +349,7 @@ def _outcomes(env, policy, budget: float, masked: list | None = None) -> dict:
 JUDGING_KWARGS = ("dataset", "optimizer", "tolerance", "llm_missing", "cost_penalty")
 """The environment kwargs of a config's ``env`` that the tree learner and the train-split choice
 of the fixed configuration take (what judges and scores an episode), so that they learn and
-choose under the rules the evaluation applies; a tree agent's own ``cost_penalty`` option
-comes first."""
+choose under the rules the evaluation applies."""
 
 
 def _judging(config: ExperimentConfig) -> dict:
