@@ -2,7 +2,6 @@
 
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -352,26 +351,31 @@ def test_an_outputs_nesting_tells_a_tensor_from_a_tuple_of_one_and_not_a_list_fr
 
 def test_the_folder_of_a_worker_whose_judge_was_killed_is_removed_by_the_next_judge(tmp_path):
     """A judge killed by SIGKILL (a scheduler, the out-of-memory killer) cannot remove its
-    candidate's folder in the temporary folder: the next judge removes the folders whose
-    judge is gone, and keeps those of a live one."""
+    candidate's folder in the temporary folder: the next judge removes the folders whose judge
+    is gone (their lock let go by the kernel), and keeps those of a live one (its lock held:
+    a pid would not tell, in another container sharing the temporary folder)."""
+    import os
     import signal
     import subprocess
     import sys
 
-    from autoprofiler_env.harness.process import home_prefix, remove_stale_homes
+    from autoprofiler_env.harness.process import HOME_LOCK, new_home, remove_stale_homes
 
     judge = subprocess.Popen(
         [sys.executable, "-c", "import time\nfrom autoprofiler_env.harness.process import "
          "WorkerProcess\nw = WorkerProcess('candidate')\nw.wait_ready()\n"
          "print(w.home, flush=True)\ntime.sleep(600)"], stdout=subprocess.PIPE, text=True)
     home = Path(judge.stdout.readline().strip())
-    assert home.is_dir() and home.name.startswith(home_prefix("candidate", judge.pid))
-    judge.send_signal(signal.SIGKILL)
-    judge.wait()
-    assert home.is_dir()  # left behind
-    live = Path(tempfile.mkdtemp(prefix=home_prefix("candidate")))  # this process's: kept
+    assert (home / HOME_LOCK).is_file()
+    live, held = new_home("candidate")  # this process's, its lock held
     try:
+        assert home not in remove_stale_homes("candidate") and home.is_dir()  # alive: kept
+        judge.send_signal(signal.SIGKILL)
+        judge.wait()
+        assert home.is_dir()  # left behind
         assert home in remove_stale_homes("candidate")
         assert not home.exists() and live.is_dir()
     finally:
+        judge.kill()
+        os.close(held)
         shutil.rmtree(live, ignore_errors=True)

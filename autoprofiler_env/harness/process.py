@@ -10,9 +10,11 @@ group.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -44,37 +46,55 @@ def default_cache_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"autoprofiler-compile-cache-{os.getuid()}"
 
 
-def home_prefix(role: str, pid: int | None = None) -> str:
-    """The start of the name of a worker's folder in the temporary folder: its role and the
-    pid of the process that started it (``pid``, default this one)."""
-    return f"autoprofiler-{role}-{os.getpid() if pid is None else pid}-"
+HOME_LOCK = ".judge.lock"
+"""A file in each worker's folder on which the judge that made the folder holds an exclusive
+``flock`` while the folder is in use: the kernel lets go of it when that judge dies, however
+it dies, so a folder whose lock can be taken is a dead judge's (pids would not tell: another
+container sharing the temporary folder has its own)."""
+
+STALE_UNLOCKED_S = 3600.0
+"""How old a worker's folder without a lock file must be to be taken as stale (one made by a
+judge before locks were, or one whose candidate removed the file); a younger one may be one
+being made right now."""
+
+
+def new_home(role: str) -> tuple[Path, int]:
+    """A new folder for a ``role`` worker in the temporary folder, and the descriptor of its
+    :data:`HOME_LOCK`, locked (close it after removing the folder)."""
+    home = Path(tempfile.mkdtemp(prefix=f"autoprofiler-{role}-"))
+    fd = os.open(home / HOME_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: no one else holds it
+    return home, fd
 
 
 def remove_stale_homes(role: str) -> list[Path]:
-    """Removes this user's folders of ``role``'s workers whose starting process is gone
-    (killed before it could remove them: SIGKILL, an out-of-memory kill); returns them. A
-    live process's folders are kept, another user's are not touched."""
+    """Removes this user's folders of ``role``'s workers whose judge is gone (killed before it
+    could remove them: SIGKILL, an out-of-memory kill), as their :data:`HOME_LOCK` says;
+    returns them. A live judge's folders are kept, another user's are not touched."""
     removed = []
-    for path in Path(tempfile.gettempdir()).glob(f"autoprofiler-{role}-*-*"):
-        pid = path.name[len(f"autoprofiler-{role}-"):].split("-")[0]
+    for path in Path(tempfile.gettempdir()).glob(f"autoprofiler-{role}-*"):
         try:
-            if not pid.isdigit() or path.stat().st_uid != os.getuid() or _alive(int(pid)):
+            info = path.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
                 continue
-        except OSError:  # gone meanwhile
+            fd = os.open(path / HOME_LOCK, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if path.exists() and time.time() - info.st_mtime > STALE_UNLOCKED_S:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
             continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
+        except OSError:  # gone meanwhile, not readable
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its judge is alive
+            continue
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        finally:
+            os.close(fd)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 _swept: set[str] = set()
@@ -98,7 +118,7 @@ class WorkerProcess:
         if role not in _swept:
             _swept.add(role)
             remove_stale_homes(role)
-        self.home = Path(tempfile.mkdtemp(prefix=home_prefix(role)))
+        self.home, self._home_lock = new_home(role)
         cache_dir = Path(cache_dir or default_cache_dir())
         cache_dir.mkdir(parents=True, exist_ok=True)
         parent_sock, child_sock = socket.socketpair()
@@ -209,6 +229,9 @@ class WorkerProcess:
         except OSError:
             pass
         shutil.rmtree(self.home, ignore_errors=True)
+        held, self._home_lock = self._home_lock, None  # the folder is gone: let go of it
+        if held is not None:
+            os.close(held)
 
     def __del__(self) -> None:
         try:
