@@ -480,8 +480,8 @@ def _recorded(summary: dict, out: Path | None = None, problems=()) -> int:
             print(f"  {row['error']}", file=sys.stderr)
     if summary.get("llm_left") and not summary["stopped_by_time_budget"]:
         print(f"autoprofiler: {summary['llm_left']} LLM outcome(s) not recorded (requests "
-              "that got no reply from the model); run the same command again to ask them",
-              file=sys.stderr)
+              "that got no reply from the model, or replies not judged yet); run the same "
+              "command again to go on", file=sys.stderr)
     if summary["stopped_by_time_budget"]:
         print("autoprofiler: the time budget ran out; run the same command again to go on",
               file=sys.stderr)
