@@ -235,3 +235,28 @@ def test_the_replay_leaves_a_problem_out_of_a_regime_where_a_constant_passes(stu
         gym.make("AutoProfiler-v0", dataset=path, optimizer="reference-v1", problems=[uri])
     strict = ReplayBackend(path, optimizer="reference-v1", tolerance="kernelbench")
     assert uri in strict.problems(None) and not strict.ill_posed
+
+
+def test_the_comparison_scales_its_tolerance_by_the_reference_and_keeps_each_dtypes_worst():
+    """``compare`` on the CPU (its only direct test ran on a GPU): a value is judged against
+    ``atol + rtol * |reference|``, and ``needed`` is each dtype's worst ``|c - r| / (1 + |r|)``
+    over all its outputs, not the last one's (a mutation review: neither was pinned)."""
+    import torch
+
+    from autoprofiler_env.harness.correctness import compare
+
+    def tolerance(dtype):
+        return 1e-2, 1e-2
+
+    reference = torch.tensor([100.0, 1.0])
+    within = torch.tensor([100.5, 1.0])  # 0.5 <= 0.01 + 0.01 * 100 = 1.01, not <= 0.02
+    assert compare([reference], [within], tolerance).mismatch is None
+    outside = torch.tensor([101.5, 1.0])  # 1.5 > 1.01
+    found = compare([reference], [outside], tolerance).mismatch
+    assert found is not None and "1 of 2 values outside atol=0.01, rtol=0.01" in found.message
+    # two float32 outputs, the larger error first: needed is the worst of the two
+    first, second = torch.tensor([0.0, 3.0]), torch.tensor([0.0, 1.0])
+    result = compare([first, second], [first + torch.tensor([0.0, 0.4]),
+                                       second + torch.tensor([0.0, 0.1])], tolerance)
+    assert result.needed == {"float32": pytest.approx(0.4 / 4.0)}
+    assert result.max_abs_error == pytest.approx(0.4)
