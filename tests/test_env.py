@@ -883,3 +883,23 @@ def test_the_live_env_profiles_on_its_device_and_says_why_not_on_a_cpu(data_dir,
     backend.device = "cuda:1"  # as made on a GPU machine (no GPU here to make it so)
     backend._profile_alone(env.problems[0], "SpeedOfLight")
     assert asked == ["cuda:1"]
+
+
+def test_a_steps_cost_penalty_is_its_share_of_the_budget_times_the_penalty():
+    """``cost_penalty`` charges each collected section ``cost_penalty`` x its cost / the
+    episode's budget, on its own step, and the final reward is the outcome's score alone (a
+    mutation review: only an episode's total was checked)."""
+    import gymnasium as gym
+
+    from autoprofiler_env.scoring import log_score
+
+    env = gym.make("AutoProfiler-v0", split="train", cost_penalty=0.3, budget=1.0)
+    obs, _ = env.reset(seed=0)
+    base = env.unwrapped
+    action = int(np.flatnonzero(obs["action_mask"][:-1])[0])
+    cost, budget = float(base.section_costs[action]), float(base.episode_budget)
+    _, reward, terminated, _, _ = env.step(action)
+    assert not terminated and reward == pytest.approx(-0.3 * cost / budget) and reward < 0
+    _, final, terminated, _, info = env.step(base.STOP)
+    assert terminated and final == pytest.approx(log_score(info["correct"], info["speedup"]))
+    env.close()
