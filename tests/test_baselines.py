@@ -222,3 +222,45 @@ def test_wandb_logs_offline(study_dataset, tmp_path, monkeypatch, fresh_wandb):
     log_wandb({"budgets": [0.25]}, summary, episodes, tmp_path / "b.png")
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and any(runs[0].rglob("*.wandb"))
+
+
+def test_the_oracle_takes_the_smallest_affordable_set_of_the_best_score_the_first_of_equals():
+    """``best_affordable``'s documented rule, on a stub backend with ties: smallest sets first,
+    the first of equals kept, a set that fits only whole is found, one over the budget never
+    taken (a mutation review: only its score was pinned, so the sets it chose could change)."""
+    from autoprofiler_env.envs.backends.base import EpisodeOutcome
+    from autoprofiler_env.oracle import best_affordable
+
+    speedups = {(): 1.0, ("A",): 1.5, ("B",): 1.5, ("A", "C"): 2.0, ("B", "C"): 2.0,
+                ("A", "B"): 3.0, ("A", "B", "C"): 4.0}
+
+    class Stub:
+        sections, metrics = ("A", "B", "C"), ()
+
+        def __init__(self, ceiling):
+            self.ceiling, self.asked = ceiling, []
+
+        def problems(self, split): return ["p"]
+        def features(self, uri): return np.zeros(1)
+        def full_cost(self, uri): return 1.0, 1
+        def cost(self, uri, section): return 1.0, 1
+        def view(self, uri, section): raise NotImplementedError
+        def profile(self, uri, sections): raise NotImplementedError
+        def close(self): pass
+        def best_score(self, uri): return self.ceiling
+
+        def finish(self, uri, sections, profile=None, rng=None):
+            self.asked.append(sections)
+            return EpisodeOutcome("t", "r", True, speedups.get(sections, 1.0), None)
+
+    sections, costs = ("A", "B", "C"), (0.4, 0.4, 0.2)
+    # the ties at 1.5 (A, B) and 2.0 (A+C, B+C): the first of each kept; A+B (0.8) fits only
+    # whole at 0.8, and is the best
+    assert best_affordable(Stub(math.log(3.0)), "p", sections, costs, 0.8) == (0, 1)
+    assert best_affordable(Stub(math.log(3.0)), "p", sections, costs, 0.6) == (0, 2)
+    assert best_affordable(Stub(math.log(3.0)), "p", sections, costs, 0.4) == (0,)
+    assert best_affordable(Stub(math.log(4.0)), "p", sections, costs, 1.0) == (0, 1, 2)  # all
+    # it stops at the problem's ceiling: the first set that reaches it, nothing larger asked
+    stub = Stub(math.log(1.5))
+    assert best_affordable(stub, "p", sections, costs, 1.0) == (0,)
+    assert stub.asked == [(), ("A",)]
