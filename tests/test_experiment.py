@@ -526,6 +526,55 @@ def test_paired_ratios_cancel_what_the_problems_share():
     assert high / low < 1.3  # the problems' spread (a factor of e^4 across them) cancels
 
 
+def test_the_paired_interval_resamples_problems_and_runs_at_2_5_and_97_5_percent():
+    """The documented bootstrap, redone here one resample at a time for a tiny matrix: each
+    resample takes the problems (the same for both sides) and each side's runs with
+    replacement, from a generator seeded with BOOTSTRAP_SEED (problems, then this side's
+    runs, then the other's), and the interval is the 2.5th and 97.5th percentiles of the
+    resampled mean log ratios. With one run a side, only the problems' resampling spreads it."""
+    import math
+
+    import numpy as np
+
+    from experiments.experiment import BOOTSTRAP_SEED, paired_ratio
+
+    scores = np.array([[0.30, -0.10, 0.50, 0.05],
+                       [0.10, 0.20, 0.40, -0.20],
+                       [0.25, 0.00, 0.35, 0.10]])  # 3 runs x 4 problems, log speedups
+    other = np.array([[0.00, 0.10, 0.20, 0.00],
+                      [0.05, -0.05, 0.10, 0.15]])
+    reps = 300
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    problems = rng.integers(4, size=(reps, 4))
+    mine_runs = rng.integers(3, size=(reps, 3))
+    their_runs = rng.integers(2, size=(reps, 2))
+    resampled = []
+    for r in range(reps):
+        total = 0.0
+        for p in problems[r]:
+            mine = sum(scores[run, p] for run in mine_runs[r]) / 3
+            theirs = sum(other[run, p] for run in their_runs[r]) / 2
+            total += mine - theirs
+        resampled.append(total / 4)
+    resampled.sort()
+
+    def percentile(q):  # numpy's default, linear between the closest ranks
+        at = q / 100 * (reps - 1)
+        below = math.floor(at)
+        return resampled[below] + (at - below) * (resampled[below + 1] - resampled[below])
+
+    point = (scores.sum() / 12) - (other.sum() / 8)
+    ratio, low, high = paired_ratio(scores, other, reps=reps)
+    assert ratio == pytest.approx(math.exp(point), abs=1e-12)
+    assert low == pytest.approx(math.exp(percentile(2.5)), abs=1e-9)
+    assert high == pytest.approx(math.exp(percentile(97.5)), abs=1e-9)
+    # one run a side: the interval is the problems' spread alone, not a point
+    _, low, high = paired_ratio(scores[:1], other[:1], reps=reps)
+    differences = sorted(scores[0] - other[0])
+    assert math.exp(differences[0]) <= low < high <= math.exp(differences[-1])
+    assert high / low > 1.2
+
+
 def test_the_sign_flip_test_counts_every_pattern_of_the_differing_problems():
     """Exact where few problems differ: three problems better by the same amount and any
     number equal give p = 2/8 (all three signs alike, either way); the runs are averaged per
