@@ -395,6 +395,38 @@ def test_the_cost_model_is_fitted_where_both_were_measured_and_says_its_error():
         model.predict("WarpStateStats", full, passes=9)
 
 
+def test_the_cost_model_on_three_problems_worked_by_hand():
+    """Three problems where a section alone took 1, 2 and 4 s of the full set's 10 s (GPU:
+    0.5 of 1 s each): the fraction is the median, 0.2 (GPU 0.5, its own median, not the
+    replay's); leaving each problem out predicts it from the median of the other two
+    (0.3, 0.25, 0.15 of 10 s: errors 2/1, 0.5/2, 2.5/4), so the median error is 0.625 and
+    the largest 2.0. A fallback lends only the names this model could not fit."""
+    from autoprofiler_env.dataset.costs import CostModel, Fraction
+    from autoprofiler_env.profiler.records import ProfileCost
+
+    full = ProfileCost(replay_s=10.0, passes=38, kernel_passes=38, gpu_replay_s=1.0,
+                       n_kernels=1)
+    pairs = {"SpeedOfLight": [(ProfileCost(s, 10, 10, 0.5, 1), full) for s in (1.0, 2.0, 4.0)]}
+    model = CostModel.fit(pairs)
+    sol = model.fractions["SpeedOfLight"]
+    assert (sol.replay, sol.gpu_replay, sol.problems) == (0.2, 0.5, 3)
+    assert sol.loo_median_error == pytest.approx(0.625)
+    assert sol.loo_max_error == pytest.approx(2.0)
+    other = ProfileCost(replay_s=20.0, passes=38, kernel_passes=76, gpu_replay_s=3.0,
+                        n_kernels=2)
+    predicted = model.predict("SpeedOfLight", other, passes=10)
+    assert predicted == ProfileCost(replay_s=pytest.approx(4.0), passes=10, kernel_passes=20,
+                                    gpu_replay_s=pytest.approx(1.5), n_kernels=2)
+    # measured alone: SpeedOfLight; borrowed: LaunchStats (the fallback's SpeedOfLight unused)
+    lent = CostModel({"SpeedOfLight": Fraction(0.9, 0.9, 12, 0.1, 0.2),
+                      "LaunchStats": Fraction(0.03, 0.02, 12, 0.1, 0.3)})
+    filled = model.filled(lent)
+    assert filled.fractions == {"SpeedOfLight": sol, "LaunchStats": lent.fractions["LaunchStats"]}
+    assert filled.predict("SpeedOfLight", other, passes=10).replay_s == pytest.approx(4.0)
+    assert filled.predict("LaunchStats", other, passes=1).replay_s == pytest.approx(0.6)
+    assert model.filled(None) is model
+
+
 def test_a_problem_with_only_the_full_set_gets_modelled_costs():
     from autoprofiler_env.dataset.build import evidence_and_costs
     from autoprofiler_env.dataset.costs import CostModel
