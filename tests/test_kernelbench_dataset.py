@@ -359,6 +359,26 @@ def test_splits_are_seeded_stratified_and_cover_every_problem_once():
         stratified_splits(strata, pattern=("train", "dev"))
 
 
+def test_the_seed_draws_where_the_deal_starts():
+    """The pattern is dealt from an offset the seed draws: sha256 of "<seed>/offset", modulo
+    the pattern's length. Five strata of one problem each take the pattern from there, in
+    the strata's sorted order; over seeds 0-9 the first problem gets each of the splits."""
+    import hashlib
+
+    from autoprofiler_env.dataset.splits import PATTERN
+
+    strata = {f"problem://x/level1/{op}_0": (1, op) for op in ("add", "conv", "gemm", "norm",
+                                                               "relu")}
+    firsts = set()
+    for seed in range(10):
+        offset = int(hashlib.sha256(f"{seed}/offset".encode()).hexdigest(), 16) % 5
+        splits = stratified_splits(strata, seed=seed)
+        assert [splits[k] for k in sorted(strata)] == [PATTERN[(offset + i) % 5]
+                                                       for i in range(5)], seed
+        firsts.add(splits["problem://x/level1/add_0"])
+    assert firsts == {"train", "val", "test"}
+
+
 @pytest.mark.parametrize("seed", [0, 1, 7])
 def test_every_prefix_of_the_recording_order_is_balanced(seed):
     strata = _strata()
