@@ -600,6 +600,16 @@ def test_an_edit_below_the_margin_does_not_hide_a_prune_that_loses_nothing(small
         resumed = learn(tr, va, _Offers(grow, prune), LearnConfig(
             budget=0.25, rounds=2, margin=0.05), start=start, log=log, progress=False)
     assert resumed.rounds == 2 and resumed.tree.root == Stop()
+    # an edit that loses nothing but leaves the tree as large is no prune: not kept (a
+    # mutation review: letting same-size edits through passed every test)
+    same = Rewrite(0, Branch(Condition("budget", "fraction", 0.5), Stop(), Stop()))
+    log3 = tmp_path / "log3.jsonl"
+    kept = learn(tr, va, _Offers(same), LearnConfig(budget=0.25, rounds=1, margin=0.05),
+                 start=start, log=log3, progress=False)
+    (row,) = json.loads(log3.read_text().splitlines()[1])["proposals"]
+    assert row["train_objective"] == pytest.approx(before, abs=1e-12)
+    assert json.loads(log3.read_text().splitlines()[1])["accepted"] is None
+    assert kept.tree.root == start.root and kept.accepted == 0
 
 
 # -- the command and the shipped tree -------------------------------------------------------
