@@ -307,9 +307,9 @@ def test_the_interval_of_p_beats_fixed_is_the_spread_of_whole_seeds():
     lies within the seeds' own values."""
     import numpy as np
 
-    from experiments.experiment import _rliable, improvement_over_seeds
+    from experiments.stats import improvement_over_seeds, rliable
 
-    _, metrics = _rliable()
+    _, metrics = rliable()
     rng = np.random.default_rng(0)
     fixed = rng.normal(size=(1, 24))
     runs = []
@@ -508,7 +508,7 @@ def test_paired_ratios_cancel_what_the_problems_share():
 
     import numpy as np
 
-    from experiments.experiment import paired_ratio
+    from experiments.stats import paired_ratio
 
     rng = np.random.default_rng(1)
     fixed = rng.normal(scale=1.0, size=(1, 30))  # log speedups: problems differ a lot
@@ -536,7 +536,7 @@ def test_the_paired_interval_resamples_problems_and_runs_at_2_5_and_97_5_percent
 
     import numpy as np
 
-    from experiments.experiment import BOOTSTRAP_SEED, paired_ratio
+    from experiments.stats import BOOTSTRAP_SEED, paired_ratio
 
     scores = np.array([[0.30, -0.10, 0.50, 0.05],
                        [0.10, 0.20, 0.40, -0.20],
@@ -583,7 +583,7 @@ def test_the_sign_flip_test_counts_every_pattern_of_the_differing_problems():
 
     import numpy as np
 
-    from experiments.experiment import EXACT_UP_TO, sign_flip_p
+    from experiments.stats import EXACT_UP_TO, sign_flip_p
 
     fixed = np.zeros((1, 10))
     better = np.zeros((5, 10))
@@ -609,7 +609,7 @@ def test_the_sign_flip_test_keeps_its_level_where_the_two_are_alike():
     draws: 2,000 draws of 12 skewed-in-size, symmetric-in-sign differences."""
     import numpy as np
 
-    from experiments.experiment import sign_flip_p
+    from experiments.stats import sign_flip_p
 
     rng = np.random.default_rng(0)
     rejected = 0
@@ -620,7 +620,7 @@ def test_the_sign_flip_test_keeps_its_level_where_the_two_are_alike():
 
 
 def test_holm_adjusts_a_family_of_p_values_step_down():
-    from experiments.experiment import holm
+    from experiments.stats import holm
 
     # sorted 0.005, 0.01, 0.03, 0.04: x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> monotone
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
@@ -633,7 +633,7 @@ def test_the_leaderboard_tests_each_row_against_the_fixed_configuration(tmp_path
     over every learned agent and budget of the split."""
     import csv
 
-    from experiments.experiment import holm
+    from experiments.stats import holm
 
     config = _config(tmp_path, "name: t\nbudgets: [0.1, 0.5]\nsplits: [test]\nseeds: 1\n"
                                "agents:\n  tree: {kind: tree, rounds: 2}\n"
