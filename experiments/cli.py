@@ -893,8 +893,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from experiments.experiment import (
         config_path,
+        experiment_wandb_config,
         goes_on_experiment,
         load_config,
+        log_experiment,
         run_experiment,
         write,
     )
@@ -923,7 +925,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     with one_writer(out, "autoprofiler experiment"):  # a second one into --out: refused
         # started before the experiment: one that fails or is interrupted hours in has its run,
         # marked failed
-        run = wandb_run("experiment", _experiment_wandb_config(config),
+        run = wandb_run("experiment", experiment_wandb_config(config),
                         default_group=config.name, name=config.name, folder=out,
                         resuming=goes_on_experiment(config, out)) if args.wandb else None
         with finishing(run):
@@ -948,61 +950,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                       + ("; the time budget ran out: run the same command again to go on"
                          if live_result["stopped_by_time_budget"] else ""), file=sys.stderr)
             if run is not None:
-                _log_experiment(run, result, paths, live_result, live_paths)
+                log_experiment(run, result, paths, live_result, live_paths)
     return EXIT_OK
-
-
-def _experiment_wandb_config(config) -> dict:
-    """An experiment's wandb config: the experiment config as loaded (paths relative to the
-    working directory where under it), the dataset's sha256 and the versions."""
-    import dataclasses
-
-    from experiments.experiment import ConfigError
-    from experiments.tracking import dataset_sha256, versions
-    from experiments.train import portable
-
-    def plain(value):
-        if isinstance(value, Path):
-            return portable(value)
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        return value
-
-    try:
-        sha256 = dataset_sha256(config.env.get("dataset"))
-    except (ValueError, AutoProfilerError) as e:  # as run_experiment says it, before it runs
-        raise ConfigError(f"{config.path}: env: {e}") from None
-    return plain(dataclasses.asdict(config)) | {
-        "command": "experiment", "dataset_sha256": sha256, "versions": versions()}
-
-
-def _log_experiment(run, result: dict, paths: list[Path], live_result: dict | None,
-                    live_paths: list[Path]) -> None:
-    """The leaderboard as a table and in the run's summary (each row's geometric-mean
-    speedup and its ratio to the fixed configuration chosen on train, under
-    ``<split>/budget=<b>/<agent>/``), the plots as images; the live evaluation's too."""
-    import wandb
-
-    from experiments.benchmark import wandb_key
-
-    def table(rows):
-        return wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
-
-    logged = {"leaderboard": table(result["rows"])}
-    logged |= {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
-    if live_paths:
-        logged |= {"live/leaderboard": table(live_result["rows"]),
-                   "live/replay_vs_live": table(live_result["comparison"])}
-        logged |= {f"live/{p.stem}": wandb.Image(str(p)) for p in live_paths
-                   if p.suffix == ".png"}
-    run.log(logged)
-    for row in result["rows"]:
-        key = f"{row['split']}/budget={row['budget']:g}/{wandb_key(row['agent'])}"
-        for column in ("geomean_speedup", "x_fixed"):
-            if row.get(column) is not None:
-                run.summary[f"{key}/{column}"] = row[column]
 
 
 # -- the parser -----------------------------------------------------------------------------

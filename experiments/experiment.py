@@ -692,6 +692,58 @@ def _agent_wandb_run(config: ExperimentConfig, spec: AgentSpec, seed: int, group
                      folder=state, resuming=_agent_goes_on(spec, state))
 
 
+def experiment_wandb_config(config: ExperimentConfig) -> dict:
+    """An experiment's wandb config: the experiment config as loaded (paths relative to the
+    working directory where under it), the dataset's sha256 and the versions."""
+    import dataclasses
+
+    from experiments.tracking import dataset_sha256, versions
+    from experiments.train import portable
+
+    def plain(value):
+        if isinstance(value, Path):
+            return portable(value)
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    try:
+        sha256 = dataset_sha256(config.env.get("dataset"))
+    except (ValueError, AutoProfilerError) as e:  # as run_experiment says it, before it runs
+        raise ConfigError(f"{config.path}: env: {e}") from None
+    return plain(dataclasses.asdict(config)) | {
+        "command": "experiment", "dataset_sha256": sha256, "versions": versions()}
+
+
+def log_experiment(run, result: dict, paths: list[Path], live_result: dict | None,
+                    live_paths: list[Path]) -> None:
+    """The leaderboard as a table and in the run's summary (each row's geometric-mean
+    speedup and its ratio to the fixed configuration chosen on train, under
+    ``<split>/budget=<b>/<agent>/``), the plots as images; the live evaluation's too."""
+    import wandb
+
+    from experiments.benchmark import wandb_key
+
+    def table(rows):
+        return wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
+
+    logged = {"leaderboard": table(result["rows"])}
+    logged |= {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
+    if live_paths:
+        logged |= {"live/leaderboard": table(live_result["rows"]),
+                   "live/replay_vs_live": table(live_result["comparison"])}
+        logged |= {f"live/{p.stem}": wandb.Image(str(p)) for p in live_paths
+                   if p.suffix == ".png"}
+    run.log(logged)
+    for row in result["rows"]:
+        key = f"{row['split']}/budget={row['budget']:g}/{wandb_key(row['agent'])}"
+        for column in ("geomean_speedup", "x_fixed"):
+            if row.get(column) is not None:
+                run.summary[f"{key}/{column}"] = row[column]
+
+
 def _agent_summary(result: dict) -> dict:
     """A learned agent's run file as wandb summary numbers: per split and budget, the
     geometric mean of the shipped speedups over the problems and the mean profiling cost."""
