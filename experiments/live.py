@@ -63,7 +63,7 @@ LIVE_KEYS = ("device", "evidence", "source", "harness", "problems")
 PART = "live"
 """The units' part: their episodes go to ``live/live.jsonl``, their device time to
 ``live/timings.jsonl``."""
-HINDSIGHT = ("oracle",)
+NEEDS_HINDSIGHT = ("oracle",)
 """Agents that need the replay's analysis API: left out of a live evaluation."""
 
 
@@ -311,7 +311,7 @@ def _agents(config, out: Path) -> list[dict]:
                 add(spec.name, seed, "rl", {"algorithm": run.get("algorithm"),
                                             "model": base64.b64encode(model.read_bytes()).decode()})
     for name in config.baselines:
-        if name not in HINDSIGHT:
+        if name not in NEEDS_HINDSIGHT:
             add(name, 0, "baseline", {})
     chosen = _chosen(_run_file(out, TRAIN_CHOSEN, 0))
     add(TRAIN_CHOSEN, 0, "chosen", {"chosen": chosen})
