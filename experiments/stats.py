@@ -19,7 +19,6 @@ compares (rliable's stratified bootstrap draws its resamples from ``np.random``,
 ``random_state`` it is given)."""
 
 
-
 def rliable():
     """rliable's library and metrics, or a clear error saying how to install them."""
     try:
