@@ -100,15 +100,10 @@ import numpy as np
 from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.checksum import file_sha256
 from autoprofiler_env.configfile import read_yaml
-from autoprofiler_env.errors import (
-    AutoProfilerError,
-    ConfigError,
-    EmptySplitError,
-    warn,
-)
+from autoprofiler_env.errors import AutoProfilerError, ConfigError, EmptySplitError, warn
 from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
-from experiments.benchmark import write_csv
+from experiments.benchmark import best_fixed_row, write_csv
 from experiments.live import LiveConfig
 from experiments.stats import (
     BOOTSTRAP_SEED,
@@ -485,7 +480,6 @@ def best_fixed(env, budget: float) -> str:
     from autoprofiler_env.evaluation import rollout
     from autoprofiler_env.scoring import geomean, shipped_speedup
     from baselines import all_agents, is_fixed
-    from experiments.benchmark import best_fixed_row
 
     rows = []
     for agent in [a for a in all_agents(env) if is_fixed(a.name)]:
@@ -718,7 +712,7 @@ def experiment_wandb_config(config: ExperimentConfig) -> dict:
 
 
 def log_experiment(run, result: dict, paths: list[Path], live_result: dict | None,
-                    live_paths: list[Path]) -> None:
+                   live_paths: list[Path]) -> None:
     """The leaderboard as a table and in the run's summary (each row's geometric-mean
     speedup and its ratio to the fixed configuration chosen on train, under
     ``<split>/budget=<b>/<agent>/``), the plots as images; the live evaluation's too."""
