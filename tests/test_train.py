@@ -214,6 +214,13 @@ def test_policy_kwargs_in_the_zoos_string_form_are_parsed_not_evaluated():
         "optimizer_class": torch.optim.SGD}
     mapping = config_from_dict(_tiny(policy_kwargs={"net_arch": [16]}))
     assert algorithm_kwargs(mapping)["policy_kwargs"] == {"net_arch": [16]}
+    # the zoo's own hyperparams/a2c.yml names its optimizer bare, as the zoo's module imports it
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+
+    zoo_a2c = config_from_dict(_tiny(policy_kwargs="dict(optimizer_class=RMSpropTFLike, "
+                                     "optimizer_kwargs=dict(eps=1e-5))"))
+    assert algorithm_kwargs(zoo_a2c)["policy_kwargs"] == {
+        "optimizer_class": RMSpropTFLike, "optimizer_kwargs": {"eps": 1e-5}}
     for text, message in [
             ("dict(net_arch=[8], activation_fn=__import__('os').system('true'))",
              "a literal .* or a class named as the zoo does"),
@@ -492,6 +499,14 @@ def test_a_run_directory_of_rl_baselines3_zoo_loads_as_the_zoo_laid_it_out(tmp_p
             "env_kwargs), which cannot be read from here") in said
     (run / "AutoProfiler-v0" / "args.yml").write_text("!!python/name:os.system ''\n")
     assert zoo_env_kwargs(run) is None  # read with a safe loader: nothing else is built
+    # a study's best trial names classes in config.yml (`--trial-id`): read as text, and the
+    # run's env_kwargs still are
+    (run / "AutoProfiler-v0" / "args.yml").unlink()
+    (run / "AutoProfiler-v0" / "config.yml").write_text(
+        "!!python/object/apply:collections.OrderedDict\n"
+        "- - - activation_fn\n    - !!python/name:torch.nn.modules.activation.Tanh ''\n"
+        "  - - env_kwargs\n    - budget_unit: passes\n")
+    assert zoo_env_kwargs(run) == {"budget_unit": "passes"}
     (run / "AutoProfiler-v0" / "vecnormalize.pkl").write_bytes(b"")
     with pytest.raises(AutoProfilerError, match="trained it with `normalize`"):
         load_run(run)

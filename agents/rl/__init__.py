@@ -119,7 +119,10 @@ def zoo_env_kwargs(directory: str | Path) -> dict | None:
     hyperparameters' ``env_kwargs`` (``<env id>/config.yml``), overridden by the command
     line's (``args.yml``), as ``rl_zoo3.enjoy`` reads them; None where ``directory`` is not
     a zoo run or its files cannot be read. The zoo saves them as YAML of ``OrderedDict``s,
-    read here with a safe loader that builds only those (nothing else is constructed)."""
+    read here with a safe loader that builds only those: any other Python tag (the classes a
+    study's best trial names, ``!!python/name:torch.nn.modules.activation.Tanh``) is read as
+    its text, ``"python/name:torch.nn.modules.activation.Tanh"``; nothing is imported or
+    constructed."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -129,8 +132,12 @@ def zoo_env_kwargs(directory: str | Path) -> dict | None:
         [pairs] = loader.construct_sequence(node, deep=True)
         return dict(pairs)
 
+    def inert(loader, suffix, node):  # a Python object named, never made
+        return f"python/{suffix}"
+
     Loader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict",
                            ordered)
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", inert)
     env_id = zoo_run(directory)
     if env_id is None:
         return None
@@ -143,7 +150,9 @@ def zoo_env_kwargs(directory: str | Path) -> dict | None:
             saved = yaml.load(path.read_text(), Loader=Loader)  # noqa: S506 (a safe loader)
         except (OSError, ValueError, yaml.YAMLError):
             return None
-        if isinstance(saved, dict) and isinstance(saved.get("env_kwargs"), dict):
+        if not isinstance(saved, dict):  # not the zoo's file
+            return None
+        if isinstance(saved.get("env_kwargs"), dict):
             kwargs = saved["env_kwargs"] if name == "args.yml" else {**kwargs,
                                                                       **saved["env_kwargs"]}
     return kwargs

@@ -33,8 +33,8 @@ and with ``autoprofiler train --config ppo``::
   ``optimizer``, ``cost_penalty``, ``incorrect_reward``, ...: the class docstring of
   :class:`~autoprofiler_env.envs.profiling_env.ProfilingEnv`);
 - ``policy_kwargs``: a mapping of plain values, or the zoo's string ``"dict(...)"`` whose
-  classes are named as the zoo names them (``nn.ReLU``, ``th.optim.RMSprop``); it is
-  parsed, never evaluated;
+  classes are named as the zoo names them (``nn.ReLU``, ``th.optim.RMSprop``,
+  ``RMSpropTFLike``); it is parsed, never evaluated;
 - ``normalize: false`` is accepted; the zoo's wrappers and callbacks (``normalize: true``,
   ``env_wrapper``, ``frame_stack``, ``callback``, ...) are refused by name: this command
   does not apply them;
@@ -92,6 +92,9 @@ ZOO_NOT_APPLIED = ("normalize_kwargs", "frame_stack", "env_wrapper", "vec_env_wr
 CLASS_ROOTS = {"nn": "torch.nn", "th": "torch", "torch": "torch"}
 """How the zoo's ``policy_kwargs`` strings name classes (its module imports ``torch as th``
 and ``torch.nn as nn``), and the modules the names resolve in."""
+BARE_CLASSES = {"RMSpropTFLike": "stable_baselines3.common.sb2_compat.rmsprop_tf_like"}
+"""The classes the zoo's ``policy_kwargs`` strings name bare (its module imports them; its
+``hyperparams/a2c.yml`` gives ``optimizer_class=RMSpropTFLike``), and their modules."""
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,8 @@ def _zoo_value(node: ast.expr, name: str):
     dotted = _dotted(node)
     if dotted is not None:
         return _ClassName(dotted)
+    if isinstance(node, ast.Name) and node.id in BARE_CLASSES:
+        return _ClassName(node.id)
     try:
         return ast.literal_eval(node)
     except ValueError:
@@ -327,10 +332,14 @@ def _resolved(name: str):
     import importlib
 
     root, _, rest = name.partition(".")
-    if root not in CLASS_ROOTS or not rest:
+    if name in BARE_CLASSES:
+        module, attribute = BARE_CLASSES[name], name
+    elif root not in CLASS_ROOTS or not rest:
         raise ValueError(f"{name}: name a class as the zoo does, under "
-                         f"{', '.join(f'{r}.' for r in CLASS_ROOTS)} (nn.ReLU, th.optim.Adam)")
-    module, _, attribute = f"{CLASS_ROOTS[root]}.{rest}".rpartition(".")
+                         f"{', '.join(f'{r}.' for r in CLASS_ROOTS)} (nn.ReLU, th.optim.Adam), "
+                         f"or {', '.join(BARE_CLASSES)}")
+    else:
+        module, _, attribute = f"{CLASS_ROOTS[root]}.{rest}".rpartition(".")
     try:
         found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError):
