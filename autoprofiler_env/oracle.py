@@ -14,8 +14,10 @@ from autoprofiler_env.scoring import log_score
 
 def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[int, ...]:
     """The indices (into ``sections``) of the affordable set with the highest score
-    (:func:`~autoprofiler_env.scoring.log_score`), smallest sets first, the first of equals
-    kept; the search stops early once it reaches the best outcome the problem has at all.
+    (:func:`~autoprofiler_env.scoring.log_score`): of the sets that reach it, the smallest,
+    of those the cheapest, and the first of equal costs (the rule of docs/report.md's
+    "smallest optimal set"); the search stops early once a size reaches the best outcome the
+    problem has at all.
 
     Raises:
         TypeError: the backend has no hindsight (the live backend).
@@ -24,20 +26,21 @@ def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[
         raise TypeError(f"the oracle needs a backend with hindsight (the replay's "
                         f"best_score and finish); {type(backend).__name__} has none")
     ceiling = backend.best_score(uri)
-    best_value, best = -math.inf, ()
+    best_value, best_cost, best = -math.inf, math.inf, ()
     affordable = [i for i in range(len(sections)) if costs[i] <= budget + 1e-12]
     for size in range(len(affordable) + 1):
         fits_any = False
         for combo in itertools.combinations(affordable, size):
-            if sum(costs[i] for i in combo) > budget + 1e-12:
+            cost = sum(costs[i] for i in combo)
+            if cost > budget + 1e-12:
                 continue
             fits_any = True
             outcome = backend.finish(uri, tuple(sections[i] for i in combo))
             value = log_score(outcome.correct, outcome.speedup)
-            if value > best_value + 1e-12:
-                best_value, best = value, combo
-                if best_value >= ceiling - 1e-12:
-                    return best
-        if not fits_any:
+            if value > best_value + 1e-12 or (value >= best_value - 1e-12
+                                              and len(combo) == len(best)
+                                              and cost < best_cost - 1e-12):
+                best_value, best_cost, best = max(value, best_value), cost, combo
+        if not fits_any or best_value >= ceiling - 1e-12:
             break
     return best
