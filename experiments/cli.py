@@ -1325,7 +1325,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--dataset", help="a shipped dataset's name (suite, kernelbench) or a file")
     q.add_argument("--problems", action="store_true",
                    help="list every problem (level, split, op, KernelBench file and sha256, "
-                        "recording seconds)")
+                        "recording seconds where the file holds them: KernelBench's)")
     p.set_defaults(func=cmd_dataset)
     return parser
 

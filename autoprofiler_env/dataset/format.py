@@ -7,9 +7,14 @@ serialising anything again). The document holds (the profiles' kernels as :func:
 them: each a list of its fields, its repeated strings, metric values, header rows and findings
 once, in the document's tables):
 
-- ``metadata``: GPU, driver, CUDA, torch, triton and ncu versions, date, tolerance, timing
-  method, per optimizer with outcomes the judge versions of its rows (``optimizers``; a
-  schema-2 file has ``optimizer`` instead) (on load, the header's ``sha256`` is added to it);
+- ``metadata``: GPU, CUDA, torch, Python and ncu versions (``gpu``, ``cuda``, ``torch``,
+  ``python``, ``ncu``; ``triton`` where recorded), the build's date (``built``), tolerance,
+  timing method, the cost model's fit (``cost_model``), the recording's cost
+  (``recording_cost``; per problem, ``problems``, where the build kept it: KernelBench's),
+  the problems left out (``left_out``, ``unprimed_costs``), per optimizer with outcomes the
+  judge versions of its rows (``optimizers``; a schema-2 file has ``optimizer`` instead),
+  and after ``autoprofiler dataset upgrade`` the checksums of the same content in older
+  files (``same_content_as``) (on load, the header's ``sha256`` is added to it);
 - ``sections``: the action sections recorded for every problem;
 - ``problems``: per problem its URI, level, split, tags, static features, the eager time and
   spread (``eager``; with ``constant_needed`` where recorded: per output dtype, the smallest

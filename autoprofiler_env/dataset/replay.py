@@ -406,7 +406,9 @@ class Dataset:
         that the build left out, counted by why (not recorded yet, refused). With
         ``problems``, ``records`` lists each problem: URI, level, split, primary op tag,
         KernelBench file, sha256 and its direct recording seconds
-        (``metadata["recording_cost"]["problems"]``)."""
+        (``metadata["recording_cost"]["problems"]``; None where the file holds none: the
+        suite's, built before they were kept, whose figures docs/dataset.md computes from its
+        recording's logs)."""
         records = self.content.problems.values()
         info = self._counts(records)
         recorded = [r for r in records if r.provenance is not None]
