@@ -206,6 +206,12 @@ def test_an_unknown_name_is_a_typed_error_listing_the_shipped_ones():
         resolve_dataset("suit")
     with pytest.raises(DatasetError, match="no dataset file at"):  # path-like: a missing file
         Dataset.load("missing/dataset.json.gz")
+    # a shipped file's own name, or its stem, outside its folder: the name it goes by
+    with pytest.raises(UnknownDatasetError, match="the shipped h200-kernelbench.json.gz is "
+                       "named 'kernelbench'"):
+        Dataset.load("h200-kernelbench.json.gz")
+    with pytest.raises(UnknownDatasetError, match="h200-reference.json.gz is named 'suite'"):
+        resolve_dataset("h200-reference")
 
 
 def test_a_name_not_shipped_yet_says_how_to_record_and_build_it(tmp_path, monkeypatch, capsys):
