@@ -85,6 +85,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -546,10 +547,19 @@ def _save_interrupted(model, out: Path) -> dict:
 def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = None,
           source: str = "config", wandb_run=None, progress: bool = True,
           command: list[str] | None = None, verbose: int = 0,
-          resume: bool = True) -> TrainResult:
+          resume: bool = True,
+          after_evaluation: Callable[[int, float], bool | None] | None = None) -> TrainResult:
     """Trains a model as ``config`` says and writes ``out`` (the module docstring says
     what); returns what it wrote and scored. ``given``: the config file's content, kept in
     ``run.json`` beside the resolved config.
+
+    ``after_evaluation(steps, objective)``, where given, is called after each evaluation
+    (its checkpoint saved) with the steps done and the evaluation's objective (the mean over
+    the budgets of the log geometric-mean speedups, :class:`Evaluation`); where it returns
+    ``False`` the run stops there, finished early: its last evaluation is that one,
+    ``run.json``'s ``stopped_early`` says at which step, and the result's ``steps`` are
+    fewer than the config's (a tuning trial that its pruner stops: :mod:`experiments.tune`).
+    What it raises ends the run as an error would (a killed run's files: resumable).
 
     Where ``out`` holds an interrupted run (``run.json``'s status ``interrupted``: a
     ``KeyboardInterrupt``, Ctrl-C, saved it) or a killed one (``running``, its last
@@ -579,11 +589,11 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     not bit-identical to an uninterrupted one of the same seed."""
     with one_writer(Path(out), "autoprofiler train"):
         return _train(config, Path(out), seed, given, source, wandb_run, progress, command,
-                      verbose, resume)
+                      verbose, resume, after_evaluation)
 
 
 def _train(config, out, seed, given, source, wandb_run, progress, command, verbose,
-           resume) -> TrainResult:
+           resume, after_evaluation=None) -> TrainResult:
     """:func:`train`'s work, ``out`` held."""
     import gymnasium as gym
     from stable_baselines3.common.callbacks import CallbackList
@@ -678,6 +688,9 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                 "steps": int(model.num_timesteps),
                 "seconds": before + time.perf_counter() - started,
                 "log_lines": _log_lines(out)})
+            if after_evaluation is not None:  # False: the run stops here (a pruned trial)
+                return after_evaluation(evaluation.step, evaluation.objective)
+            return None
 
         evaluator = RolloutEvalCallback(eval_env, config.eval.budgets, config.eval.frequency,
                                         best_model_path=out / "best_model.zip",
@@ -718,6 +731,8 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
         result = TrainResult(out, out / "model.zip", out / "best_model.zip", evaluator.best,
                              evaluator.evaluations[-1], int(model.num_timesteps), seconds,
                              list(evaluator.evaluations))
+        if evaluator.stopped:
+            meta["stopped_early"] = result.steps
         meta |= {"status": "finished", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                  "steps": result.steps, "seconds": seconds,
                  "steps_per_second": result.steps_per_second,

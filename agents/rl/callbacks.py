@@ -178,7 +178,9 @@ class RolloutEvalCallback(BaseCallback):
 
     ``on_evaluation(evaluation, records)``, when given, is called after each evaluation,
     once it is logged (the command keeps the records for wandb and saves its checkpoint
-    there).
+    there); where it returns ``False``, training stops there (SB3's callbacks' convention:
+    a tuning trial that its pruner stops, :mod:`experiments.tune`), as if the steps were
+    done: the evaluation just made is the last.
 
     A resumed run restores what the interrupted one evaluated (:meth:`restore`): the best
     model kept stays the best unless an evaluation beats it, and the evaluations continue on
@@ -201,6 +203,7 @@ class RolloutEvalCallback(BaseCallback):
         self.on_evaluation = on_evaluation
         self.evaluations: list[Evaluation] = []
         self.best: Evaluation | None = None
+        self.stopped = False  # on_evaluation returned False: training stops
         self._next = self.frequency
 
     def restore(self, evaluations) -> None:
@@ -259,7 +262,7 @@ class RolloutEvalCallback(BaseCallback):
                 self.model, "_total_timesteps", float("inf")):
             self._next = (self.num_timesteps // self.frequency + 1) * self.frequency
             self.evaluate()
-        return True
+        return not self.stopped
 
     def _on_training_end(self) -> None:
         if not self.evaluations or self.evaluations[-1].step != self.num_timesteps:
@@ -302,7 +305,8 @@ class RolloutEvalCallback(BaseCallback):
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.dump(self.num_timesteps)
         if self.on_evaluation is not None:  # after the dump: the logs hold the evaluation
-            self.on_evaluation(evaluation, records)
+            if self.on_evaluation(evaluation, records) is False:
+                self.stopped = True
         return evaluation
 
 
