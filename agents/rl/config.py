@@ -73,7 +73,10 @@ SCHEDULED = ("learning_rate", "clip_range", "clip_range_vf")
 COUNTS = frozenset({"n_steps", "batch_size", "n_epochs", "buffer_size", "learning_starts",
                     "gradient_steps", "target_update_interval", "stats_window_size",
                     "sde_sample_freq"})
-"""The hyperparameters that are whole numbers."""
+"""The hyperparameters that are whole numbers (>= 1, but those of :data:`MAY_BE_ZERO`)."""
+MAY_BE_ZERO = frozenset({"learning_starts"})
+"""The whole-number hyperparameters that may be 0 (an off-policy algorithm learning from its
+first step: rl-baselines3-zoo's tuning samples it)."""
 RESERVED = {"env": "env_kwargs", "seed": "the --seed option",
             "verbose": "the command (its progress bar)",
             "tensorboard_log": "the command (it logs to the run directory and wandb)",
@@ -414,8 +417,9 @@ def _check_hyperparameters(hyperparameters: dict, cls, fail, at: str) -> None:
         elif key in COUNTS:
             if isinstance(value, float) and value.is_integer():
                 hyperparameters[key] = value = int(value)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise fail(name, f"a whole number >= 1, got {value!r}")
+            least = 0 if key in MAY_BE_ZERO else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise fail(name, f"a whole number >= {least}, got {value!r}")
         elif key == "train_freq":
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1) \
                     and not (isinstance(value, list) and len(value) == 2
