@@ -16,6 +16,9 @@
                             [--seed 0] [--out runs/tree] [--wandb]
     autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--seed 0] [--out DIR]
                        [--steps N] [--wandb] [--wandb-group NAME]
+    autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--trials 20] [--steps N]
+                      [--sampler tpe|random] [--pruner median|none] [--n-startup-trials 10]
+                      [--n-evaluations N] [--seed 0] [--out runs/tune/<config>]
     autoprofiler experiment [--config compare|FILE] [--out DIR] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler record --source KERNELBENCH_DIR --out DIR [--prepare | --replan] [--commit SHA]
@@ -888,6 +891,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- tune -----------------------------------------------------------------------------------
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from experiments.tune import _optuna, print_summary, tune
+
+    _optuna()  # without Optuna: the install hint, before anything else
+    result = tune(args.config, args.out, trials=args.trials, steps=args.steps,
+                  sampler=args.sampler, pruner=args.pruner, seed=args.seed,
+                  n_startup_trials=args.n_startup_trials, n_evaluations=args.n_evaluations,
+                  command=["autoprofiler", *sys.argv[1:]])
+    print_summary(result)
+    return EXIT_OK
+
+
 # -- experiment -----------------------------------------------------------------------------
 
 def cmd_experiment(args: argparse.Namespace) -> int:
@@ -1115,6 +1132,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb", action="store_true", help=WANDB_HELP)
     p.add_argument("--wandb-group", help="the wandb group (default: train-<config>)")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("tune", help="tune a config's hyperparameters with Optuna (as "
+                       "rl-baselines3-zoo's -optimize; MaskablePPO too); resumable",
+                       description="Tune a training config's hyperparameters with Optuna, "
+                       "as rl-baselines3-zoo's -optimize does: each trial samples the zoo's "
+                       "ranges for the algorithm, trains with autoprofiler train's training "
+                       "into --out/trials/<number> and scores its best evaluation (the "
+                       "config's eval split and budgets, masks used). --out gets the study "
+                       "(study.db), trials.csv and best.yml (the best trial's config, which "
+                       "autoprofiler train --config trains from). The same command again "
+                       "continues the study until --trials trials are finished; one with "
+                       "other settings into the same --out is refused. Needs Optuna: "
+                       "pip install -e '.[tune]'.")
+    p.add_argument("--config", default=DEFAULT_CONFIG,
+                   help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
+                   f"experiments/configs: {DEFAULT_CONFIG} (default), ppo, a2c, dqn, qrdqn")
+    p.add_argument("--trials", type=int, default=20,
+                   help="finished trials (complete or pruned) the study goes on to (the "
+                   "zoo's --n-trials; default: 20)")
+    p.add_argument("--steps", type=int,
+                   help="environment steps each trial trains (the zoo's --n-timesteps; "
+                   "default: the config's n_timesteps)")
+    p.add_argument("--sampler", choices=("tpe", "random"), default="tpe",
+                   help="Optuna's sampler (default: tpe, multivariate, random for the first "
+                   "--n-startup-trials)")
+    p.add_argument("--pruner", choices=("median", "none"), default="median",
+                   help="Optuna's pruner (default: median, which waits for "
+                   "--n-startup-trials finished trials and a third of the evaluations)")
+    p.add_argument("--n-startup-trials", type=int, default=10,
+                   help="trials before the sampler and the pruner go to work (default: 10, "
+                   "the zoo's)")
+    p.add_argument("--n-evaluations", type=int,
+                   help="evaluations per trial, every steps/N steps (default: the config's "
+                   "eval.frequency)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the seed of every trial's training and of the sampler (default: 0)")
+    p.add_argument("--out", help="the study's folder (default: runs/tune/<config>); one "
+                   "holding a study continues it")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("benchmark", help="every agent on the test split, at several budgets")
     p.add_argument("--dataset", help="a shipped dataset's name (suite, kernelbench) or a "
@@ -1355,6 +1411,8 @@ def _formatting_warnings(otherwise):
 _AFTER_INTERRUPT = {
     command: ": run the same command again to resume it (what was done is kept)"
     for command in ("train", "experiment", "record")} | {
+    "tune": ": run the same command again to continue the study (its finished trials are "
+            "kept; the one stopped is not counted, a new trial takes its place)",
     "dataset": ": nothing was written (a dataset file is written whole, at its end)"}
 """What a command interrupted (Ctrl-C, a ``KeyboardInterrupt`` that nothing else reported)
 leaves and how to go on; learn-tree says it in its own error."""

@@ -1,0 +1,660 @@
+"""``autoprofiler tune``: Optuna tuning of a training config's hyperparameters, as
+rl-baselines3-zoo's ``-optimize`` tunes its hyperparameter files, for every algorithm
+``autoprofiler train`` trains (MaskablePPO included, which the zoo lacks) and scored by the
+project's own evaluation (masks used).
+
+    autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--trials 20] [--steps N]
+                      [--sampler tpe|random] [--pruner median|none] [--n-startup-trials 10]
+                      [--n-evaluations N] [--seed 0] [--out runs/tune/<config>]
+
+Each trial samples hyperparameters (:data:`SAMPLERS`: the zoo's ``hyperparams_opt`` ranges
+and names, MaskablePPO PPO's), puts them over the config's (the zoo's ``kwargs.update``:
+what is not sampled stays the config's) and trains with :func:`experiments.train.train`,
+``--steps`` steps (default: the config's ``n_timesteps``) with ``--seed``, into
+``<out>/trials/<number>`` (a training run's folder: ``autoprofiler benchmark --policy
+sb3:<out>/trials/<number>`` plays it). The trial's objective is its best evaluation's on the
+config's ``eval`` split and budgets (:class:`agents.rl.callbacks.Evaluation`'s
+``objective``: the mean over the budgets of the log geometric-mean speedups; the best model
+the run keeps), where the zoo takes the last evaluation's mean episode reward.
+``--n-evaluations N`` evaluates each trial every ``steps // N`` steps (the zoo's option);
+without it, on the config's ``eval.frequency``. After each evaluation the trial reports the
+objective to the pruner at its place on that schedule (``steps // frequency``: trials of
+other rollout sizes meet at the same places): ``median`` (the zoo's default:
+``MedianPruner(n_startup_trials, n_warmup_steps=n_evaluations // 3)``) stops a trial whose
+best so far is below the median of the finished trials' there, and the trial ends PRUNED,
+its run finished early (``run.json``'s ``stopped_early``); ``none`` prunes nothing. The
+sampler is the zoo's ``tpe`` (``TPESampler(n_startup_trials, multivariate=True)``: random
+for the first ``--n-startup-trials``) or ``random``, seeded for each trial from ``--seed``
+and the trial's number, so that a study continued after a stop samples as one that never
+stopped. A trial whose training raises a ``ValueError`` or an ``AssertionError`` (NaN
+parameters from a large learning rate) is PRUNED with a warning, as the zoo does.
+
+``--out`` (default ``runs/tune/<config stem>``) holds the study, ``study.db`` (Optuna's
+SQLite storage), and after each trial
+
+- ``trials.csv``: each trial's number, state (COMPLETE, PRUNED, FAIL, RUNNING), objective (a
+  pruned trial's: its last evaluation's, as Optuna keeps it), geometric-mean speedup, steps
+  trained, the step of its best evaluation, seconds, and its sampled parameters
+  (``params_<name>``, Optuna's ``trials_dataframe`` names);
+- ``best.yml``: the best finished trial's config, a hyperparameter file in the zoo's format
+  (the config given, the trial's hyperparameters over it, its ``n_timesteps`` and ``eval``
+  the config's own, the ``autoprofiler:`` key naming the algorithm) that ``autoprofiler train
+  --config <out>/best.yml`` trains from, and ``python -m rl_zoo3.train -conf`` too (ppo, a2c,
+  dqn, qrdqn).
+
+The study is resumable: the same command again continues until ``--trials`` trials are
+finished (COMPLETE or PRUNED), never running a finished one again. Ctrl-C (or SIGTERM)
+stops the trial under way, which ends FAIL and is not counted; a trial left RUNNING by a
+process killed outright is marked FAIL when the study continues; a failed trial's folder is
+removed and a new trial takes its place. A study continues only with its own settings: a
+``--config`` that resolves otherwise (``--steps`` and ``--n-evaluations`` included), another
+``--sampler``, ``--pruner``, ``--n-startup-trials`` or ``--seed`` into the same ``--out`` is
+refused, naming the first difference. ``--out`` is held while the study runs
+(:func:`~autoprofiler_env.atomic.one_writer`): a second command into it is refused at once.
+
+Optuna is optional (``pip install -e '.[tune]'``): without it the command says how to
+install it.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import io
+import json
+import math
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.rl.config import ENV_ID, OWN, ConfigError, TrainConfig, config_from_dict, read_config
+from autoprofiler_env.atomic import one_writer, write_atomic
+from autoprofiler_env.errors import AutoProfilerError, install_hint, warn
+from experiments.train import (
+    _as_json,
+    _config_key,
+    _first_difference,
+    config_path,
+    portable,
+    train,
+)
+
+SAMPLER_METHODS = ("tpe", "random")
+PRUNER_METHODS = ("median", "none")
+DEFAULT_TRIALS = 20
+DEFAULT_STARTUP_TRIALS = 10
+"""rl-baselines3-zoo's ``--n-startup-trials``: the trials the TPE sampler draws at random,
+and the finished ones the median pruner waits for, before either goes to work."""
+STUDY_FILE = "study.db"
+STUDY_NAME = "autoprofiler-tune"
+TRIALS_CSV = "trials.csv"
+BEST_FILE = "best.yml"
+FINISHED = ("COMPLETE", "PRUNED")
+"""The trial states that count towards ``--trials``."""
+
+
+def _optuna():
+    """The ``optuna`` module; an :class:`AutoProfilerError` saying how to install it where
+    it is missing."""
+    try:
+        import optuna
+    except ImportError:
+        raise AutoProfilerError(f"autoprofiler tune needs Optuna: {install_hint('tune')}"
+                                ) from None
+    return optuna
+
+
+# -- the samplers: rl-baselines3-zoo's hyperparams_opt ranges and names ----------------------
+
+ROLLOUTS = (32, 64, 128, 256, 512, 1024, 2048)
+"""The zoo's ``n_steps`` choices for PPO and A2C."""
+NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256]}
+"""The zoo's ``net_arch`` choices (PPO and A2C: one each for the policy and the value
+function)."""
+ACTIVATION = {"tanh": "nn.Tanh", "relu": "nn.ReLU"}
+"""The zoo's ``activation_fn`` choices, as its ``policy_kwargs`` strings name them."""
+LEARNING_STARTS = (0, 1000, 5000, 10000, 20000)
+BUFFER_SIZES = (10_000, 50_000, 100_000)
+"""The zoo's DQN ``buffer_size`` choices but its 1e6: an observation is about 1 KB, so a
+million of them (with the next observations) would hold 2 GB."""
+
+
+def _fitting(choices, fits) -> list:
+    """The ``choices`` that ``fits`` accepts, else the smallest: a study's ``--steps`` (fixed
+    for the study) leaves out a rollout or a warm-up longer than the whole trial."""
+    return [c for c in choices if fits(c)] or [min(choices)]
+
+
+def sample_ppo_params(trial, config: TrainConfig) -> dict[str, Any]:
+    """PPO's (and MaskablePPO's) parameters as the zoo samples PPO's, by its names
+    (``one_minus_gamma``, ``net_arch: tiny``, ...; :func:`ppo_hyperparameters` makes them
+    the config's). ``n_steps`` is one of the zoo's choices whose rollout (x ``n_envs``) fits
+    in the trial's steps."""
+    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs <= config.total_timesteps)
+    return {
+        "batch_size": trial.suggest_categorical("batch_size", [32, 64, 128, 256, 512]),
+        "n_steps": trial.suggest_categorical("n_steps", fit),
+        "one_minus_gamma": trial.suggest_float("one_minus_gamma", 1e-4, 0.03, log=True),
+        "one_minus_gae_lambda": trial.suggest_float("one_minus_gae_lambda", 1e-4, 0.1,
+                                                    log=True),
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 2e-3, log=True),
+        "ent_coef": trial.suggest_float("ent_coef", 1e-8, 0.1, log=True),
+        "clip_range": trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3, 0.4]),
+        "n_epochs": trial.suggest_categorical("n_epochs", [1, 5, 10, 20]),
+        "max_grad_norm": trial.suggest_float("max_grad_norm", 0.3, 2.0),
+        "net_arch": trial.suggest_categorical("net_arch", ["tiny", "small", "medium"]),
+        "activation_fn": trial.suggest_categorical("activation_fn", ["tanh", "relu"]),
+    }
+
+
+def sample_a2c_params(trial, config: TrainConfig) -> dict[str, Any]:
+    """A2C's parameters as the zoo samples them (``n_steps`` fitting as PPO's)."""
+    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs <= config.total_timesteps)
+    return {
+        "n_steps": trial.suggest_categorical("n_steps", fit),
+        "one_minus_gamma": trial.suggest_float("one_minus_gamma", 1e-4, 0.03, log=True),
+        "one_minus_gae_lambda": trial.suggest_float("one_minus_gae_lambda", 1e-4, 0.1,
+                                                    log=True),
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 2e-3, log=True),
+        "max_grad_norm": trial.suggest_float("max_grad_norm", 0.3, 2.0),
+        "ent_coef": trial.suggest_float("ent_coef", 1e-8, 0.1, log=True),
+        "net_arch": trial.suggest_categorical("net_arch", ["small", "medium"]),
+        "activation_fn": trial.suggest_categorical("activation_fn", ["tanh", "relu"]),
+    }
+
+
+def sample_dqn_params(trial, config: TrainConfig) -> dict[str, Any]:
+    """DQN's parameters as the zoo samples them (``buffer_size`` without its 1e6:
+    :data:`BUFFER_SIZES`; ``learning_starts`` one that leaves steps to learn in)."""
+    starts = _fitting(LEARNING_STARTS, lambda n: n < config.total_timesteps)
+    return {
+        "gamma": trial.suggest_categorical("gamma", [0.9, 0.95, 0.98, 0.99, 0.995, 0.999,
+                                                     0.9999]),
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 1.0, log=True),
+        "batch_size": trial.suggest_categorical("batch_size", [16, 32, 64, 100, 128, 256, 512]),
+        "buffer_size": trial.suggest_categorical("buffer_size", list(BUFFER_SIZES)),
+        "exploration_final_eps": trial.suggest_float("exploration_final_eps", 0.0, 0.2),
+        "exploration_fraction": trial.suggest_float("exploration_fraction", 0.0, 0.5),
+        "target_update_interval": trial.suggest_categorical(
+            "target_update_interval", [1, 1000, 5000, 10000, 15000, 20000]),
+        "learning_starts": trial.suggest_categorical("learning_starts", starts),
+        "train_freq": trial.suggest_categorical("train_freq", [1, 4, 8, 16, 128, 256, 1000]),
+        "subsample_steps": trial.suggest_categorical("subsample_steps", [1, 2, 4, 8]),
+        "net_arch": trial.suggest_categorical("net_arch", ["tiny", "small", "medium"]),
+    }
+
+
+def sample_qrdqn_params(trial, config: TrainConfig) -> dict[str, Any]:
+    """QR-DQN's: DQN's and the number of quantiles, as the zoo samples them."""
+    return sample_dqn_params(trial, config) | {
+        "n_quantiles": trial.suggest_int("n_quantiles", 5, 200)}
+
+
+def ppo_hyperparameters(params: dict[str, Any], config: TrainConfig) -> dict[str, Any]:
+    """PPO's, MaskablePPO's or A2C's sampled ``params`` as a config's hyperparameters:
+    ``gamma`` and ``gae_lambda`` from their ``one_minus_`` forms, ``net_arch`` and
+    ``activation_fn`` as the zoo's ``policy_kwargs`` string, ``batch_size`` at most a
+    rollout (``n_steps`` x ``n_envs``)."""
+    arch = NET_ARCH[params["net_arch"]]
+    out = {k: v for k, v in params.items()
+           if k not in ("one_minus_gamma", "one_minus_gae_lambda", "net_arch", "activation_fn")}
+    if "batch_size" in out:
+        out["batch_size"] = min(out["batch_size"], params["n_steps"] * config.n_envs)
+    out["gamma"] = 1.0 - params["one_minus_gamma"]
+    out["gae_lambda"] = 1.0 - params["one_minus_gae_lambda"]
+    out["policy_kwargs"] = (f"dict(net_arch=dict(pi={arch}, vf={arch}), "
+                            f"activation_fn={ACTIVATION[params['activation_fn']]})")
+    return out
+
+
+def dqn_hyperparameters(params: dict[str, Any], config: TrainConfig) -> dict[str, Any]:
+    """DQN's or QR-DQN's sampled ``params`` as a config's hyperparameters: ``gradient_steps``
+    from ``train_freq // subsample_steps`` (at least 1), ``net_arch`` (and ``n_quantiles``)
+    as the zoo's ``policy_kwargs`` string."""
+    out = {k: v for k, v in params.items()
+           if k not in ("subsample_steps", "net_arch", "n_quantiles")}
+    out["gradient_steps"] = max(params["train_freq"] // params["subsample_steps"], 1)
+    quantiles = (f", n_quantiles={params['n_quantiles']}" if "n_quantiles" in params else "")
+    out["policy_kwargs"] = f"dict(net_arch={NET_ARCH[params['net_arch']]}{quantiles})"
+    return out
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """An algorithm's search space: ``sample(trial, config)`` draws the parameters by the
+    zoo's names, ``hyperparameters(params, config)`` makes them the config's."""
+
+    sample: Callable[[Any, TrainConfig], dict[str, Any]]
+    hyperparameters: Callable[[dict[str, Any], TrainConfig], dict[str, Any]]
+
+
+SAMPLERS = {
+    "maskable_ppo": Sampler(sample_ppo_params, ppo_hyperparameters),
+    "ppo": Sampler(sample_ppo_params, ppo_hyperparameters),
+    "a2c": Sampler(sample_a2c_params, ppo_hyperparameters),
+    "dqn": Sampler(sample_dqn_params, dqn_hyperparameters),
+    "qrdqn": Sampler(sample_qrdqn_params, dqn_hyperparameters),
+}
+"""Each algorithm's search space (MaskablePPO's is PPO's, as the zoo would sample it)."""
+
+
+def trial_config(given: dict, algorithm: str, hyperparameters: dict[str, Any]) -> dict:
+    """The config file's content ``given`` with ``hyperparameters`` over its environment's
+    settings (its ``AutoProfiler-v0`` key, or the zoo's fallback ``default``) and its
+    ``autoprofiler.algorithm`` set (a file named otherwise than its algorithm still says
+    it)."""
+    content = copy.deepcopy(given)
+    key = ENV_ID if ENV_ID in content else "default"
+    content[key] = {**(content.get(key) or {}), **hyperparameters}
+    own = dict(content.get(OWN) or {})
+    content[OWN] = {"algorithm": algorithm, **{k: v for k, v in own.items()
+                                              if k != "algorithm"}}
+    return content
+
+
+# -- the study -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the study holds it (a line of ``trials.csv``)."""
+
+    number: int
+    state: str              # COMPLETE, PRUNED, FAIL, RUNNING (Optuna's names)
+    objective: float | None  # its best evaluation's; a pruned trial's last (Optuna's)
+    params: dict[str, Any]   # sampled, by the zoo's names
+    steps: int | None        # trained
+    best_step: int | None    # the step of its best evaluation
+    seconds: float | None
+    folder: Path
+
+    @property
+    def geomean_speedup(self) -> float | None:
+        return None if self.objective is None else math.exp(self.objective)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What a study holds once the command is done with it."""
+
+    out: Path
+    algorithm: str
+    steps: int
+    trials: tuple[TrialRecord, ...]
+    best: TrialRecord | None  # the best COMPLETE trial; None where none is
+    best_config: Path | None
+    csv: Path
+    ran: int                  # trials this command finished
+    seconds: float            # this command's
+
+    def count(self, *states: str) -> int:
+        return sum(t.state in states for t in self.trials)
+
+
+def default_out(config_file: Path) -> Path:
+    """Where a study goes by default: ``runs/tune/<config stem>``."""
+    return Path("runs") / "tune" / Path(config_file).stem
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler's seed for trial ``number`` of a study seeded ``seed``: the same whether
+    the study ran through or was stopped and continued."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+
+
+def _make_sampler(optuna, method: str, seed: int, n_startup_trials: int):
+    if method == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    with warnings.catch_warnings():  # multivariate: experimental in Optuna 4
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(n_startup_trials=n_startup_trials, seed=seed,
+                                          multivariate=True)
+
+
+def _make_pruner(optuna, method: str, n_startup_trials: int, n_evaluations: int):
+    if method == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=n_startup_trials,
+                                           n_warmup_steps=n_evaluations // 3)
+    return optuna.pruners.NopPruner()
+
+
+def tune(config: str | Path = "maskable_ppo", out: str | Path | None = None,
+         trials: int = DEFAULT_TRIALS, steps: int | None = None, sampler: str = "tpe",
+         pruner: str = "median", seed: int = 0,
+         n_startup_trials: int = DEFAULT_STARTUP_TRIALS, n_evaluations: int | None = None,
+         progress: bool = True, command: list[str] | None = None) -> TuneResult:
+    """Runs (or continues) the study of ``config`` (a shipped config's name or a file) in
+    ``out`` until ``trials`` trials are finished (the module docstring says how); writes
+    ``trials.csv`` and ``best.yml`` after each trial, and returns what the study holds. A
+    ``KeyboardInterrupt`` ends the trial under way FAIL, writes the files and goes on up.
+    Errors: an :class:`AutoProfilerError` without Optuna, a :class:`ConfigError` for a bad
+    config or settings other than the study's in ``out``."""
+    optuna = _optuna()
+    for name, value, least in (("--trials", trials, 1), ("--seed", seed, 0),
+                               ("--n-startup-trials", n_startup_trials, 0),
+                               ("--steps", 1 if steps is None else steps, 1),
+                               ("--n-evaluations", n_evaluations or 1, 1)):
+        if not isinstance(value, int) or value < least:
+            raise AutoProfilerError(f"{name} {value}: a whole number >= {least}")
+    if sampler not in SAMPLER_METHODS:
+        raise AutoProfilerError(f"--sampler {sampler}: one of {', '.join(SAMPLER_METHODS)}")
+    if pruner not in PRUNER_METHODS:
+        raise AutoProfilerError(f"--pruner {pruner}: one of {', '.join(PRUNER_METHODS)}")
+    path = config_path(config)
+    base, given = read_config(path)
+    if steps is not None:
+        base = base.replace(total_timesteps=steps)
+    if n_evaluations is not None:
+        base = base.replace(eval=dataclasses.replace(
+            base.eval, frequency=max(base.total_timesteps // n_evaluations, 1)))
+    settings = {"config": base.to_dict(), "sampler": sampler, "pruner": pruner, "seed": seed,
+                "n_startup_trials": n_startup_trials}
+    out = Path(out) if out is not None else default_out(path)
+    command = list(command if command is not None else ["autoprofiler", *sys.argv[1:]])
+    with one_writer(out, "autoprofiler tune"):
+        return _Study(optuna, out, path, base, given, settings, command, progress).run(trials)
+
+
+class _Study:
+    """A study in ``out``, held by this process."""
+
+    def __init__(self, optuna, out: Path, path: Path, base: TrainConfig, given: dict,
+                 settings: dict, command: list[str], progress: bool) -> None:
+        self.optuna, self.out, self.path, self.base, self.given = optuna, out, path, base, given
+        self.settings, self.command, self.progress = settings, command, progress
+        self.source = str(path)
+        self.storage = f"sqlite:///{(out / STUDY_FILE).resolve()}"
+        # the places of the evaluations on the schedule (the pruner's steps)
+        self.n_evaluations = max(base.total_timesteps // base.eval.frequency, 1)
+
+    def run(self, trials: int) -> TuneResult:
+        optuna = self.optuna
+        started, ran = time.perf_counter(), 0
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # this command says its own
+        try:
+            study = self._open()
+            self._fail_killed(study)
+            try:
+                while self._finished(study) < trials:
+                    number = len(study.get_trials(deepcopy=False))
+                    print(f"trial {number} ({self._finished(study) + 1} of {trials})",
+                          flush=True)
+                    study = self._load(number)  # its sampler seeded for this trial
+                    record = self._run_trial(study)
+                    ran += 1
+                    self._write(study)
+                    print(_trial_line(record), flush=True)
+            finally:  # a Ctrl-C too: the files say what the study holds
+                best_config = self._write(study)
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+        records = tuple(self._record(t) for t in study.get_trials(deepcopy=False))
+        complete = [r for r in records if r.state == "COMPLETE"]
+        best = max(complete, key=lambda r: r.objective, default=None)  # the first (Optuna's)
+        return TuneResult(self.out, self.base.algorithm, self.base.total_timesteps, records,
+                          best, best_config, self.out / TRIALS_CSV, ran,
+                          time.perf_counter() - started)
+
+    # -- the storage
+
+    def _open(self):
+        """The study of ``out``: created with this command's settings, or the one there,
+        whose settings must be this command's."""
+        optuna = self.optuna
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            study = optuna.create_study(storage=self.storage, study_name=STUDY_NAME,
+                                        direction="maximize", load_if_exists=True)
+            if "settings" not in study.user_attrs and not study.get_trials(deepcopy=False):
+                # new (or made by a command stopped before it said its settings)
+                study.set_user_attr("settings", _as_json(self.settings))
+                study.set_user_attr("config_file", portable(self.path))
+                study.set_user_attr("command", self.command)
+                return study
+        except (SQLAlchemyError, optuna.exceptions.OptunaError, ValueError) as e:
+            raise AutoProfilerError(f"{self.out / STUDY_FILE}: not a study autoprofiler tune "
+                                    f"can read ({type(e).__name__}: "
+                                    f"{str(e).splitlines()[0] if str(e) else ''}): remove it "
+                                    "to start a new study, or give another --out") from None
+        if "settings" not in study.user_attrs:
+            raise AutoProfilerError(f"{self.out / STUDY_FILE}: a study of trials that "
+                                    "autoprofiler tune did not start (it has no settings): "
+                                    "give another --out, or remove it to start a new study")
+        self._check_same(study)
+        return study
+
+    def _check_same(self, study) -> None:
+        """A :class:`ConfigError` naming the first setting of this command that is not the
+        study's: a study continues only as it was started."""
+        old = study.user_attrs.get("settings") or {}
+        new = _as_json(self.settings)
+        said = " ".join(study.user_attrs.get("command") or []) or "its command"
+        head = f"{self.out}: cannot continue the study there with other settings"
+        tail = (f"continue it with its own (it was started by `{said}`), or give another "
+                "--out to start a new study")
+        found = _first_difference(old.get("config"), new["config"])
+        if found is not None:
+            key, was, now = found
+            name = _config_key(key) if key else "the config"
+            if key == ("eval", "frequency"):
+                name += " (or --n-evaluations)"
+            raise ConfigError(f"{head}: {name} is {json.dumps(now)} now (--config "
+                              f"{portable(self.path)}), the study's is {json.dumps(was)} "
+                              f"(--config {study.user_attrs.get('config_file')}): {tail}")
+        for key in ("sampler", "pruner", "seed", "n_startup_trials"):
+            if old.get(key) != new[key]:
+                raise ConfigError(f"{head}: --{key.replace('_', '-')} is {new[key]} now, the "
+                                  f"study's is {old.get(key)}: {tail}")
+
+    def _load(self, number: int):
+        """The study, its sampler seeded for trial ``number``."""
+        seed = self.settings["seed"]
+        return self.optuna.load_study(
+            study_name=STUDY_NAME, storage=self.storage,
+            sampler=_make_sampler(self.optuna, self.settings["sampler"],
+                                  trial_seed(seed, number), self.settings["n_startup_trials"]),
+            pruner=_make_pruner(self.optuna, self.settings["pruner"],
+                                self.settings["n_startup_trials"], self.n_evaluations))
+
+    def _fail_killed(self, study) -> None:
+        """Marks FAIL the trials a killed process left RUNNING (this one holds ``out``: no
+        other runs them) and removes the folders of the failed trials."""
+        state = self.optuna.trial.TrialState
+        for trial in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
+            study.tell(trial.number, state=state.FAIL)
+            print(f"trial {trial.number} was left running by a process that ended (killed): "
+                  "marked FAIL, not counted; a new trial takes its place", flush=True)
+        for trial in study.get_trials(deepcopy=False, states=(state.FAIL,)):
+            self._remove(self._folder(trial.number))
+
+    def _finished(self, study) -> int:
+        state = self.optuna.trial.TrialState
+        return len(study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED)))
+
+    def _folder(self, number: int) -> Path:
+        return self.out / "trials" / str(number)
+
+    def _remove(self, folder: Path) -> None:
+        if folder.is_dir():
+            shutil.rmtree(folder)
+
+    # -- a trial
+
+    def _run_trial(self, study) -> TrialRecord:
+        """Asks the study for a trial, trains it and tells the study how it ended."""
+        optuna = self.optuna
+        state = optuna.trial.TrialState
+        trial = study.ask()
+        try:
+            value = self._objective(trial)
+        except optuna.TrialPruned:
+            frozen = study.tell(trial, state=state.PRUNED)
+        except BaseException:  # an error, Ctrl-C: the trial failed, the study stops
+            study.tell(trial, state=state.FAIL)
+            raise
+        else:
+            frozen = study.tell(trial, value)
+        return self._record(frozen)
+
+    def _objective(self, trial) -> float:
+        """Trains the trial's config; its best evaluation's objective. Raises
+        ``optuna.TrialPruned`` where the pruner stopped it (or its training raised a
+        ``ValueError`` or an ``AssertionError``, as the zoo prunes those)."""
+        base = self.base
+        sampler = SAMPLERS[base.algorithm]
+        params = sampler.sample(trial, base)
+        content = trial_config(self.given, base.algorithm,
+                               sampler.hyperparameters(params, base))
+        config = config_from_dict(content, self.source, algorithm=base.algorithm).replace(
+            total_timesteps=base.total_timesteps, eval=base.eval)
+        folder = self._folder(trial.number)
+        self._remove(folder)  # a number is never used twice: anything there is stale
+        trial.set_user_attr("folder", folder.relative_to(self.out).as_posix())
+        reported, stopped = set(), []
+
+        def after_evaluation(steps: int, objective: float) -> bool:
+            place = steps // base.eval.frequency
+            if place not in reported:  # a rollout longer than the frequency: once a place
+                reported.add(place)
+                trial.report(objective, place)
+            if steps < base.total_timesteps and trial.should_prune():
+                stopped.append(steps)
+                return False
+            return True
+
+        try:
+            result = train(config, folder, seed=self.settings["seed"], given=content,
+                           source=self.source, progress=self.progress,
+                           command=self.command, resume=False,
+                           after_evaluation=after_evaluation)
+        except AutoProfilerError:
+            raise
+        except (ValueError, AssertionError) as e:  # NaN from the sampled parameters
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            trial.set_user_attr("error", message)
+            warn(f"trial {trial.number}: its training raised {type(e).__name__} ({message}): "
+                 "pruned, as rl-baselines3-zoo prunes such a trial")
+            raise self.optuna.TrialPruned(message) from e
+        trial.set_user_attr("steps", result.steps)
+        trial.set_user_attr("best_step", result.best.step)
+        trial.set_user_attr("seconds", result.seconds)
+        if stopped:
+            raise self.optuna.TrialPruned(f"pruned at step {stopped[0]}")
+        return result.best.objective
+
+    def _record(self, trial) -> TrialRecord:
+        attrs = trial.user_attrs
+        return TrialRecord(trial.number, trial.state.name, trial.value, dict(trial.params),
+                           attrs.get("steps"), attrs.get("best_step"), attrs.get("seconds"),
+                           self._folder(trial.number))
+
+    # -- the files
+
+    def _write(self, study) -> Path | None:
+        """``trials.csv`` and (where a trial is COMPLETE) ``best.yml``; returns the latter's
+        path, or None."""
+        records = [self._record(t) for t in study.get_trials(deepcopy=False)]
+        write_trials_csv(records, self.out / TRIALS_CSV)
+        complete = [t for t in study.get_trials(deepcopy=False)
+                    if t.state == self.optuna.trial.TrialState.COMPLETE]
+        if not complete:
+            return None
+        best = study.best_trial
+        path = self.out / BEST_FILE
+        write_atomic(path, self._best_yaml(best, len(records)).encode())
+        return path
+
+    def _best_yaml(self, best, n_trials: int) -> str:
+        import yaml
+
+        base = self.base
+        sampler = SAMPLERS[base.algorithm]
+        content = trial_config(self.given, base.algorithm,
+                               sampler.hyperparameters(dict(best.params), base))
+        budgets = ", ".join(f"{b:g}" for b in base.eval.budgets)
+        lines = [
+            f"# The best trial of {n_trials} so far (written {time.strftime('%Y-%m-%d %H:%M')}) "
+            f"of: {' '.join(self.command)}",
+            f"# trial {best.number} ({self.out / 'trials' / str(best.number)}): objective "
+            f"{best.value:.4f}, geometric-mean speedup {math.exp(best.value):.4f}",
+            f"# on the {base.eval.split} split at budgets {budgets}, trained "
+            f"{best.user_attrs.get('steps')} steps with seed {self.settings['seed']} from "
+            f"{portable(self.path)}.",
+            "# Its sampled parameters (rl-baselines3-zoo's names):",
+            *(f"#   {k}: {_short(v)}" for k, v in best.params.items()),
+            f"# Train it: autoprofiler train --config {self.out / BEST_FILE}",
+            f"# (n_timesteps and eval are the config's; the trial trained --steps "
+            f"{base.total_timesteps} --seed {self.settings['seed']})",
+        ]
+        return "\n".join(lines) + "\n" + yaml.safe_dump(content, sort_keys=False,
+                                                         default_flow_style=None, width=100)
+
+
+def _short(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def write_trials_csv(records: list[TrialRecord], path: Path) -> Path:
+    """``trials.csv``: a line per trial, its parameters in ``params_<name>`` columns (in the
+    order they were first sampled)."""
+    names = list(dict.fromkeys(k for r in records for k in r.params))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["number", "state", "objective", "geomean_speedup", "steps", "best_step",
+                     "seconds", *(f"params_{n}" for n in names)])
+    for r in records:
+        writer.writerow([r.number, r.state, _blank(r.objective), _blank(r.geomean_speedup),
+                         _blank(r.steps), _blank(r.best_step),
+                         _blank(None if r.seconds is None else round(r.seconds, 2)),
+                         *(_blank(r.params.get(n)) for n in names)])
+    write_atomic(path, buffer.getvalue().encode())
+    return path
+
+
+def _blank(value) -> str:
+    return "" if value is None else str(value)
+
+
+def _trial_line(record: TrialRecord) -> str:
+    """What a finished trial says: its state, objective and steps."""
+    parts = [f"trial {record.number}: {record.state}"]
+    if record.state == "COMPLETE":
+        parts.append(f"objective {record.objective:.4f} (geomean speedup "
+                     f"{record.geomean_speedup:.4f}, its best evaluation at step "
+                     f"{record.best_step})")
+    elif record.objective is not None:  # pruned: Optuna keeps its last evaluation's
+        parts.append(f"at step {record.steps}, objective {record.objective:.4f} there")
+    if record.steps is not None and record.seconds is not None:
+        parts.append(f"{record.steps} steps in {record.seconds:.1f} s")
+    return ", ".join(parts)
+
+
+def print_summary(result: TuneResult) -> None:
+    """The study's counts, its best trial, and how to train it."""
+    print(f"study {result.out}: {result.count(*FINISHED)} trials finished "
+          f"({result.count('COMPLETE')} complete, {result.count('PRUNED')} pruned), "
+          f"{result.count('FAIL')} failed; {result.ran} run by this command in "
+          f"{result.seconds:.1f} s")
+    saved = [result.csv, result.out / STUDY_FILE]
+    if result.best is None:
+        print("no trial is complete yet: no best.yml (run the command again with more "
+              "--trials)")
+    else:
+        best = result.best
+        print(f"best: trial {best.number}, objective {best.objective:.4f} (geomean speedup "
+              f"{best.geomean_speedup:.4f}), {best.steps} steps")
+        for name, value in best.params.items():
+            print(f"  {name}: {_short(value)}")
+        saved.insert(1, result.best_config)
+    print(f"saved {', '.join(str(p) for p in saved)}")
+    if result.best is not None:
+        print(f"train it: autoprofiler train --config {result.best_config}")
