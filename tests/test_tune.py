@@ -1,0 +1,329 @@
+"""Tuning (``autoprofiler tune``): tiny studies of a few trials of a few hundred steps. The
+trials' objective is the runs' best evaluation, best.yml trains, the median pruner stops a
+trial whose evaluations are bad, a study continues where it stopped (a killed trial, Ctrl-C)
+and only with its own settings, each algorithm's sampler gives a config that builds, and
+without Optuna the command says how to install it."""
+
+import copy
+import csv
+import dataclasses
+import json
+import math
+import sys
+
+import pytest
+import torch
+import yaml
+
+from agents.rl.config import ConfigError, load_config
+from autoprofiler_env.jsonlines import read_jsonl
+from experiments import tune as tune_module
+from experiments.cli import main
+
+# the zoo's hyperparams_opt names for each algorithm's sampled parameters
+ZOO_PPO = {"batch_size", "n_steps", "one_minus_gamma", "one_minus_gae_lambda",
+           "learning_rate", "ent_coef", "clip_range", "n_epochs", "max_grad_norm", "net_arch",
+           "activation_fn"}
+ZOO_A2C = ZOO_PPO - {"batch_size", "clip_range", "n_epochs"}
+ZOO_DQN = {"gamma", "learning_rate", "batch_size", "buffer_size", "exploration_final_eps",
+           "exploration_fraction", "target_update_interval", "learning_starts", "train_freq",
+           "subsample_steps", "net_arch"}
+ZOO_NAMES = {"maskable_ppo": ZOO_PPO, "ppo": ZOO_PPO, "a2c": ZOO_A2C, "dqn": ZOO_DQN,
+             "qrdqn": ZOO_DQN | {"n_quantiles"}}
+
+TINY = {  # MaskablePPO on 2 environments, evaluated every 128 steps at two budgets
+    "AutoProfiler-v0": {
+        "policy": "MultiInputPolicy", "n_timesteps": 2000, "n_envs": 2,
+        "env_kwargs": {"split": "train", "budget_range": [0.05, 1.0]},
+        "n_steps": 64, "batch_size": 64, "n_epochs": 2, "gamma": 1.0,
+        "policy_kwargs": "dict(net_arch=[32, 32])"},
+    "autoprofiler": {"algorithm": "maskable_ppo",
+                     "eval": {"frequency": 128, "split": "val", "budgets": [0.25, 1.0]}},
+}
+
+
+def _config(folder, name="tiny.yaml", change=None):
+    given = copy.deepcopy(TINY)
+    given["AutoProfiler-v0"].update(change or {})
+    path = folder / name
+    path.write_text(yaml.safe_dump(given, sort_keys=False))
+    return path
+
+
+def _rows(out):
+    with (out / "trials.csv").open() as file:
+        return list(csv.DictReader(file))
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """A finished study of two tiny random trials (256 steps each)."""
+    pytest.importorskip("optuna")
+    folder = tmp_path_factory.mktemp("study")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = tune_module.tune(_config(folder), folder / "out", trials=2, steps=256,
+                                  sampler="random", progress=False,
+                                  command=["autoprofiler", "tune", "test"])
+    finally:
+        torch.set_num_threads(threads)
+    return folder, result
+
+
+def test_tiny_trials_complete_and_score_their_runs_best_evaluation(study):
+    folder, result = study
+    out = folder / "out"
+    assert result.ran == 2 and result.count("COMPLETE") == 2 and len(result.trials) == 2
+    rows = _rows(out)
+    assert [(r["number"], r["state"]) for r in rows] == [("0", "COMPLETE"), ("1", "COMPLETE")]
+    assert {k.removeprefix("params_") for k in rows[0] if k.startswith("params_")} == ZOO_PPO
+    for row, trial in zip(rows, result.trials):
+        run_dir = out / "trials" / row["number"]
+        run = json.loads((run_dir / "run.json").read_text())
+        evaluations = read_jsonl(run_dir / "evaluations.jsonl")
+        # the objective: the run's best evaluation's (the project's evaluation, masks used)
+        best = max(e["objective"] for e in evaluations)
+        assert float(row["objective"]) == pytest.approx(best) == trial.objective
+        assert run["best"]["objective"] == pytest.approx(best)
+        assert float(row["geomean_speedup"]) == pytest.approx(math.exp(best))
+        assert run["status"] == "finished" and run["steps"] == int(row["steps"]) == 256
+        assert run["config"]["eval"]["frequency"] == 128 and len(evaluations) == 2
+        # the trial trained the sampled parameters, converted as the zoo converts them
+        trained = run["config"]["hyperparameters"]
+        params = trial.params
+        assert trained["gamma"] == pytest.approx(1 - params["one_minus_gamma"])
+        assert trained["gae_lambda"] == pytest.approx(1 - params["one_minus_gae_lambda"])
+        assert trained["n_steps"] == params["n_steps"] and params["n_steps"] * 2 <= 256
+        assert trained["batch_size"] == min(params["batch_size"], params["n_steps"] * 2)
+        assert trained["learning_rate"] == params["learning_rate"]
+        width = {"tiny": [64], "small": [64, 64], "medium": [256, 256]}[params["net_arch"]]
+        assert f"pi={width}" in trained["policy_kwargs"]
+    assert result.best.objective == max(t.objective for t in result.trials)
+    assert result.best_config == out / "best.yml"
+
+
+def test_best_yml_is_a_zoo_file_that_autoprofiler_train_trains_from(study, tmp_path, capsys):
+    folder, result = study
+    out = folder / "out"
+    best = result.best
+    content = yaml.safe_load((out / "best.yml").read_text())
+    assert content["autoprofiler"]["algorithm"] == "maskable_ppo"  # not in its file name
+    assert content["AutoProfiler-v0"]["n_timesteps"] == 2000  # the config's own
+    config = load_config(out / "best.yml")
+    run = json.loads((out / "trials" / str(best.number) / "run.json").read_text())
+    assert config.algorithm == "maskable_ppo"
+    assert config.hyperparameters == run["config"]["hyperparameters"]
+    assert config.eval.frequency == 128 and config.n_envs == 2
+    assert main(["train", "--config", str(out / "best.yml"), "--steps", "128",
+                 "--out", str(tmp_path / "run")]) == 0
+    trained = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert trained["status"] == "finished" and trained["algorithm"] == "maskable_ppo"
+    assert trained["config"]["hyperparameters"] == run["config"]["hyperparameters"]
+    said = capsys.readouterr().out
+    assert "trained" in said
+
+
+def test_the_summary_names_the_best_trial_and_how_to_train_it(study, capsys):
+    folder, result = study
+    tune_module.print_summary(result)
+    said = capsys.readouterr().out
+    assert "2 trials finished (2 complete, 0 pruned), 0 failed" in said
+    assert f"best: trial {result.best.number}, objective {result.best.objective:.4f}" in said
+    assert f"train it: autoprofiler train --config {folder / 'out' / 'best.yml'}" in said
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"seed": 1}, "--seed is 1 now, the study's is 0"),
+    ({"sampler": "tpe"}, "--sampler is tpe now, the study's is random"),
+    ({"pruner": "none"}, "--pruner is none now, the study's is median"),
+    ({"steps": 512}, "AutoProfiler-v0.n_timesteps (or --steps) is 512 now"),
+    ({"n_evaluations": 4}, "autoprofiler.eval.frequency (or --n-evaluations) is 64 now"),
+    ({"config": {"n_envs": 4}}, "AutoProfiler-v0.n_envs is 4 now"),
+])
+def test_a_study_continues_only_with_its_own_settings(study, monkeypatch, change, said):
+    folder, _ = study
+    out = folder / "out"
+    before = (out / "trials.csv").read_bytes()
+    monkeypatch.setattr(tune_module, "train", lambda *a, **k: pytest.fail("trained"))
+    config = (_config(folder, "other.yaml", change["config"]) if "config" in change
+              else folder / "tiny.yaml")
+    settings = {"trials": 3, "steps": 256, "sampler": "random"} | {
+        k: v for k, v in change.items() if k != "config"}
+    with pytest.raises(ConfigError) as error:
+        tune_module.tune(config, out, progress=False, **settings)
+    assert said in str(error.value)
+    assert "give another --out" in str(error.value)
+    assert "autoprofiler tune test" in str(error.value)  # the study's command
+    assert (out / "trials.csv").read_bytes() == before
+
+
+def test_the_command_refuses_a_mismatched_study_in_one_line(study, capsys):
+    folder, _ = study
+    assert main(["tune", "--config", str(folder / "tiny.yaml"), "--out", str(folder / "out"),
+                 "--steps", "256", "--sampler", "random", "--seed", "7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--seed is 7 now, the study's is 0" in err[0]
+
+
+def _evaluations_of_later_models_scored(monkeypatch, objective: float) -> None:
+    """Every evaluation of the second model trained on (the second trial) gets
+    ``objective``: a bad trial, as the pruner sees it."""
+    from agents.rl import callbacks
+
+    real, models = callbacks.evaluate, []
+
+    def evaluate(env, model, budgets, seed=0, step=0):
+        evaluation, records = real(env, model, budgets, seed, step)
+        if not any(m is model for m in models):
+            models.append(model)
+        if models[0] is not model:
+            evaluation = dataclasses.replace(evaluation, objective=objective)
+        return evaluation, records
+
+    monkeypatch.setattr(callbacks, "evaluate", evaluate)
+
+
+@pytest.mark.parametrize("pruner", ["median", "none"])
+def test_the_median_pruner_stops_a_trial_whose_evaluations_are_bad(tmp_path, monkeypatch,
+                                                                    pruner):
+    pytest.importorskip("optuna")
+    _evaluations_of_later_models_scored(monkeypatch, -5.0)
+    out = tmp_path / "out"
+    # 4 evaluations of 128 steps; the median pruner after 1 finished trial, from the first
+    result = tune_module.tune(_config(tmp_path), out, trials=2, steps=512, sampler="random",
+                              pruner=pruner, n_startup_trials=1, n_evaluations=4,
+                              progress=False)
+    first, second = result.trials
+    assert first.state == "COMPLETE" and first.steps == 512
+    run = json.loads((out / "trials" / "1" / "run.json").read_text())
+    rows = _rows(out)
+    if pruner == "median":
+        assert second.state == "PRUNED" and rows[1]["state"] == "PRUNED"
+        assert second.steps == 128 == run["steps"] == run["stopped_early"]  # its first
+        assert second.objective == -5.0  # its last evaluation's, as Optuna keeps it
+        assert [e["step"] for e in read_jsonl(out / "trials" / "1" / "evaluations.jsonl")
+                ] == [128]
+        assert result.best.number == 0
+    else:
+        assert second.state == "COMPLETE" and second.steps == 512 == run["steps"]
+        assert "stopped_early" not in run
+    assert result.count("COMPLETE", "PRUNED") == 2
+
+
+def test_a_study_continues_to_its_trials_without_redoing_finished_ones(tmp_path, monkeypatch):
+    optuna = pytest.importorskip("optuna")
+    config, out = _config(tmp_path), tmp_path / "out"
+    tune_module.tune(config, out, trials=2, steps=256, sampler="random", progress=False)
+    kept = {n: (out / "trials" / n / "run.json").read_bytes() for n in ("0", "1")}
+    # a process killed in a trial: the study holds it RUNNING, its folder half written
+    optuna.load_study(study_name=tune_module.STUDY_NAME,
+                      storage=f"sqlite:///{out / 'study.db'}").ask()
+    (out / "trials" / "2").mkdir()
+    (out / "trials" / "2" / "run.json").write_text("{}")
+    trained = []
+    real = tune_module.train
+    monkeypatch.setattr(tune_module, "train",
+                        lambda config, folder, **kw: trained.append(folder.name)
+                        or real(config, folder, **kw))
+    result = tune_module.tune(config, out, trials=3, steps=256, sampler="random",
+                              progress=False)
+    assert trained == ["3"]  # one trial more; the finished ones not again
+    assert [t.state for t in result.trials] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]
+    assert result.count("COMPLETE", "PRUNED") == 3 and result.ran == 1
+    assert not (out / "trials" / "2").exists()  # the killed trial's folder: removed
+    assert {n: (out / "trials" / n / "run.json").read_bytes() for n in ("0", "1")} == kept
+    assert [r["state"] for r in _rows(out)] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]
+    # trial 3 sampled as an uninterrupted study's trial 3 (the sampler seeded per trial)
+    fresh = optuna.create_study(sampler=optuna.samplers.RandomSampler(
+        seed=tune_module.trial_seed(0, 3)))
+    expected = tune_module.SAMPLERS["maskable_ppo"].sample(
+        fresh.ask(), load_config(config).replace(total_timesteps=256))
+    assert result.trials[3].params == expected
+    # enough already: nothing runs
+    again = tune_module.tune(config, out, trials=2, steps=256, sampler="random",
+                             progress=False)
+    assert again.ran == 0 and trained == ["3"]
+
+
+def test_ctrl_c_stops_the_study_cleanly_and_the_same_command_continues_it(tmp_path,
+                                                                         monkeypatch, capsys):
+    pytest.importorskip("optuna")
+    config, out = _config(tmp_path), tmp_path / "out"
+    command = ["tune", "--config", str(config), "--out", str(out), "--trials", "2",
+               "--steps", "256", "--sampler", "random"]
+    real, calls = tune_module.train, []
+
+    def interrupted_in_the_second(config, folder, after_evaluation=None, **kw):
+        calls.append(folder.name)
+
+        def stop(steps, objective):
+            after_evaluation(steps, objective)
+            raise KeyboardInterrupt  # Ctrl-C after the trial's first evaluation
+
+        return real(config, folder, after_evaluation=stop if len(calls) == 2
+                    else after_evaluation, **kw)
+
+    monkeypatch.setattr(tune_module, "train", interrupted_in_the_second)
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("autoprofiler: error: interrupted: run the same command again to "
+                          "continue the study")
+    assert [r["state"] for r in _rows(out)] == ["COMPLETE", "FAIL"]
+    assert json.loads((out / "trials" / "1" / "run.json").read_text())["status"] == \
+        "interrupted"
+    monkeypatch.setattr(tune_module, "train", real)
+    assert main(command) == 0
+    said = capsys.readouterr().out
+    assert "2 trials finished (2 complete, 0 pruned), 1 failed; 1 run by this command" in said
+    assert [r["state"] for r in _rows(out)] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert not (out / "trials" / "1").exists() and (out / "trials" / "2" / "run.json").is_file()
+
+
+@pytest.mark.parametrize("algorithm", sorted(tune_module.SAMPLERS))
+def test_each_algorithms_sampler_gives_a_config_that_loads_and_builds(algorithm):
+    optuna = pytest.importorskip("optuna")
+    from agents.rl.config import config_from_dict, read_config
+    from experiments.train import CONFIGS, build_model, make_train_env
+
+    base, given = read_config(CONFIGS / f"{algorithm}.yaml")
+    base = base.replace(total_timesteps=2048)
+    sampler = tune_module.SAMPLERS[algorithm]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(3):
+        trial = study.ask()
+        params = sampler.sample(trial, base)
+        assert set(params) == ZOO_NAMES[algorithm]
+        content = tune_module.trial_config(given, algorithm,
+                                           sampler.hyperparameters(params, base))
+        config = config_from_dict(content, "sampled")
+        assert config.algorithm == algorithm
+        if "n_steps" in params:  # a rollout fits in the trial
+            assert params["n_steps"] * base.n_envs <= 2048
+        if "learning_starts" in params:
+            assert params["learning_starts"] < 2048 and params["buffer_size"] <= 100_000
+        env = make_train_env(config, 0)
+        try:
+            model = build_model(config, env, 0, "sampled")
+        finally:
+            env.close()
+        assert type(model).__name__.lower().replace("maskableppo", "maskable_ppo") == algorithm
+        study.tell(trial, 0.0)
+
+
+def test_without_optuna_the_command_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna: ImportError
+    assert main(["tune", "--out", str(tmp_path / "out"), "--trials", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("autoprofiler: error: autoprofiler tune needs Optuna: pip install")
+    assert "pip install -e '.[tune]'" in err[0]
+    assert not (tmp_path / "out").exists()
