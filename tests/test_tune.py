@@ -248,6 +248,7 @@ def test_a_study_continues_to_its_trials_without_redoing_finished_ones(tmp_path,
     expected = tune_module.SAMPLERS["maskable_ppo"].sample(
         fresh.ask(), load_config(config).replace(total_timesteps=256))
     assert result.trials[3].params == expected
+    assert expected not in [t.params for t in result.trials[:2]]  # not the first's again
     # enough already: nothing runs
     again = tune_module.tune(config, out, trials=2, steps=256, sampler="random",
                              progress=False)
