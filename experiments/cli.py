@@ -322,7 +322,8 @@ def _llm_part(args: argparse.Namespace):
 
     backend = OpenAIChatBackend(args.llm_base_url, args.llm_model)
     dataset = Dataset.load(args.dataset)  # a shipped one's name or a file; None: the default
-    return LLMPart(LLMOptimizer(backend, temperature=args.temperature), dataset,
+    # each (problem, section set, repeat) is asked once and recorded: nothing to keep
+    return LLMPart(LLMOptimizer(backend, temperature=args.temperature, cache=False), dataset,
                    parse_section_sets(args.section_sets, dataset.sections), args.repeats,
                    frozenset(dataset.uris()))
 

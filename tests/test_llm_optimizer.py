@@ -684,6 +684,33 @@ def test_the_prompt_states_the_tolerance_the_candidate_is_judged_at(server, relu
         env.close()
 
 
+def test_the_live_environment_keeps_replies_in_the_file_its_variable_names(server, relu,
+                                                                          monkeypatch, tmp_path):
+    """$AUTOPROFILER_LLM_CACHE: the live environment's LLM optimizer keeps its replies in that
+    file (a second environment asks nothing the first asked); unset, in memory only."""
+    monkeypatch.setenv("AUTOPROFILER_LLM_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+    monkeypatch.setenv("AUTOPROFILER_LLM_CACHE", str(tmp_path / "replies.jsonl"))
+    asked = []
+    for _ in range(2):
+        env = gym.make("AutoProfilerLive-v0", optimizer="llm:good", problems=[str(relu.path)],
+                       device="cpu")
+        try:
+            before = len(server.requests)
+            env.unwrapped.backend.optimizer.optimize(relu, None)
+            env.unwrapped.backend.optimizer.optimize(relu, None)
+            asked.append(len(server.requests) - before)
+        finally:
+            env.close()
+    assert asked == [1, 0]
+    monkeypatch.delenv("AUTOPROFILER_LLM_CACHE")
+    env = gym.make("AutoProfilerLive-v0", optimizer="llm:good", problems=[str(relu.path)],
+                   device="cpu")
+    try:
+        assert env.unwrapped.backend.optimizer.cache.path is None
+    finally:
+        env.close()
+
+
 def test_http_error_keeps_the_start_of_the_body(server, relu):
     with pytest.raises(LLMError, match="CUDA out of memory in the KV cache"):
         _optimizer(server, "error500").optimize(relu, None)
@@ -775,6 +802,72 @@ def test_any_backend_object_will_do(relu):
     assert messages == build_messages(relu, None)
     assert (max_tokens, temperature, timeout_s, seed) == (
         DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S, DEFAULT_SEED)
+
+
+def test_the_same_request_is_asked_once_and_a_cache_file_keeps_replies_across_runs(
+        relu, profile, tmp_path):
+    """An episode that ends on the same sections sends the same prompt: asked once per
+    optimizer (in memory), and once at all with a cache file; another seed, profile or
+    model is another request; a request that got no reply is asked again; a line cut off by a
+    kill is left out, a damaged one with a warning."""
+    from autoprofiler_env.errors import AutoProfilerWarning
+    from autoprofiler_env.optimizers.llm.cache import ReplyCache
+
+    class Canned:
+        model_name = "canned"
+
+        def __init__(self, replies=None):
+            self.calls, self.replies = 0, list(replies or [])
+            self.last_info = {}
+
+        def complete(self, messages, *, max_tokens, temperature, seed, timeout_s):
+            self.calls += 1
+            if self.replies:
+                raise self.replies.pop(0)
+            self.last_info = {"finish_reason": "stop", "usage": {"completion_tokens": 9}}
+            return GOOD_REPLY
+
+    backend = Canned()
+    llm = LLMOptimizer(backend)
+    first, again = llm.optimize(relu, profile), llm.optimize(relu, profile)
+    assert backend.calls == 1 and first.source == again.source == GOOD_CODE
+    assert "cached" not in first.evidence and again.evidence["cached"] is True
+    assert again.evidence["finish_reason"] == "stop"  # what the backend said, kept
+    llm.optimize(relu, None)  # another profile: another prompt
+    LLMOptimizer(backend, seed=7, cache=llm.cache).optimize(relu, profile)  # another seed
+    assert backend.calls == 3
+    LLMOptimizer(backend, cache=False).optimize(relu, profile)
+    LLMOptimizer(backend, cache=False).optimize(relu, profile)
+    assert backend.calls == 5
+
+    # no reply (unreached): raised, nothing kept, asked again
+    down = Canned([LLMError("connection", "refused")])
+    llm = LLMOptimizer(down)
+    with pytest.raises(LLMError):
+        llm.optimize(relu, profile)
+    assert llm.optimize(relu, profile).source == GOOD_CODE and down.calls == 2
+
+    # a file: a second run asks nothing it asked before
+    path = tmp_path / "replies.jsonl"
+    fresh = Canned()
+    LLMOptimizer(fresh, cache=path).optimize(relu, profile)
+    later = Canned()
+    candidate = LLMOptimizer(later, cache=path).optimize(relu, profile)
+    assert (fresh.calls, later.calls) == (1, 0) and candidate.evidence["cached"] is True
+    assert candidate.source == GOOD_CODE
+    # a kill's torn last line is dropped without a word, and the next reply starts a line
+    path.write_text(path.read_text() + '{"key": "cut off by a kill", "rep')
+    again = Canned()
+    cache = ReplyCache(path)
+    assert len(cache) == 1
+    LLMOptimizer(again, cache=cache).optimize(relu, None)
+    assert len(ReplyCache(path)) == 2 and again.calls == 1
+    # a damaged line inside the file: left out, with a warning
+    path.write_text('not json\n' + path.read_text())
+    with pytest.warns(AutoProfilerWarning, match="1 line.* not a reply's record"):
+        assert len(ReplyCache(path)) == 2
+    with pytest.raises(ValueError, match="is a folder"):
+        ReplyCache(tmp_path)
 
 
 # -- real models (marked llm) -------------------------------------------------------------------

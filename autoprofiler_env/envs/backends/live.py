@@ -230,11 +230,16 @@ class LiveBackend:
         elif model is None:
             self.optimizer = reference_optimizer(optimizer, device=device, tolerance=tolerance)
         else:
-            from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
+            import os
 
-            # the prompt states the tolerance the candidate is judged at
+            from autoprofiler_env.optimizers.llm import LLMOptimizer, OpenAIChatBackend
+            from autoprofiler_env.optimizers.llm.cache import ENV_CACHE
+
+            # the prompt states the tolerance the candidate is judged at; each request is
+            # asked once (in memory, and in $AUTOPROFILER_LLM_CACHE's file where set)
             self.optimizer = LLMOptimizer(OpenAIChatBackend(model=model),
-                                          tolerance=config.tolerance_for("float32"))
+                                          tolerance=config.tolerance_for("float32"),
+                                          cache=os.environ.get(ENV_CACHE) or True)
         self.evaluator = Evaluator(config, timeout_s=timeout_s)
         self.ncu = ncu
         if evidence == "recorded":

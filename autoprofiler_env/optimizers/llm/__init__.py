@@ -27,7 +27,9 @@ a prompt the local model's context cannot hold, a local generation out of time a
 request that got no reply from the model (the endpoint down, an HTTP error, a redirect, no
 answer in time: ``LLMError.unreached``) is not the model's doing: it raises. The prompt states
 the tolerance the candidate is judged at. Decoding is deterministic by default: temperature 0
-and a fixed seed. docs/optimizers.md says how to plug in your own model.
+and a fixed seed; each request is asked once per optimizer, its reply kept (``cache``, in
+memory or in a file: :mod:`~autoprofiler_env.optimizers.llm.cache`). docs/optimizers.md says
+how to plug in your own model.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ comes back, or what went wrong, into a :class:`Candidate`."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from autoprofiler_env.errors import LLMError
 from autoprofiler_env.optimizers.candidate import Candidate
+from autoprofiler_env.optimizers.llm.cache import ReplyCache, request_key
 from autoprofiler_env.optimizers.llm.backend import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_SEED,
@@ -33,18 +35,27 @@ class LLMOptimizer:
             (deterministic by default: greedy with a fixed seed).
         tolerance: (atol, rtol) of fp32 results that the prompt states: the judge's
             (the live environment passes its own; default KernelBench v0.1's 1e-2).
+        cache: the replies by request (:mod:`~autoprofiler_env.optimizers.llm.cache`): True
+            (the default) keeps them in memory, so that the same request (problem, profile,
+            settings and seed) is asked once per optimizer; a file's path keeps them in that
+            JSON-lines file too, across runs; a :class:`ReplyCache` is used as it is; False
+            asks every time. A reply served from it says so in the candidate's evidence
+            (``cached``).
     """
 
     def __init__(self, backend: ChatBackend, *, max_tokens: int = DEFAULT_MAX_TOKENS,
                  temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
                  timeout_s: float = DEFAULT_TIMEOUT_S,
-                 tolerance: tuple[float, float] = DEFAULT_TOLERANCE) -> None:
+                 tolerance: tuple[float, float] = DEFAULT_TOLERANCE,
+                 cache: bool | str | Path | ReplyCache = True) -> None:
         self.backend = backend
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.seed = seed
         self.timeout_s = timeout_s
         self.tolerance = tuple(float(t) for t in tolerance)
+        self.cache = (cache if isinstance(cache, ReplyCache) else None if cache is False
+                      else ReplyCache(None if cache is True else cache))
 
     @property
     def producer(self) -> str:
@@ -70,17 +81,32 @@ class LLMOptimizer:
         }
         started = time.perf_counter()
         reply: str | None = None
+        key = cached = None
+        if self.cache is not None:
+            key = request_key(self.backend, messages, max_tokens=self.max_tokens,
+                              temperature=self.temperature, seed=self.seed)
+            cached = self.cache.get(key)
+        info: dict = {}
         try:
-            reply = self.backend.complete(messages, max_tokens=self.max_tokens,
-                                          temperature=self.temperature, seed=self.seed,
-                                          timeout_s=self.timeout_s)
+            if cached is not None:
+                reply, info = cached
+                evidence["cached"] = True
+            else:
+                reply = self.backend.complete(messages, max_tokens=self.max_tokens,
+                                              temperature=self.temperature, seed=self.seed,
+                                              timeout_s=self.timeout_s)
+                info = dict(getattr(self.backend, "last_info", None) or {})
+                if self.cache is not None:
+                    self.cache.put(key, reply, info, self.backend.model_name)
             source = extract_code(reply)
             failed: LLMError | None = None
         except LLMError as e:
             if e.unreached:
                 raise
+            if reply is None:  # the backend's own error: what it reported, where it did
+                info = dict(getattr(self.backend, "last_info", None) or {})
             failed = e
-        evidence.update(self._reply_evidence(reply, started))
+        evidence.update(self._reply_evidence(reply, started, info))
         if failed is None and evidence.get("finish_reason") == "length" and code_cut_off(reply):
             failed = LLMError("truncated", f"the reply was cut off by max_tokens "
                               f"({self.max_tokens}) inside its code: raise max_tokens")
@@ -94,8 +120,8 @@ class LLMOptimizer:
                          reason=f"LLM reply: {self.producer} rewrote the program, shown {shown}",
                          evidence=evidence)
 
-    def _reply_evidence(self, reply: str | None, started: float) -> dict[str, object]:
-        info = getattr(self.backend, "last_info", None) or {}
+    @staticmethod
+    def _reply_evidence(reply: str | None, started: float, info: dict) -> dict[str, object]:
         evidence: dict[str, object] = {"elapsed_s": round(time.perf_counter() - started, 3)}
         if info.get("finish_reason") is not None:
             evidence["finish_reason"] = info["finish_reason"]
