@@ -1150,8 +1150,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
                    f"experiments/configs: {DEFAULT_CONFIG} (default), ppo, a2c, dqn, qrdqn")
     p.add_argument("--trials", type=int, default=20,
-                   help="finished trials (complete or pruned) the study goes on to (the "
-                   "zoo's --n-trials; default: 20)")
+                   help="finished trials (complete or pruned) the study goes on to, in "
+                   "all: the same command again runs none once they are (the zoo's "
+                   "--max-total-trials, not its --n-trials, which runs N more; default: 20)")
     p.add_argument("--steps", type=int,
                    help="environment steps each trial trains (the zoo's --n-timesteps; "
                    "default: the config's n_timesteps)")
@@ -1160,7 +1161,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "--n-startup-trials)")
     p.add_argument("--pruner", choices=("median", "none"), default="median",
                    help="Optuna's pruner (default: median, which waits for "
-                   "--n-startup-trials finished trials and a third of the evaluations)")
+                   "--n-startup-trials complete trials and a third of the evaluations)")
     p.add_argument("--n-startup-trials", type=int, default=10,
                    help="trials before the sampler and the pruner go to work (default: 10, "
                    "the zoo's)")

@@ -14,19 +14,26 @@ what is not sampled stays the config's) and trains with :func:`experiments.train
 ``<out>/trials/<number>`` (a training run's folder: ``autoprofiler benchmark --policy
 sb3:<out>/trials/<number>`` plays it). The trial's objective is its best evaluation's on the
 config's ``eval`` split and budgets (:class:`agents.rl.callbacks.Evaluation`'s
-``objective``: the mean over the budgets of the log geometric-mean speedups; the best model
-the run keeps), where the zoo takes the last evaluation's mean episode reward.
+``objective``: the mean over the budgets of the log geometric-mean speedups) among those
+made after its policy's first update (:func:`first_update`: an evaluation within the first
+rollout scores the untrained network, which would tie every trial whose rollout is longer
+than the evaluation interval), where the zoo takes the last evaluation's mean episode
+reward. The sampled parameters replace the config's of the same names, ``policy_kwargs``
+whole (as the zoo's do); the zoo's ranges never reach ``gamma`` 1.0, which the shipped
+configs use (an episode's one reward comes at its end, 1-16 steps on).
 ``--n-evaluations N`` evaluates each trial every ``steps // N`` steps (the zoo's option);
-without it, on the config's ``eval.frequency``. After each evaluation the trial reports the
-objective to the pruner at its place on that schedule (``steps // frequency``: trials of
-other rollout sizes meet at the same places): ``median`` (the zoo's default:
-``MedianPruner(n_startup_trials, n_warmup_steps=n_evaluations // 3)``) stops a trial whose
-best so far is below the median of the finished trials' there, and the trial ends PRUNED,
-its run finished early (``run.json``'s ``stopped_early``); ``none`` prunes nothing. The
-sampler is the zoo's ``tpe`` (``TPESampler(n_startup_trials, multivariate=True)``: random
-for the first ``--n-startup-trials``) or ``random``, seeded for each trial from ``--seed``
-and the trial's number, so that a study continued after a stop samples as one that never
-stopped. A trial whose training raises a ``ValueError`` or an ``AssertionError`` (NaN
+without it, on the config's ``eval.frequency``. After each evaluation after its first update
+the trial reports the objective to the pruner at its place on that schedule (``steps //
+frequency``: trials of other rollout sizes meet at the same places): ``median`` (the zoo's
+default: ``MedianPruner(n_startup_trials, n_warmup_steps=n_evaluations // 3)``) stops a
+trial whose best so far is below the median of the COMPLETE trials' there (Optuna's rule:
+pruned trials do not count), and the trial ends PRUNED, its run finished early
+(``run.json``'s ``stopped_early``); ``none`` prunes nothing. The sampler is the zoo's
+``tpe`` (``TPESampler(n_startup_trials, multivariate=True)``: random for the first
+``--n-startup-trials``) or ``random``, seeded for each trial from ``--seed`` and how many
+trials finished before it, and a trial that failed (stopped, killed) has its parameters
+tried again by the next one, so that a study continued after a stop samples as one that
+never stopped. A trial whose training raises a ``ValueError`` or an ``AssertionError`` (NaN
 parameters from a large learning rate) is PRUNED with a warning, as the zoo does.
 
 ``--out`` (default ``runs/tune/<config stem>``) holds the study, ``study.db`` (Optuna's
@@ -44,12 +51,13 @@ SQLite storage), and after each trial
 
 The study is resumable: the same command again continues until ``--trials`` trials are
 finished (COMPLETE or PRUNED), never running a finished one again. Ctrl-C (or SIGTERM)
-stops the trial under way, which ends FAIL and is not counted; a trial left RUNNING by a
-process killed outright is marked FAIL when the study continues; a failed trial's folder is
-removed and a new trial takes its place. A study continues only with its own settings: a
-``--config`` that resolves otherwise (``--steps`` and ``--n-evaluations`` included), another
-``--sampler``, ``--pruner``, ``--n-startup-trials`` or ``--seed`` into the same ``--out`` is
-refused, naming the first difference. ``--out`` is held while the study runs
+stops the trial under way, which ends FAIL and is not counted, its folder removed at once; a
+trial left RUNNING by a process killed outright is marked FAIL when the study continues,
+and its folder removed then; the next trial takes a failed one's parameters. A study
+continues only with its own settings: a ``--config`` that resolves otherwise (``--steps``
+and ``--n-evaluations`` included), another ``--sampler``, ``--pruner``,
+``--n-startup-trials`` or ``--seed`` into the same ``--out`` is refused, naming the first
+difference. ``--out`` is held while the study runs
 (:func:`~autoprofiler_env.atomic.one_writer`): a second command into it is refused at once.
 
 Optuna is optional (``pip install -e '.[tune]'``): without it the command says how to
@@ -134,9 +142,9 @@ def _fitting(choices, fits) -> list:
 def sample_ppo_params(trial, config: TrainConfig) -> dict[str, Any]:
     """PPO's (and MaskablePPO's) parameters as the zoo samples PPO's, by its names
     (``one_minus_gamma``, ``net_arch: tiny``, ...; :func:`ppo_hyperparameters` makes them
-    the config's). ``n_steps`` is one of the zoo's choices whose rollout (x ``n_envs``) fits
-    in the trial's steps."""
-    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs <= config.total_timesteps)
+    the config's). ``n_steps`` is one of the zoo's choices whose rollout (x ``n_envs``) is
+    shorter than the trial, so that the policy is updated before its last evaluation."""
+    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs < config.total_timesteps)
     return {
         "batch_size": trial.suggest_categorical("batch_size", [32, 64, 128, 256, 512]),
         "n_steps": trial.suggest_categorical("n_steps", fit),
@@ -155,7 +163,7 @@ def sample_ppo_params(trial, config: TrainConfig) -> dict[str, Any]:
 
 def sample_a2c_params(trial, config: TrainConfig) -> dict[str, Any]:
     """A2C's parameters as the zoo samples them (``n_steps`` fitting as PPO's)."""
-    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs <= config.total_timesteps)
+    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs < config.total_timesteps)
     return {
         "n_steps": trial.suggest_categorical("n_steps", fit),
         "one_minus_gamma": trial.suggest_float("one_minus_gamma", 1e-4, 0.03, log=True),
@@ -244,6 +252,16 @@ SAMPLERS = {
 """Each algorithm's search space (MaskablePPO's is PPO's, as the zoo would sample it)."""
 
 
+def first_update(hyperparameters: dict[str, Any], n_envs: int) -> int:
+    """The steps after which a trial's policy has been updated once: a rollout
+    (``n_steps`` x ``n_envs``; SB3 evaluates a rollout's last step before it learns from it)
+    or ``learning_starts``. An evaluation at or before it scores the untrained network, which
+    neither counts towards the trial's objective nor is shown to the pruner."""
+    if "n_steps" in hyperparameters:
+        return int(hyperparameters["n_steps"]) * n_envs
+    return int(hyperparameters.get("learning_starts", 0))
+
+
 def trial_config(given: dict, algorithm: str, hyperparameters: dict[str, Any]) -> dict:
     """The config file's content ``given`` with ``hyperparameters`` over its environment's
     settings (its ``AutoProfiler-v0`` key, or the zoo's fallback ``default``) and its
@@ -301,12 +319,13 @@ def default_out(config_file: Path) -> Path:
     return Path("runs") / "tune" / Path(config_file).stem
 
 
-def trial_seed(seed: int, number: int) -> int:
-    """The sampler's seed for trial ``number`` of a study seeded ``seed``: the same whether
-    the study ran through or was stopped and continued."""
+def trial_seed(seed: int, place: int) -> int:
+    """The sampler's seed for the trial that finishes ``place``-th (from 0; failed trials do
+    not count) in a study seeded ``seed``: the same whether the study ran through or was
+    stopped and continued."""
     import numpy as np
 
-    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+    return int(np.random.SeedSequence([seed, place]).generate_state(1)[0])
 
 
 def _make_sampler(optuna, method: str, seed: int, n_startup_trials: int):
@@ -340,7 +359,8 @@ def tune(config: str | Path = "maskable_ppo", out: str | Path | None = None,
     for name, value, least in (("--trials", trials, 1), ("--seed", seed, 0),
                                ("--n-startup-trials", n_startup_trials, 0),
                                ("--steps", 1 if steps is None else steps, 1),
-                               ("--n-evaluations", n_evaluations or 1, 1)):
+                               ("--n-evaluations",
+                                1 if n_evaluations is None else n_evaluations, 1)):
         if not isinstance(value, int) or value < least:
             raise AutoProfilerError(f"{name} {value}: a whole number >= {least}")
     if sampler not in SAMPLER_METHODS:
@@ -354,6 +374,11 @@ def tune(config: str | Path = "maskable_ppo", out: str | Path | None = None,
     if n_evaluations is not None:
         base = base.replace(eval=dataclasses.replace(
             base.eval, frequency=max(base.total_timesteps // n_evaluations, 1)))
+    if base.algorithm in ("maskable_ppo", "ppo", "a2c") and \
+            base.total_timesteps <= min(ROLLOUTS) * base.n_envs:
+        warn(f"--steps {base.total_timesteps}: no rollout of the zoo's (n_steps >= "
+             f"{min(ROLLOUTS)}, x {base.n_envs} environments) ends before a trial's last "
+             "evaluation, so every trial is scored untrained: give more --steps")
     settings = {"config": base.to_dict(), "sampler": sampler, "pruner": pruner, "seed": seed,
                 "n_startup_trials": n_startup_trials}
     out = Path(out) if out is not None else default_out(path)
@@ -384,10 +409,14 @@ class _Study:
             self._fail_killed(study)
             try:
                 while self._finished(study) < trials:
-                    number = len(study.get_trials(deepcopy=False))
-                    print(f"trial {number} ({self._finished(study) + 1} of {trials})",
-                          flush=True)
-                    study = self._load(number)  # its sampler seeded for this trial
+                    waiting = study.get_trials(deepcopy=False,
+                                               states=(optuna.trial.TrialState.WAITING,))
+                    # the next trial: a failed one's parameters queued again, else a new one
+                    number = (waiting[0].number if waiting
+                              else len(study.get_trials(deepcopy=False)))
+                    place = self._finished(study)
+                    print(f"trial {number} ({place + 1} of {trials})", flush=True)
+                    study = self._load(place)  # its sampler seeded for this place
                     record = self._run_trial(study)
                     ran += 1
                     self._write(study)
@@ -396,7 +425,7 @@ class _Study:
                 best_config = self._write(study)
         finally:
             optuna.logging.set_verbosity(verbosity)
-        records = tuple(self._record(t) for t in study.get_trials(deepcopy=False))
+        records = tuple(self._record(t) for t in self._trials(study))
         complete = [r for r in records if r.state == "COMPLETE"]
         best = max(complete, key=lambda r: r.objective, default=None)  # the first (Optuna's)
         return TuneResult(self.out, self.base.algorithm, self.base.total_timesteps, records,
@@ -455,13 +484,14 @@ class _Study:
                 raise ConfigError(f"{head}: --{key.replace('_', '-')} is {new[key]} now, the "
                                   f"study's is {old.get(key)}: {tail}")
 
-    def _load(self, number: int):
-        """The study, its sampler seeded for trial ``number``."""
+    def _load(self, place: int):
+        """The study, its sampler seeded for the trial that finishes ``place``-th (trials that
+        failed do not count)."""
         seed = self.settings["seed"]
         return self.optuna.load_study(
             study_name=STUDY_NAME, storage=self.storage,
             sampler=_make_sampler(self.optuna, self.settings["sampler"],
-                                  trial_seed(seed, number), self.settings["n_startup_trials"]),
+                                  trial_seed(seed, place), self.settings["n_startup_trials"]),
             pruner=_make_pruner(self.optuna, self.settings["pruner"],
                                 self.settings["n_startup_trials"], self.n_evaluations))
 
@@ -471,10 +501,26 @@ class _Study:
         state = self.optuna.trial.TrialState
         for trial in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
             study.tell(trial.number, state=state.FAIL)
+            self._retry(study, trial.number)
             print(f"trial {trial.number} was left running by a process that ended (killed): "
-                  "marked FAIL, not counted; a new trial takes its place", flush=True)
+                  "marked FAIL, not counted; its parameters are tried again as the next "
+                  "trial", flush=True)
         for trial in study.get_trials(deepcopy=False, states=(state.FAIL,)):
             self._remove(self._folder(trial.number))
+
+    def _retry(self, study, number: int) -> None:
+        """Queues the parameters of the failed trial ``number`` for the next trial (Optuna's
+        ``enqueue_trial``): the study goes on as one that never stopped would."""
+        params = study.get_trials(deepcopy=False)[number].params
+        if params:
+            study.enqueue_trial(dict(params), skip_if_exists=False)
+
+    def _trials(self, study) -> list:
+        """The study's trials but those queued and not started (``WAITING``: a failed trial's
+        parameters, :meth:`_retry`)."""
+        state = self.optuna.trial.TrialState
+        return study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED,
+                                                        state.FAIL, state.RUNNING))
 
     def _finished(self, study) -> int:
         state = self.optuna.trial.TrialState
@@ -500,6 +546,8 @@ class _Study:
             frozen = study.tell(trial, state=state.PRUNED)
         except BaseException:  # an error, Ctrl-C: the trial failed, the study stops
             study.tell(trial, state=state.FAIL)
+            self._retry(study, trial.number)
+            self._remove(self._folder(trial.number))
             raise
         else:
             frozen = study.tell(trial, value)
@@ -520,8 +568,11 @@ class _Study:
         self._remove(folder)  # a number is never used twice: anything there is stale
         trial.set_user_attr("folder", folder.relative_to(self.out).as_posix())
         reported, stopped = set(), []
+        untrained = first_update(config.hyperparameters, config.n_envs)
 
         def after_evaluation(steps: int, objective: float) -> bool:
+            if steps <= untrained:  # the untrained network's score: not the trial's
+                return True
             place = steps // base.eval.frequency
             if place not in reported:  # a rollout longer than the frequency: once a place
                 reported.add(place)
@@ -544,12 +595,19 @@ class _Study:
             warn(f"trial {trial.number}: its training raised {type(e).__name__} ({message}): "
                  "pruned, as rl-baselines3-zoo prunes such a trial")
             raise self.optuna.TrialPruned(message) from e
+        trained = [e for e in result.evaluations if e.step > untrained]
+        if not trained:  # --steps below every rollout (_fitting's fallback): say so
+            warn(f"trial {trial.number}: no evaluation after its first update (step "
+                 f"{untrained}; it trained {result.steps}): scored by its last, an untrained "
+                 "network's; give more --steps")
+            trained = result.evaluations[-1:]
+        best = max(trained, key=lambda e: e.objective)  # the first of equals
         trial.set_user_attr("steps", result.steps)
-        trial.set_user_attr("best_step", result.best.step)
+        trial.set_user_attr("best_step", best.step)
         trial.set_user_attr("seconds", result.seconds)
         if stopped:
             raise self.optuna.TrialPruned(f"pruned at step {stopped[0]}")
-        return result.best.objective
+        return best.objective
 
     def _record(self, trial) -> TrialRecord:
         attrs = trial.user_attrs
@@ -562,7 +620,7 @@ class _Study:
     def _write(self, study) -> Path | None:
         """``trials.csv`` and (where a trial is COMPLETE) ``best.yml``; returns the latter's
         path, or None."""
-        records = [self._record(t) for t in study.get_trials(deepcopy=False)]
+        records = [self._record(t) for t in self._trials(study)]
         write_trials_csv(records, self.out / TRIALS_CSV)
         complete = [t for t in study.get_trials(deepcopy=False)
                     if t.state == self.optuna.trial.TrialState.COMPLETE]

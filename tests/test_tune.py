@@ -91,9 +91,12 @@ def test_tiny_trials_complete_and_score_their_runs_best_evaluation(study):
         run = json.loads((run_dir / "run.json").read_text())
         evaluations = read_jsonl(run_dir / "evaluations.jsonl")
         # the objective: the run's best evaluation's (the project's evaluation, masks used)
-        best = max(e["objective"] for e in evaluations)
+        # after its first update (an evaluation at a rollout's last step precedes its update)
+        rollout = trial.params["n_steps"] * 2
+        best = max(e["objective"] for e in evaluations if e["step"] > rollout)
         assert float(row["objective"]) == pytest.approx(best) == trial.objective
-        assert run["best"]["objective"] == pytest.approx(best)
+        assert run["best"]["objective"] == pytest.approx(max(e["objective"]
+                                                             for e in evaluations))
         assert float(row["geomean_speedup"]) == pytest.approx(math.exp(best))
         assert run["status"] == "finished" and run["steps"] == int(row["steps"]) == 256
         assert run["config"]["eval"]["frequency"] == 128 and len(evaluations) == 2
@@ -102,7 +105,7 @@ def test_tiny_trials_complete_and_score_their_runs_best_evaluation(study):
         params = trial.params
         assert trained["gamma"] == pytest.approx(1 - params["one_minus_gamma"])
         assert trained["gae_lambda"] == pytest.approx(1 - params["one_minus_gae_lambda"])
-        assert trained["n_steps"] == params["n_steps"] and params["n_steps"] * 2 <= 256
+        assert trained["n_steps"] == params["n_steps"] and params["n_steps"] * 2 < 256
         assert trained["batch_size"] == min(params["batch_size"], params["n_steps"] * 2)
         assert trained["learning_rate"] == params["learning_rate"]
         width = {"tiny": [64], "small": [64, 64], "medium": [256, 256]}[params["net_arch"]]
@@ -197,6 +200,7 @@ def test_the_median_pruner_stops_a_trial_whose_evaluations_are_bad(tmp_path, mon
                                                                     pruner):
     pytest.importorskip("optuna")
     _evaluations_of_later_models_scored(monkeypatch, -5.0)
+    monkeypatch.setattr(tune_module, "ROLLOUTS", (32,))  # 64 steps: learned by the first
     out = tmp_path / "out"
     # 4 evaluations of 128 steps; the median pruner after 1 finished trial, from the first
     result = tune_module.tune(_config(tmp_path), out, trials=2, steps=512, sampler="random",
@@ -224,9 +228,14 @@ def test_a_study_continues_to_its_trials_without_redoing_finished_ones(tmp_path,
     config, out = _config(tmp_path), tmp_path / "out"
     tune_module.tune(config, out, trials=2, steps=256, sampler="random", progress=False)
     kept = {n: (out / "trials" / n / "run.json").read_bytes() for n in ("0", "1")}
-    # a process killed in a trial: the study holds it RUNNING, its folder half written
-    optuna.load_study(study_name=tune_module.STUDY_NAME,
-                      storage=f"sqlite:///{out / 'study.db'}").ask()
+    # a process killed in its third trial: the study holds it RUNNING with the parameters
+    # the command sampled (seeded for the third place), its folder half written
+    storage = f"sqlite:///{out / 'study.db'}"
+    killed = optuna.load_study(study_name=tune_module.STUDY_NAME, storage=storage,
+                               sampler=optuna.samplers.RandomSampler(
+                                   seed=tune_module.trial_seed(0, 2))).ask()
+    base = load_config(config).replace(total_timesteps=256)
+    drawn = tune_module.SAMPLERS["maskable_ppo"].sample(killed, base)
     (out / "trials" / "2").mkdir()
     (out / "trials" / "2" / "run.json").write_text("{}")
     trained = []
@@ -234,25 +243,26 @@ def test_a_study_continues_to_its_trials_without_redoing_finished_ones(tmp_path,
     monkeypatch.setattr(tune_module, "train",
                         lambda config, folder, **kw: trained.append(folder.name)
                         or real(config, folder, **kw))
-    result = tune_module.tune(config, out, trials=3, steps=256, sampler="random",
+    result = tune_module.tune(config, out, trials=4, steps=256, sampler="random",
                               progress=False)
-    assert trained == ["3"]  # one trial more; the finished ones not again
-    assert [t.state for t in result.trials] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]
-    assert result.count("COMPLETE", "PRUNED") == 3 and result.ran == 1
+    assert trained == ["3", "4"]  # two trials more; the finished ones not again
+    states = ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+    assert [t.state for t in result.trials] == states and result.ran == 2
     assert not (out / "trials" / "2").exists()  # the killed trial's folder: removed
     assert {n: (out / "trials" / n / "run.json").read_bytes() for n in ("0", "1")} == kept
-    assert [r["state"] for r in _rows(out)] == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE"]
-    # trial 3 sampled as an uninterrupted study's trial 3 (the sampler seeded per trial)
+    assert [r["state"] for r in _rows(out)] == states
+    # as a study that never stopped: the killed trial's parameters tried again, then the
+    # fourth place's draw (the sampler seeded by place, not by trial number)
+    assert result.trials[3].params == drawn
     fresh = optuna.create_study(sampler=optuna.samplers.RandomSampler(
         seed=tune_module.trial_seed(0, 3)))
-    expected = tune_module.SAMPLERS["maskable_ppo"].sample(
-        fresh.ask(), load_config(config).replace(total_timesteps=256))
-    assert result.trials[3].params == expected
-    assert expected not in [t.params for t in result.trials[:2]]  # not the first's again
+    assert result.trials[4].params == tune_module.SAMPLERS["maskable_ppo"].sample(
+        fresh.ask(), base)
+    assert drawn not in [t.params for t in result.trials[:2]]
     # enough already: nothing runs
     again = tune_module.tune(config, out, trials=2, steps=256, sampler="random",
                              progress=False)
-    assert again.ran == 0 and trained == ["3"]
+    assert again.ran == 0 and trained == ["3", "4"]
 
 
 def test_ctrl_c_stops_the_study_cleanly_and_the_same_command_continues_it(tmp_path,
@@ -279,14 +289,17 @@ def test_ctrl_c_stops_the_study_cleanly_and_the_same_command_continues_it(tmp_pa
     assert err.startswith("autoprofiler: error: interrupted: run the same command again to "
                           "continue the study")
     assert [r["state"] for r in _rows(out)] == ["COMPLETE", "FAIL"]
-    assert json.loads((out / "trials" / "1" / "run.json").read_text())["status"] == \
-        "interrupted"
+    assert not (out / "trials" / "1").exists()  # the stopped trial's folder: removed at once
     monkeypatch.setattr(tune_module, "train", real)
     assert main(command) == 0
     said = capsys.readouterr().out
     assert "2 trials finished (2 complete, 0 pruned), 1 failed; 1 run by this command" in said
-    assert [r["state"] for r in _rows(out)] == ["COMPLETE", "FAIL", "COMPLETE"]
-    assert not (out / "trials" / "1").exists() and (out / "trials" / "2" / "run.json").is_file()
+    rows = _rows(out)
+    assert [r["state"] for r in rows] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert (out / "trials" / "2" / "run.json").is_file()
+    # the stopped trial's parameters, tried again
+    params = [{k: v for k, v in r.items() if k.startswith("params_")} for r in rows]
+    assert params[2] == params[1] != params[0]
 
 
 @pytest.mark.parametrize("algorithm", sorted(tune_module.SAMPLERS))
@@ -328,3 +341,48 @@ def test_without_optuna_the_command_says_how_to_install_it(tmp_path, monkeypatch
     assert err[0].startswith("autoprofiler: error: autoprofiler tune needs Optuna: pip install")
     assert "pip install -e '.[tune]'" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_commands_defaults_and_choices_are_the_modules():
+    """experiments/cli.py spells tune's defaults and choices out (importing experiments.tune
+    would load stable-baselines3 for every command's --help): they must stay the module's."""
+    from experiments import tune
+    from experiments.cli import build_parser
+
+    args = build_parser().parse_args(["tune"])
+    assert (args.trials, args.n_startup_trials, args.sampler, args.pruner) == (
+        tune.DEFAULT_TRIALS, tune.DEFAULT_STARTUP_TRIALS, tune.SAMPLER_METHODS[0],
+        tune.PRUNER_METHODS[0])
+    sub = next(a for a in build_parser()._subparsers._group_actions[0].choices["tune"]._actions
+               if a.dest == "sampler")
+    pruner = next(a for a in build_parser()._subparsers._group_actions[0].choices["tune"]
+                  ._actions if a.dest == "pruner")
+    assert tuple(sub.choices) == tune.SAMPLER_METHODS
+    assert tuple(pruner.choices) == tune.PRUNER_METHODS
+
+
+@pytest.mark.parametrize("option, value", [("trials", 0), ("steps", 0), ("seed", -1),
+                                           ("n_evaluations", 0), ("n_startup_trials", -1)])
+def test_a_setting_out_of_range_is_refused_before_anything_runs(tmp_path, option, value):
+    """(A reviewer: --n-evaluations 0 raised a ZeroDivisionError.)"""
+    pytest.importorskip("optuna")
+    from autoprofiler_env.errors import AutoProfilerError
+
+    flag = "--" + option.replace("_", "-")
+    with pytest.raises(AutoProfilerError, match=f"{flag} {value}: a whole number >= "):
+        tune_module.tune(_config(tmp_path), tmp_path / "out", progress=False,
+                         **{option: value})
+    assert not (tmp_path / "out").exists()
+
+
+def test_too_few_steps_for_any_rollout_says_every_trial_would_be_untrained(tmp_path):
+    pytest.importorskip("optuna")
+    from autoprofiler_env.errors import AutoProfilerWarning
+
+    with pytest.warns(AutoProfilerWarning) as caught:
+        result = tune_module.tune(_config(tmp_path), tmp_path / "out", trials=1, steps=64,
+                                  sampler="random", progress=False)
+    said = [str(w.message) for w in caught]
+    assert said[0].startswith("--steps 64: no rollout")
+    assert said[1].startswith("trial 0: no evaluation after its first update (step 64")
+    assert result.count("COMPLETE") == 1
