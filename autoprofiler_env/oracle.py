@@ -15,9 +15,10 @@ from autoprofiler_env.scoring import log_score
 def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[int, ...]:
     """The indices (into ``sections``) of the affordable set with the highest score
     (:func:`~autoprofiler_env.scoring.log_score`): of the sets that reach it, the smallest,
-    of those the cheapest, and the first of equal costs (the rule of docs/report.md's
-    "smallest optimal set"); the search stops early once a size reaches the best outcome the
-    problem has at all.
+    of those the cheapest, and of equal costs the one whose bit mask of section indices is
+    least (docs/report.md's "smallest optimal set", ``experiments/studies/report.py``'s
+    ``section_sets``: the same sets); the search stops early once a size reaches the best
+    outcome the problem has at all.
 
     Raises:
         TypeError: the backend has no hindsight (the live backend).
@@ -26,7 +27,7 @@ def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[
         raise TypeError(f"the oracle needs a backend with hindsight (the replay's "
                         f"best_score and finish); {type(backend).__name__} has none")
     ceiling = backend.best_score(uri)
-    best_value, best_cost, best = -math.inf, math.inf, ()
+    best_value, best_cost, best_mask, best = -math.inf, math.inf, 0, ()
     affordable = [i for i in range(len(sections)) if costs[i] <= budget + 1e-12]
     for size in range(len(affordable) + 1):
         fits_any = False
@@ -37,10 +38,12 @@ def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[
             fits_any = True
             outcome = backend.finish(uri, tuple(sections[i] for i in combo))
             value = log_score(outcome.correct, outcome.speedup)
-            if value > best_value + 1e-12 or (value >= best_value - 1e-12
-                                              and len(combo) == len(best)
-                                              and cost < best_cost - 1e-12):
-                best_value, best_cost, best = max(value, best_value), cost, combo
+            mask = sum(1 << i for i in combo)
+            if value > best_value + 1e-12 or (
+                    value >= best_value - 1e-12 and len(combo) == len(best)
+                    and (cost < best_cost - 1e-12
+                         or (cost <= best_cost + 1e-12 and mask < best_mask))):
+                best_value, best_cost, best_mask, best = max(value, best_value), cost, mask, combo
         if not fits_any or best_value >= ceiling - 1e-12:
             break
     return best

@@ -731,7 +731,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
         result = TrainResult(out, out / "model.zip", out / "best_model.zip", evaluator.best,
                              evaluator.evaluations[-1], int(model.num_timesteps), seconds,
                              list(evaluator.evaluations))
-        if evaluator.stopped:
+        if evaluator.stopped and result.steps < config.total_timesteps:
             meta["stopped_early"] = result.steps
         meta |= {"status": "finished", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                  "steps": result.steps, "seconds": seconds,

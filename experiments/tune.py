@@ -12,15 +12,17 @@ and names, MaskablePPO PPO's), puts them over the config's (the zoo's ``kwargs.u
 what is not sampled stays the config's) and trains with :func:`experiments.train.train`,
 ``--steps`` steps (default: the config's ``n_timesteps``) with ``--seed``, into
 ``<out>/trials/<number>`` (a training run's folder: ``autoprofiler benchmark --policy
-sb3:<out>/trials/<number>`` plays it). The trial's objective is its best evaluation's on the
-config's ``eval`` split and budgets (:class:`agents.rl.callbacks.Evaluation`'s
-``objective``: the mean over the budgets of the log geometric-mean speedups) among those
-made after its policy's first update (:func:`first_update`: an evaluation within the first
-rollout scores the untrained network, which would tie every trial whose rollout is longer
-than the evaluation interval), where the zoo takes the last evaluation's mean episode
-reward. The sampled parameters replace the config's of the same names, ``policy_kwargs``
-whole (as the zoo's do); the zoo's ranges never reach ``gamma`` 1.0, which the shipped
-configs use (an episode's one reward comes at its end, 1-16 steps on).
+sb3:<out>/trials/<number>`` plays its ``best_model.zip``, the run's own best evaluation's,
+which may be one before the first update that the trial's objective leaves out). The trial's
+objective is its best evaluation's on the config's ``eval`` split and budgets
+(:class:`agents.rl.callbacks.Evaluation`'s ``objective``: the mean over the budgets of the
+log geometric-mean speedups) among those made after its policy's first update
+(:func:`first_update`: an evaluation within the first rollout scores the untrained network,
+which would tie every trial whose rollout is longer than the evaluation interval), where the
+zoo takes the last evaluation's mean episode reward. The sampled parameters replace the
+config's of the same names, ``policy_kwargs`` whole (as the zoo's do); the zoo's ranges
+never reach ``gamma`` 1.0, which the shipped configs use (an episode's one reward comes at
+its end, 1-16 steps on).
 ``--n-evaluations N`` evaluates each trial every ``steps // N`` steps (the zoo's option);
 without it, on the config's ``eval.frequency``. After each evaluation after its first update
 the trial reports the objective to the pruner at its place on that schedule (``steps //
@@ -253,13 +255,16 @@ SAMPLERS = {
 
 
 def first_update(hyperparameters: dict[str, Any], n_envs: int) -> int:
-    """The steps after which a trial's policy has been updated once: a rollout
-    (``n_steps`` x ``n_envs``; SB3 evaluates a rollout's last step before it learns from it)
-    or ``learning_starts``. An evaluation at or before it scores the untrained network, which
-    neither counts towards the trial's objective nor is shown to the pruner."""
+    """The step at which a trial's policy is first updated, after the evaluation made there
+    (SB3 evaluates a rollout's last step before it learns from it): on-policy, a rollout
+    (``n_steps`` x ``n_envs``); off-policy, the first rollout (``train_freq`` x ``n_envs``)
+    that ends past ``learning_starts`` (SB3's defaults, 4 and 100, where the config gives
+    none). An evaluation at or before it scores the untrained network, which neither counts
+    towards the trial's objective nor is shown to the pruner."""
     if "n_steps" in hyperparameters:
         return int(hyperparameters["n_steps"]) * n_envs
-    return int(hyperparameters.get("learning_starts", 0))
+    rollout = int(hyperparameters.get("train_freq", 4)) * n_envs
+    return (int(hyperparameters.get("learning_starts", 100)) // rollout + 1) * rollout
 
 
 def trial_config(given: dict, algorithm: str, hyperparameters: dict[str, Any]) -> dict:
@@ -374,6 +379,10 @@ def tune(config: str | Path = "maskable_ppo", out: str | Path | None = None,
     if n_evaluations is not None:
         base = base.replace(eval=dataclasses.replace(
             base.eval, frequency=max(base.total_timesteps // n_evaluations, 1)))
+    if base.eval.frequency == 1 and n_evaluations is not None \
+            and n_evaluations > base.total_timesteps:
+        warn(f"--n-evaluations {n_evaluations} is more than --steps {base.total_timesteps}: "
+             "each trial is evaluated at every step")
     if base.algorithm in ("maskable_ppo", "ppo", "a2c") and \
             base.total_timesteps <= min(ROLLOUTS) * base.n_envs:
         warn(f"--steps {base.total_timesteps}: no rollout of the zoo's (n_steps >= "

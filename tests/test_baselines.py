@@ -270,3 +270,38 @@ def test_the_oracle_takes_the_smallest_then_cheapest_affordable_set_of_the_best_
     stub = Stub(math.log(1.5))
     assert best_affordable(stub, "p", sections, costs, 1.0) == (1,)
     assert stub.asked == [(), ("A",), ("B",), ("C",)]
+
+
+def test_the_oracle_and_the_report_name_the_same_set_among_equal_costs():
+    """Of equal size, score and cost the oracle keeps the least bit mask of section indices,
+    as the data report's ``section_sets`` does (a reviewer: combinations order kept A+D where
+    the report named B+C, with every section costing the same, as budget_unit='sections'
+    has it)."""
+    from autoprofiler_env.envs.backends.base import EpisodeOutcome
+    from autoprofiler_env.oracle import best_affordable
+    from experiments.studies.report import section_sets
+
+    sections = ("A", "B", "C", "D")
+    speedups = {("A", "D"): 2.0, ("B", "C"): 2.0}
+
+    class Stub:
+        metrics = ()
+
+        def __init__(self):
+            self.sections = sections
+
+        def best_score(self, uri): return math.log(2.0)
+        def full_cost(self, uri): return 4.0, 4
+        def cost(self, uri, section): return 1.0, 1
+        def problems(self, split): return ["p"]
+        def features(self, uri): return np.zeros(1)
+        def view(self, uri, section): raise NotImplementedError
+        def profile(self, uri, sections): raise NotImplementedError
+        def close(self): pass
+
+        def finish(self, uri, chosen, profile=None, rng=None):
+            return EpisodeOutcome("t", "r", True, speedups.get(tuple(chosen), 1.0), None)
+
+    oracle = best_affordable(Stub(), "p", sections, (1.0,) * 4, 2.0)
+    report = section_sets(Stub(), ["p"], [0.5])[0.5]["p"]["smallest_set"]
+    assert tuple(sections[i] for i in oracle) == report == ("B", "C")

@@ -836,6 +836,13 @@ def test_the_same_request_is_asked_once_and_a_cache_file_keeps_replies_across_ru
     llm.optimize(relu, None)  # another profile: another prompt
     LLMOptimizer(backend, seed=7, cache=llm.cache).optimize(relu, profile)  # another seed
     assert backend.calls == 3
+    other = Canned()
+    other.model_name = "other"
+    LLMOptimizer(other, cache=llm.cache).optimize(relu, profile)  # another model
+    assert other.calls == 1
+    # what the caller gets is its own: changing it changes nothing kept
+    again.evidence["usage"]["completion_tokens"] = -1
+    assert llm.optimize(relu, profile).evidence["usage"]["completion_tokens"] == 9
     LLMOptimizer(backend, cache=False).optimize(relu, profile)
     LLMOptimizer(backend, cache=False).optimize(relu, profile)
     assert backend.calls == 5
@@ -866,8 +873,13 @@ def test_the_same_request_is_asked_once_and_a_cache_file_keeps_replies_across_ru
     path.write_text('not json\n' + path.read_text())
     with pytest.warns(AutoProfilerWarning, match="1 line.* not a reply's record"):
         assert len(ReplyCache(path)) == 2
-    with pytest.raises(ValueError, match="is a folder"):
+    from autoprofiler_env.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="is a folder"):
         ReplyCache(tmp_path)
+    (tmp_path / "binary.jsonl").write_bytes(b"\xff\xfe\n")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        ReplyCache(tmp_path / "binary.jsonl")
 
 
 # -- real models (marked llm) -------------------------------------------------------------------

@@ -497,8 +497,18 @@ def test_a_run_directory_of_rl_baselines3_zoo_loads_as_the_zoo_laid_it_out(tmp_p
     [said] = learned_elsewhere(load(f"sb3:{run}", env), env)
     assert ("was learned on the dataset 'elsewhere/mine.json.gz' (its rl-baselines3-zoo "
             "env_kwargs), which cannot be read from here") in said
-    (run / "AutoProfiler-v0" / "args.yml").write_text("!!python/name:os.system ''\n")
-    assert zoo_env_kwargs(run) is None  # read with a safe loader: nothing else is built
+    # read with a safe loader: a Python object named inside env_kwargs is never made (the
+    # file would exist), and settings that hold one cannot be known
+    marker = tmp_path / "made"
+    (run / "AutoProfiler-v0" / "args.yml").write_text(
+        "!!python/object/apply:collections.OrderedDict\n- - - env_kwargs\n"
+        f"    - split: !!python/object/apply:os.system [\"touch {marker}\"]\n")
+    assert zoo_env_kwargs(run) is None and not marker.exists()
+    # the zoo's tuples (an --env-kwargs value given as one) are read as tuples
+    (run / "AutoProfiler-v0" / "args.yml").write_text(
+        "!!python/object/apply:collections.OrderedDict\n- - - env_kwargs\n"
+        "    - budget_range: !!python/tuple [0.05, 1.0]\n")
+    assert zoo_env_kwargs(run) == {"budget_range": (0.05, 1.0)}
     # a study's best trial names classes in config.yml (`--trial-id`): read as text, and the
     # run's env_kwargs still are
     (run / "AutoProfiler-v0" / "args.yml").unlink()

@@ -386,3 +386,15 @@ def test_too_few_steps_for_any_rollout_says_every_trial_would_be_untrained(tmp_p
     assert said[0].startswith("--steps 64: no rollout")
     assert said[1].startswith("trial 0: no evaluation after its first update (step 64")
     assert result.count("COMPLETE") == 1
+
+
+def test_the_first_update_is_a_rollout_or_the_first_train_after_learning_starts():
+    """SB3 evaluates a rollout's last step before it learns from it: on-policy after
+    n_steps x n_envs; off-policy at the end of the first rollout (train_freq x n_envs) past
+    learning_starts (a reviewer: train_freq was left out)."""
+    first = tune_module.first_update
+    assert first({"n_steps": 64}, 2) == 128
+    assert first({"learning_starts": 0, "train_freq": 1000}, 1) == 1000
+    assert first({"learning_starts": 1000, "train_freq": 4}, 1) == 1004
+    assert first({"learning_starts": 1000, "train_freq": 8}, 2) == 1008
+    assert first({}, 1) == 104  # SB3's DQN defaults: learning_starts 100, train_freq 4

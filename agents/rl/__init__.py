@@ -118,26 +118,39 @@ def zoo_env_kwargs(directory: str | Path) -> dict | None:
     """The environment's make kwargs an rl-baselines3-zoo run trained with: its saved
     hyperparameters' ``env_kwargs`` (``<env id>/config.yml``), overridden by the command
     line's (``args.yml``), as ``rl_zoo3.enjoy`` reads them; None where ``directory`` is not
-    a zoo run or its files cannot be read. The zoo saves them as YAML of ``OrderedDict``s,
-    read here with a safe loader that builds only those: any other Python tag (the classes a
-    study's best trial names, ``!!python/name:torch.nn.modules.activation.Tanh``) is read as
-    its text, ``"python/name:torch.nn.modules.activation.Tanh"``; nothing is imported or
-    constructed."""
+    a zoo run or its files cannot be read. The zoo saves them as YAML of ``OrderedDict``s and
+    tuples (``!!python/tuple``), read here with a safe loader that builds only those: any
+    other Python tag (the classes a study's best trial names,
+    ``!!python/name:torch.nn.modules.activation.Tanh``) is read as an inert marker, nothing
+    imported or constructed, and an ``env_kwargs`` holding one cannot be known: None."""
     import yaml
 
     class Loader(yaml.SafeLoader):
+        pass
+
+    class Inert(str):  # a Python object a file names, never made
         pass
 
     def ordered(loader, node):
         [pairs] = loader.construct_sequence(node, deep=True)
         return dict(pairs)
 
-    def inert(loader, suffix, node):  # a Python object named, never made
-        return f"python/{suffix}"
+    def inert(loader, suffix, node):
+        return Inert(f"python/{suffix}")
 
     Loader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict",
                            ordered)
+    Loader.add_constructor("tag:yaml.org,2002:python/tuple",
+                           lambda loader, node: tuple(loader.construct_sequence(node, deep=True)))
     Loader.add_multi_constructor("tag:yaml.org,2002:python/", inert)
+
+    def holds_inert(value) -> bool:
+        if isinstance(value, Inert):
+            return True
+        if isinstance(value, dict):
+            return any(holds_inert(v) for v in (*value.keys(), *value.values()))
+        return isinstance(value, (list, tuple)) and any(holds_inert(v) for v in value)
+
     env_id = zoo_run(directory)
     if env_id is None:
         return None
@@ -148,13 +161,15 @@ def zoo_env_kwargs(directory: str | Path) -> dict | None:
             continue
         try:
             saved = yaml.load(path.read_text(), Loader=Loader)  # noqa: S506 (a safe loader)
-        except (OSError, ValueError, yaml.YAMLError):
+        except (OSError, ValueError, TypeError, yaml.YAMLError):
             return None
         if not isinstance(saved, dict):  # not the zoo's file
             return None
-        if isinstance(saved.get("env_kwargs"), dict):
-            kwargs = saved["env_kwargs"] if name == "args.yml" else {**kwargs,
-                                                                      **saved["env_kwargs"]}
+        given = saved.get("env_kwargs")
+        if isinstance(given, dict):
+            if holds_inert(given):  # a setting the file names as a Python object
+                return None
+            kwargs = given if name == "args.yml" else {**kwargs, **given}
     return kwargs
 
 

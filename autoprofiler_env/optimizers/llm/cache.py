@@ -10,20 +10,25 @@ that a run stopped and started again, or another run with the same model, asks n
 the live environment's ``optimizer="llm:<model>"``.
 
 Only replies are kept: a request that got no reply (an ``LLMError``) is asked again next
-time. A request is keyed by the sha256 of its JSON: the backend's kind, where it answers from
-(an endpoint's URL, credentials never in it; a local model's path), the model's name, the
-messages, ``max_tokens``, ``temperature`` and ``seed``. Another seed is another request: vary
-``seed`` for other samples of the same prompt (as ``autoprofiler record --parts llm`` does per
-repeat).
+time. The file is trusted input: its replies become candidates that the judge compiles and
+runs, as the model's would. Several processes may share one file (each appends under a
+lock); each reads it when it starts, so a reply another process adds later is asked again
+there. A request is keyed by the sha256 of its JSON: the backend's kind, where it answers
+from (an endpoint's URL, credentials never in it; a local model's path), the model's name,
+the messages, ``max_tokens``, ``temperature`` and ``seed``. Another seed is another request:
+vary ``seed`` for other samples of the same prompt (as ``autoprofiler record --parts llm``
+does per repeat).
 """
 
 from __future__ import annotations
 
+import copy
+import fcntl
 import hashlib
 import json
 from pathlib import Path
 
-from autoprofiler_env.errors import warn
+from autoprofiler_env.errors import ConfigError, warn
 from autoprofiler_env.jsonlines import JsonlAppender, scan_jsonl
 
 ENV_CACHE = "AUTOPROFILER_LLM_CACHE"
@@ -36,7 +41,9 @@ def request_key(backend, messages: list, *, max_tokens: int, temperature: float,
     """The sha256 (hex) of a request: what the backend is and answers from, the messages and
     the decoding settings."""
     where = getattr(backend, "shown_url", None) or getattr(backend, "model_path", None)
+    gguf = getattr(backend, "gguf_file", None)
     request = {"backend": type(backend).__name__, "where": None if where is None else str(where),
+               "file": None if gguf is None else str(gguf),
                "model": getattr(backend, "model_name", None), "messages": messages,
                "max_tokens": int(max_tokens), "temperature": float(temperature),
                "seed": int(seed)}
@@ -54,13 +61,18 @@ class ReplyCache:
         self._replies: dict[str, tuple[str, dict]] = {}
         self.hits = 0
         """How many requests were answered from the cache."""
-        self._ended = False  # a torn last line ended (JsonlAppender), once
         if self.path is None:
             return
         if self.path.is_dir():
-            raise ValueError(f"the LLM reply cache {self.path} is a folder: give a file's "
-                             "path (it is created), e.g. runs/llm-replies.jsonl")
-        scan = scan_jsonl(self.path)
+            raise ConfigError(f"the LLM reply cache {self.path} ({ENV_CACHE}, or cache=) is a "
+                              "folder: give a file's path (it is created), e.g. "
+                              "runs/llm-replies.jsonl")
+        try:
+            scan = scan_jsonl(self.path)
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"the LLM reply cache {self.path} ({ENV_CACHE}, or cache=) cannot "
+                              f"be read ({type(e).__name__}: {e}): give another file, or remove "
+                              "it to start an empty one") from None
         bad = list(scan.damaged)
         for row in scan.rows:
             key, reply, info = row.get("key"), row.get("reply"), row.get("info", {})
@@ -78,9 +90,10 @@ class ReplyCache:
     def get(self, key: str) -> tuple[str, dict] | None:
         """The reply and its backend's ``last_info`` kept for ``key``; None where none is."""
         found = self._replies.get(key)
-        if found is not None:
-            self.hits += 1
-        return found
+        if found is None:
+            return None
+        self.hits += 1
+        return found[0], copy.deepcopy(found[1])  # the caller's to keep or change
 
     def put(self, key: str, reply: str, info: dict, model: str | None = None) -> None:
         """Keeps a reply (and appends it to the file, flushed)."""
@@ -88,9 +101,14 @@ class ReplyCache:
         self._replies[key] = (reply, info)
         if self.path is None:
             return
-        if not self._ended:  # a line cut off by a kill stays alone on its line
-            JsonlAppender(self.path).close()
-            self._ended = True
-        with self.path.open("a") as f:  # one line, flushed as the file closes
-            f.write(json.dumps({"key": key, "model": model, "reply": reply, "info": info})
-                    + "\n")
+        line = json.dumps({"key": key, "model": model, "reply": reply, "info": info}) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # one appender at a time: whole lines only
+            if f.tell() > 0:
+                with self.path.open("rb") as tail:
+                    tail.seek(-1, 2)
+                    if tail.read(1) != b"\n":  # a line cut off by a kill: ended first
+                        JsonlAppender(self.path).close()
+            f.write(line)
+            f.flush()
