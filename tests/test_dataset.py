@@ -1668,3 +1668,26 @@ def test_a_shipped_file_saved_and_loaded_again_holds_every_value_it_held(name, t
 
     assert got.keys() == expected.keys()
     assert all(signed(got[u]) == signed(expected[u]) for u in expected)
+
+
+def test_reading_a_dataset_and_replaying_an_episode_need_no_torch():
+    """A notebook that reads the data, and the replay environment, load no torch (1.2 s of
+    import): the harness package imports its names when first used (a reviewer: importing
+    autoprofiler_env.dataset took 1.1 s, for the tolerance presets)."""
+    code = ("import sys\n"
+            "from autoprofiler_env.dataset import Dataset\n"
+            "Dataset.load('suite')\n"
+            "import gymnasium as gym\n"
+            "import autoprofiler_env\n"
+            "env = gym.make('AutoProfiler-v0')\n"
+            "env.reset(seed=0)\n"
+            "done = False\n"
+            "while not done:\n"
+            "    _, _, terminated, truncated, _ = env.step(env.action_space.n - 1)\n"
+            "    done = terminated or truncated\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n"
+            "from autoprofiler_env.harness import Evaluator, PRESETS\n"
+            "assert 'torch' in sys.modules and Evaluator.__name__ == 'Evaluator' and PRESETS\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
