@@ -52,15 +52,16 @@ SQLite storage), and after each trial
   dqn, qrdqn).
 
 The study is resumable: the same command again continues until ``--trials`` trials are
-finished (COMPLETE or PRUNED), never running a finished one again. Ctrl-C (or SIGTERM)
-stops the trial under way, which ends FAIL and is not counted, its folder removed at once; a
-trial left RUNNING by a process killed outright is marked FAIL when the study continues,
-and its folder removed then; the next trial takes a failed one's parameters. A study
-continues only with its own settings: a ``--config`` that resolves otherwise (``--steps``
-and ``--n-evaluations`` included), another ``--sampler``, ``--pruner``,
-``--n-startup-trials`` or ``--seed`` into the same ``--out`` is refused, naming the first
-difference. ``--out`` is held while the study runs
-(:func:`~autoprofiler_env.atomic.one_writer`): a second command into it is refused at once.
+finished (COMPLETE or PRUNED), never running a finished one again. Ctrl-C (or SIGTERM) stops
+the trial under way, which ends FAIL and is not counted, its folder removed at once; a trial
+left RUNNING by a process killed outright is marked FAIL when the study continues, and its
+folder removed then; the next trial takes a failed one's parameters. A study continues only
+with its own settings: a ``--config`` that resolves otherwise (``--steps`` and
+``--n-evaluations`` included), another ``--sampler``, ``--pruner``, ``--n-startup-trials``
+or ``--seed`` into the same ``--out`` is refused, naming the first difference; so is a
+dataset other than the one its trials trained on (its sha256). ``--out`` is held while the
+study runs (:func:`~autoprofiler_env.atomic.one_writer`): a second command into it is
+refused at once.
 
 Optuna is optional (``pip install -e '.[tune]'``): without it the command says how to
 install it.
@@ -366,7 +367,7 @@ def tune(config: str | Path = "maskable_ppo", out: str | Path | None = None,
                                ("--steps", 1 if steps is None else steps, 1),
                                ("--n-evaluations",
                                 1 if n_evaluations is None else n_evaluations, 1)):
-        if not isinstance(value, int) or value < least:
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise AutoProfilerError(f"{name} {value}: a whole number >= {least}")
     if sampler not in SAMPLER_METHODS:
         raise AutoProfilerError(f"--sampler {sampler}: one of {', '.join(SAMPLER_METHODS)}")
@@ -455,6 +456,7 @@ class _Study:
             if "settings" not in study.user_attrs and not study.get_trials(deepcopy=False):
                 # new (or made by a command stopped before it said its settings)
                 study.set_user_attr("settings", _as_json(self.settings))
+                study.set_user_attr("dataset_sha256", self._dataset().get("sha256"))
                 study.set_user_attr("config_file", portable(self.path))
                 study.set_user_attr("command", self.command)
                 return study
@@ -468,7 +470,27 @@ class _Study:
                                     "autoprofiler tune did not start (it has no settings): "
                                     "give another --out, or remove it to start a new study")
         self._check_same(study)
+        self._check_same_dataset(study)
         return study
+
+    def _dataset(self) -> dict:
+        """The metadata of the dataset the config's environment replays."""
+        from autoprofiler_env.dataset import Dataset
+
+        return Dataset.load(self.base.env.get("dataset")).metadata
+
+    def _check_same_dataset(self, study) -> None:
+        """A :class:`ConfigError` where the config's dataset is not the one the study's trials
+        trained on (its sha256, or an earlier file of the same content)."""
+        from autoprofiler_env.dataset.format import same_content
+
+        was = study.user_attrs.get("dataset_sha256")
+        metadata = self._dataset()
+        if was is not None and not same_content(metadata, was):
+            raise ConfigError(f"{self.out}: cannot continue the study there: its trials trained "
+                              f"on the dataset of sha256 {was}, the config's is now "
+                              f"{metadata.get('sha256')}: continue it with that dataset, or "
+                              "give another --out to start a new study")
 
     def _check_same(self, study) -> None:
         """A :class:`ConfigError` naming the first setting of this command that is not the

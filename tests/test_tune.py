@@ -398,3 +398,23 @@ def test_the_first_update_is_a_rollout_or_the_first_train_after_learning_starts(
     assert first({"learning_starts": 1000, "train_freq": 4}, 1) == 1004
     assert first({"learning_starts": 1000, "train_freq": 8}, 2) == 1008
     assert first({}, 1) == 104  # SB3's DQN defaults: learning_starts 100, train_freq 4
+
+
+def test_a_study_continues_only_on_the_dataset_its_trials_trained_on(study, tmp_path):
+    """Each trial's run.json names its dataset; the study refuses to mix trials of two."""
+    optuna = pytest.importorskip("optuna")
+    import shutil
+
+    from autoprofiler_env.dataset import Dataset
+
+    folder, _ = study
+    out = tmp_path / "out"
+    shutil.copytree(folder / "out", out)
+    stored = optuna.load_study(study_name=tune_module.STUDY_NAME,
+                               storage=f"sqlite:///{out / 'study.db'}")
+    assert stored.user_attrs["dataset_sha256"] == Dataset.load(None).metadata["sha256"]
+    stored.set_user_attr("dataset_sha256", "0" * 64)
+    with pytest.raises(ConfigError, match="its trials trained on the dataset of sha256 0000"):
+        tune_module.tune(_config(folder), out, trials=3, steps=256, sampler="random",
+                         progress=False)
+    assert [r["state"] for r in _rows(out)] == ["COMPLETE", "COMPLETE"]
