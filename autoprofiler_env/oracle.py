@@ -27,7 +27,7 @@ def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[
         raise TypeError(f"the oracle needs a backend with hindsight (the replay's "
                         f"best_score and finish); {type(backend).__name__} has none")
     ceiling = backend.best_score(uri)
-    best_value, best_cost, best_mask, best = -math.inf, math.inf, 0, ()
+    best_value, best_cost, best = -math.inf, math.inf, ()
     affordable = [i for i in range(len(sections)) if costs[i] <= budget + 1e-12]
     for size in range(len(affordable) + 1):
         fits_any = False
@@ -38,12 +38,16 @@ def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[
             fits_any = True
             outcome = backend.finish(uri, tuple(sections[i] for i in combo))
             value = log_score(outcome.correct, outcome.speedup)
-            mask = sum(1 << i for i in combo)
             if value > best_value + 1e-12 or (
                     value >= best_value - 1e-12 and len(combo) == len(best)
-                    and (cost < best_cost - 1e-12
-                         or (cost <= best_cost + 1e-12 and mask < best_mask))):
-                best_value, best_cost, best_mask, best = max(value, best_value), cost, mask, combo
+                    and (cost < best_cost - 1e-12 or (cost <= best_cost + 1e-12
+                                                      and _mask(combo) < _mask(best)))):
+                best_value, best_cost, best = max(value, best_value), cost, combo
         if not fits_any or best_value >= ceiling - 1e-12:
             break
     return best
+
+
+def _mask(combo: tuple[int, ...]) -> int:
+    """The bit mask of section indices (the report's order of sets of one size)."""
+    return sum(1 << i for i in combo)

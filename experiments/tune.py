@@ -142,12 +142,17 @@ def _fitting(choices, fits) -> list:
     return [c for c in choices if fits(c)] or [min(choices)]
 
 
+def _rollouts(config: TrainConfig) -> list[int]:
+    """The zoo's ``n_steps`` choices whose rollout (x ``n_envs``) is shorter than the trial,
+    so that the policy is updated before its last evaluation."""
+    return _fitting(ROLLOUTS, lambda n: n * config.n_envs < config.total_timesteps)
+
+
 def sample_ppo_params(trial, config: TrainConfig) -> dict[str, Any]:
     """PPO's (and MaskablePPO's) parameters as the zoo samples PPO's, by its names
     (``one_minus_gamma``, ``net_arch: tiny``, ...; :func:`ppo_hyperparameters` makes them
-    the config's). ``n_steps`` is one of the zoo's choices whose rollout (x ``n_envs``) is
-    shorter than the trial, so that the policy is updated before its last evaluation."""
-    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs < config.total_timesteps)
+    the config's); ``n_steps`` one of :func:`_rollouts`."""
+    fit = _rollouts(config)
     return {
         "batch_size": trial.suggest_categorical("batch_size", [32, 64, 128, 256, 512]),
         "n_steps": trial.suggest_categorical("n_steps", fit),
@@ -165,8 +170,8 @@ def sample_ppo_params(trial, config: TrainConfig) -> dict[str, Any]:
 
 
 def sample_a2c_params(trial, config: TrainConfig) -> dict[str, Any]:
-    """A2C's parameters as the zoo samples them (``n_steps`` fitting as PPO's)."""
-    fit = _fitting(ROLLOUTS, lambda n: n * config.n_envs < config.total_timesteps)
+    """A2C's parameters as the zoo samples them (``n_steps`` one of :func:`_rollouts`)."""
+    fit = _rollouts(config)
     return {
         "n_steps": trial.suggest_categorical("n_steps", fit),
         "one_minus_gamma": trial.suggest_float("one_minus_gamma", 1e-4, 0.03, log=True),

@@ -82,6 +82,27 @@ def sb3_logs_in_pytests_folder(tmp_path_factory):
         os.environ["SB3_LOGDIR"] = before
 
 
+@contextlib.contextmanager
+def one_torch_thread_here():
+    """torch on one thread for the block (then as it was): the machine's other work makes
+    torch's threads spin, and one thread is faster for the tiny trainings of the tests."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """:func:`one_torch_thread_here` for a test (a module's ``pytestmark`` asks for it)."""
+    with one_torch_thread_here():
+        yield
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA

@@ -71,13 +71,7 @@ def _tiny(**settings):
     return given
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The machine's other work makes torch's threads spin; one thread is faster here."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def test_a_short_run_saves_reloads_and_evaluates(tmp_path):

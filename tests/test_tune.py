@@ -12,13 +12,13 @@ import math
 import sys
 
 import pytest
-import torch
 import yaml
 
 from agents.rl.config import ConfigError, load_config
 from autoprofiler_env.jsonlines import read_jsonl
 from experiments import tune as tune_module
 from experiments.cli import main
+from tests.conftest import one_torch_thread_here
 
 # the zoo's hyperparams_opt names for each algorithm's sampled parameters
 ZOO_PPO = {"batch_size", "n_steps", "one_minus_gamma", "one_minus_gae_lambda",
@@ -55,12 +55,7 @@ def _rows(out):
         return list(csv.DictReader(file))
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +63,10 @@ def study(tmp_path_factory):
     """A finished study of two tiny random trials (256 steps each)."""
     pytest.importorskip("optuna")
     folder = tmp_path_factory.mktemp("study")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread_here():
         result = tune_module.tune(_config(folder), folder / "out", trials=2, steps=256,
                                   sampler="random", progress=False,
                                   command=["autoprofiler", "tune", "test"])
-    finally:
-        torch.set_num_threads(threads)
     return folder, result
 
 
@@ -353,12 +344,10 @@ def test_the_commands_defaults_and_choices_are_the_modules():
     assert (args.trials, args.n_startup_trials, args.sampler, args.pruner) == (
         tune.DEFAULT_TRIALS, tune.DEFAULT_STARTUP_TRIALS, tune.SAMPLER_METHODS[0],
         tune.PRUNER_METHODS[0])
-    sub = next(a for a in build_parser()._subparsers._group_actions[0].choices["tune"]._actions
-               if a.dest == "sampler")
-    pruner = next(a for a in build_parser()._subparsers._group_actions[0].choices["tune"]
-                  ._actions if a.dest == "pruner")
-    assert tuple(sub.choices) == tune.SAMPLER_METHODS
-    assert tuple(pruner.choices) == tune.PRUNER_METHODS
+    command = build_parser()._subparsers._group_actions[0].choices["tune"]
+    choices = {a.dest: tuple(a.choices or ()) for a in command._actions}
+    assert (choices["sampler"], choices["pruner"]) == (tune.SAMPLER_METHODS,
+                                                       tune.PRUNER_METHODS)
 
 
 @pytest.mark.parametrize("option, value", [("trials", 0), ("steps", 0), ("seed", -1),

@@ -80,15 +80,15 @@ def resolve_dataset(name_or_path: str | Path | None = None) -> Path:
                 f"install yet (no {shipped.file}): {shipped.how}")
         return shipped.path
     path = Path(name_or_path)
-    if isinstance(name_or_path, str) and not path.exists() and len(path.parts) == 1:
-        named = [d for d in SHIPPED.values() if path.name in (d.file, d.file.split(".")[0])]
-        if named:  # a shipped file's own name, not in the working directory: its name
-            raise UnknownDatasetError(
-                f"no dataset file {str(name_or_path)!r} here: the shipped "
-                f"{named[0].file} is named {named[0].name!r} (dataset={named[0].name!r}, "
-                f"--dataset {named[0].name})")
-    if isinstance(name_or_path, str) and not path.exists() and not path.suffix \
-            and len(path.parts) == 1:
+    if not isinstance(name_or_path, str) or path.exists() or len(path.parts) != 1:
+        return path
+    named = [d for d in SHIPPED.values() if path.name in (d.file, d.file.split(".")[0])]
+    if named:  # a shipped file's own name, not in the working directory: its name
+        raise UnknownDatasetError(
+            f"no dataset file {str(name_or_path)!r} here: the shipped "
+            f"{named[0].file} is named {named[0].name!r} (dataset={named[0].name!r}, "
+            f"--dataset {named[0].name})")
+    if not path.suffix:
         raise UnknownDatasetError(
             f"no dataset named {str(name_or_path)!r}: the shipped ones are "
             f"{', '.join(SHIPPED)} (`autoprofiler dataset info --dataset NAME`); or give a "
