@@ -11,6 +11,9 @@ import math
 from autoprofiler_env.envs.backends import Hindsight
 from autoprofiler_env.scoring import log_score
 
+#: Scores closer than this are one score (the data report's ties too); costs compare to 1e-12.
+SCORE_TIE = 1e-9
+
 
 def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[int, ...]:
     """The indices (into ``sections``) of the affordable set with the highest score
@@ -38,12 +41,12 @@ def best_affordable(backend, uri: str, sections, costs, budget: float) -> tuple[
             fits_any = True
             outcome = backend.finish(uri, tuple(sections[i] for i in combo))
             value = log_score(outcome.correct, outcome.speedup)
-            if value > best_value + 1e-12 or (
-                    value >= best_value - 1e-12 and len(combo) == len(best)
+            if value > best_value + SCORE_TIE or (
+                    value >= best_value - SCORE_TIE and len(combo) == len(best)
                     and (cost < best_cost - 1e-12 or (cost <= best_cost + 1e-12
                                                       and _mask(combo) < _mask(best)))):
                 best_value, best_cost, best = max(value, best_value), cost, combo
-        if not fits_any or best_value >= ceiling - 1e-12:
+        if not fits_any or best_value >= ceiling - SCORE_TIE:
             break
     return best
 

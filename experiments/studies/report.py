@@ -43,13 +43,14 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from autoprofiler_env.oracle import SCORE_TIE
 from autoprofiler_env.scoring import geomean_of_scores, log_score
 from experiments.benchmark import best_fixed_row
 
 DEFAULT_BUDGETS = "0.02,0.05,0.1,0.25,0.5"
 CHECKED_BUDGETS = (0.10, 0.25)
 """The budgets at which the criteria of items 2 to 4 are checked (all budgets are printed)."""
-EPS = 1e-9
+EPS = SCORE_TIE
 """Scores closer than this are equal."""
 
 
