@@ -19,6 +19,7 @@
     autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--trials 20] [--steps N]
                       [--sampler tpe|random] [--pruner median|none] [--n-startup-trials 10]
                       [--n-evaluations N] [--seed 0] [--out runs/tune/<config>]
+                      [--wandb] [--wandb-group NAME]
     autoprofiler experiment [--config compare|FILE] [--out DIR] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler record --source KERNELBENCH_DIR --out DIR [--prepare | --replan] [--commit SHA]
@@ -895,13 +896,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 # -- tune -----------------------------------------------------------------------------------
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from experiments.tracking import check_wandb
     from experiments.tune import _optuna, print_summary, tune
 
     _optuna()  # without Optuna: the install hint, before anything else
+    if args.wandb:
+        check_wandb()
     result = tune(args.config, args.out, trials=args.trials, steps=args.steps,
                   sampler=args.sampler, pruner=args.pruner, seed=args.seed,
                   n_startup_trials=args.n_startup_trials, n_evaluations=args.n_evaluations,
-                  command=["autoprofiler", *sys.argv[1:]])
+                  command=["autoprofiler", *sys.argv[1:]], wandb=args.wandb,
+                  wandb_group=args.wandb_group)
     print_summary(result)
     return EXIT_OK
 
@@ -1172,6 +1177,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the seed of every trial's training and of the sampler (default: 0)")
     p.add_argument("--out", help="the study's folder (default: runs/tune/<config>); one "
                    "holding a study continues it")
+    p.add_argument("--wandb", action="store_true", help=WANDB_HELP + " The study is one "
+                   "run: a row per finished trial; a continued study goes on in it.")
+    p.add_argument("--wandb-group", help="the wandb group (default: tune-<config>)")
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("benchmark", help="every agent on the test split, at several budgets")

@@ -9,20 +9,20 @@ than wandb's prompt for a key, which would stop a long run at its start). The pr
 (an option such as ``--wandb-group`` wins over them; an experiment's runs per agent and
 seed keep their own names).
 
-A command that resumes (``train``, ``learn-tree``, ``experiment``) keeps the id of each wandb
-run it starts beside the state it resumes from (:data:`RUN_IDS`: a training's or a learning's
-folder, an experiment's, each of its agents' seeds'), and its resumption goes on in the same
-wandb run (``resume="allow"``), its config saying ``resumed``: one run per training, not one
-per interruption. Only a resumption does: where that state is gone (a finished run learned
-anew, its folder removed) the command starts a new wandb run, as it starts anew. Offline,
-each resumption writes another ``offline-run-*-<id>`` folder of that id; ``wandb sync
-wandb/offline-run-*-<id>`` uploads them in order into the one run. A resumption keeps the
-config its run was started with. Online, wandb keeps a run's history in step order: what a
-killed training logged after its last checkpoint is not replaced when it resumes from that
-checkpoint. The command's own checks of its folder come after its wandb run has started: a
-resumption it refuses (other settings) marks the run it reopened failed, and a re-run of a
-finished one that it refuses leaves a failed run of its own, whose id then stands for the
-folder.
+A command that resumes (``train``, ``learn-tree``, ``experiment``, ``tune``) keeps the id of
+each wandb run it starts beside the state it resumes from (:data:`RUN_IDS`: a training's or
+a learning's folder, an experiment's, each of its agents' seeds', a tuning study's), and its
+resumption goes on in the same wandb run (``resume="allow"``), its config saying
+``resumed``: one run per training, not one per interruption. Only a resumption does: where
+that state is gone (a finished run learned anew, its folder removed) the command starts a
+new wandb run, as it starts anew. Offline, each resumption writes another
+``offline-run-*-<id>`` folder of that id; ``wandb sync wandb/offline-run-*-<id>`` uploads
+them in order into the one run. A resumption keeps the config its run was started with.
+Online, wandb keeps a run's history in step order: what a killed training logged after its
+last checkpoint is not replaced when it resumes from that checkpoint. The command's own
+checks of its folder come after its wandb run has started: a resumption it refuses (other
+settings) marks the run it reopened failed, and a re-run of a finished one that it refuses
+leaves a failed run of its own, whose id then stands for the folder.
 """
 
 from __future__ import annotations

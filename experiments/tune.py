@@ -6,6 +6,7 @@ project's own evaluation (masks used).
     autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--trials 20] [--steps N]
                       [--sampler tpe|random] [--pruner median|none] [--n-startup-trials 10]
                       [--n-evaluations N] [--seed 0] [--out runs/tune/<config>]
+                      [--wandb] [--wandb-group NAME]
 
 Each trial samples hyperparameters (:data:`SAMPLERS`: the zoo's ``hyperparams_opt`` ranges
 and names, MaskablePPO PPO's), puts them over the config's (the zoo's ``kwargs.update``:
@@ -62,6 +63,17 @@ or ``--seed`` into the same ``--out`` is refused, naming the first difference; s
 dataset other than the one its trials trained on (its sha256). ``--out`` is held while the
 study runs (:func:`~autoprofiler_env.atomic.one_writer`): a second command into it is
 refused at once.
+
+With ``--wandb`` the study is one wandb run (job type ``tune``, named ``<config>-seed<N>``,
+in the group ``tune-<config>`` unless ``--wandb-group`` or ``WANDB_RUN_GROUP`` says otherwise;
+where it goes: :mod:`experiments.tracking`), as Optuna's ``WeightsAndBiasesCallback`` logs a
+study: each finished trial a row against ``trial`` (its number) with its ``state``,
+``objective``, ``geomean_speedup``, ``steps``, ``seconds`` and sampled ``params/<name>``; the
+summary the best trial's (``best/...``) and the counts, ``trials`` the table of
+``trials.csv``, and ``best.yml`` a ``config`` artifact. A continued study goes on in the same
+wandb run (its id kept in ``<out>/wandb.json``); a study stopped by Ctrl-C ends its run
+failed. The trials' trainings log nothing to wandb (``autoprofiler train --config
+<out>/best.yml --wandb`` logs the best one's training).
 
 Optuna is optional (``pip install -e '.[tune]'``): without it the command says how to
 install it.
@@ -359,11 +371,14 @@ def tune(config: str | Path = "maskable_ppo", out: str | Path | None = None,
          trials: int = DEFAULT_TRIALS, steps: int | None = None, sampler: str = "tpe",
          pruner: str = "median", seed: int = 0,
          n_startup_trials: int = DEFAULT_STARTUP_TRIALS, n_evaluations: int | None = None,
-         progress: bool = True, command: list[str] | None = None) -> TuneResult:
+         progress: bool = True, command: list[str] | None = None, wandb: bool = False,
+         wandb_group: str | None = None) -> TuneResult:
     """Runs (or continues) the study of ``config`` (a shipped config's name or a file) in
     ``out`` until ``trials`` trials are finished (the module docstring says how); writes
     ``trials.csv`` and ``best.yml`` after each trial, and returns what the study holds. A
     ``KeyboardInterrupt`` ends the trial under way FAIL, writes the files and goes on up.
+    ``wandb``: the study logged to a wandb run (the module docstring; started once the study
+    in ``out`` is found to be this command's, so a refused one starts none).
     Errors: an :class:`AutoProfilerError` without Optuna, a :class:`ConfigError` for a bad
     config or settings other than the study's in ``out``."""
     optuna = _optuna()
@@ -398,54 +413,84 @@ def tune(config: str | Path = "maskable_ppo", out: str | Path | None = None,
                 "n_startup_trials": n_startup_trials}
     out = Path(out) if out is not None else default_out(path)
     command = list(command if command is not None else ["autoprofiler", *sys.argv[1:]])
+    tracking = {"group": wandb_group} if wandb else None
     with one_writer(out, "autoprofiler tune"):
-        return _Study(optuna, out, path, base, given, settings, command, progress).run(trials)
+        return _Study(optuna, out, path, base, given, settings, command, progress,
+                      tracking).run(trials)
 
 
 class _Study:
     """A study in ``out``, held by this process."""
 
     def __init__(self, optuna, out: Path, path: Path, base: TrainConfig, given: dict,
-                 settings: dict, command: list[str], progress: bool) -> None:
+                 settings: dict, command: list[str], progress: bool,
+                 tracking: dict | None = None) -> None:
         self.optuna, self.out, self.path, self.base, self.given = optuna, out, path, base, given
         self.settings, self.command, self.progress = settings, command, progress
+        self.tracking = tracking  # wandb's options (None: no wandb)
         self.source = str(path)
         self.storage = f"sqlite:///{(out / STUDY_FILE).resolve()}"
         # the places of the evaluations on the schedule (the pruner's steps)
         self.n_evaluations = max(base.total_timesteps // base.eval.frequency, 1)
 
     def run(self, trials: int) -> TuneResult:
+        from experiments.tracking import finishing
+
         optuna = self.optuna
         started, ran = time.perf_counter(), 0
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # this command says its own
         try:
             study = self._open()
+            goes_on = bool(self._trials(study))
             self._fail_killed(study)
-            try:
-                while self._finished(study) < trials:
-                    waiting = study.get_trials(deepcopy=False,
-                                               states=(optuna.trial.TrialState.WAITING,))
-                    # the next trial: a failed one's parameters queued again, else a new one
-                    number = (waiting[0].number if waiting
-                              else len(study.get_trials(deepcopy=False)))
-                    place = self._finished(study)
-                    print(f"trial {number} ({place + 1} of {trials})", flush=True)
-                    study = self._load(place)  # its sampler seeded for this place
-                    record = self._run_trial(study)
-                    ran += 1
-                    self._write(study)
-                    print(_trial_line(record), flush=True)
-            finally:  # a Ctrl-C too: the files say what the study holds
-                best_config = self._write(study)
+            with finishing(self._wandb_run(goes_on)) as run:
+                try:
+                    while self._finished(study) < trials:
+                        waiting = study.get_trials(deepcopy=False,
+                                                   states=(optuna.trial.TrialState.WAITING,))
+                        # the next trial: a failed one's parameters queued again, else new
+                        number = (waiting[0].number if waiting
+                                  else len(study.get_trials(deepcopy=False)))
+                        place = self._finished(study)
+                        print(f"trial {number} ({place + 1} of {trials})", flush=True)
+                        study = self._load(place)  # its sampler seeded for this place
+                        record = self._run_trial(study)
+                        ran += 1
+                        self._write(study)
+                        if run is not None:
+                            log_trial(run, record)
+                        print(_trial_line(record), flush=True)
+                finally:  # a Ctrl-C too: the files say what the study holds
+                    best_config = self._write(study)
+                    records = tuple(self._record(t) for t in self._trials(study))
+                    if run is not None:
+                        log_study(run, records, best_config)
         finally:
             optuna.logging.set_verbosity(verbosity)
-        records = tuple(self._record(t) for t in self._trials(study))
         complete = [r for r in records if r.state == "COMPLETE"]
         best = max(complete, key=lambda r: r.objective, default=None)  # the first (Optuna's)
         return TuneResult(self.out, self.base.algorithm, self.base.total_timesteps, records,
                           best, best_config, self.out / TRIALS_CSV, ran,
                           time.perf_counter() - started)
+
+    def _wandb_run(self, goes_on: bool):
+        """The study's wandb run (None without ``--wandb``): the one its earlier commands
+        logged to where the study goes on, else a new one."""
+        if self.tracking is None:
+            return None
+        from experiments.tracking import versions, wandb_run
+
+        stem = self.path.stem
+        config = {"command": "tune", "config_file": portable(self.path),
+                  **_as_json(self.settings), "dataset_sha256": self._dataset().get("sha256"),
+                  "versions": versions()}
+        run = wandb_run("tune", config, group=self.tracking.get("group"),
+                        default_group=f"tune-{stem}", name=f"{stem}-seed{self.settings['seed']}",
+                        folder=self.out, resuming=goes_on)
+        run.define_metric("trial")
+        run.define_metric("*", step_metric="trial")  # each trial's row against its number
+        return run
 
     # -- the storage
 
@@ -697,19 +742,59 @@ def _short(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def write_trials_csv(records: list[TrialRecord], path: Path) -> Path:
-    """``trials.csv``: a line per trial, its parameters in ``params_<name>`` columns (in the
-    order they were first sampled)."""
+def log_trial(run, record: TrialRecord) -> None:
+    """A finished trial as a row of the study's wandb run, against its number (``trial``)."""
+    row = {"trial": record.number, "state": record.state, "steps": record.steps,
+           "seconds": record.seconds, **{f"params/{k}": v for k, v in record.params.items()}}
+    if record.objective is not None:
+        row |= {"objective": record.objective, "geomean_speedup": record.geomean_speedup}
+    run.log({k: v for k, v in row.items() if v is not None})
+
+
+def log_study(run, records: tuple[TrialRecord, ...], best_config: Path | None) -> None:
+    """What the study holds, in its wandb run's summary: the counts, the best COMPLETE
+    trial (``best/...``), the trials' table, and ``best.yml`` as a ``config`` artifact."""
+    import wandb
+
+    counts = {f"trials/{s.lower()}": sum(r.state == s for r in records)
+              for s in ("COMPLETE", "PRUNED", "FAIL")}
+    run.summary.update(counts)
+    complete = [r for r in records if r.state == "COMPLETE"]
+    best = max(complete, key=lambda r: r.objective, default=None)
+    if best is not None:
+        run.summary.update({"best/trial": best.number, "best/objective": best.objective,
+                            "best/geomean_speedup": best.geomean_speedup,
+                            **{f"best/params/{k}": v for k, v in best.params.items()}})
+    if records:
+        columns, rows = trials_table(list(records))
+        run.log({"trials": wandb.Table(columns=columns, data=rows)})
+    if best_config is not None:
+        artifact = wandb.Artifact(f"tune-{run.id}", type="config",
+                                  metadata={"trial": best.number if best else None})
+        artifact.add_file(str(best_config))
+        run.log_artifact(artifact)
+
+
+def trials_table(records: list[TrialRecord]) -> tuple[list[str], list[list]]:
+    """The columns and rows of ``trials.csv``: a row per trial, its parameters in
+    ``params_<name>`` columns (in the order they were first sampled); None where a trial has
+    no value."""
     names = list(dict.fromkeys(k for r in records for k in r.params))
+    columns = ["number", "state", "objective", "geomean_speedup", "steps", "best_step",
+               "seconds", *(f"params_{n}" for n in names)]
+    rows = [[r.number, r.state, r.objective, r.geomean_speedup, r.steps, r.best_step,
+             None if r.seconds is None else round(r.seconds, 2),
+             *(r.params.get(n) for n in names)] for r in records]
+    return columns, rows
+
+
+def write_trials_csv(records: list[TrialRecord], path: Path) -> Path:
+    """``trials.csv`` (:func:`trials_table`; an empty field where a trial has no value)."""
+    columns, rows = trials_table(records)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["number", "state", "objective", "geomean_speedup", "steps", "best_step",
-                     "seconds", *(f"params_{n}" for n in names)])
-    for r in records:
-        writer.writerow([r.number, r.state, _blank(r.objective), _blank(r.geomean_speedup),
-                         _blank(r.steps), _blank(r.best_step),
-                         _blank(None if r.seconds is None else round(r.seconds, 2)),
-                         *(_blank(r.params.get(n)) for n in names)])
+    writer.writerow(columns)
+    writer.writerows([_blank(v) for v in row] for row in rows)
     write_atomic(path, buffer.getvalue().encode())
     return path
 

@@ -125,7 +125,7 @@ def test_a_wandb_that_cannot_log_is_one_error(no_key, monkeypatch):
 
 @pytest.mark.parametrize("command", [
     ["benchmark", "--budgets", "0.25"], ["learn-tree", "--rounds", "1"], ["experiment"],
-    ["train", "--steps", "64"]])
+    ["train", "--steps", "64"], ["tune", "--trials", "1", "--steps", "64"]])
 @pytest.mark.parametrize("broken", ["mode", "import", "online without a key"])
 def test_each_command_refuses_a_wandb_that_cannot_log_before_its_work(
         no_key, monkeypatch, capsys, command, broken):
@@ -390,3 +390,65 @@ def test_a_resumed_learn_tree_goes_on_in_its_wandb_run_named_as_the_environment_
     third = learn(1)
     assert third.run_id != first.run_id and third.config["resumed"] is False
     assert json.loads((out / RUN_IDS).read_text()) == {"learn-tree:search-seed0": third.run_id}
+
+
+TUNE_CONFIG = {  # MaskablePPO on one environment, evaluated every 64 steps at one budget
+    "AutoProfiler-v0": {"policy": "MultiInputPolicy", "n_timesteps": 256,
+                        "env_kwargs": {"split": "train", "budget_range": [0.05, 1.0]},
+                        "n_steps": 64, "batch_size": 64, "n_epochs": 1, "gamma": 1.0,
+                        "policy_kwargs": "dict(net_arch=[16])"},
+    "autoprofiler": {"algorithm": "maskable_ppo",
+                     "eval": {"frequency": 64, "split": "val", "budgets": [0.25]}},
+}
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_a_tune_study_is_one_run_a_row_per_trial_and_goes_on_in_it(no_key, monkeypatch):
+    """Reviewed: tune was the one long command that logged nothing to wandb."""
+    pytest.importorskip("optuna")
+    import csv
+
+    import yaml
+
+    from experiments.cli import main
+    from experiments.tracking import RUN_IDS
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    config, out, seen = no_key / "tiny.yaml", no_key / "study", set()
+    config.write_text(yaml.safe_dump(TUNE_CONFIG))
+
+    def tune(trials):
+        assert main(["tune", "--config", str(config), "--trials", str(trials), "--sampler",
+                     "random", "--seed", "3", "--out", str(out), "--wandb"]) == 0
+        (new,) = set((no_key / "wandb").glob("offline-run-*")) - seen
+        seen.add(new)
+        return read_offline_run(new, wait_s=30)
+
+    first = tune(1)
+    assert (first.job_type, first.name, first.group) == ("tune", "tiny-seed3", "tune-tiny")
+    assert first.exit_code == 0 and first.config["resumed"] is False
+    assert first.config["sampler"] == "random" and first.config["seed"] == 3
+    assert first.config["config"]["algorithm"] == "maskable_ppo"
+    assert len(first.config["dataset_sha256"]) == 64 and first.config["versions"]["python"]
+    assert first.metrics["*"] == "trial"
+    second = tune(2)  # the study goes on: in the same run, with the new trial's row only
+    assert second.run_id == first.run_id and second.config["resumed"] is True
+    assert json.loads((out / RUN_IDS).read_text()) == {"tune:tiny-seed3": first.run_id}
+    with (out / "trials.csv").open() as file:
+        trials = list(csv.DictReader(file))
+    for run, trial in ((first, trials[0]), (second, trials[1])):
+        (row,) = [r for r in run.history if "state" in r]
+        assert row["trial"] == int(trial["number"]) and row["state"] == trial["state"]
+        assert row["objective"] == pytest.approx(float(trial["objective"]))
+        assert row["steps"] == int(trial["steps"])
+        params = {k.removeprefix("params/"): v for k, v in row.items()
+                  if k.startswith("params/")}
+        assert params.keys() == {k.removeprefix("params_") for k in trial
+                                 if k.startswith("params_")}
+        assert str(params["n_steps"]) == trial["params_n_steps"]
+    best = max(trials, key=lambda t: float(t["objective"]))
+    assert second.summary["best/trial"] == int(best["number"])
+    assert second.summary["best/geomean_speedup"] == pytest.approx(
+        float(best["geomean_speedup"]))
+    assert second.summary["trials/complete"] == 2 and second.summary["trials/fail"] == 0
+    assert f"tune-{second.run_id}" in second.artifacts  # best.yml (beside the table's own)
