@@ -224,14 +224,25 @@ def write_csv(rows: list[dict], path: Path, columns=None, extrasaction: str = "r
 
 # The picture: one curve per agent, each with its own (colour, marker) pair. The oracle (the
 # ceiling) and no-profile (the floor to beat) are drawn in black and grey, above the rest,
-# the shipped AutoProfiler tree in crimson; the others take colours of tab10 (its grey left
-# out, which is no-profile's, and its red, which read as the tree's crimson, given for a dark
-# blue of tab20b) and markers whose cycle lengths are coprime, so no two of 63 agents share a
-# pair.
+# the shipped AutoProfiler tree in crimson; the agents every figure names (:data:`_NAMED`:
+# MaskablePPO, the experiment's fixed configurations, the shipped baselines) keep one pair in
+# every figure of the project (the benchmark's, an experiment's, the data report's); the
+# others take colours of tab10 (its grey left out, which is no-profile's, and its red, which
+# read as the tree's crimson, given for a dark blue of tab20b) and markers whose cycle
+# lengths are coprime, skipping the named agents' pairs, so no two of 63 agents share a pair.
 ORACLE, NO_PROFILE, TREE = "oracle", "no-profile", "autoprofiler-tree"
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#393b79", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf")
 _MARKERS = ("o", "^", "D", "v", "P", "<", ">")
+_NAMED = {  # name -> (colour, marker): the same in every figure
+    "maskable-ppo": ("#1f77b4", "o"),
+    "fixed (chosen on train)": ("#2ca02c", "D"),
+    "fixed (best in hindsight)": ("#17becf", "v"),
+    "roofline-tree": ("#ff7f0e", "^"),
+    "curated:cudaforge-like": ("#9467bd", "P"),
+    "set:full": ("#8c564b", "<"),
+    "random": ("#bcbd22", ">"),
+}
 _EMPHASISED = {
     ORACLE: {"color": "black", "marker": "*", "markersize": 15, "linewidth": 2.8,
              "linestyle": "-", "zorder": 10},
@@ -257,15 +268,16 @@ def _family(name: str) -> int:
 
 
 def agent_styles(names) -> dict[str, dict]:
-    """Line2D keyword arguments per agent: a (colour, marker) pair no other agent has."""
-    styles, i = {}, 0
+    """Line2D keyword arguments per agent: a (colour, marker) pair no other agent has, the
+    same for an agent of :data:`_NAMED` (or emphasised) in every figure."""
+    styles, pairs = {}, _unnamed_pairs()
     for name in sorted(names, key=lambda n: (_family(n), n)):
         if name in _EMPHASISED:
             styles[name] = dict(_EMPHASISED[name])
             continue
         family = _family(name)
-        style = {"color": _PALETTE[i % len(_PALETTE)], "marker": _MARKERS[i % len(_MARKERS)]}
-        i += 1
+        colour, marker = _NAMED[name] if name in _NAMED else next(pairs)
+        style = {"color": colour, "marker": marker}
         if family == 4:       # single sections: thin, hollow markers (many overlap)
             style |= {"linestyle": "-", "linewidth": 1.0, "markersize": 7, "alpha": 0.85,
                       "markerfacecolor": "white", "markeredgewidth": 1.4, "zorder": 3}
@@ -275,6 +287,17 @@ def agent_styles(names) -> dict[str, dict]:
             style |= {"linestyle": "-", "linewidth": 2.0, "markersize": 8, "zorder": 6}
         styles[name] = style
     return styles
+
+
+def _unnamed_pairs():
+    """The (colour, marker) pairs of the agents :data:`_NAMED` does not name, in order: the
+    palette's and the markers' cycles side by side, the named agents' pairs skipped."""
+    named, i = set(_NAMED.values()), 0
+    while True:
+        pair = (_PALETTE[i % len(_PALETTE)], _MARKERS[i % len(_MARKERS)])
+        i += 1
+        if pair not in named:
+            yield pair
 
 
 def _percent(budget: float) -> str:

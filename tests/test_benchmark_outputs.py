@@ -152,6 +152,21 @@ def test_agent_styles_stay_distinct_for_many_agents():
                for s in tree.values())
 
 
+def test_an_agent_every_figure_names_keeps_its_colour_and_marker_whatever_else_is_drawn():
+    """Reviewed: colours were dealt by sorted place among the agents drawn, so MaskablePPO
+    was orange in the benchmark's figure and navy in the experiment's."""
+    named = ["maskable-ppo", "fixed (chosen on train)", "fixed (best in hindsight)",
+             "roofline-tree", "set:full"]
+    few = agent_styles(named)
+    many = agent_styles([*named, "random", "curated:x", "set:a", "oracle", "no-profile",
+                         *(f"section:S{i}" for i in range(15))])
+    for name in named:
+        assert (few[name]["color"], few[name]["marker"]) == (many[name]["color"],
+                                                               many[name]["marker"])
+    pairs = [(to_rgba(s["color"]), s["marker"]) for s in many.values()]
+    assert len(set(pairs)) == len(pairs)
+
+
 def test_the_oracle_and_no_profile_stand_out(summary):
     lines = {line.get_label(): line for line in _agent_lines(figure(summary).axes[0])}
     emphasised = [lines.pop("oracle"), lines.pop("no-profile")]
