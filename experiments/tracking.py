@@ -209,3 +209,42 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             found[name] = None
     return found
+
+
+NUMERICS_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS",
+                "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+"""The environment variables that choose torch's CPU threads and kernels."""
+
+NUMERICS_ISA = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile")
+"""The instruction sets (``/proc/cpuinfo`` flags) whose kernels MKL and ATen choose among."""
+
+
+def numerics() -> dict:
+    """What, besides the versions and the seed, decides a trained model's bits on the CPU
+    (``run.json``'s ``numerics``): torch's intra-op threads (one thread and two give other
+    models of one seed), the CPU (MKL's matrix products take the code path of its
+    instruction set: an AVX-512 machine and an AVX2 one give other models too; MKL_CBWR pins
+    it), ATen's kernels' capability, and the variables that set these. A trained model is
+    reproduced bit for bit only where all of it is the same."""
+    import torch
+
+    cpu = isa = None
+    try:  # a virtual machine's model name may say little: its instruction sets too
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "model name" and cpu is None:
+                cpu = value
+            elif key == "flags" and isa is None:
+                isa = sorted(f for f in value.split() if f in NUMERICS_ISA)
+            if cpu is not None and isa is not None:
+                break
+    except OSError:
+        pass
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # noqa: BLE001  (an older torch)
+        capability = None
+    return {"torch_threads": torch.get_num_threads(), "cpu": cpu or platform.processor() or None,
+            "cpus": os.cpu_count(),
+            "machine": platform.machine(), "isa": isa, "cpu_capability": capability,
+            "env": {k: os.environ[k] for k in NUMERICS_ENV if k in os.environ}}

@@ -20,7 +20,10 @@ the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N
 - ``model.zip`` (the final model) and ``best_model.zip`` (the best evaluated), SB3 files;
 - ``run.json``: the config as given and as resolved, the environment's kwargs, the command
   line, the seed, the dataset's checksum, the package's and the libraries' versions, the
-  best and the last evaluation;
+  ``numerics`` (torch's threads, the CPU and its kernels' settings:
+  :func:`experiments.tracking.numerics`; a seed's model is the same bit for bit only where
+  they are the same too, not on another CPU or thread count), the best and the last
+  evaluation;
 - ``evaluations.jsonl``: each evaluation (step, per-budget geometric-mean speedup, ...,
   each episode's log score and length); ``evaluations.png``: the same as curves, one per
   budget, the best evaluation marked;
@@ -96,7 +99,7 @@ from agents.rl.config import ConfigError, TrainConfig, algorithm_kwargs
 from autoprofiler_env.atomic import holds, one_writer, write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError, EmptySplitError, warn
 from autoprofiler_env.profiler.runner import terminate_becomes_exit
-from experiments.tracking import versions
+from experiments.tracking import numerics, versions
 
 CONFIGS = Path(__file__).parent / "configs"
 """The shipped configs, one per algorithm."""
@@ -647,6 +650,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                     "env_kwargs": kwargs, "optimizer": base.optimizer,
                     "dataset_sha256": dataset_sha256,
                     "package_version": found["autoprofiler-env"], "versions": found,
+                    "numerics": numerics(),
                     "command": list(command if command is not None
                                     else ["autoprofiler", *sys.argv[1:]]),
                     "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

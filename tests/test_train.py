@@ -998,3 +998,19 @@ def test_a_run_resumes_on_an_upgraded_file_of_its_dataset_and_not_on_another():
                                           f"environment's now is {new}"):
         _check_same_environment(Path("run"), run, {"sha256": new, "same_content_as": [other]},
                                 {"budget": 0.25})
+
+
+def test_run_json_records_the_numerics_a_model_depends_on(tmp_path, monkeypatch):
+    # one seed's model differs bit for bit with torch's threads and the CPU's instruction set
+    # (MKL's matrix products): run.json says which, so that two runs can be told apart
+    from experiments.tracking import numerics
+
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    given = _tiny(n_timesteps=128)
+    train(config_from_dict(given, "tiny"), tmp_path / "run", seed=0, given=given,
+          source="tiny", progress=False, command=["autoprofiler", "train", "test"])
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["numerics"] == numerics()
+    assert run["numerics"]["torch_threads"] == torch.get_num_threads() == 1  # the fixture's
+    assert run["numerics"]["env"]["MKL_CBWR"] == "COMPATIBLE"
+    assert run["numerics"]["cpus"] >= 1 and run["numerics"]["machine"]
