@@ -41,7 +41,8 @@ agent's bootstrap in each cell (and its performance profile's band) is drawn fro
 generator seeded afresh with :data:`BOOTSTRAP_SEED`: the same scores give the same interval
 whatever else the config compares (the statistics are :mod:`experiments.stats`'). Written to
 ``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``budgets.png`` (speedup against
-budget with confidence bands), ``cost.png`` (speedup against profiling cost),
+budget, and each agent's ratio to the fixed configuration chosen on train with its paired
+interval), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
 and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``.
 
@@ -1103,35 +1104,62 @@ def _legend_beside(ax) -> None:
 
 
 def budgets_figure(config: ExperimentConfig, result: dict):
-    """Speedup against budget (the first split's geometric means with their intervals),
-    the x axis logarithmic, labelled at the config's budgets only (no minor ticks, whose
-    labels would read like 2x10^-1)."""
+    """Two panels against the budget (the first split's): the geometric-mean speedups, and
+    each agent's paired ratio to the fixed configuration chosen on train (the leaderboard's
+    ``x fixed``; the learned agents' with its nominal 95% paired interval: the problems are
+    shared, so the ratio's interval, not two overlapping bands of levels, says whether an
+    agent is ahead; the other rows' intervals are in the leaderboard), the
+    ratio's axis logarithmic with 1.0 drawn. The x axes are logarithmic, labelled at the
+    config's budgets only (no minor ticks, whose labels would read like 2x10^-1)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import NullFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
     split = _splits(config, result)[0]
     agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
     styles = agent_styles(agents)
-    fig = Figure(figsize=(9.5, 4.5), layout="constrained")
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for name in agents:
-        rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
+    level, ratio = fig.subplots(1, 2)
+
+    def rows_of(name):
+        return sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
                       key=lambda r: r["budget"])
+
+    for name in agents:
+        rows = rows_of(name)
         x = [r["budget"] for r in rows]
-        ax.plot(x, [r["geomean_speedup"] for r in rows], label=name, **styles[name])
-        ax.fill_between(x, [r["geomean_lo"] for r in rows], [r["geomean_hi"] for r in rows],
-                        color=styles[name]["color"], alpha=0.12)
-    ax.set_xscale("log")
-    ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("budget (of the full set's profiling cost)")
-    ax.set_ylabel(f"geometric-mean speedup ({split})")
-    ax.set_title(f"{config.name}: speedup against budget, 95% bootstrap CIs")
-    ax.grid(alpha=0.3)
-    _legend_beside(ax)
+        level.plot(x, [r["geomean_speedup"] for r in rows], label=name, **styles[name])
+        if name == TRAIN_CHOSEN:
+            continue
+        paired = [r for r in rows if r.get("x_fixed") is not None]
+        if not paired:
+            continue
+        x = [r["budget"] for r in paired]
+        ratio.plot(x, [r["x_fixed"] for r in paired], **styles[name])
+        if any(r.get("p_fixed_holm") is not None for r in paired):  # a learned agent's
+            ratio.fill_between(x, [r["x_fixed_lo"] for r in paired],
+                               [r["x_fixed_hi"] for r in paired],
+                               color=styles[name]["color"], alpha=0.12)
+    ratio.axhline(1.0, color=agent_styles([TRAIN_CHOSEN])[TRAIN_CHOSEN]["color"],
+                  linewidth=1.5, zorder=1)
+    ratio.set_yscale("log")
+    ratio.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ratio.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    for ax in (level, ratio):
+        ax.set_xscale("log")
+        ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("budget (of the full set's profiling cost)")
+        ax.grid(alpha=0.3)
+    level.set_ylabel(f"geometric-mean speedup ({split})")
+    level.set_title("speedup")
+    ratio.set_ylabel(f"speedup / {TRAIN_CHOSEN}'s, paired by problem")
+    ratio.set_title("ratio to the fixed configuration chosen on train (above 1x: ahead;\n"
+                    "bands: the learned agents' paired 95% intervals)", fontsize=10)
+    fig.suptitle(f"{config.name}: speedup against budget ({split} split)")
+    fig.legend(*level.get_legend_handles_labels(), fontsize=8, loc="outside right upper")
     return fig
 
 
@@ -1177,17 +1205,12 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
 
     save(budgets_figure(config, result), "budgets.png")
 
-    fig, ax = plt.subplots(figsize=(9.5, 4.5), layout="constrained")
-    for name in agents:
-        rows = sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
-                      key=lambda r: r["budget"])
-        ax.plot([r["mean_cost_s"] for r in rows], [r["geomean_speedup"] for r in rows],
-                label=name, **styles[name])
-    ax.set_xlabel("mean profiling cost per problem (s of ncu replay)")
-    ax.set_ylabel(f"geometric-mean speedup ({split})")
-    ax.set_title(f"{config.name}: speedup against profiling cost")
-    ax.grid(alpha=0.3)
-    _legend_beside(ax)
+    # the benchmark's picture (budgets written beside the points, no-profile's level across)
+    from experiments.benchmark import figure as cost_figure
+
+    fig = cost_figure([r for r in result["rows"] if r["split"] == split])
+    fig.suptitle(f"{config.name}: speedup against profiling cost ({split} split)",
+                 fontsize=13)
     save(fig, "cost.png")
 
     b = config.budgets[len(config.budgets) // 2 - (len(config.budgets) % 2 == 0)] \

@@ -499,6 +499,38 @@ def test_each_agent_of_a_figure_has_a_line_of_its_own(tmp_path):
     assert lines[-1].get_linestyle() == "--"
 
 
+def test_the_budgets_figure_shows_each_agents_paired_ratio_to_the_train_chosen_one(tmp_path):
+    """Reviewed: the figure showed only the levels' unpaired bands, which overlap wherever the
+    problems differ, where the leaderboard's test is the paired ratio to the fixed
+    configuration chosen on train."""
+    from matplotlib.colors import to_rgba
+
+    from experiments.experiment import TRAIN_CHOSEN, budgets_figure
+
+    config = _config(tmp_path, "name: p\nbudgets: [0.1, 0.25]\nsplits: [test]\n")
+    ratios = {"learned": (1.2, 0.9, 1.5, 0.04), "baseline": (0.8, 0.7, 0.9, None),
+              TRAIN_CHOSEN: (1.0, 1.0, 1.0, None)}
+    rows = [{"split": "test", "budget": b, "agent": a, "geomean_speedup": 2.0 * x,
+             "geomean_lo": 1.0, "geomean_hi": 3.0, "x_fixed": x, "x_fixed_lo": lo,
+             "x_fixed_hi": hi, "p_fixed_holm": p} for a, (x, lo, hi, p) in ratios.items()
+            for b in (0.1, 0.25)]
+    fig = budgets_figure(config, {"rows": rows})
+    level, ratio = fig.axes
+    assert ratio.get_yscale() == "log"
+    lines = ratio.get_lines()
+    drawn = {tuple(line.get_ydata()) for line in lines}
+    assert (1.2, 1.2) in drawn and (0.8, 0.8) in drawn  # each agent's ratio, both budgets
+    assert (1.0, 1.0) in drawn  # the train-chosen one as the line at 1x, not a curve
+    assert sum(tuple(line.get_ydata()) == (1.0, 1.0) for line in lines) == 1
+    bands = ratio.collections
+    assert len(bands) == 1  # the learned agent's interval; the baseline's is the leaderboard's
+    (path,) = bands[0].get_paths()
+    assert path.vertices[:, 1].min() == pytest.approx(0.9)
+    assert path.vertices[:, 1].max() == pytest.approx(1.5)
+    learned = [line for line in level.get_lines() if line.get_label() == "learned"][0]
+    assert to_rgba(bands[0].get_facecolor()[0])[:3] == to_rgba(learned.get_color())[:3]
+
+
 def test_paired_ratios_cancel_what_the_problems_share():
     """The paired ratio of two geometric means: a problem's difficulty cancels, so an agent
     1.1x faster on every problem has the interval [1.1, 1.1] however much the problems

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from autoprofiler_env.oracle import SCORE_TIE
 from autoprofiler_env.scoring import geomean_of_scores, log_score
-from experiments.benchmark import best_fixed_row
+from experiments.benchmark import agent_styles, best_fixed_row
 
 DEFAULT_BUDGETS = "0.02,0.05,0.1,0.25,0.5"
 CHECKED_BUDGETS = (0.10, 0.25)
@@ -283,25 +283,33 @@ def figures(out: Path, vs: list[dict], evidence: dict, decisive: dict[float, dic
     paths = []
     fig, ax = plt.subplots(figsize=(10, 4.8))
     budgets = [r["budget"] for r in vs]
+    look = agent_styles(["oracle", "no-profile", "set:full", "fixed (chosen on train)",
+                         "fixed (best in hindsight)"])  # as in the benchmark's figures
+
+    def line(name, **changed):
+        return {"color": look[name]["color"], "marker": look[name]["marker"],
+                "linestyle": look[name]["linestyle"], "lw": 2} | changed
+
     ax.axhline(evidence["ceiling"], color="gray", ls=":", lw=1.5,
                label="best candidate per problem (ceiling)")
-    ax.axhline(evidence["full_evidence"], color="tab:red", ls="-.", lw=1.5,
+    ax.axhline(evidence["full_evidence"], color=look["set:full"]["color"], ls="-.", lw=1.5,
                label="full evidence (all sections, whatever the budget)")
-    ax.plot(budgets, [r["oracle"] for r in vs], "o-", lw=2, color="black",
-            label="hindsight oracle")
-    ax.plot(budgets, [r["train_fixed"] for r in vs], "s--", lw=2, color="tab:blue",
-            label="best fixed configuration, chosen on train")
-    ax.plot(budgets, [r["best_fixed"] for r in vs], "x:", lw=1.2, color="tab:cyan",
-            label="best fixed configuration in hindsight")
-    ax.plot(budgets, [r["no_profile"] for r in vs], "-", lw=1, color="gray",
-            label="no profile")
+    ax.plot(budgets, [r["oracle"] for r in vs], label="hindsight oracle",
+            **line("oracle", markersize=11))
+    ax.plot(budgets, [r["train_fixed"] for r in vs],
+            label="best fixed configuration, chosen on train",
+            **line("fixed (chosen on train)"))
+    ax.plot(budgets, [r["best_fixed"] for r in vs], label="best fixed configuration in hindsight",
+            **line("fixed (best in hindsight)", lw=1.2))
+    ax.plot(budgets, [r["no_profile"] for r in vs], label="no profile",
+            **line("no-profile", lw=1, markersize=5))
     ax.set_xscale("log")
     ax.minorticks_off()
     # each budget's tick names the fixed configuration chosen on train there
     ax.set_xticks(budgets, [
         f"{r['budget']:.0%}\n{_wrapped(r['train_fixed_agent'].split(':', 1)[-1])}" + (
             "" if r["train_fixed_fits"] == 1 else f"\n(fits {r['train_fixed_fits']:.0%})")
-        for r in vs], fontsize=7)
+        for r in vs], fontsize=8)
     ax.set_xlabel("budget (of the full set's cost) and the fixed configuration chosen on "
                   "train there")
     ax.set_ylabel("geometric-mean speedup")
@@ -320,8 +328,11 @@ def figures(out: Path, vs: list[dict], evidence: dict, decisive: dict[float, dic
     ax.set_xticks(range(len(sections)), sections, rotation=60, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), [f"{b:.0%}" for b in rows])
     ax.set_ylabel("budget")
-    for (i, j), v in np.ndenumerate(grid):
-        ax.text(j, i, f"{v}", ha="center", va="center", color="w", fontsize=8)
+    top = max(int(grid.max()), 1)
+    for (i, j), v in np.ndenumerate(grid):  # dark text on the light (high) cells; 0 blank
+        if v:
+            ax.text(j, i, f"{v}", ha="center", va="center", fontsize=8,
+                    color="black" if v > 0.6 * top else "white")
     ax.set_title("Problems on which each section is decisive (in every optimal affordable "
                  f"set), per budget\n{title}", fontsize=9)
     fig.tight_layout()
