@@ -743,7 +743,8 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                  "best": result.best.to_dict(episodes=False),
                  "last": result.last.to_dict(episodes=False)}
         _write_json(out / "run.json", meta)
-        plot_evaluations(result.evaluations, out / "evaluations.png", out.name)
+        plot_evaluations(result.evaluations, out / "evaluations.png", out.name,
+                         config.eval.split)
         (out / REPLAY_BUFFER).unlink(missing_ok=True)  # only a resumption reads it
         if wandb_run is not None:
             _log_wandb(wandb_run, result, last_records)
@@ -753,10 +754,12 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
         eval_env.close()
 
 
-def plot_evaluations(evaluations: list[Evaluation], path: Path, title: str) -> Path:
+def plot_evaluations(evaluations: list[Evaluation], path: Path, title: str,
+                     split: str | None = None) -> Path:
     """The evaluations during training as curves: the geometric-mean speedup on the
-    evaluation split against environment steps, one curve per budget, and the objective
-    (their geometric mean) with the best evaluation, the model kept, marked."""
+    evaluation split against environment steps, one curve per budget (markers of their own,
+    so that budgets of equal scores still show), and the objective (their geometric mean)
+    with the best evaluation, the model kept, marked in black."""
 
     import matplotlib
 
@@ -765,16 +768,19 @@ def plot_evaluations(evaluations: list[Evaluation], path: Path, title: str) -> P
 
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     steps = [e.step for e in evaluations]
+    markers = ("o", "^", "s", "D", "v", "P")
     for i, budget in enumerate(r.budget for r in evaluations[0].results):
-        ax.plot(steps, [e.results[i].geomean_speedup for e in evaluations], marker=".",
-                label=f"budget {budget:g}")
+        ax.plot(steps, [e.results[i].geomean_speedup for e in evaluations],
+                marker=markers[i % len(markers)], markersize=6 - i % 3, alpha=0.85,
+                label=f"budget {budget:.0%}")
     ax.plot(steps, [e.geomean_speedup for e in evaluations], color="black", linewidth=2,
-            label="over the budgets")
+            marker="o", markersize=3, label="over the budgets (objective)")
     best = max(evaluations, key=lambda e: e.objective)  # the first of the highest, as kept
-    ax.scatter([best.step], [best.geomean_speedup], s=90, facecolors="none",
-               edgecolors="tab:red", zorder=3, label=f"best (step {best.step})")
+    ax.scatter([best.step], [best.geomean_speedup], s=120, facecolors="none",
+               edgecolors="black", linewidths=1.8, zorder=3,
+               label=f"best, kept (step {best.step})")
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("geometric-mean speedup")
+    ax.set_ylabel("geometric-mean speedup" + (f" ({split} split)" if split else ""))
     ax.set_title(f"autoprofiler train: {title}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
