@@ -330,20 +330,27 @@ def plot_curves(curves: dict, path: Path, title: str, kept: dict | None = None) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.6), squeeze=False)
-    for ax, (budget, curve) in zip(axes[0], sorted(curves.items())):
+    # two panels a row, one y axis: a step of a few % looks its size in every panel
+    columns = min(len(curves), 2)
+    rows = -(-len(curves) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 3.4 * rows),
+                             squeeze=False, sharey=True)
+    for ax in axes.flat[len(curves):]:
+        ax.set_visible(False)
+    for ax, (budget, curve) in zip(axes.flat, sorted(curves.items())):
         if curve:
             rounds, train, val = zip(*curve)
             ax.step(rounds, train, where="post", label="train", color="tab:blue")
             ax.step(rounds, val, where="post", label="validation", color="tab:orange")
         if kept and budget in kept:
-            ax.axvline(kept[budget], color="black", linestyle=":", linewidth=1,
+            ax.axvline(kept[budget], color="black", linestyle=":", linewidth=1.5,
                        label=f"kept: round {kept[budget]} (best validation)")
         ax.set_title(f"budget {budget:.0%} of the full set")
         ax.set_xlabel("round")
         ax.set_ylabel("geometric-mean speedup")
+        ax.yaxis.set_tick_params(labelleft=True)
         ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"learn-tree ({title})")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"learn-tree, proposer {title}: the tree's score by round")
     fig.tight_layout()
     return write_png(fig, path)
