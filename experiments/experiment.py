@@ -1103,6 +1103,11 @@ def _legend_beside(ax) -> None:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
+RATIO_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0,
+               2.5, 3.0, 4.0, 5.0, 10.0)
+"""Where budgets.png's ratio axis may be labelled (with 1x always)."""
+
+
 def budgets_figure(config: ExperimentConfig, result: dict):
     """Two panels against the budget (the first split's): the geometric-mean speedups, and
     each agent's paired ratio to the fixed configuration chosen on train (the leaderboard's
@@ -1113,12 +1118,12 @@ def budgets_figure(config: ExperimentConfig, result: dict):
     config's budgets only (no minor ticks, whose labels would read like 2x10^-1)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
     split = _splits(config, result)[0]
     agents = list(dict.fromkeys(r["agent"] for r in result["rows"]))
     styles = agent_styles(agents)
-    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    fig = Figure(figsize=(12, 5.4), layout="constrained")
     FigureCanvasAgg(fig)
     level, ratio = fig.subplots(1, 2)
 
@@ -1144,8 +1149,11 @@ def budgets_figure(config: ExperimentConfig, result: dict):
     ratio.axhline(1.0, color=agent_styles([TRAIN_CHOSEN])[TRAIN_CHOSEN]["color"],
                   linewidth=1.5, zorder=1)
     ratio.set_yscale("log")
+    low, high = ratio.get_ylim()  # ticks at round ratios within the range, about 8 of them
+    ticks = [t for t in RATIO_TICKS if low <= t <= high]
+    ratio.yaxis.set_major_locator(FixedLocator(ticks[::max(1, -(-len(ticks) // 9))] + [1.0]))
     ratio.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ratio.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ratio.yaxis.set_minor_locator(NullLocator())
     for ax in (level, ratio):
         ax.set_xscale("log")
         ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
@@ -1156,10 +1164,11 @@ def budgets_figure(config: ExperimentConfig, result: dict):
     level.set_ylabel(f"geometric-mean speedup ({split})")
     level.set_title("speedup")
     ratio.set_ylabel(f"speedup / {TRAIN_CHOSEN}'s, paired by problem")
-    ratio.set_title("ratio to the fixed configuration chosen on train (above 1x: ahead;\n"
+    ratio.set_title("ratio to the fixed configuration chosen on train\n(above 1x: ahead; "
                     "bands: the learned agents' paired 95% intervals)", fontsize=10)
     fig.suptitle(f"{config.name}: speedup against budget ({split} split)")
-    fig.legend(*level.get_legend_handles_labels(), fontsize=8, loc="outside right upper")
+    fig.legend(*level.get_legend_handles_labels(), fontsize=8, loc="outside lower center",
+               ncols=min(len(agents), 5))
     return fig
 
 
