@@ -122,6 +122,12 @@ class EmptySplitError(AutoProfilerError, ValueError):
         self.split, self.held = split, held
 
 
+class UnknownSplitError(AutoProfilerError, ValueError):
+    """An environment asked for a split that is none of train, val and test (a misspelt
+    one); the message names the dataset's splits. A ``ValueError`` too, as every bad argument
+    of the environment is."""
+
+
 class RenderModeError(AutoProfilerError, ValueError, TypeError):
     """An environment was made with a ``render_mode`` that is not one of its
     ``metadata["render_modes"]``; the message names them. A ``ValueError`` (a bad argument of
@@ -202,6 +208,11 @@ class LLMError(OptimizationError):
             408, 429)
 
 
+class ToleranceError(EvaluationError, ValueError):
+    """A tolerance that is no preset's name and no number >= 0 (or "ATOL,RTOL"). A
+    ``ValueError`` too, as every bad argument of the environment is."""
+
+
 class DatasetError(AutoProfilerError):
     """A dataset file is missing, corrupted (bad checksum, bad JSON) or of another schema, or
     a query asks for something it does not hold."""
@@ -212,9 +223,10 @@ class NotRecordedError(DatasetError):
     not recorded). The replay never invents one: record it, or choose a named fallback."""
 
 
-class UnknownDatasetError(DatasetError):
+class UnknownDatasetError(DatasetError, ValueError):
     """A dataset was named by a name that no shipped dataset has, and no file has that path.
-    The message lists the shipped names (:data:`autoprofiler_env.dataset.names.SHIPPED`)."""
+    The message lists the shipped names (:data:`autoprofiler_env.dataset.names.SHIPPED`). A
+    ``ValueError`` too, as every bad argument of the environment is."""
 
 
 class DatasetNotShippedError(DatasetError):

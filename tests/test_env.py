@@ -489,14 +489,26 @@ def test_stepping_after_the_episode_terminated_needs_a_reset(study_dataset, endi
     ({"problems": [RELU, 3]}, ValueError, "problem URI strings, got 3"),
     ({"problems": [RELU, "problem://nope"]}, NotRecordedError,
      r"holds no problem 'problem://nope'; it holds 12 problems: problem://autoprofiler/v1/"),
+    # reviewed (a CleanRL-style walkthrough): "false" from a quoted YAML value was true
+    ({"budget_is_fraction": "false"}, ValueError, "budget_is_fraction must be True or False"),
+    ({"budget_is_fraction": 0}, ValueError, "budget_is_fraction must be True or False"),
+    # reviewed: these were AutoProfilerErrors alone, where `except ValueError` is the contract
+    ({"split": "tset"}, ValueError, "no problems in split 'tset' of this backend: its splits"),
+    ({"tolerance": "foo"}, ValueError, "unknown tolerance 'foo'"),
 ], ids=["budget-nan", "budget-inf", "budget-0", "budget-str", "budget-huge-int",
         "budget-range-huge-int", "budget-too-long-to-print", "penalty-nan",
         "penalty-negative", "incorrect-nan", "incorrect-inf", "problems-empty",
-        "problems-str", "problems-int", "problems-unknown"])
+        "problems-str", "problems-int", "problems-unknown", "fraction-str", "fraction-int",
+        "split-misspelt", "tolerance-unknown"])
 def test_bad_make_kwargs_fail_at_construction_saying_what_is_accepted(study_dataset, kwargs,
                                                                      error, match):
     with pytest.raises(error, match=match):
         make(REPLAY_ID, study_dataset, **kwargs)
+
+
+def test_an_unknown_dataset_name_is_a_value_error_naming_the_shipped_ones():
+    with pytest.raises(ValueError, match="no dataset named 'nope': the shipped ones are"):
+        gym.make("AutoProfiler-v0", dataset="nope")
 
 
 def test_a_problems_list_the_dataset_holds_is_the_episodes_problems(study_dataset):
@@ -910,3 +922,17 @@ def test_a_steps_cost_penalty_is_its_share_of_the_budget_times_the_penalty():
     _, final, terminated, _, info = env.step(base.STOP)
     assert terminated and final == pytest.approx(log_score(info["correct"], info["speedup"]))
     env.close()
+
+
+def test_a_flattened_observation_begins_with_the_action_mask_as_the_docstring_says():
+    """Reviewed: a CleanRL-style user had to work out where the mask lands once flattened."""
+    from gymnasium import spaces
+
+    env = gym.make("AutoProfiler-v0")
+    observation, info = env.reset(seed=0)
+    names = list(env.observation_space.spaces)
+    assert names == ["action_mask", "budget", "budget_total", "collected", "costs", "features",
+                     "findings", "metrics", "metrics_known"]
+    flat = spaces.flatten(env.observation_space, observation)
+    n = len(env.unwrapped.sections) + 1  # the sections and STOP
+    np.testing.assert_array_equal(flat[:n], info["action_mask"])

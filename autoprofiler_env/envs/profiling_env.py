@@ -27,6 +27,7 @@ from autoprofiler_env.errors import (
     ProblemNotFoundError,
     RenderModeError,
     UnknownProblemError,
+    UnknownSplitError,
 )
 from autoprofiler_env.numeric import is_finite_number, shown
 from autoprofiler_env.scoring import log_score, shipped_speedup
@@ -137,6 +138,11 @@ class ProfilingEnv(gym.Env):
       ``action_masks()``), so that a policy called on a batch of observations (a vector env)
       reads each sub-environment's own.
 
+    Gymnasium's ``Dict`` keeps its keys sorted, so flattened (``FlattenObservation``,
+    ``spaces.flatten``) the vector is ``action_mask``, ``budget``, ``budget_total``,
+    ``collected``, ``costs``, ``features``, ``findings``, ``metrics``, ``metrics_known``: its
+    first ``n_sections + 1`` entries are the mask (``info["action_mask"]`` holds it too).
+
     ## Rewards
 
     0 for every step, minus ``cost_penalty`` x (the step's cost / the budget) when that is set.
@@ -168,9 +174,9 @@ class ProfilingEnv(gym.Env):
     ``TimeLimit`` that cuts episodes may name ``problem``, ``sections`` and ``cost``; an
     outcome's key needs episodes that end in the environment (within ``n_sections`` steps). A
     vector environment gathers each outcome key into one array typed by the first value it
-    meets: ``speedup``, ``eager_ms`` and ``candidate_ms`` are None for an incorrect candidate
-    (as in the record), so take them as ``np.asarray(info["speedup"], dtype=float)`` (NaN there)
-    before averaging.
+    meets: ``speedup`` and ``candidate_ms`` are None for an incorrect candidate (as in the
+    record; ``eager_ms``, the reference's, is known either way), so take them as
+    ``np.asarray(info["speedup"], dtype=float)`` (NaN there) before averaging.
 
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
     ``env.unwrapped.problems``); without it the problem is drawn with the seeded generator.
@@ -302,6 +308,10 @@ class ProfilingEnv(gym.Env):
             raise ValueError(f"budget_unit must be one of {BUDGET_UNITS}, got {budget_unit!r}")
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+        if not isinstance(budget_is_fraction, (bool, np.bool_)):  # "false" would be true
+            raise ValueError(f"budget_is_fraction must be True or False, got "
+                             f"{shown(budget_is_fraction)}")
+        budget_is_fraction = bool(budget_is_fraction)
         budget = _finite("budget", budget, "a finite number > 0 (a fraction of the full set's "
                          "cost, or an absolute amount with budget_is_fraction=False)")
         if budget <= 0:
@@ -389,7 +399,7 @@ class ProfilingEnv(gym.Env):
                        "or problems=[...])")
             if split in SPLITS:  # a split this dataset lacks (not a misspelt one)
                 raise EmptySplitError(message, split, held)
-            raise AutoProfilerError(message)
+            raise UnknownSplitError(message)
         self._problem_set = frozenset(self.problems)
         self._live = backend == "live"
         self.optimizer = self.backend.optimizer_name

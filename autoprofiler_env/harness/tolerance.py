@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from autoprofiler_env.errors import EvaluationError
+from autoprofiler_env.errors import EvaluationError, ToleranceError
 
 _HALF = ("float16", "bfloat16")
 
@@ -74,14 +74,15 @@ def resolve(spec: str | float | Tolerance) -> Tolerance:
     """A preset by name, or ``"ATOL"`` / ``"ATOL,RTOL"`` (a number: atol = rtol).
 
     Raises:
-        EvaluationError: an unknown name or a malformed number.
+        ToleranceError: an unknown name or a malformed number (an ``EvaluationError`` and a
+            ``ValueError``).
     """
     if isinstance(spec, Tolerance):
         return spec
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
         spec = str(spec)
     if not isinstance(spec, str):
-        raise EvaluationError(f"a tolerance is a preset name or a number, got {spec!r}")
+        raise ToleranceError(f"a tolerance is a preset name or a number, got {spec!r}")
     if spec in PRESETS:
         return PRESETS[spec]
     try:
@@ -89,12 +90,12 @@ def resolve(spec: str | float | Tolerance) -> Tolerance:
     except ValueError:
         values = []
     if len(values) not in (1, 2):
-        raise EvaluationError(f"unknown tolerance {spec!r}: use one of {', '.join(PRESETS)}, "
-                              "a number >= 0 (atol = rtol) or 'ATOL,RTOL'")
+        raise ToleranceError(f"unknown tolerance {spec!r}: use one of {', '.join(PRESETS)}, "
+                             "a number >= 0 (atol = rtol) or 'ATOL,RTOL'")
     if not all(math.isfinite(v) and v >= 0 for v in values):
-        raise EvaluationError(f"tolerance {spec!r}: a number must be finite and >= 0 (atol "
-                              "= rtol; 'ATOL,RTOL' for two), or use a preset: "
-                              f"{', '.join(PRESETS)}")
+        raise ToleranceError(f"tolerance {spec!r}: a number must be finite and >= 0 (atol "
+                             "= rtol; 'ATOL,RTOL' for two), or use a preset: "
+                             f"{', '.join(PRESETS)}")
     atol, rtol = values[0], values[-1]
     return Tolerance(spec, atol, rtol)
 
