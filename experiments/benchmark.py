@@ -306,7 +306,7 @@ def _percent(budget: float) -> str:
     return f"{budget * 100:g}%"
 
 
-def figure(summary: list[dict]):
+def figure(summary: list[dict], gpu: str | None = None):
     """The benchmark's picture as a matplotlib Figure: x the mean profiling cost, y the
     geometric-mean speedup, one curve per agent through its budgets (in budget order), a
     legend naming every curve, the budgets written beside the points of every agent but the
@@ -337,7 +337,8 @@ def figure(summary: list[dict]):
         for point, (xy, at) in here.items():
             if point not in floor:    # no-profile's point: its note says who sits there
                 labels.setdefault(point, (name, at, xy))
-    ax.set_xlabel("mean profiling cost per problem (s of ncu replay on the H200)", fontsize=11)
+    ax.set_xlabel(f"mean profiling cost per problem (s of ncu replay, as recorded on "
+                  f"{gpu_name(gpu)})", fontsize=11)
     ax.set_ylabel("geometric-mean speedup over eager (incorrect counts as 1.0x)", fontsize=11)
     fig.suptitle("Profiling policies: speedup against profiling cost", fontsize=13)
     ax.set_title("each curve is an agent; its points are the budgets "
@@ -441,11 +442,24 @@ class _Labeller:
                  None, spots, fontsize=8.5, color=grey, multialignment="left")
 
 
-def plot(summary: list[dict], path: Path) -> Path:
+def plot(summary: list[dict], path: Path, gpu: str | None = None) -> Path:
     """Speedup against profiling cost, one curve per agent (:func:`figure`), saved as a PNG
     atomically (rendered to bytes first); returns ``path``."""
-    write_png(figure(summary), path, dpi=150)
+    write_png(figure(summary, gpu), path, dpi=150)
     return path
+
+
+def gpu_name(gpu: str | None) -> str:
+    """The GPU the costs were recorded on, for a figure's axis (the dataset's metadata
+    ``gpu``, "NVIDIA H200" -> "the H200"; None: "its GPU")."""
+    return f"the {gpu.removeprefix('NVIDIA ')}" if gpu else "its GPU"
+
+
+def dataset_gpu(dataset: str | None) -> str | None:
+    """The ``gpu`` of the dataset that ``dataset`` names (None: the default)."""
+    from autoprofiler_env.dataset import Dataset
+
+    return Dataset.load(dataset).metadata.get("gpu")
 
 
 def print_table(summary: list[dict]) -> None:

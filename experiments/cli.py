@@ -722,6 +722,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import (
         COLUMNS,
         benchmark,
+        dataset_gpu,
         log_wandb,
         plot,
         policy_files,
@@ -746,7 +747,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
                                            llm_missing=args.llm_missing)
         write_csv(summary, out / "benchmark.csv", COLUMNS)
         write_csv(episodes, out / "episodes.csv")
-        figure = plot(summary, out / "benchmark.png")
+        figure = plot(summary, out / "benchmark.png", dataset_gpu(args.dataset))
     print_table(summary)
     print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}")
     if args.wandb:

@@ -41,8 +41,8 @@ agent's bootstrap in each cell (and its performance profile's band) is drawn fro
 generator seeded afresh with :data:`BOOTSTRAP_SEED`: the same scores give the same interval
 whatever else the config compares (the statistics are :mod:`experiments.stats`'). Written to
 ``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``budgets.png`` (speedup against
-budget, and each agent's ratio to the fixed configuration chosen on train with its paired
-interval), ``cost.png`` (speedup against profiling cost),
+budget, and each agent's ratio to the fixed configuration chosen on train, the learned
+agents' with their paired intervals), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
 and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``.
 
@@ -1103,17 +1103,20 @@ def _legend_beside(ax) -> None:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
-RATIO_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0,
-               2.5, 3.0, 4.0, 5.0, 10.0)
-"""Where budgets.png's ratio axis may be labelled (with 1x always)."""
+RATIO_TICKS = ((0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0,
+                2.5, 3.0, 4.0, 5.0, 10.0),
+               (0.9, 0.92, 0.94, 0.96, 0.98, 1.02, 1.04, 1.06, 1.08, 1.1))
+"""Where budgets.png's ratio axis may be labelled (with 1x always): the first list's ratios
+in range, or the second's where fewer than two of the first's are (ratios within 10%)."""
 
 
 def budgets_figure(config: ExperimentConfig, result: dict):
     """Two panels against the budget (the first split's): the geometric-mean speedups, and
     each agent's paired ratio to the fixed configuration chosen on train (the leaderboard's
-    ``x fixed``; the learned agents' with its nominal 95% paired interval: the problems are
-    shared, so the ratio's interval, not two overlapping bands of levels, says whether an
-    agent is ahead; the other rows' intervals are in the leaderboard), the
+    ``x fixed``; the learned agents' (the config's ``agents``) with its nominal 95% paired
+    interval: the problems are shared, so the ratio's interval, not two overlapping bands of
+    levels, says whether an agent is ahead; the other rows' intervals are in the
+    leaderboard), the
     ratio's axis logarithmic with 1.0 drawn. The x axes are logarithmic, labelled at the
     config's budgets only (no minor ticks, whose labels would read like 2x10^-1)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -1131,6 +1134,7 @@ def budgets_figure(config: ExperimentConfig, result: dict):
         return sorted((r for r in result["rows"] if r["agent"] == name and r["split"] == split),
                       key=lambda r: r["budget"])
 
+    learned = {spec.name for spec in config.agents}
     for name in agents:
         rows = rows_of(name)
         x = [r["budget"] for r in rows]
@@ -1142,18 +1146,35 @@ def budgets_figure(config: ExperimentConfig, result: dict):
             continue
         x = [r["budget"] for r in paired]
         ratio.plot(x, [r["x_fixed"] for r in paired], **styles[name])
-        if any(r.get("p_fixed_holm") is not None for r in paired):  # a learned agent's
-            ratio.fill_between(x, [r["x_fixed_lo"] for r in paired],
-                               [r["x_fixed_hi"] for r in paired],
-                               color=styles[name]["color"], alpha=0.12)
-    ratio.axhline(1.0, color=agent_styles([TRAIN_CHOSEN])[TRAIN_CHOSEN]["color"],
-                  linewidth=1.5, zorder=1)
-    ratio.set_yscale("log")
-    low, high = ratio.get_ylim()  # ticks at round ratios within the range, about 8 of them
-    ticks = [t for t in RATIO_TICKS if low <= t <= high]
-    ratio.yaxis.set_major_locator(FixedLocator(ticks[::max(1, -(-len(ticks) // 9))] + [1.0]))
-    ratio.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    ratio.yaxis.set_minor_locator(NullLocator())
+        bounded = [r for r in paired if None not in (r.get("x_fixed_lo"), r.get("x_fixed_hi"))]
+        if name in learned and bounded:
+            lo = [r["x_fixed"] - r["x_fixed_lo"] for r in bounded]
+            hi = [r["x_fixed_hi"] - r["x_fixed"] for r in bounded]
+            if len(bounded) > 1:
+                ratio.fill_between([r["budget"] for r in bounded],
+                                   [r["x_fixed_lo"] for r in bounded],
+                                   [r["x_fixed_hi"] for r in bounded],
+                                   color=styles[name]["color"], alpha=0.12)
+            else:  # one budget: a band of no width; a bar
+                ratio.errorbar([r["budget"] for r in bounded],
+                               [r["x_fixed"] for r in bounded], yerr=[lo, hi], fmt="none",
+                               ecolor=styles[name]["color"], capsize=4)
+    if not ratio.get_lines():  # no row has a ratio: no fixed configuration chosen on train
+        ratio.text(0.5, 0.5, f"no ratios: the config has no {TRAIN_CHOSEN!r} row",
+                   transform=ratio.transAxes, ha="center", va="center")
+        ratio.set_yticks([])
+    else:
+        ratio.axhline(1.0, color=agent_styles([TRAIN_CHOSEN])[TRAIN_CHOSEN]["color"],
+                      linewidth=1.5, zorder=1)
+        ratio.set_yscale("log")
+        low, high = ratio.get_ylim()  # ticks at round ratios within the range, about 8
+        ticks = [t for t in RATIO_TICKS[0] if low <= t <= high]
+        if len(ticks) < 2:
+            ticks = [t for t in RATIO_TICKS[1] if low <= t <= high]
+        ratio.yaxis.set_major_locator(FixedLocator(ticks[::max(1, -(-len(ticks) // 9))]
+                                                   + [1.0]))
+        ratio.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ratio.yaxis.set_minor_locator(NullLocator())
     for ax in (level, ratio):
         ax.set_xscale("log")
         ax.set_xticks(list(config.budgets), [f"{b:.0%}" for b in config.budgets])
@@ -1215,9 +1236,11 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     save(budgets_figure(config, result), "budgets.png")
 
     # the benchmark's picture (budgets written beside the points, no-profile's level across)
+    from experiments.benchmark import dataset_gpu
     from experiments.benchmark import figure as cost_figure
 
-    fig = cost_figure([r for r in result["rows"] if r["split"] == split])
+    fig = cost_figure([r for r in result["rows"] if r["split"] == split],
+                      dataset_gpu(config.env.get("dataset")))
     fig.suptitle(f"{config.name}: speedup against profiling cost ({split} split)",
                  fontsize=13)
     save(fig, "cost.png")

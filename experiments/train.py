@@ -22,8 +22,8 @@ the log scores over the budgets. ``--out`` (default ``runs/train/<config>-seed<N
   line, the seed, the dataset's checksum, the package's and the libraries' versions, the
   ``numerics`` (torch's threads, the CPU and its kernels' settings:
   :func:`experiments.tracking.numerics`; a seed's model is the same bit for bit only where
-  they are the same too, not on another CPU or thread count), the best and the last
-  evaluation;
+  they are the same too, not on another CPU or thread count; a resumption on other numerics
+  adds them, with its step, to ``numerics_resumed``), the best and the last evaluation;
 - ``evaluations.jsonl``: each evaluation (step, per-budget geometric-mean speedup, ...,
   each episode's log score and length); ``evaluations.png``: the same as curves, one per
   budget, the best evaluation marked;
@@ -665,6 +665,10 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             # the next checkpoint: a run killed before it resumes from the same model again
             meta = {k: v for k, v in previous.items() if k != "interrupted"} | {
                 "status": "running", "resumed": [*previous.get("resumed", []), done]}
+            here = numerics()  # a resumption on other numerics: said, as the steps it took
+            if here != previous.get("numerics"):
+                meta["numerics_resumed"] = [*previous.get("numerics_resumed", []),
+                                            {"step": done, **here}]
             if wandb_run is not None:  # the run's first wandb run stays "wandb"
                 meta["wandb_resumed"] = [*previous.get("wandb_resumed", []),
                                          _wandb_identity(wandb_run)]

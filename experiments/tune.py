@@ -65,15 +65,17 @@ study runs (:func:`~autoprofiler_env.atomic.one_writer`): a second command into 
 refused at once.
 
 With ``--wandb`` the study is one wandb run (job type ``tune``, named ``<config>-seed<N>``,
-in the group ``tune-<config>`` unless ``--wandb-group`` or ``WANDB_RUN_GROUP`` says otherwise;
-where it goes: :mod:`experiments.tracking`), as Optuna's ``WeightsAndBiasesCallback`` logs a
-study: each finished trial a row against ``trial`` (its number) with its ``state``,
-``objective``, ``geomean_speedup``, ``steps``, ``seconds`` and sampled ``params/<name>``; the
-summary the best trial's (``best/...``) and the counts, ``trials`` the table of
-``trials.csv``, and ``best.yml`` a ``config`` artifact. A continued study goes on in the same
-wandb run (its id kept in ``<out>/wandb.json``); a study stopped by Ctrl-C ends its run
-failed. The trials' trainings log nothing to wandb (``autoprofiler train --config
-<out>/best.yml --wandb`` logs the best one's training).
+in the group ``tune-<config>`` unless ``--wandb-group`` or ``WANDB_RUN_GROUP`` says
+otherwise; where it goes: :mod:`experiments.tracking`), like Optuna's
+``WeightsAndBiasesCallback`` (which names the objective ``value`` and the parameters bare):
+each finished trial a row against ``trial`` (its number) with its ``state``, ``objective``,
+``geomean_speedup``, ``steps``, ``seconds`` and sampled ``params/<name>``; the summary the
+best trial's (``best/...``) and the counts, ``trials`` the table of ``trials.csv``, and
+``best.yml`` a ``config`` artifact. A continued study goes on in the same wandb run (its id
+kept in ``<out>/wandb.json``); one continued in a new run (started without ``--wandb``) logs
+its earlier finished trials' rows first; a study stopped by Ctrl-C ends its run failed (the
+stopped trial, FAIL, is in the table, not a row). The trials' trainings log nothing to wandb
+(``autoprofiler train --config <out>/best.yml --wandb`` logs the best one's training).
 
 Optuna is optional (``pip install -e '.[tune]'``): without it the command says how to
 install it.
@@ -445,6 +447,10 @@ class _Study:
             goes_on = bool(self._trials(study))
             self._fail_killed(study)
             with finishing(self._wandb_run(goes_on)) as run:
+                if run is not None and goes_on and not run.config.get("resumed"):
+                    for record in self._records(study):  # continued in a new wandb run: the
+                        if record.state in FINISHED:  # trials before it are its rows too
+                            log_trial(run, record)
                 try:
                     while self._finished(study) < trials:
                         waiting = study.get_trials(deepcopy=False,
@@ -463,13 +469,16 @@ class _Study:
                         print(_trial_line(record), flush=True)
                 finally:  # a Ctrl-C too: the files say what the study holds
                     best_config = self._write(study)
-                    records = tuple(self._record(t) for t in self._trials(study))
+                    records = self._records(study)
+                    best = best_trial(records)
                     if run is not None:
-                        log_study(run, records, best_config)
+                        try:
+                            log_study(run, records, best, best_config)
+                        except Exception as e:  # noqa: BLE001  (not to replace a Ctrl-C)
+                            warn(f"wandb: the study's summary was not logged "
+                                 f"({type(e).__name__}: {e})")
         finally:
             optuna.logging.set_verbosity(verbosity)
-        complete = [r for r in records if r.state == "COMPLETE"]
-        best = max(complete, key=lambda r: r.objective, default=None)  # the first (Optuna's)
         return TuneResult(self.out, self.base.algorithm, self.base.total_timesteps, records,
                           best, best_config, self.out / TRIALS_CSV, ran,
                           time.perf_counter() - started)
@@ -500,13 +509,14 @@ class _Study:
         optuna = self.optuna
         from sqlalchemy.exc import SQLAlchemyError
 
+        dataset = self._dataset()  # an unknown dataset says so, not that the study is bad
         try:
             study = optuna.create_study(storage=self.storage, study_name=STUDY_NAME,
                                         direction="maximize", load_if_exists=True)
             if "settings" not in study.user_attrs and not study.get_trials(deepcopy=False):
                 # new (or made by a command stopped before it said its settings)
                 study.set_user_attr("settings", _as_json(self.settings))
-                study.set_user_attr("dataset_sha256", self._dataset().get("sha256"))
+                study.set_user_attr("dataset_sha256", dataset.get("sha256"))
                 study.set_user_attr("config_file", portable(self.path))
                 study.set_user_attr("command", self.command)
                 return study
@@ -690,6 +700,9 @@ class _Study:
             raise self.optuna.TrialPruned(f"pruned at step {stopped[0]}")
         return best.objective
 
+    def _records(self, study) -> tuple[TrialRecord, ...]:
+        return tuple(self._record(t) for t in self._trials(study))
+
     def _record(self, trial) -> TrialRecord:
         attrs = trial.user_attrs
         return TrialRecord(trial.number, trial.state.name, trial.value, dict(trial.params),
@@ -751,7 +764,15 @@ def log_trial(run, record: TrialRecord) -> None:
     run.log({k: v for k, v in row.items() if v is not None})
 
 
-def log_study(run, records: tuple[TrialRecord, ...], best_config: Path | None) -> None:
+def best_trial(records) -> TrialRecord | None:
+    """The best COMPLETE trial (the first of equals, as Optuna's ``best_trial``); None where
+    none is complete."""
+    complete = [r for r in records if r.state == "COMPLETE"]
+    return max(complete, key=lambda r: r.objective, default=None)
+
+
+def log_study(run, records: tuple[TrialRecord, ...], best: TrialRecord | None,
+              best_config: Path | None) -> None:
     """What the study holds, in its wandb run's summary: the counts, the best COMPLETE
     trial (``best/...``), the trials' table, and ``best.yml`` as a ``config`` artifact."""
     import wandb
@@ -759,8 +780,6 @@ def log_study(run, records: tuple[TrialRecord, ...], best_config: Path | None) -
     counts = {f"trials/{s.lower()}": sum(r.state == s for r in records)
               for s in ("COMPLETE", "PRUNED", "FAIL")}
     run.summary.update(counts)
-    complete = [r for r in records if r.state == "COMPLETE"]
-    best = max(complete, key=lambda r: r.objective, default=None)
     if best is not None:
         run.summary.update({"best/trial": best.number, "best/objective": best.objective,
                             "best/geomean_speedup": best.geomean_speedup,

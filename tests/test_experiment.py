@@ -507,7 +507,8 @@ def test_the_budgets_figure_shows_each_agents_paired_ratio_to_the_train_chosen_o
 
     from experiments.experiment import TRAIN_CHOSEN, budgets_figure
 
-    config = _config(tmp_path, "name: p\nbudgets: [0.1, 0.25]\nsplits: [test]\n")
+    config = _config(tmp_path, "name: p\nbudgets: [0.1, 0.25]\nsplits: [test]\nagents:\n"
+                     "  learned: {kind: tree, rounds: 1}\n")
     ratios = {"learned": (1.2, 0.9, 1.5, 0.04), "baseline": (0.8, 0.7, 0.9, None),
               TRAIN_CHOSEN: (1.0, 1.0, 1.0, None)}
     rows = [{"split": "test", "budget": b, "agent": a, "geomean_speedup": 2.0 * x,
@@ -529,6 +530,22 @@ def test_the_budgets_figure_shows_each_agents_paired_ratio_to_the_train_chosen_o
     assert path.vertices[:, 1].max() == pytest.approx(1.5)
     learned = [line for line in level.get_lines() if line.get_label() == "learned"][0]
     assert to_rgba(bands[0].get_facecolor()[0])[:3] == to_rgba(learned.get_color())[:3]
+    # reviewed: ratios within 10% were labelled 1x alone; one budget's interval vanished
+    one = _config(tmp_path, "name: p\nbudgets: [0.25]\nsplits: [test]\nagents:\n"
+                  "  learned: {kind: tree, rounds: 1}\n")
+    close = [dict(r, x_fixed=r["x_fixed"] ** 0.1, x_fixed_lo=r["x_fixed_lo"] ** 0.1,
+                  x_fixed_hi=r["x_fixed_hi"] ** 0.1) for r in rows if r["budget"] == 0.25]
+    fig = budgets_figure(one, {"rows": close})
+    fig.canvas.draw()
+    ratio = fig.axes[1]
+    labels = [t.get_text() for t in ratio.get_yticklabels() if t.get_text()]
+    assert len(labels) >= 3 and "1x" in labels, labels
+    (bar,) = [c for c in ratio.collections if len(c.get_segments()) == 1]
+    (segment,) = bar.get_segments()
+    assert sorted(segment[:, 1]) == pytest.approx([0.9 ** 0.1, 1.5 ** 0.1])
+    # no fixed configuration chosen on train: no ratios, said in the panel
+    fig = budgets_figure(config, {"rows": [dict(r, x_fixed=None) for r in rows]})
+    assert "no ratios" in fig.axes[1].texts[0].get_text()
 
 
 def test_paired_ratios_cancel_what_the_problems_share():

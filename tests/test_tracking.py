@@ -452,3 +452,11 @@ def test_a_tune_study_is_one_run_a_row_per_trial_and_goes_on_in_it(no_key, monke
         float(best["geomean_speedup"]))
     assert second.summary["trials/complete"] == 2 and second.summary["trials/fail"] == 0
     assert f"tune-{second.run_id}" in second.artifacts  # best.yml (beside the table's own)
+    # a study continued with --wandb after a command without it: its earlier trials are rows
+    later = no_key / "later"
+    assert main(["tune", "--config", str(config), "--trials", "1", "--sampler", "random",
+                 "--seed", "3", "--out", str(later)]) == 0
+    out = later
+    third = tune(2)
+    assert third.run_id != first.run_id and third.config["resumed"] is False
+    assert [row["trial"] for row in third.history if "state" in row] == [0, 1]

@@ -1014,3 +1014,21 @@ def test_run_json_records_the_numerics_a_model_depends_on(tmp_path, monkeypatch)
     assert run["numerics"]["torch_threads"] == torch.get_num_threads() == 1  # the fixture's
     assert run["numerics"]["env"]["MKL_CBWR"] == "COMPATIBLE"
     assert run["numerics"]["cpus"] >= 1 and run["numerics"]["machine"]
+
+
+def test_a_resumption_on_other_numerics_is_recorded_with_its_step(tmp_path, monkeypatch):
+    """Reviewed: run.json kept the first machine's numerics through a resumption on another
+    CPU or thread count, which changes the model's bits from there on."""
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    out, config = _interrupted(tmp_path, monkeypatch)  # Ctrl-C at step 300
+    _interrupt_at(monkeypatch, 400)
+    with pytest.raises(KeyboardInterrupt):  # resumed on the same numerics: nothing added
+        train(config, out, progress=False)
+    run = json.loads((out / "run.json").read_text())
+    assert len(run["resumed"]) == 1 and "numerics_resumed" not in run
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # as another machine's kernels would differ
+    train(config, out, progress=False)
+    run = json.loads((out / "run.json").read_text())
+    (other,) = run["numerics_resumed"]
+    assert other["step"] == run["resumed"][-1] and other["env"]["MKL_CBWR"] == "COMPATIBLE"
+    assert "MKL_CBWR" not in run["numerics"]["env"]  # the run's first numerics stay

@@ -407,3 +407,14 @@ def test_a_study_continues_only_on_the_dataset_its_trials_trained_on(study, tmp_
         tune_module.tune(_config(folder), out, trials=3, steps=256, sampler="random",
                          progress=False)
     assert [r["state"] for r in _rows(out)] == ["COMPLETE", "COMPLETE"]
+
+
+def test_an_unknown_dataset_is_said_as_such_not_as_a_bad_study(tmp_path, capsys):
+    """Reviewed: once an unknown dataset name became a ValueError too, the study's reader
+    took it for an unreadable study.db and said to remove it."""
+    pytest.importorskip("optuna")
+    config = _config(tmp_path, change={"env_kwargs": {"split": "train", "dataset": "nope"}})
+    assert main(["tune", "--config", str(config), "--trials", "1", "--steps", "128",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no dataset named 'nope'" in err and "remove it" not in err, err

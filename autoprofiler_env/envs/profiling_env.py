@@ -175,7 +175,8 @@ class ProfilingEnv(gym.Env):
     outcome's key needs episodes that end in the environment (within ``n_sections`` steps). A
     vector environment gathers each outcome key into one array typed by the first value it
     meets: ``speedup`` and ``candidate_ms`` are None for an incorrect candidate (as in the
-    record; ``eager_ms``, the reference's, is known either way), so take them as
+    record; on the replay ``eager_ms``, the reference's, is known either way; live, it is None
+    where the reference was not timed), so take them as
     ``np.asarray(info["speedup"], dtype=float)`` (NaN there) before averaging.
 
     ``reset(options={"problem": uri})`` starts an episode on that problem (one of
