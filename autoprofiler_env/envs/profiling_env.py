@@ -202,7 +202,10 @@ class ProfilingEnv(gym.Env):
     action space's order, as long as its cost against the whole budget, green where
     collected, grey where it fits what is left, red where it does not; what SB3's
     ``make_vec_env`` asks for and video recorders take); any other mode is a
-    :class:`~autoprofiler_env.errors.RenderModeError` (a ``ValueError``) naming them.
+    :class:`~autoprofiler_env.errors.RenderModeError` (a ``ValueError``) naming them, but for
+    ``"human"`` through ``gym.make``, which Gymnasium itself answers with its
+    ``HumanRendering`` wrapper over ``rgb_array`` (with a warning; a window drawn with pygame,
+    whose absence its first ``reset`` or ``render`` says).
 
     ## Registered Configurations
 
