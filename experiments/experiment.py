@@ -1113,12 +1113,12 @@ in range, or the second's where fewer than two of the first's are (ratios within
 def budgets_figure(config: ExperimentConfig, result: dict):
     """Two panels against the budget (the first split's): the geometric-mean speedups, and
     each agent's paired ratio to the fixed configuration chosen on train (the leaderboard's
-    ``x fixed``; the learned agents' (the config's ``agents``) with its nominal 95% paired
+    ``x fixed``; the learned agents', the config's ``agents``, with its nominal 95% paired
     interval: the problems are shared, so the ratio's interval, not two overlapping bands of
     levels, says whether an agent is ahead; the other rows' intervals are in the
-    leaderboard), the
-    ratio's axis logarithmic with 1.0 drawn. The x axes are logarithmic, labelled at the
-    config's budgets only (no minor ticks, whose labels would read like 2x10^-1)."""
+    leaderboard), the ratio's axis logarithmic with 1x drawn. The x axes are logarithmic,
+    labelled at the config's budgets only (no minor ticks, whose labels would read like
+    2x10^-1)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
