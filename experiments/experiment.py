@@ -43,7 +43,8 @@ whatever else the config compares (the statistics are :mod:`experiments.stats`')
 ``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``budgets.png`` (speedup against
 budget, and each agent's ratio to the fixed configuration chosen on train, the learned
 agents' with their paired intervals), ``cost.png`` (speedup against profiling cost),
-``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup),
+``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup,
+the learned agents' with their bootstrap bands),
 and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``.
 
 Resumable: a run whose file exists is not run again, where the folder's ``settings.json``
@@ -1252,19 +1253,23 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     profiles, intervals = performance_profiles({k: np.exp(v) for k, v in by_agent.items()},
                                                np.exp(taus))
     fig, ax = plt.subplots(figsize=(9.5, 4.5), layout="constrained")
-    for name, profile in profiles.items():
+    learned = {spec.name for spec in config.agents}
+    for name, profile in profiles.items():  # the learned agents above the rest, banded
         ax.plot(np.exp(taus), profile, label=name, markevery=6, markersize=5,
+                linewidth=2.2 if name in learned else 1.3, zorder=3 if name in learned else 2,
                 **styles.get(name, {}))
-        lo, hi = intervals[name]
-        ax.fill_between(np.exp(taus), lo, hi, color=styles.get(name, {}).get("color"),
-                        alpha=0.12)
+        if name in learned:
+            lo, hi = intervals[name]
+            ax.fill_between(np.exp(taus), lo, hi, color=styles.get(name, {}).get("color"),
+                            alpha=0.12)
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("speedup τ")
     ax.set_ylabel("share of runs x problems with speedup > τ")
-    ax.set_title(f"{config.name}: performance profiles ({split}, budget {b:.0%})")
+    ax.set_title(f"{config.name}: performance profiles ({split}, budget {b:.0%}; bands: the "
+                 "learned agents' 95% bootstrap)")
     ax.grid(alpha=0.3)
     _legend_beside(ax)
     save(fig, "profiles.png")

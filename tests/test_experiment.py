@@ -64,9 +64,25 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
     again = run_experiment(config, out, progress=False)  # nothing is run again
     assert {f: f.stat().st_mtime_ns for f in files} == stamps
     assert again["rows"] == result["rows"]
-    written = write(config, result, out, "autoprofiler experiment --config exp.yaml")
+    import experiments.experiment
+
+    drawn = {}
+    real = experiments.experiment.write_png
+
+    def keep(fig, path, *args, **kwargs):
+        drawn[Path(path).name] = fig
+        return real(fig, path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(experiments.experiment, "write_png", keep)
+        written = write(config, result, out, "autoprofiler experiment --config exp.yaml")
     assert {p.name for p in written} == {"leaderboard.md", "leaderboard.csv", "budgets.png",
                                          "cost.png", "profiles.png"}
+    # reviewed: every row's band overlaid the others; the learned agents' alone are banded
+    (profiles,) = drawn["profiles.png"].axes
+    assert len(profiles.collections) == 2  # tree, ppo
+    widths = {line.get_label(): line.get_linewidth() for line in profiles.get_lines()}
+    assert min(widths["tree"], widths["ppo"]) > widths["no-profile"]
     text = (out / "leaderboard.md").read_text()
     assert "## test, budget 25% of the full set's cost" in text and "| ppo | 2 (" in text
     # each run's own geometric mean, beside the count: the seeds' spread
