@@ -640,6 +640,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
     except BaseException:
         eval_env.close()
         raise
+    logger = None
     try:
         if previous is None:
             model = build_model(config, vec_env, seed, source)
@@ -754,6 +755,8 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             _log_wandb(wandb_run, result, last_records)
         return result
     finally:
+        if logger is not None:  # progress.csv's file (a pruned tune trial left it open)
+            logger.close()
         vec_env.close()
         eval_env.close()
 

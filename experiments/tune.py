@@ -468,9 +468,7 @@ class _Study:
                             log_trial(run, record)
                         print(_trial_line(record), flush=True)
                 finally:  # a Ctrl-C too: the files say what the study holds
-                    best_config = self._write(study)
-                    records = self._records(study)
-                    best = best_trial(records)
+                    records, best, best_config = self._write(study)
                     if run is not None:
                         try:
                             log_study(run, records, best, best_config)
@@ -711,21 +709,20 @@ class _Study:
 
     # -- the files
 
-    def _write(self, study) -> Path | None:
-        """``trials.csv`` and (where a trial is COMPLETE) ``best.yml``; returns the latter's
-        path, or None."""
-        records = [self._record(t) for t in self._trials(study)]
-        write_trials_csv(records, self.out / TRIALS_CSV)
-        complete = [t for t in study.get_trials(deepcopy=False)
-                    if t.state == self.optuna.trial.TrialState.COMPLETE]
-        if not complete:
-            return None
-        best = study.best_trial
+    def _write(self, study) -> tuple[tuple[TrialRecord, ...], TrialRecord | None,
+                                     Path | None]:
+        """``trials.csv`` and (where a trial is COMPLETE) ``best.yml``; returns the trials,
+        the best COMPLETE one (:func:`best_trial`) and ``best.yml``'s path (or None, None)."""
+        records = self._records(study)
+        write_trials_csv(list(records), self.out / TRIALS_CSV)
+        best = best_trial(records)
+        if best is None:
+            return records, None, None
         path = self.out / BEST_FILE
         write_atomic(path, self._best_yaml(best, len(records)).encode())
-        return path
+        return records, best, path
 
-    def _best_yaml(self, best, n_trials: int) -> str:
+    def _best_yaml(self, best: TrialRecord, n_trials: int) -> str:
         import yaml
 
         base = self.base
@@ -737,9 +734,9 @@ class _Study:
             f"# The best trial of {n_trials} so far (written {time.strftime('%Y-%m-%d %H:%M')}) "
             f"of: {' '.join(self.command)}",
             f"# trial {best.number} ({self.out / 'trials' / str(best.number)}): objective "
-            f"{best.value:.4f}, geometric-mean speedup {math.exp(best.value):.4f}",
+            f"{best.objective:.4f}, geometric-mean speedup {best.geomean_speedup:.4f}",
             f"# on the {base.eval.split} split at budgets {budgets}, trained "
-            f"{best.user_attrs.get('steps')} steps with seed {self.settings['seed']} from "
+            f"{best.steps} steps with seed {self.settings['seed']} from "
             f"{portable(self.path)}.",
             "# Its sampled parameters (rl-baselines3-zoo's names):",
             *(f"#   {k}: {_short(v)}" for k, v in best.params.items()),
