@@ -132,6 +132,9 @@ def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
     ("to_patch", {}, "torch.Tensor.to"),          # what the worker calls on every input
     ("detach_patch", {}, "torch.Tensor.detach"),  # what a snapshot calls, after the timer
     ("thread_grab", {}, "torch threads"),         # every core where the reference had one
+    ("parameter_detach", {}, "torch.nn.Parameter.detach"),  # an output type's own method
+    ("guard_off", {}, "Guard.check"),             # the guard's own check, replaced
+    ("guard_blind", {}, "builtins.sorted"),       # a builtin the guard calls, replaced
 ])
 def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_judge, name, fill,
                                                                     changed):

@@ -30,6 +30,7 @@ the candidate's code ran (:class:`Guard`), since both happen in this process, un
 from __future__ import annotations
 
 import argparse
+import builtins
 import gc
 import importlib.util
 import math
@@ -184,6 +185,14 @@ WORKER_CALLS = {"torch": ("get_rng_state", "set_rng_state", "equal", "no_grad", 
 ``torch.Tensor``'s methods and ``torch.device``'s context, watched whole)."""
 
 
+GUARD_READS = {"sys": ("gettrace", "getprofile", "monitoring"),
+               "threading": ("gettrace", "getprofile"),
+               "torch.overrides": ("_get_current_function_mode_stack",),
+               "torch._C": ("_len_torch_dispatch_stack",)}
+"""What the :class:`Guard` reads the process-wide hooks through: replaced, they could report
+none."""
+
+
 class Guard:
     """What makes a worker's inputs and reads its outputs, as it was when the problem was
     imported: a candidate whose code changes it (the problem's ``get_inputs`` replaced by one
@@ -214,6 +223,12 @@ class Guard:
             if isinstance(value, types.FunctionType):
                 self.names |= _names(value.__code__)
         self.names -= UNWATCHED
+        # what the check itself runs, held from here (before any of the candidate's code):
+        # replaced in the module, the class or builtins, they would hide every change
+        self._builtins = builtins.__dict__
+        self._builtins_seen = dict(builtins.__dict__)
+        self._read_state = Guard._state
+        self._report = Guard._report
         self.seen = self._state()
 
     def _state(self) -> dict:
@@ -237,15 +252,19 @@ class Guard:
         for name in names:  # as a class's attribute is found: the first class that has it
             state[f"torch.Tensor.{name}"] = (
                 next((vars(c)[name] for c in torch.Tensor.__mro__ if name in vars(c)), None),)
+        # torch.nn.Parameter too: an output may be one (Runner._plain), and the snapshot's
+        # detach, clone and __torch_function__ are looked up on it first
         for label, owner in (("torch.Tensor", torch.Tensor),
+                             ("torch.nn.Parameter", torch.nn.Parameter),
                              ("DeviceContext", torch.utils._device.DeviceContext)):
             for name, value in vars(owner).items():
                 state[f"{label}.{name}"] = (value,)
-        for label, attrs in WORKER_CALLS.items():
+        for label, attrs in {**WORKER_CALLS, **GUARD_READS}.items():
             owner = sys.modules.get(label)
             for name in attrs:
                 state[f"{label}.{name}"] = (vars(owner).get(name) if owner else None,)
-        for label, owner in (("worker", sys.modules[__name__]), ("Runner", Runner)):
+        for label, owner in (("worker", sys.modules[__name__]), ("Runner", Runner),
+                             ("Guard", Guard)):
             for name, value in vars(owner).items():
                 if callable(value) or isinstance(value, (staticmethod, classmethod)):
                     state[f"{label}.{name}"] = (value,)
@@ -262,8 +281,23 @@ class Guard:
         return state
 
     def check(self) -> None:
-        """Raises ``StageError("sandbox")`` naming what changed since the problem's import."""
-        now, seen = self._state(), self.seen
+        """Raises ``StageError("sandbox")`` naming what changed since the problem's import.
+
+        The builtins are compared first, with no builtin called (a replaced ``sorted`` or
+        ``vars`` would hide the rest), then the rest through the functions held when the
+        guard was made."""
+        now, seen = self._builtins, self._builtins_seen
+        for name, value in seen.items():
+            if name not in now or now[name] is not value:
+                raise StageError("sandbox", "the candidate changed code that its process "
+                                 f"runs for the judge (builtins.{name})")
+        if len(now) != len(seen):
+            raise StageError("sandbox", "the candidate changed code that its process runs "
+                             "for the judge (builtins)")
+        self._report(self, self._read_state(self))
+
+    def _report(self, now: dict) -> None:
+        seen = self.seen
         changed = sorted(k for k in seen.keys() | now.keys()
                          if k not in seen or k not in now or len(seen[k]) != len(now[k])
                          or not all(map(_same, seen[k], now[k])))
@@ -306,6 +340,9 @@ class Runner:
         self.device = "cpu"
         self.flush = None
         self.samples: list[tuple[int, list]] = []
+        # held before any candidate's code runs: Guard.check replaced in its class (or the
+        # module) would switch the guard off
+        self._guard_check = Guard.check
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -332,7 +369,7 @@ class Runner:
             cls = self.module.Model
         else:
             cls = self._import_candidate(source)
-        self.guard.check()  # before get_init_inputs
+        self._guard_check(self.guard)  # before get_init_inputs
         try:
             self.model = self._build(cls, seed)
         except Exception as e:
@@ -394,7 +431,7 @@ class Runner:
         (a timed batch asks it once per chunk of input sets)."""
         torch = self.torch
         if not checked:
-            self.guard.check()
+            self._guard_check(self.guard)
         # the generators the inputs are drawn from: the CPU's and this device's (the same
         # values as torch.manual_seed, which seeds every device: 0.1-0.2 ms on an H200 host)
         torch.default_generator.manual_seed(seed)
@@ -499,7 +536,7 @@ class Runner:
         budget = PREGEN_BYTES
         if torch.device(self.device).type == "cuda":
             budget = min(budget, torch.cuda.mem_get_info(self.device)[0] // 8)
-        self.guard.check()
+        self._guard_check(self.guard)
         sets = [(self.inputs(seeds[first], checked=True), self._rng_state())]
         size = sum(x.numel() * x.element_size() for x in tree_flatten(sets[0][0])[0]
                    if isinstance(x, torch.Tensor))
