@@ -115,6 +115,15 @@ def test_a_patched_clock_disagrees_with_the_judges(runtime_judge, honest, name, 
     assert result.error_kind is kind, (result.error_message, result.speedup)
 
 
+def test_a_candidate_that_reports_calls_of_no_time_is_a_verdict(runtime_judge):
+    """The reported times come from the candidate's process: all of them 0 ms on a problem
+    whose calls take microseconds is within the judge's clock's slack, and the speedup
+    divided by zero (evaluate raised ZeroDivisionError)."""
+    result = runtime_judge.evaluate(problem("relu_small"), cheat("zero_times"))
+    assert result.error_kind is ErrorKind.TIMING_MISMATCH, result.error_message
+    assert "median of 0 ms" in result.error_message
+
+
 def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
     """A tensor subclass computes its values when the snapshot reads them (after the timer)
     and the unsampled calls' never: judged as it came, correct at hundreds of times the

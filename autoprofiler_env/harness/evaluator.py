@@ -705,6 +705,9 @@ class Evaluator:
                             f"({sum(r for _, r, _ in cand_batches):.1f} ms) and the reference's "
                             f"overhead ({overhead:.3f} ms per call) explain "
                             f"{(1 - state.unexplained) * 100:.0f}% of it")
+        if statistics.median(cand_trials) <= 0:  # the speedup would divide by it
+            raise _Rejected(ErrorKind.TIMING_MISMATCH, "the candidate's timed calls report a "
+                            "median of 0 ms, which no call takes (times forged in its process)")
         state.reference = Timing.from_trials(ref_trials, self._method(config))
         state.candidate = Timing.from_trials(cand_trials, self._method(config))
 
