@@ -757,8 +757,26 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
     finally:
         if logger is not None:  # progress.csv's file (a pruned tune trial left it open)
             logger.close()
-        vec_env.close()
+        close_vec_env(vec_env)
         eval_env.close()
+
+
+def close_vec_env(vec_env) -> None:
+    """Closes the training environments, a ``SubprocVecEnv`` whose workers are gone
+    included: Ctrl-C in a terminal reaches the whole process group, the workers die of it,
+    and SB3's ``close`` then meets their pipes closed (a ``BrokenPipeError``, a
+    ``ConnectionResetError``, an ``EOFError``), which raised from here would take the
+    interruption's place (the command exiting 0 without a word, or with a traceback). The
+    workers are joined (terminated where one still runs) without their pipes."""
+    try:
+        vec_env.close()
+    except (EOFError, OSError):
+        for process in getattr(vec_env, "processes", ()):
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        vec_env.closed = True
 
 
 def plot_evaluations(evaluations: list[Evaluation], path: Path, title: str,

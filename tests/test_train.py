@@ -807,6 +807,37 @@ def test_sigterm_saves_the_run_as_interrupted_and_the_same_command_resumes_it(tm
     assert (tmp_path / "run" / "model.zip").is_file()
 
 
+def test_ctrl_c_reaching_the_subproc_workers_is_an_interruption_not_a_broken_pipe(
+        tmp_path, monkeypatch):
+    """Ctrl-C in a terminal reaches the whole process group: a SubprocVecEnv's workers die of
+    it too. The run was saved as interrupted, but closing the training environments then met
+    the dead workers' pipes (BrokenPipeError, ConnectionResetError) and that error took the
+    KeyboardInterrupt's place: the command exited 0 without a word (main takes a
+    BrokenPipeError for a reader that closed stdout) or with a traceback."""
+    import experiments.train as train_module
+
+    made = []
+
+    def keep(*args, **kwargs):
+        made.append(make_train_env(*args, **kwargs))
+        return made[-1]
+
+    def ctrl_c(steps, objective):  # the workers' share of the SIGINT, then the main's
+        for process in made[0].processes:
+            process.terminate()
+            process.join()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "make_train_env", keep)
+    config = config_from_dict(_with(lambda c, o: c.update(n_timesteps=512) or o.update(
+        vec_env="subproc") or o["eval"].update(frequency=128, budgets=[0.25])))
+    with pytest.raises(KeyboardInterrupt):
+        train(config, tmp_path / "run", seed=0, progress=False, after_evaluation=ctrl_c)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "interrupted" and (tmp_path / "run" / "model.zip").is_file()
+    assert made[0].closed and not any(p.is_alive() for p in made[0].processes)
+
+
 def test_a_linear_schedule_stops_at_zero_past_the_total():
     from agents.rl.config import LinearSchedule
 
