@@ -323,6 +323,8 @@ def test_a_recurrent_ppo_model_is_benchmarked_by_its_file(tmp_path):
     mine = [r for r in summary if r["agent"] == f"sb3:{tmp_path / 'recurrent.zip'}"]
     assert len(mine) == 1 and mine[0]["episodes"] == 24
     assert type(load(f"sb3:{tmp_path / 'recurrent.zip'}", env).policy) is RecurrentPPO
+    # by rl-baselines3-zoo's name too (its --algo ppo_lstm)
+    assert type(load(f"sb3:ppo_lstm:{tmp_path / 'recurrent.zip'}", env).policy) is RecurrentPPO
     # TRPO saves PPO's policy class: read from the file it is PPO, named it is TRPO, and
     # the two predict the same
     TRPO("MultiInputPolicy", env, seed=0, n_steps=16, batch_size=16).save(tmp_path / "t.zip")

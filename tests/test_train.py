@@ -290,6 +290,30 @@ def test_a_bad_config_is_one_error_naming_the_key(change, message):
         config_from_dict(_with(change), "bad.yaml")
 
 
+def test_an_algorithm_loaded_but_not_trained_here_is_refused_as_such(tmp_path):
+    """RecurrentPPO, TRPO (and the zoo's ARS) are sb3-contrib's: a config naming one, or a
+    file named after it as the zoo's hyperparams/<algo>.yml, was refused as an unknown
+    algorithm, or as one missing from a file named after it, though the benchmark loads
+    their models."""
+    from agents.rl.config import read_config
+
+    for name, cls in (("recurrent_ppo", "RecurrentPPO"), ("ppo_lstm", "RecurrentPPO"),
+                      ("trpo", "TRPO")):
+        with pytest.raises(ConfigError, match=rf"^f: autoprofiler.algorithm: '{name}' "
+                           rf"\({cls}\) is not trained by autoprofiler train, which trains "
+                           r"maskable_ppo, ppo, a2c, dqn, qrdqn; a model of it trained "
+                           r"elsewhere .* is benchmarked with --policy sb3:FILE"):
+            config_from_dict(_with(lambda c, o, n=name: o.update(algorithm=n)), "f")
+        given = _with(lambda c, o: o.pop("algorithm"))
+        (tmp_path / f"{name}.yml").write_text(yaml.safe_dump(given))
+        with pytest.raises(ConfigError, match=rf"autoprofiler.algorithm: '{name}' \({cls}\) "
+                                              r"is not trained"):
+            read_config(tmp_path / f"{name}.yml")
+    with pytest.raises(ConfigError, match=r"'ars' \(ARS\) is not trained .* \(ARS takes no "
+                                          r"Dict observation\)"):
+        config_from_dict(_with(lambda c, o: o.update(algorithm="ars")), "f")
+
+
 def test_a_file_without_the_environments_entry_says_what_a_config_is():
     with pytest.raises(ConfigError, match=r"^f: no AutoProfiler-v0 key \(is 'AutoProfiler-v1' "
                                           r"a misspelling\?\): a config maps the environment"):

@@ -35,6 +35,11 @@ def algorithms() -> dict:
             "recurrent_ppo": RecurrentPPO, "trpo": TRPO}
 
 
+ZOO_NAMES = {"ppo_lstm": "recurrent_ppo"}
+"""rl-baselines3-zoo's names of the algorithms that :func:`algorithms` names otherwise
+(``sb3:ppo_lstm:FILE`` as the zoo's ``--algo ppo_lstm``)."""
+
+
 # the module of a saved policy class -> the algorithm that loads it (A2C and TRPO save PPO's
 # policy class, SB3's ActorCriticPolicy; their predictions are the same loaded either way,
 # and sb3:a2c:FILE / sb3:trpo:FILE name them)
@@ -200,8 +205,10 @@ def load_model(path: str | Path, algorithm: str | None = None, device: str = "cp
                                 "model.save)")
     known = algorithms()
     name = algorithm.lower() if algorithm else saved_algorithm(path)
+    name = ZOO_NAMES.get(name, name)
     if name not in known:
-        raise AutoProfilerError(f"unknown algorithm {algorithm!r}: one of {', '.join(known)}")
+        raise AutoProfilerError(f"unknown algorithm {algorithm!r}: one of "
+                                f"{', '.join([*known, *ZOO_NAMES])}")
     try:
         return known[name].load(path, device=device)
     except (TypeError, ValueError, KeyError, AssertionError, zipfile.BadZipFile) as e:

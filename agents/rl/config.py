@@ -64,6 +64,13 @@ from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
 
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn")
+NOT_TRAINED = {"recurrent_ppo": ("RecurrentPPO", "ppo_lstm"), "ppo_lstm": ("RecurrentPPO",
+               "ppo_lstm"), "trpo": ("TRPO", "trpo"), "ars": ("ARS", "ars")}
+"""Algorithms of sb3-contrib (by this project's name and rl-baselines3-zoo's) that ``autoprofiler
+train`` does not train, with their class and the zoo's name: a config naming one (or a file
+named after one, as the zoo's ``hyperparams/<algo>.yml``) is refused saying so, not as an
+unknown algorithm; RecurrentPPO and TRPO models trained elsewhere are benchmarked here
+(:func:`agents.rl.algorithms`)."""
 DEFAULT_CONFIG = "maskable_ppo"
 """The shipped training config (``experiments/configs/<name>.yaml``) that ``autoprofiler
 train`` and an experiment's RL agent use unless told another."""
@@ -151,7 +158,7 @@ def read_config(path: str | Path) -> tuple[TrainConfig, dict]:
     the file's ``autoprofiler.algorithm``, else its name (the zoo's ``<algo>.yml``)."""
     path = Path(path)
     given = read_yaml(path, "config")
-    named = path.stem if path.stem in ALGORITHMS else None
+    named = path.stem if path.stem in ALGORITHMS or path.stem in NOT_TRAINED else None
     return config_from_dict(given, str(path), algorithm=named), given
 
 
@@ -182,6 +189,13 @@ def config_from_dict(given: Any, source: str = "config",
     if algorithm is None:
         raise fail(f"{OWN}.algorithm", f"missing: one of {', '.join(ALGORITHMS)} (or name "
                    "the file after it, as the zoo's hyperparams/<algo>.yml)")
+    if isinstance(algorithm, str) and algorithm.lower() in NOT_TRAINED:
+        name, zoo = NOT_TRAINED[algorithm.lower()]
+        evaluated = ("; a model of it trained elsewhere (sb3-contrib, or rl-baselines3-zoo's "
+                     f"--algo {zoo}) is benchmarked with --policy sb3:FILE or sb3:DIR"
+                     if name != "ARS" else " (ARS takes no Dict observation)")
+        raise fail(f"{OWN}.algorithm", f"{algorithm!r} ({name}) is not trained by autoprofiler "
+                   f"train, which trains {', '.join(ALGORITHMS)}{evaluated}")
     if not isinstance(algorithm, str) or algorithm.lower() not in ALGORITHMS:
         raise fail(f"{OWN}.algorithm", f"unknown algorithm {algorithm!r}: one of "
                    f"{', '.join(ALGORITHMS)}")
