@@ -59,6 +59,7 @@ def runtime_judge():
     ("spawns_and_hangs", "concurrency"), ("input_hijack", "introspection"),
     ("randn_patch", "patch"), ("profile_hook", "introspection"), ("to_patch", "patch"),
     ("detach_patch", "patch"), ("thread_grab", "concurrency"), ("thread_restore", "concurrency"),
+    ("reply_patch", "patch"), ("reply_patch", "introspection"), ("zero_times", "introspection"),
 ])
 def test_the_static_check_rejects_each_cheat(judge, name, rule):
     findings = [f for f in check_source(cheat(name)) if f.rejects]
@@ -71,7 +72,9 @@ def test_the_static_check_rejects_each_cheat(judge, name, rule):
     ("op_patch", ErrorKind.MISMATCH),
     ("reference_swap", ErrorKind.MISMATCH),
     ("comparison_patch", ErrorKind.MISMATCH),
-    ("forged_reply", ErrorKind.PROTOCOL),
+    # wire.send replaced: the worker replies with the one it held before the candidate ran,
+    # and the guard sees the module's changed
+    ("forged_reply", ErrorKind.SANDBOX),
     ("garbage_reply", ErrorKind.PROTOCOL),
 ])
 def test_correctness_cheats_fail_without_the_static_check(runtime_judge, name, kind):
@@ -116,9 +119,9 @@ def test_a_patched_clock_disagrees_with_the_judges(runtime_judge, honest, name, 
 
 
 def test_a_candidate_that_reports_calls_of_no_time_is_a_verdict(runtime_judge):
-    """The reported times come from the candidate's process: all of them 0 ms on a problem
-    whose calls take microseconds is within the judge's clock's slack, and the speedup
-    divided by zero (evaluate raised ZeroDivisionError)."""
+    """The reported times come from the candidate's process: all of them 0 ms (its clock
+    patched) on a problem whose calls take microseconds is within the judge's clock's slack,
+    and the speedup divided by zero (evaluate raised ZeroDivisionError)."""
     result = runtime_judge.evaluate(problem("relu_small"), cheat("zero_times"))
     assert result.error_kind is ErrorKind.TIMING_MISMATCH, result.error_message
     assert "median of 0 ms" in result.error_message
@@ -144,6 +147,8 @@ def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
     ("parameter_detach", {}, "torch.nn.Parameter.detach"),  # an output type's own method
     ("guard_off", {}, "Guard.check"),             # the guard's own check, replaced
     ("guard_blind", {}, "builtins.sorted"),       # a builtin the guard calls, replaced
+    ("reply_patch", {}, "wire.send"),             # the replies' times rewritten on the way
+    ("late_reply_patch", {}, "json.dumps"),       # the same, from inside a call
 ])
 def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_judge, name, fill,
                                                                     changed):
@@ -424,29 +429,25 @@ def test_a_timed_calls_shape_is_checked(runtime_judge, monkeypatch, values):
 
 
 PARTIAL_REPLY = '''
+import gc
+import json
+import multiprocessing.connection as connection
 import time
 
 import torch.nn as nn
 
-import autoprofiler_env.harness.wire as wire
 
-_send = wire.send
-
-
-def _stalls(conn, header, tensors=()):
-    if tensors:  # its outputs: a header, half a frame, then nothing
-        conn.send_bytes(wire.json.dumps(
-            dict(header, tensors=[{"dtype": "float32", "shape": [4]}])).encode())
-        conn._send(b"\\0\\0\\0\\x10" + b"\\0" * 8)
-        time.sleep(3600)
-    _send(conn, header, tensors)
-
-
-wire.send = _stalls
+def _stall():  # on the worker's pipe, found among the live objects: a header, half a frame
+    conn = next(o for o in gc.get_objects() if isinstance(o, connection.Connection))
+    conn.send_bytes(json.dumps({"ok": True, "changed": False, "nesting": "*",
+                                "tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
+    conn._send(b"\\0\\0\\0\\x10" + b"\\0" * 8)
+    time.sleep(3600)
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
+        _stall()
         return x.relu()
 '''
 

@@ -19,6 +19,12 @@ def rules(source: str) -> set[str]:
     ("import time\nsetattr(time, 'perf_counter', lambda: 0)\n", "patch"),
     ("from torch import nn\nnn.Module.forward = None\n", "patch"),
     ("import torch\n_T = torch.Tensor\n_T.to = lambda self, *a: self\n", "patch"),  # an alias
+    ("import torch\ngetattr(torch, 'Tensor').to = None\n", "patch"),
+    ("import torch\ntype.__setattr__(torch.Tensor, 'to', None)\n", "patch"),
+    ("import torch\nvars(torch.Tensor)['to'] = None\n", "patch"),
+    ("def install(owner, f):\n    owner.__dict__['send'] = f\n", "patch"),  # through a parameter
+    ("import autoprofiler_env.harness.wire\n", "introspection"),
+    ("from autoprofiler_env.harness import worker\n", "introspection"),
     ("import sys\nsys.settrace(None)\n", "introspection"),
     ("from sys import setprofile\n", "introspection"),
     ("import sys\nsys.modules['x'] = 1\n", "introspection"),
@@ -54,6 +60,11 @@ def test_each_rule_finds_its_construct(source, rule):
     "class ModelNew:\n    def __init__(self):\n        self.time = 1\n",
     "import torch\ncfg = torch._inductor.config\ncfg.max_autotune = True\n",
     "import torch\nx = torch.randn(3)\nx.label = 'a tensor of its own'\n",
+    "import torch\ngetattr(torch.backends, 'cudnn').benchmark = True\n",
+    # nn.Module code that sets its own attributes by name
+    "class M:\n    def __init__(self):\n        setattr(self, 'a', 1)\n"
+    "        object.__setattr__(self, 'b', 2)\n        self.__dict__['c'] = 3\n"
+    "        vars(self)['d'] = 4\n",
 ])
 def test_legitimate_code_is_not_rejected(source):
     assert not [f for f in check_source(source) if f.rejects]

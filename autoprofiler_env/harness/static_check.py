@@ -8,8 +8,8 @@ result only. The table is also in docs/harness.md.
 
 | rule | rejects or warns | what it finds |
 |---|---|---|
-| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os`` or the harness (directly or through a name bound to one: ``_T = torch.Tensor; _T.to = f``), or ``setattr`` / ``delattr`` on one of them |
-| ``introspection`` | rejects | ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
+| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os`` or the harness (directly, through a name bound to one: ``_T = torch.Tensor; _T.to = f``, or through ``getattr(torch, "Tensor").to = f``), ``setattr`` / ``delattr`` / ``type.__setattr__`` on one of them, or an item assigned into any object's namespace but ``self``'s (``vars(m)[name] = f``, ``m.__dict__[name] = f``) |
+| ``introspection`` | rejects | the judge's own package (``autoprofiler_env``), ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
 | ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` |
 | ``network`` | rejects | ``socket``, ``ssl``, ``http``, ``urllib``, ``requests``, ``httpx``, ``aiohttp``, ``ftplib``, ``smtplib`` |
 | ``filesystem`` | rejects | ``open`` for writing, ``os.remove`` / ``unlink`` / ``rmdir`` / ``rename`` / ``replace`` / ``makedirs`` / ``mkdir``, ``shutil``, ``Path.write_*`` / ``unlink`` / ``rmdir`` / ``touch`` |
@@ -102,7 +102,9 @@ class _Visitor(ast.NodeVisitor):
 
     def _import(self, node: ast.AST, module: str) -> None:
         top = module.split(".")[0]
-        if top in _INTROSPECTION_MODULES:
+        if top == "autoprofiler_env":  # a candidate has no use for the judge's own code
+            self.add("introspection", node, f"imports {module}, the judge's own package")
+        elif top in _INTROSPECTION_MODULES:
             self.add("introspection", node, f"imports {module}")
         elif top in _NETWORK_MODULES:
             self.add("network", node, f"imports {module}")
@@ -147,9 +149,14 @@ class _Visitor(ast.NodeVisitor):
             return
         if not isinstance(target, (ast.Attribute, ast.Subscript)):
             return
+        if isinstance(target, ast.Subscript) and self._namespace(target.value, node):
+            return
         base = target.value if isinstance(target, ast.Subscript) else target
         full = self._resolve(_dotted(base))
         if full is None:
+            owner = self._fetched(base)
+            if owner is not None:
+                self.add("patch", node, f"assigns an attribute of {owner}")
             return
         if any(full.startswith(p) or full + "." == p for p in _ALLOWED_TORCH_ATTRS):
             return
@@ -157,6 +164,32 @@ class _Visitor(ast.NodeVisitor):
             self.add("patch", node, f"assigns {full}")
         elif full.split(".")[0] in _PROTECTED_MODULES and isinstance(target, ast.Subscript):
             self.add("patch", node, f"assigns an item of {full}")
+
+    def _namespace(self, value: ast.AST, node: ast.AST) -> bool:
+        """``vars(x)`` or ``x.__dict__`` (``x`` not ``self``) assigned into: a finding."""
+        if isinstance(value, ast.Call) and _dotted(value.func) == "vars" and value.args:
+            owner = value.args[0]
+        elif isinstance(value, ast.Attribute) and value.attr == "__dict__":
+            owner = value.value
+        else:
+            return False
+        if isinstance(owner, ast.Name) and owner.id == "self":
+            return False
+        name = self._resolve(_dotted(owner)) or ast.unparse(owner)[:60]
+        self.add("patch", node, f"assigns into the namespace of {name}")
+        return True
+
+    def _fetched(self, base: ast.AST) -> str | None:
+        """The protected object an attribute chain starts from through ``getattr(m, name)``
+        (``getattr(torch, "Tensor").to``), else None."""
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if isinstance(base, ast.Call) and _dotted(base.func) == "getattr" and base.args:
+            owner = self._resolve(_dotted(base.args[0]))
+            if owner and owner.split(".")[0] in _PROTECTED_MODULES and not any(
+                    (owner + ".").startswith(p) for p in _ALLOWED_TORCH_ATTRS):
+                return owner
+        return None
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -214,7 +247,8 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = self._resolve(_dotted(node.func))
-        if func in ("setattr", "delattr") and node.args:
+        if (func in ("setattr", "delattr") or (func or "").endswith(
+                (".__setattr__", ".__delattr__"))) and node.args:
             target = self._resolve(_dotted(node.args[0]))
             if target and target.split(".")[0] in _PROTECTED_MODULES and not any(
                     (target + ".").startswith(p) for p in _ALLOWED_TORCH_ATTRS):
