@@ -4,7 +4,7 @@ ships (its own ``n_envs`` and ``vec_env``: several envs in one ``DummyVecEnv`` b
 policy's forward passes).
 
     python -m experiments.bench_train [--steps 3000] [--warmup 1000] [--subproc-envs 2]
-                                      [--algorithms maskable_ppo,ppo,a2c,dqn,qrdqn]
+                                      [--algorithms maskable_ppo,ppo,...,trpo]
                                       [--torch-threads 1]
 
 Each measurement builds the config's model (its hyperparameters as shipped; only ``n_envs``

@@ -14,12 +14,12 @@
                           [--device cuda] [--timeout 600] [--import-timeout 5] [--json]
     autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
                             [--seed 0] [--out runs/tree] [--wandb]
-    autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--seed 0] [--out DIR]
-                       [--steps N] [--wandb] [--wandb-group NAME]
-    autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--trials 20] [--steps N]
-                      [--sampler tpe|random] [--pruner median|none] [--n-startup-trials 10]
-                      [--n-evaluations N] [--seed 0] [--out runs/tune/<config>]
-                      [--wandb] [--wandb-group NAME]
+    autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|recurrent_ppo|trpo|FILE]
+                       [--seed 0] [--out DIR] [--steps N] [--wandb] [--wandb-group NAME]
+    autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|recurrent_ppo|trpo|FILE]
+                      [--trials 20] [--steps N] [--sampler tpe|random] [--pruner median|none]
+                      [--n-startup-trials 10] [--n-evaluations N] [--seed 0]
+                      [--out runs/tune/<config>] [--wandb] [--wandb-group NAME]
     autoprofiler experiment [--config compare|FILE] [--out DIR] [--wandb]
     autoprofiler record --out DIR [--parts reference,full,candidates] [URI ...]
     autoprofiler record --source KERNELBENCH_DIR --out DIR [--prepare | --replan] [--commit SHA]
@@ -1128,7 +1128,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "--out is refused while the first runs.")
     p.add_argument("--config", default=DEFAULT_CONFIG,
                    help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
-                   f"experiments/configs: {DEFAULT_CONFIG} (default), ppo, a2c, dqn, qrdqn")
+                   f"experiments/configs: {DEFAULT_CONFIG} (default), ppo, a2c, dqn, qrdqn, "
+                   "recurrent_ppo, trpo")
     p.add_argument("--seed", type=int, default=0, help="the seed (default: 0)")
     p.add_argument("--out", help="the run directory (default: runs/train/<config>-seed<N>); "
                    "one holding an interrupted or killed run resumes it")
@@ -1154,7 +1155,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "pip install -e '.[tune]'.")
     p.add_argument("--config", default=DEFAULT_CONFIG,
                    help="a YAML config in rl-baselines3-zoo's format, or the name of one in "
-                   f"experiments/configs: {DEFAULT_CONFIG} (default), ppo, a2c, dqn, qrdqn")
+                   f"experiments/configs: {DEFAULT_CONFIG} (default), ppo, a2c, dqn, qrdqn, "
+                   "recurrent_ppo, trpo")
     p.add_argument("--trials", type=int, default=20,
                    help="finished trials (complete or pruned) the study goes on to, in "
                    "all: the same command again runs none once they are (the zoo's "

@@ -4,9 +4,10 @@
                        [--wandb] [--wandb-group NAME]
 
 The config (:mod:`agents.rl.config`; one YAML file per algorithm in ``experiments/configs/``:
-``maskable_ppo`` is the default, ``ppo``, ``a2c``, ``dqn``, ``qrdqn``; rl-baselines3-zoo's
-format) names the algorithm, its hyperparameters, the environment's ``make`` kwargs (a
-``budget_range`` trains one policy for every budget), the vector env and the evaluation.
+``maskable_ppo`` is the default, ``ppo``, ``a2c``, ``dqn``, ``qrdqn``, ``recurrent_ppo``,
+``trpo``; rl-baselines3-zoo's format) names the algorithm, its hyperparameters, the
+environment's ``make`` kwargs (a ``budget_range`` trains one policy for every budget), the
+vector env and the evaluation.
 Training runs on ``n_envs`` copies of ``AutoProfiler-v0`` (SB3's ``make_vec_env``:
 ``Monitor``-wrapped, seeded ``seed + rank``, in a ``DummyVecEnv`` or a ``SubprocVecEnv``);
 MaskablePPO reads each sub-environment's ``action_masks()``, the other algorithms train without

@@ -3,7 +3,8 @@ rl-baselines3-zoo's ``-optimize`` tunes its hyperparameter files, for every algo
 ``autoprofiler train`` trains (MaskablePPO included, which the zoo lacks) and scored by the
 project's own evaluation (masks used).
 
-    autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|FILE] [--trials 20] [--steps N]
+    autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|recurrent_ppo|trpo|FILE]
+                      [--trials 20] [--steps N]
                       [--sampler tpe|random] [--pruner median|none] [--n-startup-trials 10]
                       [--n-evaluations N] [--seed 0] [--out runs/tune/<config>]
                       [--wandb] [--wandb-group NAME]
@@ -50,7 +51,7 @@ SQLite storage), and after each trial
   (the config given, the trial's hyperparameters over it, its ``n_timesteps`` and ``eval``
   the config's own, the ``autoprofiler:`` key naming the algorithm) that ``autoprofiler train
   --config <out>/best.yml`` trains from, and ``python -m rl_zoo3.train -conf`` too (ppo, a2c,
-  dqn, qrdqn).
+  dqn, qrdqn, trpo; recurrent_ppo as the zoo's ``--algo ppo_lstm``).
 
 The study is resumable: the same command again continues until ``--trials`` trials are
 finished (COMPLETE or PRUNED), never running a finished one again. Ctrl-C (or SIGTERM) stops
@@ -138,6 +139,8 @@ def _optuna():
 # -- the samplers: rl-baselines3-zoo's hyperparams_opt ranges and names ----------------------
 
 ROLLOUTS = (32, 64, 128, 256, 512, 1024, 2048)
+TRPO_ROLLOUTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+"""The zoo's TRPO ``n_steps`` choices."""
 """The zoo's ``n_steps`` choices for PPO and A2C."""
 NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256]}
 """The zoo's ``net_arch`` choices (PPO and A2C: one each for the policy and the value
@@ -156,10 +159,12 @@ def _fitting(choices, fits) -> list:
     return [c for c in choices if fits(c)] or [min(choices)]
 
 
-def _rollouts(config: TrainConfig) -> list[int]:
-    """The zoo's ``n_steps`` choices whose rollout (x ``n_envs``) is shorter than the trial,
-    so that the policy is updated before its last evaluation."""
-    return _fitting(ROLLOUTS, lambda n: n * config.n_envs < config.total_timesteps)
+def _rollouts(config: TrainConfig, choices=None) -> list[int]:
+    """The zoo's ``n_steps`` choices (:data:`ROLLOUTS` unless given) whose rollout (x
+    ``n_envs``) is shorter than the trial, so that the policy is updated before its last
+    evaluation."""
+    return _fitting(ROLLOUTS if choices is None else choices,
+                    lambda n: n * config.n_envs < config.total_timesteps)
 
 
 def sample_ppo_params(trial, config: TrainConfig) -> dict[str, Any]:
@@ -194,6 +199,26 @@ def sample_a2c_params(trial, config: TrainConfig) -> dict[str, Any]:
         "learning_rate": trial.suggest_float("learning_rate", 1e-5, 2e-3, log=True),
         "max_grad_norm": trial.suggest_float("max_grad_norm", 0.3, 2.0),
         "ent_coef": trial.suggest_float("ent_coef", 1e-8, 0.1, log=True),
+        "net_arch": trial.suggest_categorical("net_arch", ["small", "medium"]),
+        "activation_fn": trial.suggest_categorical("activation_fn", ["tanh", "relu"]),
+    }
+
+
+def sample_trpo_params(trial, config: TrainConfig) -> dict[str, Any]:
+    """TRPO's parameters as the zoo samples them (:func:`trpo_hyperparameters` makes them
+    the config's); ``n_steps`` one of :func:`_rollouts` of the zoo's TRPO choices."""
+    return {
+        "batch_size": trial.suggest_categorical("batch_size", [8, 16, 32, 64, 128, 256, 512]),
+        "n_steps": trial.suggest_categorical("n_steps", _rollouts(config, TRPO_ROLLOUTS)),
+        "gamma": trial.suggest_categorical("gamma", [0.9, 0.95, 0.98, 0.99, 0.995, 0.999,
+                                                     0.9999]),
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 1.0, log=True),
+        "n_critic_updates": trial.suggest_categorical("n_critic_updates", [5, 10, 20, 25, 30]),
+        "cg_max_steps": trial.suggest_categorical("cg_max_steps", [5, 10, 20, 25, 30]),
+        "target_kl": trial.suggest_categorical("target_kl", [0.1, 0.05, 0.03, 0.02, 0.01,
+                                                             0.005, 0.001]),
+        "gae_lambda": trial.suggest_categorical("gae_lambda", [0.8, 0.9, 0.92, 0.95, 0.98,
+                                                               0.99, 1.0]),
         "net_arch": trial.suggest_categorical("net_arch", ["small", "medium"]),
         "activation_fn": trial.suggest_categorical("activation_fn", ["tanh", "relu"]),
     }
@@ -243,6 +268,20 @@ def ppo_hyperparameters(params: dict[str, Any], config: TrainConfig) -> dict[str
     return out
 
 
+def trpo_hyperparameters(params: dict[str, Any], config: TrainConfig) -> dict[str, Any]:
+    """TRPO's sampled ``params`` as a config's hyperparameters: ``net_arch`` and
+    ``activation_fn`` as the zoo's ``policy_kwargs`` string (its ``ortho_init=False``),
+    ``batch_size`` at most a rollout (``n_steps`` x ``n_envs``; the zoo caps it at
+    ``n_steps``)."""
+    arch = NET_ARCH[params["net_arch"]]
+    out = {k: v for k, v in params.items() if k not in ("net_arch", "activation_fn")}
+    out["batch_size"] = min(out["batch_size"], params["n_steps"] * config.n_envs)
+    out["policy_kwargs"] = (f"dict(net_arch=dict(pi={arch}, vf={arch}), "
+                            f"activation_fn={ACTIVATION[params['activation_fn']]}, "
+                            "ortho_init=False)")
+    return out
+
+
 def dqn_hyperparameters(params: dict[str, Any], config: TrainConfig) -> dict[str, Any]:
     """DQN's or QR-DQN's sampled ``params`` as a config's hyperparameters: ``gradient_steps``
     from ``train_freq // subsample_steps`` (at least 1), ``net_arch`` (and ``n_quantiles``)
@@ -270,8 +309,11 @@ SAMPLERS = {
     "a2c": Sampler(sample_a2c_params, ppo_hyperparameters),
     "dqn": Sampler(sample_dqn_params, dqn_hyperparameters),
     "qrdqn": Sampler(sample_qrdqn_params, dqn_hyperparameters),
+    "recurrent_ppo": Sampler(sample_ppo_params, ppo_hyperparameters),
+    "trpo": Sampler(sample_trpo_params, trpo_hyperparameters),
 }
-"""Each algorithm's search space (MaskablePPO's is PPO's, as the zoo would sample it)."""
+"""Each algorithm's search space (MaskablePPO's is PPO's, as the zoo would sample it;
+RecurrentPPO's is PPO's, as the zoo's ``sample_ppo_lstm_params`` samples it)."""
 
 
 def first_update(hyperparameters: dict[str, Any], n_envs: int) -> int:

@@ -16,7 +16,7 @@ import torch
 import yaml
 
 import autoprofiler_env  # noqa: F401  (registers the ids)
-from agents.rl.config import ConfigError, config_from_dict, load_config
+from agents.rl.config import ALGORITHMS, POLICIES, ConfigError, config_from_dict, load_config
 from autoprofiler_env.evaluation import rollout, score
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.scoring import log_score
@@ -147,7 +147,8 @@ def test_a_short_run_saves_reloads_and_evaluates(tmp_path):
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=[p.stem for p in CONFIG_FILES])
 def test_every_shipped_config_builds_and_learns(path):
     config = load_config(path)
-    assert config.policy == "MultiInputPolicy" and config.env.get("budget_range")
+    assert config.policy == POLICIES.get(config.algorithm, "MultiInputPolicy")
+    assert config.env.get("budget_range")
     assert config.eval.split == "val" and config.total_timesteps >= 100_000
     # one env (the configs' vector envs differ only in how many), one rollout and update
     small = config.replace(n_envs=1, vec_env="dummy")
@@ -157,7 +158,7 @@ def test_every_shipped_config_builds_and_learns(path):
         assert type(model).__name__.lower() == config.algorithm.replace("_", "")
         steps = config.hyperparameters.get("n_steps", 1)
         learning_starts = config.hyperparameters.get("learning_starts", 0)
-        model.learn(max(steps, 1) if config.algorithm in ("maskable_ppo", "ppo", "a2c")
+        model.learn(max(steps, 1) if "n_steps" in config.hyperparameters
                     else learning_starts + 8)
         assert model.num_timesteps >= 1
     finally:
@@ -166,8 +167,8 @@ def test_every_shipped_config_builds_and_learns(path):
 
 def test_configs_are_one_per_algorithm():
     names = {p.stem for p in CONFIG_FILES}
-    assert {"maskable_ppo", "ppo", "a2c", "dqn", "qrdqn"} <= names
-    for name in ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn"):
+    assert set(ALGORITHMS) <= names
+    for name in ALGORITHMS:
         assert load_config(CONFIGS / f"{name}.yaml").algorithm == name
 
 
@@ -238,7 +239,8 @@ BAD = [
                                            r"MaskablePPO"),
     (lambda c, o: c.pop("n_timesteps"), r"AutoProfiler-v0.n_timesteps: missing"),
     (lambda c, o: o.update(algorithm="sac"), r"autoprofiler.algorithm: unknown algorithm "
-                                             r"'sac': one of maskable_ppo, ppo, a2c, dqn, qrdqn"),
+                                             r"'sac': one of maskable_ppo, ppo, a2c, dqn, qrdqn, "
+                                             r"recurrent_ppo, trpo"),
     (lambda c, o: o.pop("algorithm"), r"autoprofiler.algorithm: missing"),
     (lambda c, o: o.update(algo="ppo"), r"autoprofiler.algo: unknown key \(did you mean "
                                         r"autoprofiler.algorithm\?\)"),
@@ -290,27 +292,30 @@ def test_a_bad_config_is_one_error_naming_the_key(change, message):
         config_from_dict(_with(change), "bad.yaml")
 
 
-def test_an_algorithm_loaded_but_not_trained_here_is_refused_as_such(tmp_path):
-    """RecurrentPPO, TRPO (and the zoo's ARS) are sb3-contrib's: a config naming one, or a
-    file named after it as the zoo's hyperparams/<algo>.yml, was refused as an unknown
-    algorithm, or as one missing from a file named after it, though the benchmark loads
-    their models."""
+def test_sb3_contribs_recurrent_ppo_and_trpo_are_named_as_here_or_as_the_zoo_names_them(
+        tmp_path):
+    """RecurrentPPO (the zoo's ppo_lstm) and TRPO are trained; a config names them, or a file
+    is named after them as the zoo's hyperparams/<algo>.yml; RecurrentPPO's default policy is
+    the Dict observation's LSTM one. ARS, which takes no Dict observation, is refused saying
+    so, not as an unknown algorithm."""
     from agents.rl.config import read_config
 
-    for name, cls in (("recurrent_ppo", "RecurrentPPO"), ("ppo_lstm", "RecurrentPPO"),
-                      ("trpo", "TRPO")):
-        with pytest.raises(ConfigError, match=rf"^f: autoprofiler.algorithm: '{name}' "
-                           rf"\({cls}\) is not trained by autoprofiler train, which trains "
-                           r"maskable_ppo, ppo, a2c, dqn, qrdqn; a model of it trained "
-                           r"elsewhere .* is benchmarked with --policy sb3:FILE"):
-            config_from_dict(_with(lambda c, o, n=name: o.update(algorithm=n)), "f")
-        given = _with(lambda c, o: o.pop("algorithm"))
+    def recurrent(c, o):
+        o.update(algorithm="ppo_lstm")
+        c.pop("policy")
+
+    config = config_from_dict(_with(recurrent), "f")
+    assert (config.algorithm, config.policy) == ("recurrent_ppo", "MultiInputLstmPolicy")
+    with pytest.raises(ConfigError, match=r"'MultiInputPolicy' is not a policy of RecurrentPPO"
+                                          r".*\(the observation is a Dict: "
+                                          r"MultiInputLstmPolicy\)"):
+        config_from_dict(_with(lambda c, o: o.update(algorithm="recurrent_ppo")), "f")
+    for name, algorithm in (("ppo_lstm", "recurrent_ppo"), ("trpo", "trpo")):
+        given = _with(lambda c, o: (o.pop("algorithm"), c.pop("policy"), c.pop("n_epochs")))
         (tmp_path / f"{name}.yml").write_text(yaml.safe_dump(given))
-        with pytest.raises(ConfigError, match=rf"autoprofiler.algorithm: '{name}' \({cls}\) "
-                                              r"is not trained"):
-            read_config(tmp_path / f"{name}.yml")
+        assert read_config(tmp_path / f"{name}.yml")[0].algorithm == algorithm
     with pytest.raises(ConfigError, match=r"'ars' \(ARS\) is not trained .* \(ARS takes no "
-                                          r"Dict observation\)"):
+                                          r"Dict observation"):
         config_from_dict(_with(lambda c, o: o.update(algorithm="ars")), "f")
 
 

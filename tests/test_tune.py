@@ -28,8 +28,10 @@ ZOO_A2C = ZOO_PPO - {"batch_size", "clip_range", "n_epochs"}
 ZOO_DQN = {"gamma", "learning_rate", "batch_size", "buffer_size", "exploration_final_eps",
            "exploration_fraction", "target_update_interval", "learning_starts", "train_freq",
            "subsample_steps", "net_arch"}
+ZOO_TRPO = {"batch_size", "n_steps", "gamma", "learning_rate", "n_critic_updates",
+            "cg_max_steps", "target_kl", "gae_lambda", "net_arch", "activation_fn"}
 ZOO_NAMES = {"maskable_ppo": ZOO_PPO, "ppo": ZOO_PPO, "a2c": ZOO_A2C, "dqn": ZOO_DQN,
-             "qrdqn": ZOO_DQN | {"n_quantiles"}}
+             "qrdqn": ZOO_DQN | {"n_quantiles"}, "recurrent_ppo": ZOO_PPO, "trpo": ZOO_TRPO}
 
 TINY = {  # MaskablePPO on 2 environments, evaluated every 128 steps at two budgets
     "AutoProfiler-v0": {
@@ -320,7 +322,10 @@ def test_each_algorithms_sampler_gives_a_config_that_loads_and_builds(algorithm)
             model = build_model(config, env, 0, "sampled")
         finally:
             env.close()
-        assert type(model).__name__.lower().replace("maskableppo", "maskable_ppo") == algorithm
+        assert type(model).__name__.lower().replace("maskableppo", "maskable_ppo").replace(
+            "recurrentppo", "recurrent_ppo") == algorithm
+        if "batch_size" in params and "n_steps" in params:  # at most a rollout
+            assert config.hyperparameters["batch_size"] <= params["n_steps"] * base.n_envs
         study.tell(trial, 0.0)
 
 

@@ -25,9 +25,9 @@ from autoprofiler_env.errors import AutoProfilerError
 
 def algorithms() -> dict:
     """The algorithms a saved model may be loaded with, by lower-case name (rl-baselines3-zoo's
-    names). ``autoprofiler train`` trains those of :data:`agents.rl.config.ALGORITHMS`; the
-    others here (RecurrentPPO, TRPO) are loaded and evaluated as they are, RecurrentPPO's
-    LSTM state carried through an episode by :func:`~autoprofiler_env.evaluation.rollout`."""
+    names; ``autoprofiler train`` trains each: :data:`agents.rl.config.ALGORITHMS`).
+    RecurrentPPO's LSTM state is carried through an episode by
+    :func:`~autoprofiler_env.evaluation.rollout`."""
     from sb3_contrib import QRDQN, TRPO, MaskablePPO, RecurrentPPO
     from stable_baselines3 import A2C, DQN, PPO
 

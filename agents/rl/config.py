@@ -26,8 +26,10 @@ and with ``autoprofiler train --config ppo``::
       log_interval: null        # SB3's (the zoo's --log-interval); null: its default
       eval: {frequency: 5000, split: val, budgets: [0.1, 0.25, 0.5, 1.0]}
 
-- ``algorithm``: ``maskable_ppo`` (sb3-contrib, the default), ``ppo``, ``a2c``, ``dqn`` or
-  ``qrdqn``; ``policy``: one of the algorithm's policy names;
+- ``algorithm``: ``maskable_ppo`` (sb3-contrib, the default), ``ppo``, ``a2c``, ``dqn``,
+  ``qrdqn``, ``recurrent_ppo`` (sb3-contrib's RecurrentPPO; the zoo's ``ppo_lstm``) or
+  ``trpo``; ``policy``: one of the algorithm's policy names (the Dict observation's:
+  ``MultiInputPolicy``, RecurrentPPO's ``MultiInputLstmPolicy``);
 - ``n_timesteps`` (required, as in the zoo), ``n_envs`` (1), ``env_kwargs``: the
   environment's ``make`` kwargs (``split``, ``budget`` or ``budget_range``, ``dataset``,
   ``optimizer``, ``cost_penalty``, ``incorrect_reward``, ...: the class docstring of
@@ -63,14 +65,17 @@ from autoprofiler_env.errors import ConfigError
 from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
 
-ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn")
-NOT_TRAINED = {"recurrent_ppo": ("RecurrentPPO", "ppo_lstm"), "ppo_lstm": ("RecurrentPPO",
-               "ppo_lstm"), "trpo": ("TRPO", "trpo"), "ars": ("ARS", "ars")}
-"""Algorithms of sb3-contrib (by this project's name and rl-baselines3-zoo's) that ``autoprofiler
-train`` does not train, with their class and the zoo's name: a config naming one (or a file
-named after one, as the zoo's ``hyperparams/<algo>.yml``) is refused saying so, not as an
-unknown algorithm; RecurrentPPO and TRPO models trained elsewhere are benchmarked here
-(:func:`agents.rl.algorithms`)."""
+ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn", "recurrent_ppo", "trpo")
+ZOO_ALGORITHMS = {"ppo_lstm": "recurrent_ppo"}
+"""rl-baselines3-zoo's names of algorithms :data:`ALGORITHMS` names otherwise: a config may
+name either (``algorithm: ppo_lstm``, or a file ``ppo_lstm.yml`` as the zoo's)."""
+NOT_TRAINED = {"ars": ("ARS", "ars")}
+"""Algorithms of sb3-contrib that ``autoprofiler train`` does not train, with their class and
+the zoo's name: a config naming one (or a file named after one, as the zoo's
+``hyperparams/<algo>.yml``) is refused saying why, not as an unknown algorithm."""
+POLICIES = {"recurrent_ppo": "MultiInputLstmPolicy"}
+"""The policy an algorithm takes the Dict observation with, where it is not
+``MultiInputPolicy`` (the default of a config that names none)."""
 DEFAULT_CONFIG = "maskable_ppo"
 """The shipped training config (``experiments/configs/<name>.yaml``) that ``autoprofiler
 train`` and an experiment's RL agent use unless told another."""
@@ -158,7 +163,8 @@ def read_config(path: str | Path) -> tuple[TrainConfig, dict]:
     the file's ``autoprofiler.algorithm``, else its name (the zoo's ``<algo>.yml``)."""
     path = Path(path)
     given = read_yaml(path, "config")
-    named = path.stem if path.stem in ALGORITHMS or path.stem in NOT_TRAINED else None
+    named = (path.stem if path.stem in ALGORITHMS or path.stem in NOT_TRAINED
+             or path.stem in ZOO_ALGORITHMS else None)
     return config_from_dict(given, str(path), algorithm=named), given
 
 
@@ -190,23 +196,23 @@ def config_from_dict(given: Any, source: str = "config",
         raise fail(f"{OWN}.algorithm", f"missing: one of {', '.join(ALGORITHMS)} (or name "
                    "the file after it, as the zoo's hyperparams/<algo>.yml)")
     if isinstance(algorithm, str) and algorithm.lower() in NOT_TRAINED:
-        name, zoo = NOT_TRAINED[algorithm.lower()]
-        evaluated = ("; a model of it trained elsewhere (sb3-contrib, or rl-baselines3-zoo's "
-                     f"--algo {zoo}) is benchmarked with --policy sb3:FILE or sb3:DIR"
-                     if name != "ARS" else " (ARS takes no Dict observation)")
+        name, _ = NOT_TRAINED[algorithm.lower()]
         raise fail(f"{OWN}.algorithm", f"{algorithm!r} ({name}) is not trained by autoprofiler "
-                   f"train, which trains {', '.join(ALGORITHMS)}{evaluated}")
-    if not isinstance(algorithm, str) or algorithm.lower() not in ALGORITHMS:
+                   f"train, which trains {', '.join(ALGORITHMS)} ({name} takes no Dict "
+                   "observation, and the project's evaluation gives one)")
+    if isinstance(algorithm, str):
+        algorithm = ZOO_ALGORITHMS.get(algorithm.lower(), algorithm.lower())
+    if algorithm not in ALGORITHMS:
         raise fail(f"{OWN}.algorithm", f"unknown algorithm {algorithm!r}: one of "
                    f"{', '.join(ALGORITHMS)}")
-    algorithm = algorithm.lower()
     cls = _algorithm_class(algorithm)
     at = f"{key}."
-    policy = settings.get("policy", TrainConfig.policy)
+    dict_policy = POLICIES.get(algorithm, TrainConfig.policy)
+    policy = settings.get("policy", dict_policy)
     if not isinstance(policy, str) or policy not in cls.policy_aliases:
         raise fail(f"{at}policy", f"{policy!r} is not a policy of {cls.__name__}: one of "
                    f"{', '.join(cls.policy_aliases)} (the observation is a Dict: "
-                   "MultiInputPolicy)")
+                   f"{dict_policy})")
     if "n_timesteps" not in settings:
         raise fail(f"{at}n_timesteps", "missing: the environment steps to train for (the "
                    "zoo requires it too; --steps overrides it)")
