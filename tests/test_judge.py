@@ -127,6 +127,44 @@ def test_a_candidate_that_reports_calls_of_no_time_is_a_verdict(runtime_judge):
     assert "median of 0 ms" in result.error_message
 
 
+def test_the_judge_walks_an_output_without_running_its_containers_code():
+    """A namedtuple's (or a dict subclass's) own __iter__ / items is the candidate's code:
+    walking the output with them (pytree's tree_flatten did) ran it after the timer."""
+    import collections
+
+    import torch
+
+    from autoprofiler_env.harness.worker import flatten, nesting
+
+    class Loud(collections.namedtuple("Loud", "a b")):
+        def __iter__(self):
+            raise AssertionError("the candidate's __iter__ ran")
+
+        def __len__(self):
+            raise AssertionError("the candidate's __len__ ran")
+
+    class LoudDict(dict):
+        def items(self):
+            raise AssertionError("the candidate's items ran")
+
+        def values(self):
+            raise AssertionError("the candidate's values ran")
+
+    t = torch.ones(2)
+    output = Loud(t, LoudDict(h=t, c=[t, 1.5]))
+    assert [type(x).__name__ for x in flatten(output)] == ["Tensor", "Tensor", "Tensor",
+                                                           "float"]
+    assert nesting(output) == "(*, {'h': *, 'c': (*, *)})"
+
+
+def test_an_output_whose_container_does_the_work_when_walked_is_refused(runtime_judge):
+    """A namedtuple whose __iter__ computed the answer when the judge walked the output."""
+    result = runtime_judge.evaluate(problem("matmul_tuple"), cheat("namedtuple_iter"))
+    assert not result.correct  # its empty tensor, never filled: garbage, or zeros
+    assert result.error_kind in (ErrorKind.MISMATCH, ErrorKind.DEGENERATE), (
+        result.error_message, result.speedup)
+
+
 def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
     """A tensor subclass computes its values when the snapshot reads them (after the timer)
     and the unsampled calls' never: judged as it came, correct at hundreds of times the

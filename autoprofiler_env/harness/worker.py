@@ -486,9 +486,7 @@ class Runner:
         """The output's leaves, each tensor among them of torch's own type: a subclass (its
         ``__torch_function__`` or ``__torch_dispatch__``) can put off its work until its
         values are read, after the timer has stopped, and is the ``structure`` verdict."""
-        from torch.utils._pytree import tree_flatten
-
-        leaves = tree_flatten(output)[0]
+        leaves = flatten(output)
         for i, leaf in enumerate(leaves):
             if isinstance(leaf, self.torch.Tensor) and type(leaf) not in (
                     self.torch.Tensor, self.torch.nn.Parameter):
@@ -646,16 +644,42 @@ class Runner:
         return {"samples": header}, tensors
 
 
+def _items(output) -> list | None:
+    """A container's (key, value) pairs, read with the built-in types' own methods; None for
+    a leaf. A subclass's ``__iter__``, ``items`` or ``__len__`` (a namedtuple's, an
+    ``OrderedDict``'s) is the candidate's code, which could do the call's work when the
+    judge walks the output, after the timer (and only for the sampled calls, which are
+    walked twice)."""
+    if isinstance(output, tuple):
+        return list(enumerate(tuple.__iter__(output)))
+    if isinstance(output, list):
+        return list(enumerate(list.__iter__(output)))
+    if isinstance(output, dict):
+        return list(dict.items(output))
+    return None
+
+
+def flatten(output) -> list:
+    """An output's leaves in order (``torch.utils._pytree.tree_flatten``'s order for tuples,
+    namedtuples, lists and dicts), walked by :func:`_items`."""
+    items = _items(output)
+    if items is None:
+        return [output]
+    return [leaf for _, value in items for leaf in flatten(value)]
+
+
 def nesting(output) -> str:
     """An output's containers with its leaves as ``*``: ``*`` one tensor, ``(*, *)`` a tuple
     or a list of two (either: a drop-in replacement may return one for the other), ``{'h':
     *}`` a dict. The judge compares the candidate's with the reference's."""
-    if isinstance(output, (tuple, list)):
-        inner = ", ".join(nesting(v) for v in output)
-        return f"({inner},)" if len(output) == 1 else f"({inner})"
+    items = _items(output)
+    if items is None:
+        return "*"
     if isinstance(output, dict):
-        return "{" + ", ".join(f"{k!r}: {nesting(v)}" for k, v in output.items()) + "}"
-    return "*"
+        return "{" + ", ".join(f"{str.__repr__(k) if isinstance(k, str) else type(k).__name__}"
+                               f": {nesting(v)}" for k, v in items) + "}"
+    inner = ", ".join(nesting(v) for _, v in items)
+    return f"({inner},)" if len(items) == 1 else f"({inner})"
 
 
 def sample_positions(t, seed: int, count: int):
