@@ -139,12 +139,12 @@ def _optuna():
 # -- the samplers: rl-baselines3-zoo's hyperparams_opt ranges and names ----------------------
 
 ROLLOUTS = (32, 64, 128, 256, 512, 1024, 2048)
+"""The zoo's ``n_steps`` choices for PPO (and RecurrentPPO) and A2C."""
 TRPO_ROLLOUTS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 """The zoo's TRPO ``n_steps`` choices."""
-"""The zoo's ``n_steps`` choices for PPO and A2C."""
 NET_ARCH = {"tiny": [64], "small": [64, 64], "medium": [256, 256]}
-"""The zoo's ``net_arch`` choices (PPO and A2C: one each for the policy and the value
-function)."""
+"""The zoo's ``net_arch`` choices (PPO, A2C and TRPO: one each for the policy and the value
+function; DQN's: the Q-network's)."""
 ACTIVATION = {"tanh": "nn.Tanh", "relu": "nn.ReLU"}
 """The zoo's ``activation_fn`` choices, as its ``policy_kwargs`` strings name them."""
 LEARNING_STARTS = (0, 1000, 5000, 10000, 20000)

@@ -60,6 +60,7 @@ def runtime_judge():
     ("randn_patch", "patch"), ("profile_hook", "introspection"), ("to_patch", "patch"),
     ("detach_patch", "patch"), ("thread_grab", "concurrency"), ("thread_restore", "concurrency"),
     ("reply_patch", "patch"), ("reply_patch", "introspection"), ("zero_times", "introspection"),
+    ("guard_code", "introspection"), ("encoder_patch", "patch"), ("wire_json", "introspection"),
 ])
 def test_the_static_check_rejects_each_cheat(judge, name, rule):
     findings = [f for f in check_source(cheat(name)) if f.rejects]
@@ -151,10 +152,10 @@ def test_the_judge_walks_an_output_without_running_its_containers_code():
             raise AssertionError("the candidate's values ran")
 
     t = torch.ones(2)
-    output = Loud(t, LoudDict(h=t, c=[t, 1.5]))
+    output = Loud(t, LoudDict(h=t, c=[t, 1.5], d=collections.deque([t]), n={1: t}))
     assert [type(x).__name__ for x in flatten(output)] == ["Tensor", "Tensor", "Tensor",
-                                                           "float"]
-    assert nesting(output) == "(*, {'h': *, 'c': (*, *)})"
+                                                           "float", "Tensor", "Tensor"]
+    assert nesting(output) == "(*, {'h': *, 'c': (*, *), 'd': (*,), 'n': {1: *}})"
 
 
 def test_an_output_whose_container_does_the_work_when_walked_is_refused(runtime_judge):
@@ -187,6 +188,9 @@ def test_an_output_that_puts_its_work_off_until_read_is_refused(runtime_judge):
     ("guard_blind", {}, "builtins.sorted"),       # a builtin the guard calls, replaced
     ("reply_patch", {}, "wire.send"),             # the replies' times rewritten on the way
     ("late_reply_patch", {}, "json.dumps"),       # the same, from inside a call
+    ("guard_code", {}, "Guard.check"),            # the check's code replaced in place
+    ("encoder_patch", {}, "json._default_encoder"),  # json.dumps's encoder replaced
+    ("wire_json", {}, "wire.json"),               # the wire module's json replaced
 ])
 def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_judge, name, fill,
                                                                     changed):

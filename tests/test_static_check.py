@@ -25,6 +25,11 @@ def rules(source: str) -> set[str]:
     ("def install(owner, f):\n    owner.__dict__['send'] = f\n", "patch"),  # through a parameter
     ("import autoprofiler_env.harness.wire\n", "introspection"),
     ("from autoprofiler_env.harness import worker\n", "introspection"),
+    ("import importlib\nw = importlib.import_module('autoprofiler_env.harness.' + 'wire')\n",
+     "introspection"),
+    ("w = __import__(f'autoprofiler_env.harness.{name}')\n", "introspection"),
+    ("import torch\nT = getattr(torch, 'Tensor')\nT.to = None\n", "patch"),  # alias by getattr
+    ("import json\njson._default_encoder = None\n", "patch"),
     ("import sys\nsys.settrace(None)\n", "introspection"),
     ("from sys import setprofile\n", "introspection"),
     ("import sys\nsys.modules['x'] = 1\n", "introspection"),
@@ -61,6 +66,9 @@ def test_each_rule_finds_its_construct(source, rule):
     "import torch\ncfg = torch._inductor.config\ncfg.max_autotune = True\n",
     "import torch\nx = torch.randn(3)\nx.label = 'a tensor of its own'\n",
     "import torch\ngetattr(torch.backends, 'cudnn').benchmark = True\n",
+    "import torch\ngetattr(torch, 'backends').cudnn.benchmark = True\n",
+    "import importlib\ntriton = importlib.import_module('triton')\n",
+    "class M:\n    def f(self):\n        self.lin.__dict__['w'] = 1\n",  # a module of its own
     # nn.Module code that sets its own attributes by name
     "class M:\n    def __init__(self):\n        setattr(self, 'a', 1)\n"
     "        object.__setattr__(self, 'b', 2)\n        self.__dict__['c'] = 3\n"

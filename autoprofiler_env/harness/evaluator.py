@@ -707,7 +707,8 @@ class Evaluator:
                             f"{(1 - state.unexplained) * 100:.0f}% of it")
         if statistics.median(cand_trials) <= 0:  # the speedup would divide by it
             raise _Rejected(ErrorKind.TIMING_MISMATCH, "the candidate's timed calls report a "
-                            "median of 0 ms, which no call takes (times forged in its process)")
+                            "median of 0 ms, which its process's clock cannot have measured "
+                            "for a call: a speedup cannot be computed from it")
         state.reference = Timing.from_trials(ref_trials, self._method(config))
         state.candidate = Timing.from_trials(cand_trials, self._method(config))
 

@@ -8,8 +8,8 @@ result only. The table is also in docs/harness.md.
 
 | rule | rejects or warns | what it finds |
 |---|---|---|
-| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os`` or the harness (directly, through a name bound to one: ``_T = torch.Tensor; _T.to = f``, or through ``getattr(torch, "Tensor").to = f``), ``setattr`` / ``delattr`` / ``type.__setattr__`` on one of them, or an item assigned into any object's namespace but ``self``'s (``vars(m)[name] = f``, ``m.__dict__[name] = f``) |
-| ``introspection`` | rejects | the judge's own package (``autoprofiler_env``), ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
+| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os``, ``json`` (the worker's replies) or the harness (directly, through a name bound to one: ``_T = torch.Tensor; _T.to = f``, or through ``getattr(torch, "Tensor").to = f``), ``setattr`` / ``delattr`` / ``type.__setattr__`` on one of them, or an item assigned into any object's namespace but ``self``'s (``vars(m)[name] = f``, ``m.__dict__[name] = f``) |
+| ``introspection`` | rejects | the judge's own package (``autoprofiler_env``: imported, or by ``importlib.import_module`` / ``__import__`` of a name that starts so), ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
 | ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` |
 | ``network`` | rejects | ``socket``, ``ssl``, ``http``, ``urllib``, ``requests``, ``httpx``, ``aiohttp``, ``ftplib``, ``smtplib`` |
 | ``filesystem`` | rejects | ``open`` for writing, ``os.remove`` / ``unlink`` / ``rmdir`` / ``rename`` / ``replace`` / ``makedirs`` / ``mkdir``, ``shutil``, ``Path.write_*`` / ``unlink`` / ``rmdir`` / ``touch`` |
@@ -31,7 +31,7 @@ REJECT = ("patch", "introspection", "environment", "network", "filesystem", "con
 WARN = ("dynamic_code", "stream", "fallback")
 
 _PROTECTED_MODULES = {"torch", "time", "gc", "builtins", "sys", "os", "autoprofiler_env",
-                      "numpy", "triton"}
+                      "numpy", "triton", "json"}
 _ALLOWED_TORCH_ATTRS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.config.")
 _INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "_ctypes"}
 _SYS_INTROSPECTION = {"modules", "_getframe", "settrace", "setprofile", "monitoring"}
@@ -55,6 +55,24 @@ _TORCH_THREADS = {"set_num_threads", "set_num_interop_threads"}
 _DYNAMIC = {"exec", "eval", "compile", "__import__"}
 
 
+_IMPORTERS = {"__import__", "importlib.import_module", "importlib.__import__",
+              "importlib.util.find_spec"}
+
+
+def _leading_text(node: ast.AST) -> str:
+    """The text a string expression starts with, as far as it is written out: ``"a.b"``,
+    ``"a." + x``, ``f"a.{x}"`` (all ``"a."``...); ``""`` where it starts with a name."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left = _leading_text(node.left)
+        return left + _leading_text(node.right) if isinstance(node.left, ast.Constant) \
+            else left
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _leading_text(node.values[0])
+    return ""
+
+
 @dataclass(frozen=True)
 class Finding:
     """One construct the check found."""
@@ -72,11 +90,20 @@ class Finding:
 
 
 def _dotted(node: ast.AST) -> str | None:
-    """``torch.cuda.Event.record`` for an attribute chain of names, else None."""
+    """``torch.cuda.Event.record`` for an attribute chain of names (``getattr(m, "name")``
+    read as ``m.name``), else None."""
     parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id == "getattr" and len(node.args) >= 2
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            parts.append(node.args[1].value)
+            node = node.args[0]
+        else:
+            break
     if isinstance(node, ast.Name):
         parts.append(node.id)
         return ".".join(reversed(parts))
@@ -173,7 +200,10 @@ class _Visitor(ast.NodeVisitor):
             owner = value.value
         else:
             return False
-        if isinstance(owner, ast.Name) and owner.id == "self":
+        root = owner
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id == "self":  # its own, or its modules'
             return False
         name = self._resolve(_dotted(owner)) or ast.unparse(owner)[:60]
         self.add("patch", node, f"assigns into the namespace of {name}")
@@ -247,6 +277,9 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = self._resolve(_dotted(node.func))
+        if func in _IMPORTERS and node.args and _leading_text(node.args[0]).startswith(
+                "autoprofiler_env"):
+            self.add("introspection", node, f"{func} of the judge's own package")
         if (func in ("setattr", "delattr") or (func or "").endswith(
                 (".__setattr__", ".__delattr__"))) and node.args:
             target = self._resolve(_dotted(node.args[0]))

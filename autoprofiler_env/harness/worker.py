@@ -23,8 +23,11 @@ and times, which the judge (:mod:`.evaluator`) compares and checks against its o
 Two checks run in the worker, in both roles alike (outside the timed region): every output
 leaf of every correctness and timed call must be a plain tensor (:meth:`Runner._plain`: a
 subclass can put off its work until its values are read, after the timer stops), and before
-any input set is made, what makes the inputs and reads the outputs must be as it was before
-the candidate's code ran (:class:`Guard`), since both happen in this process, untimed.
+any input set is made and again before each reply, what makes the inputs, reads the outputs
+and sends the replies must be as it was before the candidate's code ran (:class:`Guard`),
+since all of it happens in this process, untimed. The guard raises the bar; it cannot make
+a process that runs the candidate's code trustworthy (docs/harness.md, "What the judge does
+not stop"): the judge's own checks are what hold.
 """
 
 from __future__ import annotations
@@ -192,28 +195,35 @@ GUARD_READS = {"sys": ("gettrace", "getprofile", "monitoring"),
 """What the :class:`Guard` reads the process-wide hooks through: replaced, they could report
 none."""
 
-REPLY_CALLS = {"json": ("dumps", "loads"), "os": ("write", "readv"),
-               "struct": ("pack", "unpack"), "select": ("select",)}
-"""What a reply passes through on its way out (besides :mod:`~autoprofiler_env.harness.wire`'s
-own functions, the JSON encoder's and the pipe's classes, and ``torch.cuda.Event``, watched
-whole): the times a timed batch reports are made in the candidate's process, and a candidate
-that rewrote them on the way (``wire.send`` wrapped to report 0 ms) was judged correct at
-5.6 million times on ``relu_small``."""
+REPLY_CALLS = {"os": ("write", "readv"), "struct": ("pack", "unpack"), "select": ("select",)}
+"""What a reply passes through on its way out (besides the modules of
+:data:`WATCHED_MODULES`, the JSON encoder's and the pipe's classes, and ``torch.cuda.Event``,
+watched whole): the times a timed batch reports are made in the candidate's process, and a
+candidate that rewrote them on the way (``wire.send`` wrapped to report 0 ms, or
+``json._default_encoder`` replaced) was judged correct at 4.8-5.6 million times on
+``relu_small``."""
+
+WATCHED_MODULES = (__name__, "autoprofiler_env.harness.wire", "json", "json.encoder")
+"""The modules the :class:`Guard` watches whole, every name in them (this one, the wire
+protocol's, and the JSON encoder's a reply is made with), a function's code too."""
 
 
-def _reply_classes() -> dict:
-    """The classes a reply is made and sent with, by label: their own attributes are watched."""
+def _reply_objects() -> dict:
+    """The classes a reply is made and sent with, and ``json.dumps``'s encoder, by label:
+    their own attributes are watched (an attribute set on the encoder, ``encode = f``, is
+    found before its class's)."""
     import json
     import multiprocessing.connection as connection
 
     import torch
 
-    classes = {"json.JSONEncoder": json.JSONEncoder, "json.JSONDecoder": json.JSONDecoder,
+    objects = {"json.JSONEncoder": json.JSONEncoder, "json.JSONDecoder": json.JSONDecoder,
+               "json._default_encoder": json._default_encoder,
                "Connection": connection.Connection,
                "_ConnectionBase": connection._ConnectionBase}
     if hasattr(torch.cuda, "Event"):
-        classes["torch.cuda.Event"] = torch.cuda.Event
-    return classes
+        objects["torch.cuda.Event"] = torch.cuda.Event
+    return objects
 
 
 class Guard:
@@ -222,7 +232,11 @@ class Guard:
     that computes the answer while the inputs are made, where no timer runs; ``torch.randn``
     or ``torch.Tensor.to`` wrapped; ``Tensor.detach``, which the snapshot calls, made to do
     the work; a trace function or a ``torch`` mode that sees every call) is refused before
-    the next input set is made, with the ``sandbox`` verdict. Held by both workers alike.
+    the next input set is made or the next reply leaves, with the ``sandbox`` verdict. Held
+    by both workers alike; the check runs from private copies made before the candidate's
+    code ran (:func:`_private_copies`), and watched functions are compared with their code
+    (:func:`_held`), but a candidate that reaches the guard object itself (through ``gc``)
+    can still blind it.
 
     It holds the objects it saw (compared by identity; held, so that a new object cannot
     take a freed one's id): the problem module's names, its functions' code, defaults and
@@ -247,11 +261,14 @@ class Guard:
                 self.names |= _names(value.__code__)
         self.names -= UNWATCHED
         # what the check itself runs, held from here (before any of the candidate's code):
-        # replaced in the module, the class or builtins, they would hide every change
+        # replaced in the module, the class or builtins, or their code replaced in place,
+        # they would hide every change
         self._builtins = builtins.__dict__
         self._builtins_seen = dict(builtins.__dict__)
-        self._read_state = Guard._state
-        self._report = Guard._report
+        private = _private_copies()
+        self.check_held = types.MethodType(private["Guard.check"], self)
+        self._read_state = private["Guard._state"]
+        self._report = private["Guard._report"]
         self.seen = self._state()
 
     def _state(self) -> dict:
@@ -282,21 +299,22 @@ class Guard:
                              ("DeviceContext", torch.utils._device.DeviceContext)):
             for name, value in vars(owner).items():
                 state[f"{label}.{name}"] = (value,)
-        for label, owner in _reply_classes().items():
+        for label, owner in _reply_objects().items():
             for name, value in vars(owner).items():
                 state[f"{label}.{name}"] = (value,)
         for label, attrs in {**WORKER_CALLS, **GUARD_READS, **REPLY_CALLS}.items():
             owner = sys.modules.get(label)
             for name in attrs:
                 state[f"{label}.{name}"] = (vars(owner).get(name) if owner else None,)
-        for label, owner in (("worker", sys.modules[__name__]), ("Runner", Runner),
-                             ("Guard", Guard),
-                             ("wire", sys.modules.get("autoprofiler_env.harness.wire"))):
-            if owner is None:
-                continue
+        for label, owner in (("Runner", Runner), ("Guard", Guard)):
             for name, value in vars(owner).items():
                 if callable(value) or isinstance(value, (staticmethod, classmethod)):
-                    state[f"{label}.{name}"] = (value,)
+                    state[f"{label}.{name}"] = _held(value)
+        for label in WATCHED_MODULES:  # every name, a function's code and defaults too
+            owner = sys.modules.get(label)
+            for name, value in (vars(owner) if owner else {}).items():
+                if name not in UNWATCHED:
+                    state[f"{label}.{name}"] = _held(value)
         monitoring = getattr(sys, "monitoring", None)  # Python 3.12's tools
         modes = torch.overrides._get_current_function_mode_stack()
         state["hooks"] = (sys.gettrace(), sys.getprofile(), threading.gettrace(),
@@ -337,6 +355,37 @@ class Guard:
                              "the worker's own, or what makes the inputs, which is not timed")
 
 
+def _private_copies() -> dict:
+    """Copies of the functions :meth:`Guard.check` runs (its own, :func:`_same`,
+    :func:`_filled`, :func:`_held`, :func:`_reply_objects`), bound to a copy of this
+    module's names made now: made before the candidate's code runs, no module, class or
+    code object the candidate can reach changes what they do."""
+    import copy
+
+    names = dict(vars(sys.modules[__name__]))
+    for name in ("WORKER_CALLS", "GUARD_READS", "REPLY_CALLS", "WATCHED_MODULES", "UNWATCHED"):
+        names[name] = copy.deepcopy(names[name])
+
+    def private(f):
+        return types.FunctionType(f.__code__, names, f.__name__, f.__defaults__, f.__closure__)
+
+    for name in ("_same", "_filled", "_held", "_reply_objects"):
+        names[name] = private(names[name])
+    return {f"Guard.{name}": private(vars(Guard)[name])
+            for name in ("check", "_state", "_report")}
+
+
+def _held(value) -> tuple:
+    """What the :class:`Guard` compares of a watched value: the object, and a function's code,
+    defaults and closure (replaced in place, ``f.__code__ = g.__code__``, a function keeps
+    its identity)."""
+    func = getattr(value, "__func__", value)  # a staticmethod's or classmethod's
+    if not isinstance(func, types.FunctionType):
+        return (value,)
+    cells = tuple(c.cell_contents for c in func.__closure__ or () if _filled(c))
+    return (value, func.__code__, func.__defaults__, func.__kwdefaults__, *cells)
+
+
 def _same(a, b) -> bool:
     """The same object (a count or a name: the same value)."""
     return a is b or (type(a) is type(b) and type(a) in (int, str) and a == b)
@@ -369,9 +418,6 @@ class Runner:
         self.device = "cpu"
         self.flush = None
         self.samples: list[tuple[int, list]] = []
-        # held before any candidate's code runs: Guard.check replaced in its class (or the
-        # module) would switch the guard off
-        self._guard_check = Guard.check
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -398,7 +444,7 @@ class Runner:
             cls = self.module.Model
         else:
             cls = self._import_candidate(source)
-        self._guard_check(self.guard)  # before get_init_inputs
+        self.guard.check_held()  # before get_init_inputs
         try:
             self.model = self._build(cls, seed)
         except Exception as e:
@@ -460,7 +506,7 @@ class Runner:
         (a timed batch asks it once per chunk of input sets)."""
         torch = self.torch
         if not checked:
-            self._guard_check(self.guard)
+            self.guard.check_held()
         # the generators the inputs are drawn from: the CPU's and this device's (the same
         # values as torch.manual_seed, which seeds every device: 0.1-0.2 ms on an H200 host)
         torch.default_generator.manual_seed(seed)
@@ -563,7 +609,7 @@ class Runner:
         budget = PREGEN_BYTES
         if torch.device(self.device).type == "cuda":
             budget = min(budget, torch.cuda.mem_get_info(self.device)[0] // 8)
-        self._guard_check(self.guard)
+        self.guard.check_held()
         sets = [(self.inputs(seeds[first], checked=True), self._rng_state())]
         size = sum(x.numel() * x.element_size() for x in tree_flatten(sets[0][0])[0]
                    if isinstance(x, torch.Tensor))
@@ -650,18 +696,31 @@ def _items(output) -> list | None:
     ``OrderedDict``'s) is the candidate's code, which could do the call's work when the
     judge walks the output, after the timer (and only for the sampled calls, which are
     walked twice)."""
+    import collections
+
     if isinstance(output, tuple):
         return list(enumerate(tuple.__iter__(output)))
     if isinstance(output, list):
         return list(enumerate(list.__iter__(output)))
+    if isinstance(output, collections.deque):
+        return list(enumerate(collections.deque.__iter__(output)))
     if isinstance(output, dict):
         return list(dict.items(output))
     return None
 
 
+def _key(key) -> str:
+    """A dict key in the nesting, by the built-in type's own repr (a subclass's ``__repr__``
+    is the candidate's code): a str, an int or a bool as written, another key by its type."""
+    for kind in (bool, int, str):
+        if isinstance(key, kind):
+            return kind.__repr__(key)
+    return type(key).__name__
+
+
 def flatten(output) -> list:
     """An output's leaves in order (``torch.utils._pytree.tree_flatten``'s order for tuples,
-    namedtuples, lists and dicts), walked by :func:`_items`."""
+    namedtuples, lists, deques and dicts), walked by :func:`_items`."""
     items = _items(output)
     if items is None:
         return [output]
@@ -676,8 +735,7 @@ def nesting(output) -> str:
     if items is None:
         return "*"
     if isinstance(output, dict):
-        return "{" + ", ".join(f"{str.__repr__(k) if isinstance(k, str) else type(k).__name__}"
-                               f": {nesting(v)}" for k, v in items) + "}"
+        return "{" + ", ".join(f"{_key(k)}: {nesting(v)}" for k, v in items) + "}"
     inner = ", ".join(nesting(v) for _, v in items)
     return f"({inner},)" if len(items) == 1 else f"({inner})"
 
@@ -706,7 +764,7 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
 
     # held before any candidate's code runs: the module's names replaced (``vars(wire)["send"]
     # = f``) do not reach the replies; what they call beneath is the guard's to watch
-    send, recv_json, check = wire.send, wire.recv_json, Guard.check
+    send, recv_json = wire.send, wire.recv_json
     runner = Runner(role, auditor)
     send(conn, {"ok": True, "pid": os.getpid(), "torch": torch.__version__,
                 "isolation": isolation})
@@ -721,7 +779,7 @@ def serve(conn, role: str, auditor: Auditor | None, isolation: dict) -> None:
         change made during the calls (the last batch's, which no later check would see) is
         refused before the numbers it could have changed leave."""
         if runner.guard is not None:
-            check(runner.guard)
+            runner.guard.check_held()
         reply({"ok": True, **header}, tensors)
 
     while True:
