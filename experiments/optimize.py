@@ -469,10 +469,11 @@ def _episode(env, policy, uri: str, tree: str, optimizer: str,
     walls: dict[str, float] = {}
     spent = 0.0
     start = np.ones(1, dtype=bool)
+    state = None  # a recurrent policy's, carried through the episode as rollout carries it
     final = None
     while True:
-        action, _ = predict(policy, obs, episode_start=start, deterministic=True,
-                            action_masks=info["action_mask"])
+        action, state = predict(policy, obs, state=state, episode_start=start,
+                                deterministic=True, action_masks=info["action_mask"])
         start = np.zeros(1, dtype=bool)
         action = int(np.asarray(action).reshape(()))
         if action == base.STOP:

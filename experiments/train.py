@@ -555,7 +555,9 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
           after_evaluation: Callable[[int, float], bool | None] | None = None) -> TrainResult:
     """Trains a model as ``config`` says and writes ``out`` (the module docstring says
     what); returns what it wrote and scored. ``given``: the config file's content, kept in
-    ``run.json`` beside the resolved config.
+    ``run.json`` beside the resolved config. A script that calls it with ``vec_env:
+    subproc`` guards its own code with ``if __name__ == "__main__":`` (SB3 starts the
+    workers with ``forkserver``, which imports the script again in each).
 
     ``after_evaluation(steps, objective)``, where given, is called after each evaluation
     (its checkpoint saved) with the steps done and the evaluation's objective (the mean over
