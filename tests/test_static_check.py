@@ -22,7 +22,9 @@ def rules(source: str) -> set[str]:
     ("import torch\ngetattr(torch, 'Tensor').to = None\n", "patch"),
     ("import torch\ntype.__setattr__(torch.Tensor, 'to', None)\n", "patch"),
     ("import torch\nvars(torch.Tensor)['to'] = None\n", "patch"),
-    ("def install(owner, f):\n    owner.__dict__['send'] = f\n", "patch"),  # through a parameter
+    ("import torch\nvars(torch.Tensor).update(to=None)\n", "patch"),
+    ("t = __import__('time')\nt.perf_counter = None\n", "patch"),  # bound by __import__
+    ("import os\nos.environ['HOME'] = '/x'\n", "environment"),  # not a build variable
     ("import autoprofiler_env.harness.wire\n", "introspection"),
     ("from autoprofiler_env.harness import worker\n", "introspection"),
     ("import importlib\nw = importlib.import_module('autoprofiler_env.harness.' + 'wire')\n",
@@ -69,6 +71,14 @@ def test_each_rule_finds_its_construct(source, rule):
     "import torch\ngetattr(torch, 'backends').cudnn.benchmark = True\n",
     "import importlib\ntriton = importlib.import_module('triton')\n",
     "class M:\n    def f(self):\n        self.lin.__dict__['w'] = 1\n",  # a module of its own
+    # a local variable named as a module is not the module
+    "import torch\ndef f(x):\n    time = torch.empty_like(x)\n    time[:] = x\n    return time\n",
+    "json = {}\njson['a'] = 1\n",
+    "import types\ncfg = types.SimpleNamespace()\nvars(cfg)['k'] = 1\n",  # its own namespace
+    # a build's settings (load_inline's), by their literal names
+    "import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\n"
+    "os.environ.setdefault('MAX_JOBS', '4')\n",
+    "import torch\ntorch._functorch.config.donated_buffer = False\n",
     # nn.Module code that sets its own attributes by name
     "class M:\n    def __init__(self):\n        setattr(self, 'a', 1)\n"
     "        object.__setattr__(self, 'b', 2)\n        self.__dict__['c'] = 3\n"

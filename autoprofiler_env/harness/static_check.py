@@ -8,9 +8,9 @@ result only. The table is also in docs/harness.md.
 
 | rule | rejects or warns | what it finds |
 |---|---|---|
-| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os``, ``json`` (the worker's replies) or the harness (directly, through a name bound to one: ``_T = torch.Tensor; _T.to = f``, or through ``getattr(torch, "Tensor").to = f``), ``setattr`` / ``delattr`` / ``type.__setattr__`` on one of them, or an item assigned into any object's namespace but ``self``'s (``vars(m)[name] = f``, ``m.__dict__[name] = f``) |
+| ``patch`` | rejects | an assignment to an attribute of ``torch`` (outside ``torch.backends`` and the ``torch._inductor`` / ``torch._dynamo`` configs), ``time``, ``gc``, ``builtins``, ``sys``, ``os``, ``json`` (the worker's replies) or the harness (directly, through a name bound to one: ``_T = torch.Tensor; _T.to = f``, or through ``getattr(torch, "Tensor").to = f``), ``setattr`` / ``delattr`` / ``type.__setattr__`` on one of them, or into such a module's or object's namespace (``vars(m)[name] = f``, ``m.__dict__[name] = f``, ``vars(m).update(...)``); a name counts as the module only where an import (or an alias of one) bound it |
 | ``introspection`` | rejects | the judge's own package (``autoprofiler_env``: imported, or by ``importlib.import_module`` / ``__import__`` of a name that starts so), ``gc``, ``inspect``, ``ctypes``, ``sys._getframe``, ``sys.settrace``, ``sys.setprofile``, ``sys.monitoring``, frame attributes (``f_back``, ``f_globals``, ``f_locals``, ``gi_frame``, ``tb_frame``), ``sys.modules``, ``__subclasses__``, ``__globals__``, ``__builtins__`` |
-| ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` |
+| ``environment`` | rejects | ``os.environ``, ``os.getenv``, ``os.environb``, ``os.putenv`` (but setting a build variable by its literal name: ``os.environ["TORCH_CUDA_ARCH_LIST"] = ...``, ``MAX_JOBS``, ``CUDA_*``, ``TRITON_*``) |
 | ``network`` | rejects | ``socket``, ``ssl``, ``http``, ``urllib``, ``requests``, ``httpx``, ``aiohttp``, ``ftplib``, ``smtplib`` |
 | ``filesystem`` | rejects | ``open`` for writing, ``os.remove`` / ``unlink`` / ``rmdir`` / ``rename`` / ``replace`` / ``makedirs`` / ``mkdir``, ``shutil``, ``Path.write_*`` / ``unlink`` / ``rmdir`` / ``touch`` |
 | ``concurrency`` | rejects | ``threading``, ``_thread``, ``multiprocessing``, ``concurrent.futures``, ``subprocess``, ``os.fork`` / ``system`` / ``exec*`` / ``spawn*`` / ``popen``, ``signal``, ``torch.set_num_threads`` / ``set_num_interop_threads`` (the reference is timed with the judge's threads) |
@@ -32,7 +32,12 @@ WARN = ("dynamic_code", "stream", "fallback")
 
 _PROTECTED_MODULES = {"torch", "time", "gc", "builtins", "sys", "os", "autoprofiler_env",
                       "numpy", "triton", "json"}
-_ALLOWED_TORCH_ATTRS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.config.")
+_ALLOWED_TORCH_ATTRS = ("torch.backends.", "torch._inductor.config.", "torch._dynamo.config.",
+                        "torch._functorch.config.", "torch.fx.experimental._config.")
+_ENV_WRITABLE = ("TORCH_", "CUDA_", "TRITON_", "NVCC_", "MAX_JOBS", "CXX", "CC")
+"""The environment variables a candidate may set (by a literal name: a build's settings,
+``TORCH_CUDA_ARCH_LIST``, ``MAX_JOBS``); its process's environment is scrubbed of secrets, and
+reading it stays the ``environment`` rule's."""
 _INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "_ctypes"}
 _SYS_INTROSPECTION = {"modules", "_getframe", "settrace", "setprofile", "monitoring"}
 _NETWORK_MODULES = {"socket", "ssl", "http", "urllib", "urllib3", "requests", "httpx", "aiohttp",
@@ -114,6 +119,7 @@ class _Visitor(ast.NodeVisitor):
     def __init__(self) -> None:
         self.findings: list[Finding] = []
         self.aliases: dict[str, str] = {}  # local name -> module it is bound to
+        self.allowed: set[int] = set()  # nodes of an allowed use (an environment write)
 
     def add(self, rule: str, node: ast.AST, message: str) -> None:
         self.findings.append(Finding(rule, getattr(node, "lineno", 0), message))
@@ -124,6 +130,19 @@ class _Visitor(ast.NodeVisitor):
         head, _, rest = dotted.partition(".")
         base = self.aliases.get(head, head)
         return f"{base}.{rest}" if rest else base
+
+    def _imported(self, dotted: str | None) -> str | None:
+        """:meth:`_resolve`'s name where it starts from a name an import (or an alias of one)
+        bound: a local variable that happens to be called ``time`` or ``json`` is not the
+        module."""
+        if dotted is None or dotted.partition(".")[0] not in self.aliases:
+            return None
+        return self._resolve(dotted)
+
+    def _protected(self, node: ast.AST) -> str | None:
+        """The protected module or object ``node`` names (through an import), else None."""
+        full = self._imported(_dotted(node))
+        return full if full and full.split(".")[0] in _PROTECTED_MODULES else None
 
     # -- imports ----------------------------------------------------------------------------
 
@@ -179,7 +198,9 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(target, ast.Subscript) and self._namespace(target.value, node):
             return
         base = target.value if isinstance(target, ast.Subscript) else target
-        full = self._resolve(_dotted(base))
+        if isinstance(target, ast.Subscript) and self._env_write(base, target.slice):
+            return
+        full = self._imported(_dotted(base))
         if full is None:
             owner = self._fetched(base)
             if owner is not None:
@@ -193,20 +214,29 @@ class _Visitor(ast.NodeVisitor):
             self.add("patch", node, f"assigns an item of {full}")
 
     def _namespace(self, value: ast.AST, node: ast.AST) -> bool:
-        """``vars(x)`` or ``x.__dict__`` (``x`` not ``self``) assigned into: a finding."""
+        """``vars(x)`` or ``x.__dict__`` of a protected ``x`` written into (an item assigned,
+        or ``update`` / ``setdefault``): a finding. (Of the candidate's own objects it is
+        not; of an object passed in, the input guard watches what matters.)"""
         if isinstance(value, ast.Call) and _dotted(value.func) == "vars" and value.args:
             owner = value.args[0]
         elif isinstance(value, ast.Attribute) and value.attr == "__dict__":
             owner = value.value
         else:
             return False
-        root = owner
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if isinstance(root, ast.Name) and root.id == "self":  # its own, or its modules'
+        name = self._protected(owner)
+        if name is None:
             return False
-        name = self._resolve(_dotted(owner)) or ast.unparse(owner)[:60]
         self.add("patch", node, f"assigns into the namespace of {name}")
+        return True
+
+    def _env_write(self, base: ast.AST, key: ast.AST) -> bool:
+        """``os.environ[KEY] = ...`` or ``os.environ.setdefault(KEY, ...)`` of a build
+        setting (:data:`_ENV_WRITABLE`, a literal name): allowed, and not read as a use."""
+        if self._imported(_dotted(base)) != "os.environ" or not (
+                isinstance(key, ast.Constant) and isinstance(key.value, str)
+                and key.value.startswith(_ENV_WRITABLE)):
+            return False
+        self.allowed.add(id(base))
         return True
 
     def _fetched(self, base: ast.AST) -> str | None:
@@ -215,10 +245,18 @@ class _Visitor(ast.NodeVisitor):
         while isinstance(base, ast.Attribute):
             base = base.value
         if isinstance(base, ast.Call) and _dotted(base.func) == "getattr" and base.args:
-            owner = self._resolve(_dotted(base.args[0]))
+            owner = self._imported(_dotted(base.args[0]))
             if owner and owner.split(".")[0] in _PROTECTED_MODULES and not any(
                     (owner + ".").startswith(p) for p in _ALLOWED_TORCH_ATTRS):
                 return owner
+        return None
+
+    def _imported_by_call(self, value: ast.AST) -> str | None:
+        """The module ``__import__("m")`` or ``importlib.import_module("m")`` binds."""
+        if (isinstance(value, ast.Call) and self._resolve(_dotted(value.func)) in _IMPORTERS
+                and value.args and isinstance(value.args[0], ast.Constant)
+                and isinstance(value.args[0].value, str)):
+            return value.args[0].value
         return None
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -226,7 +264,7 @@ class _Visitor(ast.NodeVisitor):
             self._check_target(target, node)
         # a name bound to a protected module or its attribute (``_T = torch.Tensor``) is an
         # alias: ``_T.to = f`` assigns ``torch.Tensor.to``
-        full = self._resolve(_dotted(node.value))
+        full = self._imported(_dotted(node.value)) or self._imported_by_call(node.value)
         if full is not None and full.split(".")[0] in _PROTECTED_MODULES:
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -250,7 +288,9 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         full = self._resolve(_dotted(node)) or ""
-        if node.attr in _FRAME_ATTRS:
+        if id(node) in self.allowed:
+            pass
+        elif node.attr in _FRAME_ATTRS:
             self.add("introspection", node, f"reads .{node.attr}")
         elif full.startswith("sys.") and full[4:] in _SYS_INTROSPECTION:
             self.add("introspection", node, f"uses {full}")
@@ -280,9 +320,13 @@ class _Visitor(ast.NodeVisitor):
         if func in _IMPORTERS and node.args and _leading_text(node.args[0]).startswith(
                 "autoprofiler_env"):
             self.add("introspection", node, f"{func} of the judge's own package")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("update", "setdefault"):
+            self._namespace(node.func.value, node)
+            if node.func.attr == "setdefault" and node.args:
+                self._env_write(node.func.value, node.args[0])
         if (func in ("setattr", "delattr") or (func or "").endswith(
                 (".__setattr__", ".__delattr__"))) and node.args:
-            target = self._resolve(_dotted(node.args[0]))
+            target = self._imported(_dotted(node.args[0]))
             if target and target.split(".")[0] in _PROTECTED_MODULES and not any(
                     (target + ".").startswith(p) for p in _ALLOWED_TORCH_ATTRS):
                 self.add("patch", node, f"{func} on {target}")
