@@ -92,14 +92,18 @@ def test_work_left_on_a_side_stream_is_caught():
     assert result.error_kind in (ErrorKind.ASYNC_WORK, ErrorKind.MISMATCH), result.error_message
 
 
-def test_patched_cuda_events_disagree_with_the_judges_clock():
+def test_patched_cuda_events_are_refused_and_an_honest_clock_agrees_with_the_judges():
+    """CUDA events that report a thousandth of the time: the judge's clock disagreed
+    (timing_mismatch) until the input guard watched torch.cuda.Event, which sees it first
+    (2026-12-07, an H100: docs/data/gpu_tests/gpu_tests_h100_2026-12-07.txt)."""
     problem = load_problem("problem://autoprofiler/v1/level1/matmul_4096x4096x4096")
     honest_source = problem.source + "\n\nclass ModelNew(Model):\n    pass\n"
     with Evaluator(RUNTIME_ONLY, timeout_s=120) as ev:
         honest = ev.evaluate(problem, honest_source)
         cheat = ev.evaluate(problem, (CHEATS / "cuda_event_patch.py").read_text())
     assert honest.correct and honest.timing_unexplained < 0.2, honest.timing_unexplained
-    assert cheat.error_kind is ErrorKind.TIMING_MISMATCH, (cheat.error_message, cheat.speedup)
+    assert cheat.error_kind is ErrorKind.SANDBOX, (cheat.error_message, cheat.speedup)
+    assert "torch.cuda.Event.elapsed_time" in cheat.error_message
 
 
 def test_outputs_cross_to_the_device_in_pieces_and_compare_as_on_the_host(monkeypatch):
