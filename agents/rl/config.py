@@ -60,15 +60,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agents.rl import ZOO_NAMES  # the zoo's names: a config may use them (ppo_lstm.yml)
 from autoprofiler_env.configfile import read_yaml
 from autoprofiler_env.errors import ConfigError
 from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
 
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn", "qrdqn", "recurrent_ppo", "trpo")
-ZOO_ALGORITHMS = {"ppo_lstm": "recurrent_ppo"}
-"""rl-baselines3-zoo's names of algorithms :data:`ALGORITHMS` names otherwise: a config may
-name either (``algorithm: ppo_lstm``, or a file ``ppo_lstm.yml`` as the zoo's)."""
 NOT_TRAINED = {"ars": ("ARS", "ars")}
 """Algorithms of sb3-contrib that ``autoprofiler train`` does not train, with their class and
 the zoo's name: a config naming one (or a file named after one, as the zoo's
@@ -164,7 +162,7 @@ def read_config(path: str | Path) -> tuple[TrainConfig, dict]:
     path = Path(path)
     given = read_yaml(path, "config")
     named = (path.stem if path.stem in ALGORITHMS or path.stem in NOT_TRAINED
-             or path.stem in ZOO_ALGORITHMS else None)
+             or path.stem in ZOO_NAMES else None)
     return config_from_dict(given, str(path), algorithm=named), given
 
 
@@ -201,7 +199,7 @@ def config_from_dict(given: Any, source: str = "config",
                    f"train, which trains {', '.join(ALGORITHMS)} ({name} takes no Dict "
                    "observation, and the project's evaluation gives one)")
     if isinstance(algorithm, str):
-        algorithm = ZOO_ALGORITHMS.get(algorithm.lower(), algorithm.lower())
+        algorithm = ZOO_NAMES.get(algorithm.lower(), algorithm.lower())
     if algorithm not in ALGORITHMS:
         raise fail(f"{OWN}.algorithm", f"unknown algorithm {algorithm!r}: one of "
                    f"{', '.join(ALGORITHMS)}")

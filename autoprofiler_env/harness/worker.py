@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import collections
 import gc
 import importlib.util
 import math
@@ -696,8 +697,6 @@ def _items(output) -> list | None:
     ``OrderedDict``'s) is the candidate's code, which could do the call's work when the
     judge walks the output, after the timer (and only for the sampled calls, which are
     walked twice)."""
-    import collections
-
     if isinstance(output, tuple):
         return list(enumerate(tuple.__iter__(output)))
     if isinstance(output, list):
