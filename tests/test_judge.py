@@ -204,6 +204,32 @@ def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_jud
     assert changed in result.error_message
 
 
+def test_a_search_of_the_workers_objects_is_refused(judge):
+    """``gc`` imported by a built name passes the static check; its search found the guard
+    and blinded it, and the detach cheat behind it was judged correct at about 600x on
+    ``matmul_cpu`` (before the worker's audit hook refused gc's searches)."""
+    assert not [f for f in check_source(cheat("gc_search")) if f.rejects]
+    result = judge.evaluate(problem("matmul_cpu"), cheat("gc_search"))
+    assert result.error_kind is ErrorKind.SANDBOX, (result.error_message, result.speedup)
+    assert "called gc.get_objects" in result.error_message
+
+
+def test_the_audit_hook_refuses_searches_of_live_objects_only_while_a_candidate_runs():
+    from autoprofiler_env.harness.worker import Auditor
+
+    auditor = Auditor([])
+    auditor("gc.get_objects", (None,))  # not active: the worker's own code may search
+    assert auditor.violations == []
+    auditor.active = True
+    for event in ("gc.get_referrers", "sys._current_frames"):
+        with pytest.raises(PermissionError, match="not the candidate's to search"):
+            auditor(event, ((),))
+    auditor("sys._getframe", (None,))  # logging and torch.compile read frames: allowed
+    assert auditor.violations == [
+        "called gc.get_referrers (a search of the worker's objects)",
+        "called sys._current_frames (a search of the worker's objects)"]
+
+
 def test_an_honest_candidate_passes_the_input_guard_where_torch_and_python_change_things(
         runtime_judge):
     """The problem's code warns (Python adds __warningregistry__ to its module) and names
@@ -471,16 +497,18 @@ def test_a_timed_calls_shape_is_checked(runtime_judge, monkeypatch, values):
 
 
 PARTIAL_REPLY = '''
-import gc
 import json
-import multiprocessing.connection as connection
+import sys
 import time
 
 import torch.nn as nn
 
 
-def _stall():  # on the worker's pipe, found among the live objects: a header, half a frame
-    conn = next(o for o in gc.get_objects() if isinstance(o, connection.Connection))
+def _stall():  # on the worker's pipe, found in its loop's frame: a header, half a frame
+    frame = sys._getframe(1)
+    while "conn" not in frame.f_locals:
+        frame = frame.f_back
+    conn = frame.f_locals["conn"]
     conn.send_bytes(json.dumps({"ok": True, "changed": False, "nesting": "*",
                                 "tensors": [{"dtype": "float32", "shape": [4]}]}).encode())
     conn._send(b"\\0\\0\\0\\x10" + b"\\0" * 8)

@@ -121,7 +121,16 @@ def _one_line(e: BaseException) -> str:
 class Auditor:
     """Records what a candidate does that the sandbox forbids (a write outside its folders, an
     internet socket) through Python's audit hooks, which cannot be removed once added. The OS
-    isolation stops the act itself where it is available; this makes it a verdict."""
+    isolation stops the act itself where it is available; this makes it a verdict.
+
+    A search of the process's live objects (``gc.get_objects`` / ``get_referrers`` /
+    ``get_referents``, ``sys._current_frames``) is refused outright, not only recorded: it is
+    how a candidate reaches the worker's pipe and its :class:`Guard` (the static check rejects
+    ``import gc``, but not ``importlib.import_module("g" + "c")``); neither torch nor triton
+    calls them outside debugging tools."""
+
+    SEARCH_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                               "sys._current_frames"})
 
     _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     _FS_EVENTS = {"os.remove", "os.rmdir", "os.rename", "os.replace", "shutil.rmtree",
@@ -144,7 +153,14 @@ class Auditor:
         return real
 
     def __call__(self, event: str, args: tuple) -> None:
-        if not self.active or len(self.violations) > 20:
+        if not self.active:
+            return
+        if event in self.SEARCH_EVENTS:
+            if len(self.violations) <= 20:
+                self.violations.append(f"called {event} (a search of the worker's objects)")
+            raise PermissionError(f"{event} is refused while a candidate is judged: the "
+                                  "worker's objects are not the candidate's to search")
+        if len(self.violations) > 20:
             return
         if event == "open" and len(args) >= 3:
             path, mode, flags = args[0], args[1], args[2]
@@ -236,8 +252,9 @@ class Guard:
     the next input set is made or the next reply leaves, with the ``sandbox`` verdict. Held
     by both workers alike; the check runs from private copies made before the candidate's
     code ran (:func:`_private_copies`), and watched functions are compared with their code
-    (:func:`_held`), but a candidate that reaches the guard object itself (through ``gc``)
-    can still blind it.
+    (:func:`_held`), but a candidate that reaches the guard object itself (through the
+    worker's frames: ``gc``'s searches are refused by the :class:`Auditor`) can still blind
+    it.
 
     It holds the objects it saw (compared by identity; held, so that a new object cannot
     take a freed one's id): the problem module's names, its functions' code, defaults and
