@@ -136,6 +136,12 @@ class RenderModeError(AutoProfilerError, ValueError, TypeError):
     again without a render mode."""
 
 
+class PolicyError(AutoProfilerError, TypeError, ValueError):
+    """A policy that does not keep the one policy interface (:mod:`autoprofiler_env.policy`:
+    ``predict`` returns ``(action, state)``), or two policies given one name. A
+    ``TypeError`` or a ``ValueError`` too, as a bad argument of Python's own is."""
+
+
 class ConfigError(AutoProfilerError):
     """A config file (a training config, an experiment config) that cannot be used: not
     readable, not YAML, a key given twice, an unknown key or a bad value. The message names

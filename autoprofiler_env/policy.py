@@ -34,6 +34,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from autoprofiler_env.errors import PolicyError
+
 
 @runtime_checkable
 class Policy(Protocol):
@@ -58,9 +60,22 @@ def takes_masks(policy: Policy) -> bool:
 
 def predict(policy: Policy, observation, state=None, episode_start=None,
             deterministic: bool = True, action_masks=None):
-    """``policy.predict``, with ``action_masks`` only where the policy takes them."""
+    """``policy.predict``, with ``action_masks`` only where the policy takes them; a
+    :class:`~autoprofiler_env.errors.PolicyError` where it returns no ``(action, state)``."""
     if action_masks is not None and takes_masks(policy):
-        return policy.predict(observation, state=state, episode_start=episode_start,
-                              deterministic=deterministic, action_masks=action_masks)
-    return policy.predict(observation, state=state, episode_start=episode_start,
-                          deterministic=deterministic)
+        out = policy.predict(observation, state=state, episode_start=episode_start,
+                             deterministic=deterministic, action_masks=action_masks)
+    else:
+        out = policy.predict(observation, state=state, episode_start=episode_start,
+                             deterministic=deterministic)
+    if not isinstance(out, tuple) or len(out) != 2:
+        name = getattr(policy, "name", None) or type(policy).__name__
+        raise PolicyError(f"{name}.predict returned {_short(out)}; a policy's predict returns "
+                          "a pair (action, state), as stable-baselines3's does: return "
+                          "(action, None) where it keeps no state")
+    return out
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return (text if len(text) <= 60 else text[:57] + "...") + f" ({type(value).__name__})"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autoprofiler_env.errors import AutoProfilerError
+from autoprofiler_env.errors import AutoProfilerError, PolicyError
 from autoprofiler_env.oracle import best_affordable
 from autoprofiler_env.profiler.catalogue import load_catalogue
 from autoprofiler_env.profiler.metrics import MEM_PCT, SM_PCT
@@ -253,7 +253,7 @@ def baseline(env, name: str, seed: int = 0) -> Agent:
     if name == RooflineTree.name:  # left out of all_agents: says what it lacks
         RooflineTree(env)
     names = ", ".join(a.name for a in all_agents(env, seed))
-    raise ValueError(f"no baseline {name!r}: the baselines are {names}")
+    raise PolicyError(f"no baseline {name!r}: the baselines are {names}")
 
 
 def all_agents(env, seed: int = 0) -> list[Agent]:
@@ -262,8 +262,8 @@ def all_agents(env, seed: int = 0) -> list[Agent]:
     catalogue = load_catalogue()
     sections = tuple(env.unwrapped.sections)
 
-    def within(names):
-        return [s for s in names if s in sections]
+    def within(names):  # of ncu's sections (a misspelt one is an error), those env has
+        return [s for s in catalogue.validate(names) if s in sections]
 
     agents: list[Agent] = [NoProfile(env)]
     for set_name in ("basic", "detailed", "full"):
@@ -273,4 +273,9 @@ def all_agents(env, seed: int = 0) -> list[Agent]:
     if not RooflineTree.missing(env):  # its rules read sections a dataset may lack
         agents.append(RooflineTree(env))
     agents += [RandomAgent(env, seed), HindsightOracle(env)]
+    names = [a.name for a in agents]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise PolicyError(f"baselines named twice: {', '.join(twice)} (each baseline "
+                          "all_agents makes needs a name of its own)")
     return agents

@@ -38,7 +38,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from autoprofiler_env.atomic import write_atomic, write_png
-from autoprofiler_env.errors import AutoProfilerError, warn
+from autoprofiler_env.errors import AutoProfilerError, PolicyError, warn
 from autoprofiler_env.numeric import budgets_once
 from autoprofiler_env.scoring import geomean, shipped_speedup
 
@@ -118,7 +118,7 @@ def benchmark(dataset: str | None, budgets: list[float], seeds: int = 3,
     names = [e.name for e in entries]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ValueError(f"policies named twice: {', '.join(twice)} (give each --policy "
+        raise PolicyError(f"policies named twice: {', '.join(twice)} (give each --policy "
                          "once; name a policy object with a (name, policy) pair)")
     for one in entries:
         for message in learned_elsewhere(one, env, dataset):

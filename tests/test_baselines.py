@@ -305,3 +305,32 @@ def test_the_oracle_and_the_report_name_the_same_set_among_equal_costs():
     oracle = best_affordable(Stub(), "p", sections, (1.0,) * 4, 2.0)
     report = section_sets(Stub(), ["p"], [0.5])[0.5]["p"]["smallest_set"]
     assert tuple(sections[i] for i in oracle) == report == ("B", "C")
+
+
+def test_a_predict_that_returns_no_pair_is_a_policy_error(env):
+    """A user's policy that returns the bare action (not SB3's ``(action, state)``) is told
+    what to return, not a TypeError from unpacking an int."""
+    from autoprofiler_env.errors import PolicyError
+
+    class BareAction:
+        def predict(self, observation, state=None, episode_start=None, deterministic=True):
+            return 0
+
+    with pytest.raises(PolicyError, match=r"BareAction.predict returned 0 \(int\).*"
+                                          r"\(action, None\)"):
+        rollout(env, BareAction(), env.unwrapped.problems[:1])
+
+
+def test_a_baseline_names_only_sections_ncu_has_and_no_name_twice(env, monkeypatch):
+    """A misspelt section in a curated list is an error, not a baseline that silently
+    collects less than its name says; two baselines of one name are an error too."""
+    from autoprofiler_env.errors import PolicyError, UnknownSectionError
+    from baselines import agents
+
+    monkeypatch.setattr(agents, "CUDAFORGE_LIKE", ("LaunchStats", "SchedulerStat"))
+    with pytest.raises(UnknownSectionError, match="SchedulerStat"):
+        all_agents(env)
+    monkeypatch.setattr(agents, "CUDAFORGE_LIKE", ("LaunchStats",))
+    monkeypatch.setattr(agents.RandomAgent, "name", "no-profile")
+    with pytest.raises(PolicyError, match="baselines named twice: no-profile"):
+        all_agents(env)

@@ -64,7 +64,9 @@ def test_split_is_stratified_with_at_least_20_test_problems():
 @pytest.mark.slow
 def test_manifest_is_up_to_date():
     """The committed tags are what the static analysis computes now, and no split moved."""
-    assert build_manifest() == read_manifest()
+    assert build_manifest() == read_manifest(), (
+        "the suite's manifest is stale: run `python -m autoprofiler_env.problems.manifest` "
+        "(and check that no split moved)")
 
 
 @pytest.mark.slow
@@ -154,6 +156,19 @@ def test_smoke_size_requires_smoke_sizes():
         import_problem(DATA / "problems" / "forward_raises.py", "smoke")
 
 
+def test_smoke_sizes_naming_a_missing_constant_fail_at_every_size(tmp_path):
+    """Found when the file is first listed (``problems --source`` imports it at full size),
+    not only when a smoke run asks for it."""
+    good = (DATA / "problems" / "relu_small.py").read_text()
+    path = tmp_path / "gelu.py"
+    path.write_text(good + "\nSMOKE_SIZES = {'dimm': 8}\n")
+    with pytest.raises(ProblemError, match="SMOKE_SIZES names 'dimm', which the module lacks"):
+        import_problem(path)
+    path.write_text(good + "\nSMOKE_SIZES = [8]\n")
+    with pytest.raises(ProblemError, match="SMOKE_SIZES is a list"):
+        import_problem(path)
+
+
 def test_corrupt_manifest_is_a_clear_error(monkeypatch, tmp_path):
     import autoprofiler_env.problems.loaders as loaders
 
@@ -163,3 +178,18 @@ def test_corrupt_manifest_is_a_clear_error(monkeypatch, tmp_path):
     with pytest.raises(ProblemError, match="corrupt suite manifest"):
         load_suite()
     json.loads((loaders.SUITE_DIR / "manifest.json").read_text())  # the real one is intact
+
+
+def test_a_suite_problem_missing_from_the_manifest_is_said(monkeypatch):
+    """A file added to the suite without regenerating the manifest has no split, so a split's
+    listing leaves it out: the loader says so and names the command that adds it."""
+    import autoprofiler_env.problems.loaders as loaders
+    from autoprofiler_env.errors import AutoProfilerWarning
+
+    manifest = loaders.read_manifest()
+    key = sorted(manifest["problems"])[0]
+    del manifest["problems"][key]
+    monkeypatch.setattr(loaders, "read_manifest", lambda: manifest)
+    with pytest.warns(AutoProfilerWarning, match=f"missing from the manifest.*{key}.*"
+                                                 r"python -m autoprofiler_env\.problems\.manifest"):
+        load_suite()

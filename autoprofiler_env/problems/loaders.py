@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from autoprofiler_env.errors import ProblemError, ProblemNotFoundError
+from autoprofiler_env.errors import ProblemError, ProblemNotFoundError, warn
 from autoprofiler_env.problems.problem import Problem, check_problem_file
 
 SUITE_DIR = Path(__file__).parent / "suite"
@@ -64,10 +64,12 @@ def load_suite(split: str | None = None, level: int | None = None) -> list[Probl
     if split is not None and split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     entries = read_manifest()["problems"]
-    problems = []
+    problems, unlisted = [], []
     for path in suite_files():
         key = f"{path.parent.name}/{path.stem}"
         entry = entries.get(key, {})
+        if not entry:
+            unlisted.append(key)
         problem = Problem(
             uri=SUITE_URI_PREFIX + key,
             name=path.stem,
@@ -78,6 +80,10 @@ def load_suite(split: str | None = None, level: int | None = None) -> list[Probl
         )
         if (split is None or problem.split == split) and (level is None or problem.level == level):
             problems.append(problem)
+    if unlisted:
+        warn(f"suite problems missing from the manifest (no split, no tags; no split leaves "
+             f"them out): {', '.join(unlisted[:5])}{' ...' if len(unlisted) > 5 else ''}; "
+             "run `python -m autoprofiler_env.problems.manifest` to add them")
     return problems
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections import Counter
 
 from autoprofiler_env.atomic import write_atomic
+from autoprofiler_env.errors import AutoProfilerWarning
 from autoprofiler_env.features import static_features
 from autoprofiler_env.problems.loaders import MANIFEST_PATH, SPLITS, load_suite, read_manifest
 
@@ -31,7 +33,10 @@ def build_manifest() -> dict:
     """Recomputes every problem's tags and assigns splits to the problems that have none."""
     old = read_manifest()["problems"]
     entries: dict[str, dict] = {}
-    for problem in load_suite():
+    with warnings.catch_warnings():  # the problems it is about to add, said missing
+        warnings.simplefilter("ignore", AutoProfilerWarning)
+        suite = load_suite()
+    for problem in suite:
         key = problem.uri.rsplit("/", 2)[-2] + "/" + problem.name
         tags = list(static_features(problem).tags)
         entries[key] = {"level": problem.level, "tags": tags,

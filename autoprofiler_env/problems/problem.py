@@ -202,14 +202,19 @@ def import_problem(path: Path, size: Size = "full") -> ModuleType:
     for name in REQUIRED_NAMES:
         if not callable(getattr(module, name, None)):
             raise ProblemError(path, f"{name} is not callable")
+    smoke = getattr(module, "SMOKE_SIZES", None)  # checked at every size: a file's error,
+    # found when it is first listed, not when a smoke run first asks for it
+    if smoke is not None and not isinstance(smoke, dict):
+        raise ProblemError(path, f"SMOKE_SIZES is a {type(smoke).__name__}",
+                           "it must be a dict of module constants and their smoke values")
+    for key in smoke or {}:
+        if not isinstance(key, str) or not hasattr(module, key):
+            raise ProblemError(path, f"SMOKE_SIZES names {key!r}, which the module lacks")
     if size == "smoke":
-        smoke = getattr(module, "SMOKE_SIZES", None)
-        if not isinstance(smoke, dict) or not smoke:
+        if not smoke:
             raise ProblemError(
                 path, "has no SMOKE_SIZES", "smoke size needs a dict of module constants"
             )
         for key, value in smoke.items():
-            if not hasattr(module, key):
-                raise ProblemError(path, f"SMOKE_SIZES names {key!r}, which the module lacks")
             setattr(module, key, value)
     return module
