@@ -36,7 +36,7 @@ from pathlib import Path
 from agents.tree.config import LearnConfig
 from autoprofiler_env.atomic import one_writer, write_atomic, write_png
 from autoprofiler_env.errors import AutoProfilerError
-from autoprofiler_env.numeric import budgets_once
+from autoprofiler_env.numeric import budgets_once, is_finite_number
 
 PROPOSERS = ("search", "llm")
 
@@ -150,8 +150,9 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
     base = train_env.unwrapped
     vocab = vocabulary(tuple(base.sections))
     first = start_tree(start, vocab)
-    out.mkdir(parents=True, exist_ok=True)
     budgets = sorted(budgets)
+    _refuse_another_run(out, budgets)
+    out.mkdir(parents=True, exist_ok=True)
     settings = {"budgets": budgets, "proposer": proposer.name, "rounds": rounds,
                 "dataset": dataset, "optimizer": base.optimizer, "tolerance": tolerance,
                 "start": start, "starts_from": "the better on train of start and the tree "
@@ -277,6 +278,32 @@ def _logged_budgets(out: Path) -> list[float]:
         except ValueError:  # log-0.25.superseded-1
             continue
     return sorted(budgets)
+
+
+def _refuse_another_run(out: Path, budgets: list[float]) -> None:
+    """Where ``out`` holds another command's run (``autoprofiler train``'s ``run.json``) or a
+    finished tree of budgets this run would drop from ``tree.json``, an error saying what to
+    give, before anything is written (a resume, or a run of more budgets, goes on)."""
+    path = out / "run.json"
+    if not path.is_file():
+        return
+    try:
+        made = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        made = None
+    settings = made.get("settings") if isinstance(made, dict) else None
+    had = settings.get("budgets") if isinstance(settings, dict) else None
+    if not isinstance(had, list) or not all(is_finite_number(b) for b in had):
+        raise AutoProfilerError(f"{out} holds another command's run ({path} is not a "
+                                "learn-tree run's record): give learn-tree another --out")
+    dropped = sorted(set(had) - set(budgets))
+    if dropped:
+        listed = ",".join(f"{b:g}" for b in sorted(set(had) | set(budgets)))
+        raise AutoProfilerError(
+            f"{out} holds a tree learned for --budget {','.join(f'{b:g}' for b in had)}; "
+            f"this run's --budget {','.join(f'{b:g}' for b in budgets)} would replace it "
+            f"without budget {', '.join(f'{b:g}' for b in dropped)}: run with --budget "
+            f"{listed} to keep and extend it, or give another --out")
 
 
 def _refuse_another_ladder(log: Path, start, budget: float, spec: str) -> None:

@@ -724,6 +724,11 @@ def test_learn_tree_of_one_budget_on_a_ladder_log_says_to_give_the_ladder(tmp_pa
         "the tree learned for budget 0.1 (the budget ladder)")
     capsys.readouterr()
     assert main(["learn-tree", "--budget", "0.25", "--rounds", "2", "--out", str(out)]) == 2
+    assert ("holds a tree learned for --budget 0.1,0.25; this run's --budget 0.25 would "
+            "replace it without budget 0.1: run with --budget 0.1,0.25" in
+            capsys.readouterr().err)
+    (out / "run.json").unlink()  # as a ladder run interrupted before its end leaves it
+    assert main(["learn-tree", "--budget", "0.25", "--rounds", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert (f"{log} began from the tree learned for budget 0.1 (the budget ladder), in a run "
             "of several budgets" in err and "this run starts budget 0.25, its smallest, from "
@@ -736,6 +741,33 @@ def test_learn_tree_of_one_budget_on_a_ladder_log_says_to_give_the_ladder(tmp_pa
     assert main(["learn-tree", "--budget", "0.25", "--rounds", "2", "--out", str(out)]) == 2
     assert ("began from another tree than --start stop (a smaller budget's, where its run had "
             "several)" in capsys.readouterr().err)
+
+
+def test_learn_tree_keeps_a_finished_tree_and_another_commands_run(tmp_path, capsys):
+    """A run of other budgets into a finished tree's folder would have replaced its tree.json
+    with a tree of those budgets alone; into autoprofiler train's folder, its run.json (the
+    record that says which dataset the model learned on). Both are refused, nothing
+    written; a run of more budgets extends the tree."""
+    from experiments.cli import main
+
+    out = tmp_path / "run"
+    assert main(["learn-tree", "--budget", "0.25", "--rounds", "1", "--out", str(out)]) == 0
+    tree = (out / "tree.json").read_bytes()
+    capsys.readouterr()
+    assert main(["learn-tree", "--budget", "0.5", "--rounds", "1", "--out", str(out)]) == 2
+    assert ("run with --budget 0.25,0.5 to keep and extend it, or give another --out"
+            in capsys.readouterr().err)
+    assert (out / "tree.json").read_bytes() == tree and not (out / "log-0.5.jsonl").exists()
+    assert main(["learn-tree", "--budget", "0.25,0.5", "--rounds", "1", "--out",
+                 str(out)]) == 0
+    assert set(json.loads((out / "run.json").read_text())["settings"]["budgets"]) == {0.25, 0.5}
+    trained = tmp_path / "trained"
+    trained.mkdir()
+    record = json.dumps({"status": "finished", "algorithm": "maskable_ppo"})
+    (trained / "run.json").write_text(record)
+    assert main(["learn-tree", "--rounds", "1", "--out", str(trained)]) == 2
+    assert "holds another command's run" in capsys.readouterr().err
+    assert (trained / "run.json").read_text() == record
 
 
 class _Interrupted(SearchProposer):
