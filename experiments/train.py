@@ -532,6 +532,36 @@ def saved_steps(path: Path) -> int | None:
     return steps if isinstance(steps, int) else None
 
 
+class _Unlearned:
+    """An on-policy algorithm's steps collected since its last update (its rollout under
+    way, which no update learned from), for a checkpoint or an interruption to record: a
+    resumed run learns them again. Without it, a run interrupted in its last rollout (the
+    total reached, the update not yet made) resumed to learn nothing and called itself
+    finished, one update short of an uninterrupted run."""
+
+    def __init__(self, model) -> None:
+        from stable_baselines3.common.callbacks import BaseCallback
+        from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+        self.model = model
+        self.on_policy = isinstance(model, OnPolicyAlgorithm)
+        self.start = int(model.num_timesteps)
+        marker = self
+
+        class _Callback(BaseCallback):
+            def _on_rollout_start(self) -> None:  # the previous rollout's update made
+                marker.start = int(self.model.num_timesteps)
+
+            def _on_step(self) -> bool:
+                return True
+
+        self.callback = _Callback()
+
+    @property
+    def steps(self) -> int:
+        return int(self.model.num_timesteps) - self.start if self.on_policy else 0
+
+
 def _save_interrupted(model, out: Path) -> dict:
     """What an interruption saves to resume from: the model, an off-policy algorithm's
     replay buffer; returns what ``run.json`` says of it."""
@@ -590,8 +620,9 @@ def train(config: TrainConfig, out: Path, seed: int = 0, given: dict | None = No
     environments restart from their seeded reset, so the first episodes' problems and
     budgets repeat the run's start), the random number generators (SB3 seeds torch's and
     the action space's with the run's seed again when loading) and an on-policy rollout
-    under way (its steps, counted in the run's steps, are not learned from; the run may end
-    up to one rollout past where an uninterrupted one would). A resumed run is therefore
+    under way (its steps, counted in the run's steps and recorded as ``unlearned``, are
+    collected again beyond the total, so that as many updates are made; the run may end up
+    to one rollout past where an uninterrupted one would). A resumed run is therefore
     not bit-identical to an uninterrupted one of the same seed."""
     with one_writer(Path(out), "autoprofiler train"):
         return _train(config, Path(out), seed, given, source, wandb_run, progress, command,
@@ -661,13 +692,18 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                     "models": {"final": "model.zip", "best": "best_model.zip"},
                     "wandb": _wandb_identity(wandb_run)}
             logger = configure(str(out), ["csv"] + (["stdout"] if verbose else []))
-            done, before = 0, 0.0
+            done, before, owed = 0, 0.0, 0
         else:
             model = _load_for_resume(config, out, vec_env, previous)
             done, before = int(model.num_timesteps), float(previous.get("seconds") or 0.0)
+            # the rollout under way when it stopped, not learned from: learned now (the run
+            # may end up to one rollout past where an uninterrupted one would)
+            owed = previous.get("unlearned")
+            owed = owed if isinstance(owed, int) and 0 <= owed <= done else 0
             # steps, seconds, the logs' lines and an interruption's replay buffer stay until
             # the next checkpoint: a run killed before it resumes from the same model again
-            meta = {k: v for k, v in previous.items() if k != "interrupted"} | {
+            meta = {k: v for k, v in previous.items()
+                    if k not in ("interrupted", "unlearned")} | {
                 "status": "running", "resumed": [*previous.get("resumed", []), done]}
             here = numerics()  # a resumption on other numerics: said, as the steps it took
             if here != previous.get("numerics"):
@@ -697,7 +733,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             save_model(model, out / "model.zip")
             meta.pop("replay_buffer", None)  # older than this model now
             _write_json(out / "run.json", meta | {
-                "steps": int(model.num_timesteps),
+                "steps": int(model.num_timesteps), "unlearned": unlearned.steps,
                 "seconds": before + time.perf_counter() - started,
                 "log_lines": _log_lines(out)})
             if after_evaluation is not None:  # False: the run stops here (a pruned trial)
@@ -708,10 +744,12 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                                         best_model_path=out / "best_model.zip",
                                         log_path=out / "evaluations.jsonl", seed=seed,
                                         on_evaluation=on_evaluation, verbose=verbose,
-                                        npz_path=out / "evaluations.npz")
+                                        npz_path=out / "evaluations.npz",
+                                        total_timesteps=config.total_timesteps)
         if previous is not None:
             evaluator.restore(read_evaluations(out / "evaluations.jsonl"))
-        callbacks = [EpisodeOutcomeCallback(), evaluator]
+        unlearned = _Unlearned(model)
+        callbacks = [unlearned.callback, EpisodeOutcomeCallback(), evaluator]
         bar = ProgressBarCallback(config.total_timesteps,
                                   f"{config.algorithm} seed {seed}") if progress else None
         if bar is not None:
@@ -722,7 +760,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             # reset_num_timesteps=False: SB3 adds the steps done, training to the total
             # SIGTERM (a job scheduler, timeout) as Ctrl-C: the run is saved and resumes
             with terminate_becomes_exit(lambda: KeyboardInterrupt("SIGTERM")):
-                model.learn(max(config.total_timesteps - done, 0),
+                model.learn(max(config.total_timesteps - done, 0) + owed,
                             callback=CallbackList(callbacks),
                             reset_num_timesteps=previous is None, **learn)
         except KeyboardInterrupt:
@@ -731,7 +769,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             saved = _save_interrupted(model, out)
             _write_json(out / "run.json", meta | saved | {"log_lines": _log_lines(out)} | {
                 "status": "interrupted", "interrupted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "steps": int(model.num_timesteps),
+                "steps": int(model.num_timesteps), "unlearned": unlearned.steps,
                 "seconds": before + time.perf_counter() - started})
             if wandb_run is not None:  # what the resumption starts from, in wandb too
                 _log_model_artifact(wandb_run, out, {"status": "interrupted",

@@ -593,6 +593,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
         train(config, out, **args)
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "interrupted" and run["steps"] == 1100 and run["seconds"] > 0
+    assert run["unlearned"] == 1100 - 1024  # the rollout under way, from step 1024
     assert (out / "model.zip").is_file() and not (out / "replay_buffer.pkl").exists()
     assert [line["step"] for line in read_jsonl(out / "evaluations.jsonl")] == [1000]
     _check_npz(out, read_jsonl(out / "evaluations.jsonl"))
@@ -638,6 +639,26 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     with pytest.raises(Exception, match=r"holds a run already \(run.json\): give another "
                                         r"--out, or remove the directory to train again$"):
         train(config, out, **args)
+
+
+def test_a_run_interrupted_in_its_last_rollout_learns_from_it_when_resumed(tmp_path,
+                                                                           monkeypatch):
+    """Ctrl-C at step 2010 of 2000 (the last rollout, 1920-2048, collected past the total but
+    not learned from): the resumed run learned nothing, one update short of an
+    uninterrupted run, and called itself finished. It collects that rollout again now."""
+    from sb3_contrib import MaskablePPO
+
+    out, config = tmp_path / "run", config_from_dict(TINY, "tiny")
+    _interrupt_at(monkeypatch, 2010)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, progress=False)
+    run = json.loads((out / "run.json").read_text())
+    assert (run["steps"], run["unlearned"]) == (2010, 90)
+    result = train(config, out, progress=False)
+    assert result.steps == 2010 + 128 and "unlearned" not in json.loads(
+        (out / "run.json").read_text())
+    epochs = TINY["AutoProfiler-v0"]["n_epochs"]
+    assert MaskablePPO.load(out / "model.zip")._n_updates == 16 * epochs
 
 
 def test_a_run_interrupted_in_the_layout_before_resumes_in_it(tmp_path, monkeypatch):

@@ -185,11 +185,14 @@ class RolloutEvalCallback(BaseCallback):
     A resumed run restores what the interrupted one evaluated (:meth:`restore`): the best
     model kept stays the best unless an evaluation beats it, and the evaluations continue on
     the same schedule (an evaluation the interruption missed is made up when training
-    resumes), and ``npz_path`` is written again from them."""
+    resumes), and ``npz_path`` is written again from them. ``total_timesteps``: the run's
+    total, where a resumed ``learn`` call goes past it (the rollout an interruption left
+    unlearned, collected again): an evaluation due from it on waits for the end."""
 
     def __init__(self, eval_env, budgets, frequency: int, best_model_path: Path | None = None,
                  log_path: Path | None = None, seed: int | None = 0, on_evaluation=None,
-                 verbose: int = 0, npz_path: Path | None = None) -> None:
+                 verbose: int = 0, npz_path: Path | None = None,
+                 total_timesteps: int | None = None) -> None:
         super().__init__(verbose)
         if frequency < 1:
             raise ValueError(f"frequency must be a whole number of steps >= 1, got {frequency}")
@@ -205,6 +208,7 @@ class RolloutEvalCallback(BaseCallback):
         self.best: Evaluation | None = None
         self.stopped = False  # on_evaluation returned False: training stops
         self._next = self.frequency
+        self.total_timesteps = total_timesteps  # None: the model's learn call's
 
     def restore(self, evaluations) -> None:
         """Takes ``evaluations`` (an interrupted run's, as :func:`read_evaluations` reads
@@ -258,8 +262,8 @@ class RolloutEvalCallback(BaseCallback):
         # go on to the end of the last rollout, and its update comes after them, so made now
         # it would score a model that is not the one saved (and, equal in steps, the end's
         # evaluation of the saved one would be passed over)
-        if self.num_timesteps >= self._next and self.num_timesteps < getattr(
-                self.model, "_total_timesteps", float("inf")):
+        total = self.total_timesteps or getattr(self.model, "_total_timesteps", math.inf)
+        if self.num_timesteps >= self._next and self.num_timesteps < total:
             self._next = (self.num_timesteps // self.frequency + 1) * self.frequency
             self.evaluate()
         return not self.stopped
