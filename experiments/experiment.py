@@ -247,6 +247,8 @@ def load_config(path: str | Path) -> ExperimentConfig:
         options = {k: v for k, v in options.items() if k != "kind"}
         _check_agent(path, str(name), AGENT_OPTIONS[agents[name]["kind"]], options)
         specs.append(AgentSpec(str(name), agents[name]["kind"], options))
+        if specs[-1].kind == "rl":  # there, not after the runs before it
+            _rl_config_file(specs[-1], path)
     baselines = need("baselines", list, [])
     _check_baselines(path, baselines, [s.name for s in specs], "live" in data)
     reps = need("reps", int, 2000)
@@ -398,7 +400,7 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path,
     from experiments.train import portable, read_run, train
 
     options = dict(spec.options)
-    path = _rl_config_file(spec)
+    path = _rl_config_file(spec, config.path)
     train_config, given = read_config(path)
     if "steps" in options:
         train_config = train_config.replace(total_timesteps=int(options["steps"]))
@@ -430,12 +432,25 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path,
     return lambda env: model
 
 
-def _rl_config_file(spec: AgentSpec) -> Path:
-    """The training config file an RL agent's ``config`` option names."""
+def _rl_config_file(spec: AgentSpec, experiment_file: Path | None = None) -> Path:
+    """The training config file an RL agent's ``config`` option names: a path (relative: to
+    the current directory, else to the experiment file's folder, where the two are kept
+    side by side) or a shipped config's name; a :class:`ConfigError` naming the agent."""
     from agents.rl.config import DEFAULT_CONFIG
     from experiments.train import config_path as train_config_path
 
-    return train_config_path(spec.options.get("config", DEFAULT_CONFIG))
+    given = spec.options.get("config", DEFAULT_CONFIG)
+    beside = (Path(experiment_file).parent / given if experiment_file is not None
+              and not Path(given).is_absolute() else None)
+    if not Path(given).is_file() and beside is not None and beside.is_file():
+        return beside
+    try:
+        return train_config_path(given)
+    except AutoProfilerError as e:
+        where = f"{experiment_file}: " if experiment_file is not None else ""
+        said = str(e).removeprefix(f"--config {given}: ")
+        folder = f" (here, nor in {beside.parent})" if beside is not None else ""
+        raise ConfigError(f"{where}agents.{spec.name}.config: {given}: {said}{folder}") from None
 
 
 def _chosen(path: Path) -> dict[str, str]:
@@ -571,7 +586,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     # agent's config), every finished run checked before anything runs
     reads = {name: checksums(name, envs[config.splits[0]]) for name in fixed}
     reads |= {s.name: {str(path): file_sha256(path)} for s in config.agents if s.kind == "rl"
-              for path in [_rl_config_file(s)]}
+              for path in [_rl_config_file(s, config.path)]}
 
     def expected(spec: AgentSpec) -> dict:
         return (settings | {"options": spec.options}

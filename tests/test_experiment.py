@@ -177,6 +177,26 @@ def test_an_environment_that_cannot_be_made_is_the_env_keys_error(tmp_path):
         run_experiment(config, tmp_path / "out", progress=False)
 
 
+def test_an_rl_agents_config_is_found_beside_the_experiment_file(tmp_path, monkeypatch):
+    """``config: mine.yaml`` kept beside the experiment file was looked for in the current
+    directory only, after the runs before it (an error about a --config never given)."""
+    from experiments.experiment import _rl_config_file
+
+    folder = tmp_path / "ex"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text(
+        (ROOT / "experiments" / "configs" / "maskable_ppo.yaml").read_text())
+    text = "name: x\nbudgets: [0.25]\nagents: {r: {kind: rl, config: mine.yaml}}\n"
+    (folder / "exp.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    config = load_config(folder / "exp.yaml")
+    assert _rl_config_file(config.agents[0], config.path) == folder / "mine.yaml"
+    (folder / "exp.yaml").write_text(text.replace("mine.yaml", "other.yaml"))
+    with pytest.raises(ConfigError, match=r"exp.yaml: agents.r.config: other.yaml: no such "
+                                          r"file, nor a shipped config .* \(here, nor in "):
+        load_config(folder / "exp.yaml")
+
+
 def test_an_unknown_experiment_config_lists_the_experiment_configs():
     from experiments.experiment import config_path
 
