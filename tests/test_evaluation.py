@@ -103,6 +103,28 @@ def test_policy_specs_that_name_nothing_say_what_is_accepted(env, tmp_path):
     (tmp_path / "junk.zip").write_bytes(b"not a zip")
     with pytest.raises(AutoProfilerError, match="not a stable-baselines3 model"):
         load(str(tmp_path / "junk.zip"), env)
+
+
+def test_a_damaged_model_file_is_said_to_be_one(env, tmp_path):
+    """A truncated copy given with its algorithm was an AssertionError of SB3's ("No data
+    found in the saved file"); a zip without the model's members, the same."""
+    import zipfile
+
+    from agents.rl import DATA
+
+    whole = next(iter(sorted(DATA.glob("maskable_ppo-*.zip")))).read_bytes()
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(whole[: len(whole) // 2])
+    for spec in (f"sb3:maskable_ppo:{cut}", f"sb3:{cut}"):
+        with pytest.raises(AutoProfilerError, match=r"not a whole zip archive .*a truncated "
+                                                    r"or damaged copy\?\): copy or train"):
+            load(spec, env)
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("data", "{}")
+    with pytest.raises(AutoProfilerError, match=r"other.zip: it lacks policy.pth, which a "
+                                                r"stable-baselines3 model saved with"):
+        load(f"sb3:maskable_ppo:{other}", env)
     with pytest.raises(AutoProfilerError, match="unknown algorithm 'sac'"):
         load(f"sb3:sac:{_saved(tmp_path, 'ppo', env)}", env)
     masked = _saved(tmp_path, "maskable_ppo", env)

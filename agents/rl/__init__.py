@@ -65,6 +65,26 @@ def saved_algorithm(path: Path) -> str:
                             f"{', '.join(algorithms())}")
 
 
+def _check_archive(path: Path) -> None:
+    """A saved model's archive whole (every member's CRC, the ``data`` and the policy's
+    weights that ``model.save`` writes) before SB3 reads it: a truncated or damaged file
+    said to be one, not an algorithm's ``AssertionError``."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names, broken = set(archive.namelist()), archive.testzip()
+    except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        raise AutoProfilerError(f"{path}: not a stable-baselines3 model file: not a whole "
+                                f"zip archive ({e}; a truncated or damaged copy?): copy or "
+                                "train it again") from e
+    missing = [m for m in ("data", "policy.pth") if m not in names]
+    if broken is not None or missing:
+        what = (f"its member {broken} is damaged" if broken is not None
+                else f"it lacks {', '.join(missing)}")
+        raise AutoProfilerError(f"{path}: {what}, which a stable-baselines3 model saved with "
+                                "model.save has: a damaged copy, or another zip: copy or "
+                                "train it again")
+
+
 RUN_FILE, BEST_MODEL, FINAL_MODEL = "run.json", "best_model.zip", "model.zip"
 """A training run directory's files (``autoprofiler train --out DIR``)."""
 
@@ -203,6 +223,7 @@ def load_model(path: str | Path, algorithm: str | None = None, device: str = "cp
     if not path.is_file():
         raise AutoProfilerError(f"{path}: no such model file (an SB3 .zip saved with "
                                 "model.save)")
+    _check_archive(path)
     known = algorithms()
     name = algorithm.lower() if algorithm else saved_algorithm(path)
     name = ZOO_NAMES.get(name, name)
