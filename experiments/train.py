@@ -168,6 +168,13 @@ def read_run(out: str | Path) -> dict | None:
     if not isinstance(run, dict):
         raise AutoProfilerError(f"{path}: not a run's record (a JSON object): remove the "
                                 "directory to train again, or give another --out")
+    schema = run.get("schema", RUN_SCHEMA)
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > RUN_SCHEMA:
+        made = run.get("package_version")
+        raise AutoProfilerError(f"{path}: a run's record of schema {schema}, newer than this "
+                                f"autoprofiler-env reads ({RUN_SCHEMA})"
+                                + (f"; written by autoprofiler-env {made}" if made else "")
+                                + ": upgrade autoprofiler-env to read it")
     return run
 
 

@@ -961,6 +961,19 @@ def test_a_second_training_into_a_held_folder_is_refused_and_writes_nothing(tmp_
                         r"end, or give another --out", capsys.readouterr().err.strip())
 
 
+def test_a_run_recorded_by_a_newer_package_says_to_upgrade(tmp_path):
+    from experiments.train import RUN_SCHEMA, read_run
+
+    (tmp_path / "run.json").write_text(json.dumps({"schema": RUN_SCHEMA + 1,
+                                                   "package_version": "9.0"}))
+    with pytest.raises(Exception, match=rf"schema {RUN_SCHEMA + 1}, newer than this "
+                                        rf"autoprofiler-env reads \({RUN_SCHEMA}\); written by "
+                                        r"autoprofiler-env 9.0: upgrade autoprofiler-env"):
+        read_run(tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps({"schema": RUN_SCHEMA, "status": "x"}))
+    assert read_run(tmp_path)["status"] == "x"
+
+
 def test_a_damaged_model_of_an_interrupted_run_says_how_to_go_on(tmp_path, monkeypatch):
     from autoprofiler_env.errors import AutoProfilerError
 
