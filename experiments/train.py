@@ -470,7 +470,7 @@ def _load_for_resume(config: TrainConfig, out: Path, vec_env, previous: dict):
 
     device = algorithm_kwargs(config).get("device", "cpu")
     try:
-        model = load_model(out / "model.zip", config.algorithm, device=device)
+        model = load_model(out / "model.zip", config.algorithm, device=device, trusted=True)
     except AutoProfilerError as e:  # damaged since it was written (it is written atomically)
         raise AutoProfilerError(f"{e}: cannot resume {stopped_run(previous)} from it; remove "
                                 f"{out / 'model.zip'} to train it again from step 0, or give "

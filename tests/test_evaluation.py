@@ -349,3 +349,61 @@ def test_an_action_the_environment_refuses_names_the_policy(study_dataset):
                                          r"Discrete\(16\).*got 13\.0"):
         benchmark(str(study_dataset), [1.0], seeds=1, split="train",
                   policies=[("float-action", FloatAction())])
+
+
+def _with_entry(source, target, key: str, value):
+    """A copy of the model file ``source`` whose data entry ``key`` pickles ``value``."""
+    import base64
+    import json
+    import zipfile
+
+    import cloudpickle
+
+    with zipfile.ZipFile(source) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(members["data"])
+    data[key] = {":type:": "x", ":serialized:": base64.b64encode(
+        cloudpickle.dumps(value)).decode()}
+    members["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(target, "w") as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    return target
+
+
+class _Touch:
+    """Unpickled, runs a command: what a model file's pickle could do when loaded."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.path}",)
+
+
+def test_a_model_file_runs_no_code_when_loaded(env, tmp_path):
+    """SB3 unpickles a model's classes, spaces and schedules: a model file wrote a file
+    when benchmarked. Its entries are built now from what SB3 saves there only; a schedule
+    saved as a function (rl-baselines3-zoo's closures) is left unread, anything else
+    refused, naming it."""
+    from agents.rl import DATA, load_model
+    from agents.rl.unpickle import Unread, safe_objects
+
+    shipped = next(iter(sorted(DATA.glob("maskable_ppo-*.zip"))))
+    touched = tmp_path / "touched"
+    evil = _with_entry(shipped, tmp_path / "evil.zip", "lr_schedule", _Touch(touched))
+    assert isinstance(safe_objects(evil)["lr_schedule"], Unread)
+    load_model(evil, "maskable_ppo")
+    assert not touched.exists()
+    records = rollout(env, load(f"sb3:{evil}", env).policy)
+    assert records == rollout(env, load(f"sb3:{shipped}", env).policy)
+    closure = _with_entry(shipped, tmp_path / "zoo.zip", "clip_range", lambda p: p * 0.2)
+    assert load(f"sb3:{closure}", env)  # a zoo-style schedule: left unread, the model loads
+    evil = _with_entry(shipped, tmp_path / "evil2.zip", "observation_space", _Touch(touched))
+    with pytest.raises(AutoProfilerError, match=r"evil2.zip: its 'observation_space' is "
+                                                r"pickled with (posix|os)\.system, which a "
+                                                r"model file is not trusted to run"):
+        load(f"sb3:{evil}", env)
+    assert not touched.exists()

@@ -20,6 +20,7 @@ import json
 import zipfile
 from pathlib import Path
 
+from agents.rl.unpickle import safe_objects
 from autoprofiler_env.errors import AutoProfilerError
 
 
@@ -214,9 +215,12 @@ def _load_zoo_run(directory: Path, env_id: str, algorithm: str | None, device: s
     return load_model(path, algorithm, device)
 
 
-def load_model(path: str | Path, algorithm: str | None = None, device: str = "cpu"):
+def load_model(path: str | Path, algorithm: str | None = None, device: str = "cpu",
+               trusted: bool = False):
     """A saved SB3 / sb3-contrib model, loaded with ``algorithm`` (None: read from the
-    file); a training run directory: its best model (:func:`load_run`)."""
+    file); a training run directory: its best model (:func:`load_run`). Its pickled
+    entries are built without running code from the file (:mod:`agents.rl.unpickle`)
+    unless ``trusted`` (a run this package trains on, which goes on training from them)."""
     path = Path(path)
     if path.is_dir():
         return load_run(path, algorithm, device)
@@ -231,7 +235,8 @@ def load_model(path: str | Path, algorithm: str | None = None, device: str = "cp
         raise AutoProfilerError(f"unknown algorithm {algorithm!r}: one of "
                                 f"{', '.join([*known, *ZOO_NAMES])}")
     try:
-        return known[name].load(path, device=device)
+        return known[name].load(path, device=device,
+                                custom_objects=None if trusted else safe_objects(path))
     except (TypeError, ValueError, KeyError, AssertionError, zipfile.BadZipFile) as e:
         try:
             saved = saved_algorithm(path)
