@@ -241,6 +241,9 @@ def load_config(path: str | Path) -> ExperimentConfig:
     agents = need("agents", dict, {})
     specs = []
     for name, options in agents.items():
+        if not re.fullmatch(FOLDER_NAME, str(name)):  # agents/<name>: never a path
+            raise ConfigError(f"{path}: agents: {str(name)[:80]!r} must be a folder name "
+                              "(letters, digits, . _ -; its runs are in agents/<name>)")
         if not isinstance(options, dict) or options.get("kind") not in AGENT_KINDS:
             raise ConfigError(f"{path}: agents.{name} must be a mapping with kind one of "
                               f"{', '.join(AGENT_KINDS)}, got {options!r}")
@@ -258,7 +261,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
             raise ConfigError(f"{path}: {key!r} must be a count of bootstrap resamples >= 1, "
                               f"got {value}")
     name = str(need("name", str, path.stem))
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+    if not re.fullmatch(FOLDER_NAME, name):
         raise ConfigError(f"{path}: 'name' must be a folder name (letters, digits, . _ -; it "
                           f"is runs/experiment/<name>), got {name!r}")
     env = need("env", dict, {})
@@ -272,6 +275,10 @@ def load_config(path: str | Path) -> ExperimentConfig:
     return ExperimentConfig(name, tuple(float(b) for b in budgets), tuple(splits), tuple(seeds),
                             env, tuple(specs), tuple(str(b) for b in baselines), reps, poi_reps,
                             path, live)
+
+
+FOLDER_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+"""An experiment's ``name`` and its agents' names: each is a folder's name."""
 
 
 AGENT_OPTIONS = {

@@ -157,6 +157,9 @@ def test_runs_made_on_another_build_of_the_dataset_are_not_reused(tmp_path):
     ("reps: -5\n", r"'reps' must be a count of bootstrap resamples >= 1, got -5"),
     ("poi_reps: 0\n", r"'poi_reps' must be a count of bootstrap resamples >= 1"),
     ("name: ../../escape\n", r"'name' must be a folder name"),
+    # agents/<name> was joined as given: /abs or ../.. wrote the agent's runs anywhere
+    ("agents: {/tmp/x: {kind: tree}}\n", r"agents: '/tmp/x' must be a folder name"),
+    ("agents: {../../x: {kind: tree}}\n", r"agents: '../../x' must be a folder name"),
     # PyYAML keeps the last of two: the first agents would be dropped without a word
     ("agents: {a: {kind: tree}}\nname: x\nagents: {b: {kind: tree}}\n",
      r"not valid YAML \(line 3\): found the key 'agents' twice in one mapping: give it once"),
