@@ -58,6 +58,9 @@ def scan_jsonl(path: Path) -> JsonlScan:
     for number, line in enumerate(lines, 1):
         try:
             row = json.loads(line)
+        except RecursionError:  # nested deeper than Python parses: no record of ours
+            scan.unreadable.append(number)
+            continue
         except json.JSONDecodeError as e:
             if not line.strip():
                 continue
@@ -92,6 +95,8 @@ def _torn(line: str, error: json.JSONDecodeError | None = None) -> bool:
     if error is None:
         try:
             json.loads(line)
+            return False
+        except RecursionError:
             return False
         except json.JSONDecodeError as e:
             error = e

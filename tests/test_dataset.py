@@ -1691,3 +1691,49 @@ def test_reading_a_dataset_and_replaying_an_episode_need_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_gzip_bomb_or_json_nested_too_deep_is_a_dataset_error(saved, tmp_path, monkeypatch):
+    """A 2 MB file of gzip members of zeros held 4.3 GB while it was read; a document nested
+    200,000 deep was a RecursionError's traceback. Both are corrupted datasets now."""
+    from autoprofiler_env import gzipped
+    from autoprofiler_env.dataset.format import schema_of
+
+    monkeypatch.setattr(gzipped, "MAX_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (2 << 20)) * 3)
+    with pytest.raises(DatasetError, match=r"corrupted: .*decompresses to more than 1 MiB"):
+        DatasetFile.load(bomb)
+    with pytest.raises(DatasetError, match=r"no header line within its first"):
+        schema_of(bomb)
+    header, _ = _read(saved)
+    document = b"[" * 200_000 + b"]" * 200_000
+    deep = tmp_path / "deep.json.gz"
+    deep.write_bytes(gzip.compress(json.dumps(
+        {**header, "sha256": hashlib.sha256(document).hexdigest()}).encode() + b"\n" + document))
+    with pytest.raises(DatasetError, match=r"deep.json.gz: its document is malformed: "
+                                           r"RecursionError"):
+        DatasetFile.load(deep)
+
+
+def test_a_line_nested_too_deep_is_an_unreadable_line(tmp_path):
+    from autoprofiler_env.jsonlines import scan_jsonl
+
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"a": 1}\n' + "[" * 200_000 + "]" * 200_000 + '\n{"b": 2}\n')
+    scan = scan_jsonl(path)
+    assert scan.rows == [{"a": 1}, {"b": 2}] and scan.unreadable == [2]
+
+
+def test_a_saved_ncu_run_with_fields_it_never_has_is_a_read_error(tmp_path):
+    from autoprofiler_env.errors import ReportReadError
+
+    run = NcuRun(sections=("LaunchStats",), problems=[], status=[], log="", raw_csv="",
+                 details_csv="", wall_s=1.0, returncode=0)
+    run.save(tmp_path)
+    assert NcuRun.load(tmp_path) == run
+    meta = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**meta, "evil": 1}))
+    with pytest.raises(ReportReadError, match=r"run.json holds evil, which an ncu run's "
+                                              r"record does not"):
+        NcuRun.load(tmp_path)

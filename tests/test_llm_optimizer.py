@@ -1063,3 +1063,14 @@ def test_the_prompts_default_tolerance_is_the_judges_and_the_module_needs_no_tor
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).parents[1], check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_reply_longer_than_any_completion_is_not_read_whole(server, relu, monkeypatch):
+    """A hostile or broken endpoint's 2 GB body was read whole (6.2 GB held); the read now
+    stops past MAX_REPLY_BYTES (here lowered below the good reply's length)."""
+    from autoprofiler_env.optimizers.llm import openai
+
+    monkeypatch.setattr(openai, "MAX_REPLY_BYTES", 100)
+    with pytest.raises(LLMError) as info:
+        _optimizer(server, "good").optimize(relu, None)
+    assert info.value.kind == "http" and "is longer than 100 bytes" in str(info.value)

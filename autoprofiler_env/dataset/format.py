@@ -105,6 +105,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
+from autoprofiler_env import gzipped
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import DatasetError, NotRecordedError
 from autoprofiler_env.features import StaticFeatures
@@ -1076,9 +1077,10 @@ class DatasetFile:
         except OSError as e:
             raise DatasetError(f"cannot read the dataset file {path}: {e}") from e
         try:  # any damage to the gzip stream (header, body, CRC, length) or to the header line
-            head, _, document = gzip.decompress(raw).partition(b"\n")
+            head, _, document = gzipped.decompress(raw).partition(b"\n")
             header = json.loads(head)
-        except (zlib.error, OSError, EOFError, ValueError) as e:  # BadGzipFile is an OSError
+        except (zlib.error, OSError, EOFError, ValueError,  # BadGzipFile is an OSError
+                RecursionError) as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise DatasetError(f"{path} is corrupted: not a readable dataset (gzipped JSON): "
                                f"{reason}; {_REPAIR}") from e
@@ -1118,7 +1120,7 @@ class DatasetFile:
             where = f"{uri}: " if uri is not None else ""
             raise DatasetError(f"{path}: {where}{e}; the file was written with a bad value: "
                                f"{_REPAIR}") from e
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             where = f"the record of {uri}" if uri is not None else "its document"
             raise DatasetError(f"{path}: {where} is malformed: {e!r}; {_REPAIR}") from e
         why = _invalid_metadata(metadata)
@@ -1144,16 +1146,22 @@ class DatasetFile:
         return cls(metadata, tuple(sections), problems)
 
 
+_HEADER_BYTES = 1 << 20
+
+
 def schema_of(path: Path) -> str | None:
     """The schema a dataset file's header names (None where it names none); reads only the
     header. Raises DatasetError as :meth:`DatasetFile.load` does for a file it cannot read."""
     path = Path(path)
     try:
         with gzip.open(path, "rb") as f:
-            header = json.loads(f.readline())
+            line = f.readline(_HEADER_BYTES)  # a header is a few kB: no newline, no header
+        header = json.loads(line) if line.endswith(b"\n") else None
+        if header is None:
+            raise ValueError(f"no header line within its first {_HEADER_BYTES} bytes")
     except FileNotFoundError:
         raise DatasetError(f"no dataset file at {path}") from None
-    except (zlib.error, OSError, EOFError, ValueError) as e:
+    except (zlib.error, OSError, EOFError, ValueError, RecursionError) as e:
         raise DatasetError(f"{path} is corrupted: not a readable dataset (gzipped JSON): {e}; "
                            f"{_REPAIR}") from e
     return header.get("schema") if isinstance(header, dict) else None

@@ -31,9 +31,10 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from autoprofiler_env import gzipped
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import (
     NcuNotFoundError,
@@ -82,13 +83,19 @@ class NcuRun:
     def load(cls, directory: Path) -> NcuRun:
         try:
             meta = json.loads((directory / "run.json").read_text())
-            texts = {name: gzip.decompress((directory / f"{name}.gz").read_bytes()).decode()
+            texts = {name: gzipped.decompress((directory / f"{name}.gz").read_bytes()).decode()
                      for name in ("raw.csv", "details.csv", "log.txt")}
-        except (OSError, ValueError, EOFError) as e:
+            known = {f.name for f in fields(cls)} - {"raw_csv", "details_csv", "log"}
+            if not isinstance(meta, dict):
+                raise ValueError("run.json is not an ncu run's record (a JSON object)")
+            if set(meta) - known:
+                raise ValueError(f"run.json holds {', '.join(sorted(set(meta) - known)[:3])}, "
+                                 f"which an ncu run's record does not ({', '.join(sorted(known))})")
+            meta["sections"] = tuple(meta["sections"])
+            return cls(raw_csv=texts["raw.csv"], details_csv=texts["details.csv"],
+                       log=texts["log.txt"], **meta)
+        except (OSError, ValueError, EOFError, KeyError, TypeError, RecursionError) as e:
             raise ReportReadError(f"cannot read the saved ncu run in {directory}: {e}") from e
-        meta["sections"] = tuple(meta["sections"])
-        return cls(raw_csv=texts["raw.csv"], details_csv=texts["details.csv"],
-                   log=texts["log.txt"], **meta)
 
 
 def find_ncu(ncu: str | None = None) -> str:

@@ -25,6 +25,10 @@ ENV_BASE_URL = "AUTOPROFILER_LLM_BASE_URL"
 ENV_MODEL = "AUTOPROFILER_LLM_MODEL"
 ENV_API_KEY = "AUTOPROFILER_LLM_API_KEY"
 ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
+MAX_REPLY_BYTES = 64 << 20
+"""The most of a reply's body read (64 MiB): a chat completion this project asks for is tens
+of kB; an endpoint that sends more (a misconfigured proxy, a hostile server) is an error,
+not gigabytes held in memory."""
 
 
 def _chat_url(base_url: str) -> str:
@@ -177,7 +181,11 @@ class OpenAIChatBackend:
         deadline = _Deadline(timeout_s)
         try:
             with _opener(deadline).open(request, timeout=timeout_s) as response:
-                raw = response.read()
+                raw = response.read(MAX_REPLY_BYTES + 1)
+            if len(raw) > MAX_REPLY_BYTES:  # its readers take the first 100,000 characters
+                raise LLMError("http", f"the reply of {self.shown_url} is longer than "
+                               f"{MAX_REPLY_BYTES:,} bytes, which no chat completion this "
+                               "project asks for is: not read further")
         except urllib.error.HTTPError as e:
             with e:
                 try:
