@@ -477,3 +477,21 @@ def test_a_full_unit_caps_ncu_from_the_start_for_a_problem_the_driver_names(tmp_
     fanout.write_spec(tmp_path, unit, setup, {})  # as run_unit hands it to the unit's process
     assert fanout._unit_main(tmp_path) == 0
     assert seen == [{problem.uri} if alone else set()]
+
+
+@pytest.mark.parametrize("path", ["../escaped/x.txt", "/tmp/escaped/y.txt", "z.txt"])
+def test_a_units_file_outside_the_recordings_run_folders_is_refused(tmp_path, path):
+    """A worker's result named files that commit wrote as given: ``..`` or an absolute path
+    landed outside the recording."""
+    import base64
+
+    from autoprofiler_env.dataset.record import fanout
+
+    files = {path: base64.b64encode(b"data").decode()}
+    result = {"rows": [], "files": files, "sha256": fanout._digests([], files), "idle": True}
+    out = tmp_path / "rec"
+    out.mkdir()
+    unit = fanout.Unit("full", load_problem(str(RELU)).to_dict())
+    with pytest.raises(fanout.UnitFailed, match="is not in a run folder of the recording"):
+        fanout.commit(out, unit, result, "cuda")
+    assert not (tmp_path / "escaped").exists() and list(out.iterdir()) == []

@@ -854,6 +854,10 @@ def commit(out: Path, unit: Unit, result: dict, device: str) -> None:
     folders: dict[Path, dict[str, bytes]] = {}
     for path, data in result.get("files", {}).items():
         rel = Path(path)
+        if rel.is_absolute() or ".." in rel.parts or rel.parent == Path("."):
+            raise UnitFailed(f"{unit.part} of {unit.uri}: its worker's file {path!r} is "
+                             "not in a run folder of the recording (an absolute path, '..', "
+                             "or none): the result is refused, not written")
         folders.setdefault(rel.parent, {})[rel.name] = base64.b64decode(data)
     for folder, files in folders.items():
         final = out / folder
