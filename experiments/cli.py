@@ -47,7 +47,7 @@ from pathlib import Path
 
 from agents.rl.config import DEFAULT_CONFIG
 from agents.tree.config import LearnConfig
-from autoprofiler_env.atomic import one_writer
+from autoprofiler_env.atomic import one_writer, write_atomic
 from autoprofiler_env.errors import (
     AutoProfilerError,
     AutoProfilerWarning,
@@ -745,28 +745,31 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
                                            split=args.split, policies=args.policy,
                                            optimizer=args.optimizer, tolerance=tolerance,
                                            llm_missing=args.llm_missing)
-        write_csv(summary, out / "benchmark.csv", COLUMNS)
-        write_csv(episodes, out / "episodes.csv")
-        figure = plot(summary, out / "benchmark.png", dataset_gpu(args.dataset))
-    print_table(summary)
-    print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}")
-    if args.wandb:
         from autoprofiler_env.dataset import Dataset
         from autoprofiler_env.dataset.names import DEFAULT_NAME
 
         ran = list(dict.fromkeys(r["agent"] for r in summary))  # the shipped ones too
-        log_wandb({"command": "benchmark", "dataset": args.dataset or DEFAULT_NAME,
-                   "dataset_sha256": dataset_sha256(args.dataset), "split": args.split,
-                   "optimizer": args.optimizer or Dataset.load(args.dataset).default_optimizer(),
-                   "tolerance": tolerance or "default",
-                   "llm_missing": args.llm_missing, "budgets": budgets, "seeds": seeds,
-                   "policies": args.policy,
-                   "policy_files": policy_files(
-                       [*(name for name in (SHIPPED_TREE, SHIPPED_RL) if name in ran),
-                        *args.policy], dataset=args.dataset, split=args.split,
-                       optimizer=args.optimizer, tolerance=tolerance,
-                       llm_missing=args.llm_missing),
-                   "versions": versions()}, summary, episodes, figure)
+        record = {  # what the tables were made from, beside them (and in wandb's config)
+            "command": "benchmark", "argv": ["autoprofiler", *sys.argv[1:]],
+            "dataset": args.dataset or DEFAULT_NAME,
+            "dataset_sha256": dataset_sha256(args.dataset), "split": args.split,
+            "optimizer": args.optimizer or Dataset.load(args.dataset).default_optimizer(),
+            "tolerance": tolerance or "default", "llm_missing": args.llm_missing,
+            "budgets": budgets, "seeds": seeds, "policies": args.policy,
+            "policy_files": policy_files(
+                [*(name for name in (SHIPPED_TREE, SHIPPED_RL) if name in ran), *args.policy],
+                dataset=args.dataset, split=args.split, optimizer=args.optimizer,
+                tolerance=tolerance, llm_missing=args.llm_missing),
+            "versions": versions()}
+        write_csv(summary, out / "benchmark.csv", COLUMNS)
+        write_csv(episodes, out / "episodes.csv")
+        figure = plot(summary, out / "benchmark.png", dataset_gpu(args.dataset))
+        write_atomic(out / "run.json", (json.dumps(record, indent=1) + "\n").encode())
+    print_table(summary)
+    print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}, "
+          f"{out / 'run.json'}")
+    if args.wandb:
+        log_wandb(record, summary, episodes, figure)
     return EXIT_OK
 
 

@@ -165,6 +165,12 @@ def test_the_main_job_runs_on_the_shipped_dataset(tmp_path):
     assert any(line.startswith("roofline-tree ") for line in lines)
     for name in ("benchmark.csv", "episodes.csv", "benchmark.png"):
         assert (tmp_path / name).stat().st_size > 0
+    from autoprofiler_env.dataset import Dataset
+
+    record = json.loads((tmp_path / "run.json").read_text())  # what the tables came from
+    assert record["dataset_sha256"] == Dataset.load(None).metadata["sha256"]
+    assert record["split"] == "test" and record["versions"]["autoprofiler-env"]
+    assert set(record["policy_files"]) == {"autoprofiler-tree", "maskable-ppo"}
 
 
 def test_dataset_info_describes_the_shipped_dataset():
