@@ -2,6 +2,7 @@
 masks), policies by name for the benchmark, and the per-episode budget option."""
 
 import math
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -407,3 +408,33 @@ def test_a_model_file_runs_no_code_when_loaded(env, tmp_path):
                                                 r"model file is not trusted to run"):
         load(f"sb3:{evil}", env)
     assert not touched.exists()
+
+
+class _Call:
+    """Pickles as a call of ``fn`` with ``args`` (REDUCE)."""
+
+    def __init__(self, fn, args=()):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+@pytest.mark.parametrize("make, refused", [
+    # a call of an instance the pickle built of an allowed class (a review chained such calls
+    # of a torch InterpreterModule into a file write and code run through torch.fx)
+    (lambda: _Call(__import__("stable_baselines3").common.utils.ConstantSchedule(1.0),
+                   (0.5,)), "a call of stable_baselines3.common.utils.ConstantSchedule instance"),
+    (lambda: __import__("torch").nn.Module(), "a call of torch.nn.modules.module.Module"),
+    (lambda: _Call(__import__("torch").nn.Tanh), "a call of torch.nn.modules.activation.Tanh"),
+    (lambda: _Call(getattr, (1, "real")), "builtins.getattr"),
+])
+def test_a_model_files_pickle_calls_only_what_it_is_allowed_to(tmp_path, make, refused):
+    from agents.rl import DATA
+    from agents.rl.unpickle import safe_objects
+
+    shipped = next(iter(sorted(DATA.glob("maskable_ppo-*.zip"))))
+    evil = _with_entry(shipped, tmp_path / "evil.zip", "policy_class", make())
+    with pytest.raises(AutoProfilerError, match=rf"its 'policy_class' is pickled with "
+                                                rf"{re.escape(refused)}"):
+        safe_objects(evil)

@@ -879,11 +879,14 @@ def test_a_damaged_settings_file_says_to_remove_it(tmp_path):
     run_experiment(config, out, progress=False)
 
 
-@pytest.mark.parametrize("name", [HINDSIGHT, "fixed [best in hindsight]", "oracle"])
-def test_an_agent_named_as_a_row_the_experiment_adds_is_refused(tmp_path, name):
+@pytest.mark.parametrize("name, message", [
+    (HINDSIGHT, "must be a folder name"), ("fixed [best in hindsight]", "must be a folder name"),
+    ("oracle", "run folder")])
+def test_an_agent_named_as_a_row_the_experiment_adds_is_refused(tmp_path, name, message):
     """Its runs would share the folder of the row's (runs/fixed--best-in-hindsight-/): the
-    experiment skipped the hindsight job and failed on the agent's file."""
-    with pytest.raises(ConfigError, match="run folder"):
+    experiment skipped the hindsight job and failed on the agent's file. (An agent's name is
+    a folder's name now, which the rows' names with spaces are not.)"""
+    with pytest.raises(ConfigError, match=message):
         _config(tmp_path, SMALL.replace("  tree: {kind: tree", f"  '{name}': {{kind: tree"))
 
 
