@@ -546,18 +546,23 @@ class _Unlearned:
     total reached, the update not yet made) resumed to learn nothing and called itself
     finished, one update short of an uninterrupted run."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, owed: int = 0) -> None:
         from stable_baselines3.common.callbacks import BaseCallback
         from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
         self.model = model
         self.on_policy = isinstance(model, OnPolicyAlgorithm)
-        self.start = int(model.num_timesteps)
+        # a resumed run's last update was ``owed`` steps before the steps it resumes at, and
+        # its first rollout starts with none made since: counted from there
+        self.start = int(model.num_timesteps) - owed
+        self.first = True
         marker = self
 
         class _Callback(BaseCallback):
             def _on_rollout_start(self) -> None:  # the previous rollout's update made
-                marker.start = int(self.model.num_timesteps)
+                if not marker.first:
+                    marker.start = int(self.model.num_timesteps)
+                marker.first = False
 
             def _on_step(self) -> bool:
                 return True
@@ -710,7 +715,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             # steps, seconds, the logs' lines and an interruption's replay buffer stay until
             # the next checkpoint: a run killed before it resumes from the same model again
             meta = {k: v for k, v in previous.items()
-                    if k not in ("interrupted", "unlearned")} | {
+                    if k != "interrupted"} | {  # "unlearned" too: model.zip's still
                 "status": "running", "resumed": [*previous.get("resumed", []), done]}
             here = numerics()  # a resumption on other numerics: said, as the steps it took
             if here != previous.get("numerics"):
@@ -755,7 +760,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                                         total_timesteps=config.total_timesteps)
         if previous is not None:
             evaluator.restore(read_evaluations(out / "evaluations.jsonl"))
-        unlearned = _Unlearned(model)
+        unlearned = _Unlearned(model, owed)
         callbacks = [unlearned.callback, EpisodeOutcomeCallback(), evaluator]
         bar = ProgressBarCallback(config.total_timesteps,
                                   f"{config.algorithm} seed {seed}") if progress else None
@@ -790,6 +795,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                              list(evaluator.evaluations))
         if evaluator.stopped and result.steps < config.total_timesteps:
             meta["stopped_early"] = result.steps
+        meta.pop("unlearned", None)  # every update made
         meta |= {"status": "finished", "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                  "steps": result.steps, "seconds": seconds,
                  "steps_per_second": result.steps_per_second,

@@ -661,6 +661,48 @@ def test_a_run_interrupted_in_its_last_rollout_learns_from_it_when_resumed(tmp_p
     assert MaskablePPO.load(out / "model.zip")._n_updates == 16 * epochs
 
 
+@pytest.mark.parametrize("killed", [False, True])
+def test_a_run_stopped_again_in_its_first_resumed_rollout_still_owes_the_first(
+        tmp_path, monkeypatch, killed):
+    """A review: stopped at 1900 (the rollout from 1792 unlearned), resumed, then stopped
+    again at 1950 (Ctrl-C: counted from 1900 only) or killed before a checkpoint (the
+    resumed run's record had dropped what model.zip still owed): both finished with 15
+    updates of 16."""
+    from sb3_contrib import MaskablePPO
+
+    from agents.rl.callbacks import EpisodeOutcomeCallback
+    from experiments.train import read_run
+
+    out, config = tmp_path / "run", config_from_dict(TINY, "tiny")
+    _interrupt_at(monkeypatch, 1900)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, out, progress=False)
+    assert read_run(out)["unlearned"] == 1900 - 1792
+    if killed:  # dies (not Ctrl-C: nothing saved) at step 1950, before its next checkpoint
+        original = EpisodeOutcomeCallback._on_step
+
+        def dies(self):
+            if self.num_timesteps >= 1950:
+                raise RuntimeError("killed")
+            return original(self)
+
+        monkeypatch.setattr(EpisodeOutcomeCallback, "_on_step", dies)
+        with pytest.raises(RuntimeError, match="killed"):
+            train(config, out, progress=False)
+        monkeypatch.setattr(EpisodeOutcomeCallback, "_on_step", original)
+        assert read_run(out)["status"] == "running"
+        assert read_run(out)["unlearned"] == 1900 - 1792  # model.zip's, still
+    else:
+        _interrupt_at(monkeypatch, 1950)
+        with pytest.raises(KeyboardInterrupt):
+            train(config, out, progress=False)
+        assert read_run(out)["unlearned"] == 1950 - 1792
+    train(config, out, progress=False)
+    epochs = TINY["AutoProfiler-v0"]["n_epochs"]
+    assert MaskablePPO.load(out / "model.zip")._n_updates == 16 * epochs
+    assert "unlearned" not in read_run(out)
+
+
 def test_a_run_interrupted_in_the_layout_before_resumes_in_it(tmp_path, monkeypatch):
     """A run interrupted when its monitor files were in monitor/ and its evaluations.jsonl
     had no per-episode values (no evaluations.npz): the monitor files there are appended
