@@ -19,9 +19,15 @@ def decompress(raw: bytes, limit: int | None = None) -> bytes:
     """``gzip.decompress(raw)`` (every member), or :class:`TooLarge` once the output passes
     ``limit`` bytes (None: :data:`MAX_BYTES`), having held no more than that."""
     limit = MAX_BYTES if limit is None else limit
+    chunks, size = [], 0
     with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise TooLarge(f"it decompresses to more than {limit / 2 ** 20:.0f} MiB (a gzip bomb, "
-                       "or not this project's file)")
-    return data
+        while chunk := f.read(min(_CHUNK, limit + 1 - size)):  # a read(n) reserves n bytes
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"it decompresses to more than {limit / 2 ** 20:.0f} MiB (a gzip "
+                               "bomb, or not this project's file)")
+    return b"".join(chunks)
+
+
+_CHUNK = 1 << 24

@@ -68,7 +68,7 @@ def predict(policy: Policy, observation, state=None, episode_start=None,
     else:
         out = policy.predict(observation, state=state, episode_start=episode_start,
                              deterministic=deterministic)
-    if not isinstance(out, tuple) or len(out) != 2:
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
         name = getattr(policy, "name", None) or type(policy).__name__
         raise PolicyError(f"{name}.predict returned {_short(out)}; a policy's predict returns "
                           "a pair (action, state), as stable-baselines3's does: return "

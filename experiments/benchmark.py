@@ -19,12 +19,12 @@ faster than eager), the mean profiling cost (seconds of ncu replay), the regret 
 hindsight oracle (mean of ln(oracle speedup) - ln(agent speedup)), and for fixed
 configurations the share of problems where they fit the budget (``fits_budget``; empty, None,
 for the other agents, to which it does not apply). Saves ``benchmark.csv``,
-``episodes.csv``, ``benchmark.png`` (speedup against cost, a curve per agent) and ``run.json``,
-each rendered whole and then written atomically (:func:`autoprofiler_env.atomic.write_atomic`):
-an interrupted run leaves the earlier files as they were. ``run.json`` (and with ``--wandb``,
-:func:`log_wandb`, the run's config) names the dataset (and its sha256), the settings, the
-sha256 of each file a learned or given policy was read from (``policy_files``:
-:func:`policy_files`) and the versions.
+``episodes.csv``, ``benchmark.png`` (speedup against cost, a curve per agent) and
+``benchmark.json``, each rendered whole and then written atomically
+(:func:`autoprofiler_env.atomic.write_atomic`): an interrupted run leaves the earlier files as
+they were. ``benchmark.json`` (and with ``--wandb``, :func:`log_wandb`, the run's config) names
+the dataset (and its sha256), the settings, the sha256 of each file a learned or given policy
+was read from (``policy_files``: :func:`policy_files`) and the versions.
 """
 
 from __future__ import annotations

@@ -764,10 +764,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         write_csv(summary, out / "benchmark.csv", COLUMNS)
         write_csv(episodes, out / "episodes.csv")
         figure = plot(summary, out / "benchmark.png", dataset_gpu(args.dataset))
-        write_atomic(out / "run.json", (json.dumps(record, indent=1) + "\n").encode())
+        write_atomic(out / "benchmark.json", (json.dumps(record, indent=1) + "\n").encode())
     print_table(summary)
     print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}, "
-          f"{out / 'run.json'}")
+          f"{out / 'benchmark.json'}")
     if args.wandb:
         log_wandb(record, summary, episodes, figure)
     return EXIT_OK

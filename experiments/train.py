@@ -93,6 +93,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.rl import RUN_SCHEMA, check_run_schema
 from agents.rl.callbacks import Evaluation, read_evaluations, save_model
 from agents.rl.config import ENV_ID as CONFIG_ENV_ID
 from agents.rl.config import OWN as CONFIG_OWN
@@ -107,7 +108,6 @@ CONFIGS = Path(__file__).parent / "configs"
 ENV_ID = "autoprofiler_env:AutoProfiler-v0"
 """The training id: ``module:id`` imports the package (and registers the id) in every
 subprocess of a ``SubprocVecEnv``."""
-RUN_SCHEMA = 1
 INFO_KEYWORDS = ("problem", "sections", "cost", "speedup", "correct")
 """What each episode's line of ``<rank>.monitor.csv`` holds besides SB3's return, length and
 time."""
@@ -168,13 +168,7 @@ def read_run(out: str | Path) -> dict | None:
     if not isinstance(run, dict):
         raise AutoProfilerError(f"{path}: not a run's record (a JSON object): remove the "
                                 "directory to train again, or give another --out")
-    schema = run.get("schema", RUN_SCHEMA)
-    if isinstance(schema, int) and not isinstance(schema, bool) and schema > RUN_SCHEMA:
-        made = run.get("package_version")
-        raise AutoProfilerError(f"{path}: a run's record of schema {schema}, newer than this "
-                                f"autoprofiler-env reads ({RUN_SCHEMA})"
-                                + (f"; written by autoprofiler-env {made}" if made else "")
-                                + ": upgrade autoprofiler-env to read it")
+    check_run_schema(run, path)
     return run
 
 

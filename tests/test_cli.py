@@ -167,7 +167,7 @@ def test_the_main_job_runs_on_the_shipped_dataset(tmp_path):
         assert (tmp_path / name).stat().st_size > 0
     from autoprofiler_env.dataset import Dataset
 
-    record = json.loads((tmp_path / "run.json").read_text())  # what the tables came from
+    record = json.loads((tmp_path / "benchmark.json").read_text())  # what made the tables
     assert record["dataset_sha256"] == Dataset.load(None).metadata["sha256"]
     assert record["split"] == "test" and record["versions"]["autoprofiler-env"]
     assert set(record["policy_files"]) == {"autoprofiler-tree", "maskable-ppo"}

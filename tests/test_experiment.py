@@ -916,3 +916,18 @@ def test_the_tree_learner_and_the_fixed_choice_judge_as_the_evaluation_does(tmp_
     _learned_policy(AgentSpec("tree", "tree", {"rounds": 3}), 0, config, tmp_path, {})
     assert learned == [{"progress": False, "wandb_run": None, "rounds": 3,
                         "tolerance": "kernelbench", "cost_penalty": 0.1}]
+
+
+def test_a_run_read_the_same_file_from_another_folder_is_reused(tmp_path):
+    """A review: an RL agent's config read as mine.yaml from ex/, then as ex/mine.yaml from
+    the folder above (or from another clone), was 'changed since'; the files' contents are
+    what a run must match."""
+    from experiments.experiment import AgentSpec, StaleRunError, _check_run
+
+    spec, path = AgentSpec("ppo", "rl", {"config": "mine.yaml"}), tmp_path / "seed-0.json"
+    made = {"options": spec.options, "reads": {"mine.yaml": "a" * 64}}
+    _check_run(path, made, {"options": spec.options, "reads": {"ex/mine.yaml": "a" * 64}},
+               spec, tmp_path)
+    with pytest.raises(StaleRunError, match=r"ex/mine.yaml changed since"):
+        _check_run(path, made, {"options": spec.options, "reads": {"ex/mine.yaml": "b" * 64}},
+                   spec, tmp_path)

@@ -1012,6 +1012,10 @@ def test_a_run_recorded_by_a_newer_package_says_to_upgrade(tmp_path):
                                         rf"autoprofiler-env reads \({RUN_SCHEMA}\); written by "
                                         r"autoprofiler-env 9.0: upgrade autoprofiler-env"):
         read_run(tmp_path)
+    from agents.rl import load_run  # sb3:DIR reads it too
+
+    with pytest.raises(Exception, match=r"upgrade autoprofiler-env to read it"):
+        load_run(tmp_path)
     (tmp_path / "run.json").write_text(json.dumps({"schema": RUN_SCHEMA, "status": "x"}))
     assert read_run(tmp_path)["status"] == "x"
 

@@ -86,6 +86,22 @@ def _check_archive(path: Path) -> None:
                                 "train it again")
 
 
+RUN_SCHEMA = 1
+"""The schema of a training run's ``run.json`` that this package writes and reads."""
+
+
+def check_run_schema(run: dict, path: Path) -> None:
+    """An error where a run's record ``run`` (read from ``path``) is of a newer schema than
+    this package reads: written by a newer autoprofiler-env, it may mean other things."""
+    schema = run.get("schema", RUN_SCHEMA)
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > RUN_SCHEMA:
+        made = run.get("package_version")
+        raise AutoProfilerError(f"{path}: a run's record of schema {schema}, newer than this "
+                                f"autoprofiler-env reads ({RUN_SCHEMA})"
+                                + (f"; written by autoprofiler-env {made}" if made else "")
+                                + ": upgrade autoprofiler-env to read it")
+
+
 RUN_FILE, BEST_MODEL, FINAL_MODEL = "run.json", "best_model.zip", "model.zip"
 """A training run directory's files (``autoprofiler train --out DIR``)."""
 
@@ -119,6 +135,8 @@ def load_run(directory: str | Path, algorithm: str | None = None, device: str = 
         run = json.loads(run_file.read_text())
     except (OSError, ValueError) as e:
         raise AutoProfilerError(f"{run_file}: unreadable ({e})") from e
+    if isinstance(run, dict):
+        check_run_schema(run, run_file)
     path = directory / names[which]
     if not path.is_file():
         status = run.get("status", "unknown") if isinstance(run, dict) else "unknown"

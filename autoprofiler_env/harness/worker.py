@@ -127,7 +127,9 @@ class Auditor:
     ``get_referents``, ``sys._current_frames``) is refused outright, not only recorded: it is
     how a candidate reaches the worker's pipe and its :class:`Guard` (the static check rejects
     ``import gc``, but not ``importlib.import_module("g" + "c")``); neither torch nor triton
-    calls them outside debugging tools."""
+    calls them outside debugging tools. Not refused: the worker's frames
+    (``sys._getframe``, which torch.compile reads) and the collector's lists walked through
+    ``ctypes`` (docs/harness.md, "What the judge does not stop")."""
 
     SEARCH_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
                                "sys._current_frames"})

@@ -189,7 +189,7 @@ class OpenAIChatBackend:
         except urllib.error.HTTPError as e:
             with e:
                 try:
-                    detail = e.read().decode("utf-8", "replace")
+                    detail = e.read(64 << 10).decode("utf-8", "replace")  # 300 shown
                 except Exception:  # the body of a failed response may itself fail to read
                     detail = ""
             detail = " ".join(detail.split())[:300]

@@ -1,6 +1,6 @@
 """The guard found among the process's live objects (``gc``, imported by a name the static
 check cannot read) and blinded, then the known detach_patch cheat: judged correct at about
-1,000x before the worker's audit hook refused gc's searches."""
+600x on matmul_cpu before the worker's audit hook refused gc's searches."""
 import importlib
 
 import torch
