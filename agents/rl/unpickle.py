@@ -24,6 +24,7 @@ import importlib
 import io
 import json
 import pickle
+import sys
 import warnings
 import zipfile
 from pathlib import Path
@@ -73,10 +74,8 @@ def _value_class(module: str, name: str) -> bool:
     (``policy_kwargs``' ``optimizer_class``, ``activation_fn``)."""
     if module.split(".")[0] not in ("stable_baselines3", "sb3_contrib", "torch"):
         return False
-    try:
-        value = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return False
+    loaded = sys.modules.get(module)  # imported already (the algorithms, torch): a name in
+    value = getattr(loaded, name, None)  # a pickle imports nothing (a module's own code)
     import torch
     from stable_baselines3.common.buffers import BaseBuffer
     from stable_baselines3.common.policies import BasePolicy
