@@ -155,16 +155,16 @@ def load(spec: str, env) -> Entry:
         return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"),
                      **_learned(path))
     if kind(spec) == "sb3":
-        from agents.rl import load_model
-
-        from agents.rl import zoo_env_kwargs
+        from agents.rl import load_model, zoo_env_kwargs
+        from agents.rl.callbacks import saved_record
 
         algorithm, path = _sb3_parts(spec)
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
         zoo = None if run.is_file() else zoo_env_kwargs(path if path.is_dir() else path.parent)
         learned = (_learned(run) if run.is_file() else
                    _zoo_learned(zoo) if zoo is not None else
-                   _learned(path.with_suffix(".json")))
+                   _learned(path.with_suffix(".json")) if path.with_suffix(".json").is_file()
+                   else _said(saved_record(path) or {}))  # carried in the zip
         return Entry(spec, _fitting(load_model(path, algorithm), env, f"--policy {spec}"),
                      **learned)
     if kind(spec) == "py":

@@ -568,14 +568,14 @@ class _Unlearned:
         return int(self.model.num_timesteps) - self.start if self.on_policy else 0
 
 
-def _save_interrupted(model, out: Path) -> dict:
+def _save_interrupted(model, out: Path, record: dict | None = None) -> dict:
     """What an interruption saves to resume from: the model, an off-policy algorithm's
     replay buffer; returns what ``run.json`` says of it."""
     import io
 
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
-    save_model(model, out / "model.zip")
+    save_model(model, out / "model.zip", record)
     if isinstance(model, OffPolicyAlgorithm) and model.replay_buffer is not None:
         buffer = io.BytesIO()
         model.save_replay_buffer(buffer)
@@ -736,7 +736,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
             # a checkpoint: a run killed from here on (SIGKILL, the OOM killer, a lost
             # machine) resumes from this step, not from 0 (an off-policy algorithm's replay
             # buffer, large, is saved only when interrupted)
-            save_model(model, out / "model.zip")
+            save_model(model, out / "model.zip", meta)
             meta.pop("replay_buffer", None)  # older than this model now
             _write_json(out / "run.json", meta | {
                 "steps": int(model.num_timesteps), "unlearned": unlearned.steps,
@@ -752,6 +752,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                                         on_evaluation=on_evaluation, verbose=verbose,
                                         npz_path=out / "evaluations.npz",
                                         total_timesteps=config.total_timesteps)
+        evaluator.record = meta
         if previous is not None:
             evaluator.restore(read_evaluations(out / "evaluations.jsonl"))
         unlearned = _Unlearned(model, owed)
@@ -772,7 +773,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
         except KeyboardInterrupt:
             if bar is not None:
                 bar.close()  # the error's line after the bar's, not on it
-            saved = _save_interrupted(model, out)
+            saved = _save_interrupted(model, out, meta)
             _write_json(out / "run.json", meta | saved | {"log_lines": _log_lines(out)} | {
                 "status": "interrupted", "interrupted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "steps": int(model.num_timesteps), "unlearned": unlearned.steps,
@@ -783,7 +784,7 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                                     ["latest", "interrupted"])
             raise
         seconds = before + time.perf_counter() - started
-        save_model(model, out / "model.zip")
+        save_model(model, out / "model.zip", meta)
         result = TrainResult(out, out / "model.zip", out / "best_model.zip", evaluator.best,
                              evaluator.evaluations[-1], int(model.num_timesteps), seconds,
                              list(evaluator.evaluations))

@@ -1172,3 +1172,32 @@ def test_a_resumption_on_other_numerics_is_recorded_with_its_step(tmp_path, monk
     (other,) = run["numerics_resumed"]
     assert other["step"] == run["resumed"][-1] and other["env"]["MKL_CBWR"] == "COMPATIBLE"
     assert "MKL_CBWR" not in run["numerics"]["env"]  # the run's first numerics stay
+
+
+def test_a_model_copied_out_of_its_run_still_says_what_it_learned_on(tmp_path):
+    """A researcher copied best_model.zip out of its run folder: the benchmark then had no
+    record of its dataset and warned of nothing. The zip carries the record now."""
+    import shutil
+
+    from sb3_contrib import MaskablePPO
+
+    from agents.rl.callbacks import saved_record
+    from experiments.policies import load
+
+    out, config = tmp_path / "run", config_from_dict(TINY, "tiny")
+    train(config, out, progress=False)
+    run = json.loads((out / "run.json").read_text())
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("best_model.zip", "model.zip"):
+        record = saved_record(out / name)
+        assert record["dataset_sha256"] == run["dataset_sha256"], name
+        assert record["optimizer"] == run["optimizer"] and record["algorithm"] == "maskable_ppo"
+        shutil.copy(out / name, models / name)
+    env = make_eval_env(config)
+    entry = load(f"sb3:{models / 'best_model.zip'}", env)
+    assert entry.learned_on == run["dataset_sha256"]
+    assert entry.learned_with["optimizer"] == run["optimizer"]
+    bare = models / "bare.zip"  # a model saved by SB3 alone says nothing
+    MaskablePPO.load(out / "model.zip").save(bare)
+    assert saved_record(bare) is None and load(f"sb3:{bare}", env).learned_on is None

@@ -24,12 +24,45 @@ from autoprofiler_env.jsonlines import JsonlAppender
 from autoprofiler_env.scoring import log_score, shipped_speedup
 
 
-def save_model(model, path: Path) -> Path:
-    """``model.save`` to ``path``, atomically (a reader never sees half a file)."""
+RECORD_MEMBER = "autoprofiler.json"
+"""The member of a saved model's zip that holds what it was trained on (:func:`save_model`'s
+``record``): copied out of its run folder, a model still says it (SB3 reads no other
+member)."""
+
+RECORD_KEYS = ("schema", "algorithm", "seed", "env_kwargs", "optimizer", "dataset_sha256",
+               "package_version")
+"""What of a training run's ``run.json`` a saved model carries."""
+
+
+def save_model(model, path: Path, record: dict | None = None) -> Path:
+    """``model.save`` to ``path``, atomically (a reader never sees half a file); with
+    ``record`` (a run's ``run.json``), its :data:`RECORD_KEYS` as the zip's
+    :data:`RECORD_MEMBER`."""
+    import json
+    import zipfile
+
     buffer = io.BytesIO()
     model.save(buffer)
+    if record:
+        with zipfile.ZipFile(buffer, "a") as archive:
+            archive.writestr(RECORD_MEMBER, json.dumps(
+                {k: record[k] for k in RECORD_KEYS if k in record}, indent=1))
     write_atomic(path, buffer.getvalue())
     return path
+
+
+def saved_record(path: Path) -> dict | None:
+    """The :data:`RECORD_MEMBER` of the saved model ``path`` (None: it has none, or it is
+    not one that can be read)."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            record = json.loads(archive.read(RECORD_MEMBER))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 @dataclass(frozen=True)
@@ -209,6 +242,7 @@ class RolloutEvalCallback(BaseCallback):
         self.stopped = False  # on_evaluation returned False: training stops
         self._next = self.frequency
         self.total_timesteps = total_timesteps  # None: the model's learn call's
+        self.record: dict | None = None  # what the best model saved carries (save_model)
 
     def restore(self, evaluations) -> None:
         """Takes ``evaluations`` (an interrupted run's, as :func:`read_evaluations` reads
@@ -281,7 +315,7 @@ class RolloutEvalCallback(BaseCallback):
                                     True, evaluation.seconds)
             self.best = evaluation
             if self.best_model_path is not None:
-                save_model(self.model, self.best_model_path)
+                save_model(self.model, self.best_model_path, self.record)
         self.evaluations.append(evaluation)
         if self.log_path is not None:
             with JsonlAppender(self.log_path) as log:
