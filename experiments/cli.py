@@ -803,6 +803,9 @@ def cmd_learn_tree(args: argparse.Namespace) -> int:
                      "number >= 0")
     if args.wandb:
         check_wandb()
+    from experiments.learn_tree import refuse_another_run
+
+    refuse_another_run(Path(args.out), sorted(budgets))  # before a wandb run writes there
     proposer = make_proposer(args.proposer, args.seed, args.llm_base_url, args.llm_model,
                              args.llm_timeout, args.llm_temperature,
                              None if args.llm_structured == "none" else args.llm_structured,

@@ -151,7 +151,7 @@ def _learn_tree(budgets, proposer, out, rounds, dataset, optimizer, tolerance, s
     vocab = vocabulary(tuple(base.sections))
     first = start_tree(start, vocab)
     budgets = sorted(budgets)
-    _refuse_another_run(out, budgets)
+    refuse_another_run(out, budgets)
     out.mkdir(parents=True, exist_ok=True)
     settings = {"budgets": budgets, "proposer": proposer.name, "rounds": rounds,
                 "dataset": dataset, "optimizer": base.optimizer, "tolerance": tolerance,
@@ -280,7 +280,7 @@ def _logged_budgets(out: Path) -> list[float]:
     return sorted(budgets)
 
 
-def _refuse_another_run(out: Path, budgets: list[float]) -> None:
+def refuse_another_run(out: Path, budgets: list[float]) -> None:
     """Where ``out`` holds another command's run (``autoprofiler train``'s ``run.json``) or a
     finished tree of budgets this run would drop from ``tree.json``, an error saying what to
     give, before anything is written (a resume, or a run of more budgets, goes on)."""

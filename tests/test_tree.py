@@ -768,6 +768,24 @@ def test_learn_tree_keeps_a_finished_tree_and_another_commands_run(tmp_path, cap
     assert main(["learn-tree", "--rounds", "1", "--out", str(trained)]) == 2
     assert "holds another command's run" in capsys.readouterr().err
     assert (trained / "run.json").read_text() == record
+    assert sorted(p.name for p in trained.iterdir()) == ["run.json"]
+
+
+def test_learn_tree_refuses_another_commands_folder_before_its_wandb_run(
+        tmp_path, capsys, monkeypatch, fresh_wandb):
+    """A review: with --wandb, the wandb run was started (and wrote into the folder) before
+    the folder was refused."""
+    from experiments.cli import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
+    trained = tmp_path / "trained"
+    trained.mkdir()
+    (trained / "run.json").write_text(json.dumps({"status": "finished"}))
+    assert main(["learn-tree", "--rounds", "1", "--wandb", "--out", str(trained)]) == 2
+    assert "holds another command's run" in capsys.readouterr().err
+    assert sorted(p.name for p in trained.iterdir()) == ["run.json"]
+    assert not (tmp_path / "wandb-dir").exists()
 
 
 class _Interrupted(SearchProposer):
