@@ -320,6 +320,12 @@ def test_a_predict_that_returns_no_pair_is_a_policy_error(env):
                                           r"\(action, None\)"):
         rollout(env, BareAction(), env.unwrapped.problems[:1])
 
+    class ListPair:  # a list of two, as some users' code returns it: still a pair
+        def predict(self, observation, state=None, episode_start=None, deterministic=True):
+            return [len(env.unwrapped.sections), None]  # STOP
+
+    assert len(rollout(env, ListPair(), env.unwrapped.problems[:1])) == 1
+
 
 def test_a_baseline_names_only_sections_ncu_has_and_no_name_twice(env, monkeypatch):
     """A misspelt section in a curated list is an error, not a baseline that silently

@@ -396,6 +396,7 @@ SCRIPT: dict[str, tuple[int, object, float]] = {
     "broken": (200, "```python\nclass ModelNew(nn.Module:\n    pass\n```", 0.0),
     "long": (200, LONG_REPLY, 0.0),
     "error500": (500, b'{"error": {"message": "CUDA out of memory in the KV cache"}}', 0.0),
+    "error500-long": (500, b"x" * (256 << 10), 0.0),  # a body past what is read of an error
     "slow": (200, GOOD_REPLY, 3.0),
     # bodies nested past what json can decode (RecursionError), and a number it refuses
     "deep-array": (200, b"[" * 100_000, 0.0),
@@ -1074,3 +1075,22 @@ def test_a_reply_longer_than_any_completion_is_not_read_whole(server, relu, monk
     with pytest.raises(LLMError) as info:
         _optimizer(server, "good").optimize(relu, None)
     assert info.value.kind == "http" and "is longer than 100 bytes" in str(info.value)
+
+
+def test_an_error_reply_is_read_to_its_first_64_kB(server, relu, monkeypatch):
+    """An HTTP error's body was read whole (a hostile endpoint's could be gigabytes); 64 kB are
+    read, of which the message shows 300 characters."""
+    import http.client
+
+    asked = []
+    read = http.client.HTTPResponse.read
+
+    def counted(self, amt=None):
+        asked.append(amt)
+        return read(self, amt)
+
+    monkeypatch.setattr(http.client.HTTPResponse, "read", counted)
+    with pytest.raises(LLMError) as info:
+        _optimizer(server, "error500-long").optimize(relu, None)
+    assert info.value.kind == "http" and "HTTP 500" in str(info.value)
+    assert asked == [64 << 10]  # never the whole body (None)
