@@ -135,13 +135,34 @@ class Auditor:
                                "sys._current_frames"})
 
     _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    _FS_EVENTS = {"os.remove", "os.rmdir", "os.rename", "os.replace", "shutil.rmtree",
-                  "os.truncate", "os.chmod", "os.chown", "os.link", "os.symlink", "os.mkdir"}
+    _FS_EVENTS = frozenset({"os.remove", "os.rmdir", "os.rename", "os.replace",
+                            "shutil.rmtree", "os.truncate", "os.chmod", "os.chown", "os.link",
+                            "os.symlink", "os.mkdir"})
 
     def __init__(self, allowed: list[str]) -> None:
         self.allowed = [os.path.realpath(p) for p in allowed] + ["/dev/null", "/dev/shm"]
         self.violations: list[str] = []
         self.active = False
+
+    def hook(self):
+        """What to add with ``sys.addaudithook``: this auditor (its state shared), called
+        through a class of its own whose methods are copies made now, bound to a copy of this
+        module's names. A candidate that reaches :class:`Auditor` (the module imported by a
+        built name) and replaces its ``__call__``, or the code of it, changes nothing the hook
+        runs (it did: gc's searches came back, and the guard was blinded)."""
+        names = dict(vars(sys.modules[__name__]))
+
+        def private(value):
+            if not isinstance(value, types.FunctionType):
+                return value
+            return types.FunctionType(value.__code__, names, value.__name__,
+                                      value.__defaults__, value.__closure__)
+
+        members = {k: private(v) for k, v in vars(Auditor).items()
+                   if k not in ("__dict__", "__weakref__")}
+        twin = object.__new__(type("AuditHook", (), members))
+        twin.__dict__ = self.__dict__  # the same violations, allowed folders, active flag
+        return twin
 
     def _outside(self, path) -> str | None:
         if isinstance(path, int):
@@ -882,6 +903,6 @@ def main(argv: list[str] | None = None) -> None:
     auditor = None
     if args.role == "candidate":
         auditor = Auditor(args.writable + [os.getcwd()])
-        sys.addaudithook(auditor)
+        sys.addaudithook(auditor.hook())
     serve(conn, args.role, auditor, isolation)
 
