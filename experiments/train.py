@@ -751,8 +751,8 @@ def _train(config, out, seed, given, source, wandb_run, progress, command, verbo
                                         log_path=out / "evaluations.jsonl", seed=seed,
                                         on_evaluation=on_evaluation, verbose=verbose,
                                         npz_path=out / "evaluations.npz",
-                                        total_timesteps=config.total_timesteps)
-        evaluator.record = meta
+                                        total_timesteps=config.total_timesteps,
+                                        record=meta)
         if previous is not None:
             evaluator.restore(read_evaluations(out / "evaluations.jsonl"))
         unlearned = _Unlearned(model, owed)

@@ -204,15 +204,15 @@ def test_a_candidate_that_changes_how_the_inputs_are_made_is_refused(runtime_jud
     assert changed in result.error_message
 
 
-@pytest.mark.parametrize("name", ["gc_search", "auditor_off"])
-def test_a_search_of_the_workers_objects_is_refused(judge, name):
+@pytest.mark.parametrize("fill", [{}, {"AUDITOR_OFF": 1}])
+def test_a_search_of_the_workers_objects_is_refused(judge, fill):
     """``gc`` imported by a built name passes the static check; its search found the guard
     and blinded it, and the detach cheat behind it was judged correct at about 600x on
     ``matmul_cpu`` (before the worker's audit hook refused gc's searches); with the hook's
     class's ``__call__`` replaced first (the worker module imported by a built name), at
     1,011x (before the hook ran private copies of its methods)."""
-    assert not [f for f in check_source(cheat(name)) if f.rejects]
-    result = judge.evaluate(problem("matmul_cpu"), cheat(name))
+    assert not [f for f in check_source(cheat("gc_search", **fill)) if f.rejects]
+    result = judge.evaluate(problem("matmul_cpu"), cheat("gc_search", **fill))
     assert result.error_kind is ErrorKind.SANDBOX, (result.error_message, result.speedup)
     assert "called gc.get_objects" in result.error_message
 

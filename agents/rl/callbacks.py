@@ -9,8 +9,10 @@ through :class:`experiments.sb3_wandb.WandbOutputFormat`) get the same values.
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,9 +40,6 @@ def save_model(model, path: Path, record: dict | None = None) -> Path:
     """``model.save`` to ``path``, atomically (a reader never sees half a file); with
     ``record`` (a run's ``run.json``), its :data:`RECORD_KEYS` as the zip's
     :data:`RECORD_MEMBER`."""
-    import json
-    import zipfile
-
     buffer = io.BytesIO()
     model.save(buffer)
     if record:
@@ -54,9 +53,6 @@ def save_model(model, path: Path, record: dict | None = None) -> Path:
 def saved_record(path: Path) -> dict | None:
     """The :data:`RECORD_MEMBER` of the saved model ``path`` (None: it has none, or it is
     not one that can be read)."""
-    import json
-    import zipfile
-
     try:
         with zipfile.ZipFile(path) as archive:
             record = json.loads(archive.read(RECORD_MEMBER))
@@ -220,12 +216,13 @@ class RolloutEvalCallback(BaseCallback):
     the same schedule (an evaluation the interruption missed is made up when training
     resumes), and ``npz_path`` is written again from them. ``total_timesteps``: the run's
     total, where a resumed ``learn`` call goes past it (the rollout an interruption left
-    unlearned, collected again): an evaluation due from it on waits for the end."""
+    unlearned, collected again): an evaluation due from it on waits for the end. ``record``:
+    the run's ``run.json``, which the best model saved carries (:func:`save_model`)."""
 
     def __init__(self, eval_env, budgets, frequency: int, best_model_path: Path | None = None,
                  log_path: Path | None = None, seed: int | None = 0, on_evaluation=None,
                  verbose: int = 0, npz_path: Path | None = None,
-                 total_timesteps: int | None = None) -> None:
+                 total_timesteps: int | None = None, record: dict | None = None) -> None:
         super().__init__(verbose)
         if frequency < 1:
             raise ValueError(f"frequency must be a whole number of steps >= 1, got {frequency}")
@@ -242,7 +239,7 @@ class RolloutEvalCallback(BaseCallback):
         self.stopped = False  # on_evaluation returned False: training stops
         self._next = self.frequency
         self.total_timesteps = total_timesteps  # None: the model's learn call's
-        self.record: dict | None = None  # what the best model saved carries (save_model)
+        self.record = record
 
     def restore(self, evaluations) -> None:
         """Takes ``evaluations`` (an interrupted run's, as :func:`read_evaluations` reads
