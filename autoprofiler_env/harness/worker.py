@@ -129,7 +129,9 @@ class Auditor:
     ``import gc``, but not ``importlib.import_module("g" + "c")``); neither torch nor triton
     calls them outside debugging tools. Not refused: the worker's frames
     (``sys._getframe``, which torch.compile reads) and the collector's lists walked through
-    ``ctypes`` (docs/harness.md, "What the judge does not stop")."""
+    ``ctypes``, which no audit event can refuse: a ``ctypes.Union`` of an address and a
+    pointer reads memory without raising one (docs/harness.md, "What the judge does not
+    stop")."""
 
     SEARCH_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
                                "sys._current_frames"})
