@@ -285,6 +285,13 @@ BAD = [
     (lambda c, o: c.update(gamma=10**400), r"AutoProfiler-v0.gamma: a number"),
     (lambda c, o: o["eval"].update(split="validation"),
      r"autoprofiler.eval.split: one of train, val, test"),
+    # the best model would be chosen on the problems it is then reported on
+    (lambda c, o: o["eval"].update(split="test"),
+     r"autoprofiler.eval.split: the evaluation chooses the best model \(and tune's trials\): "
+     r"on the test split"),
+    (lambda c, o: c["env_kwargs"].update(split="test"),
+     r"AutoProfiler-v0.env_kwargs.split: a policy trained on the test split leaves no "
+     r"held-out problems"),
 ]
 @pytest.mark.parametrize("change, message", BAD, ids=[m.split(":")[0] for _, m in BAD])
 def test_a_bad_config_is_one_error_naming_the_key(change, message):

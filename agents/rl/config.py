@@ -33,14 +33,16 @@ and with ``autoprofiler train --config ppo``::
 - ``n_timesteps`` (required, as in the zoo), ``n_envs`` (1), ``env_kwargs``: the
   environment's ``make`` kwargs (``split``, ``budget`` or ``budget_range``, ``dataset``,
   ``optimizer``, ``cost_penalty``, ``incorrect_reward``, ...: the class docstring of
-  :class:`~autoprofiler_env.envs.profiling_env.ProfilingEnv`);
+  :class:`~autoprofiler_env.envs.profiling_env.ProfilingEnv`; ``split: test`` is refused:
+  the test split is the one results are reported on);
 - ``policy_kwargs``: a mapping of plain values, or the zoo's string ``"dict(...)"`` whose
   classes are named as the zoo names them (``nn.ReLU``, ``th.optim.RMSprop``,
   ``RMSpropTFLike``); it is parsed, never evaluated;
 - ``normalize: false`` is accepted; the zoo's wrappers and callbacks (``normalize: true``,
   ``env_wrapper``, ``frame_stack``, ``callback``, ...) are refused by name: this command
   does not apply them;
-- ``eval``: ``frequency`` (environment steps between evaluations), ``split`` (``val``) and
+- ``eval``: ``frequency`` (environment steps between evaluations), ``split`` (``val``, or
+  ``train``; not ``test``, as the best model and tune's trials are chosen by it) and
   ``budgets`` (the fractions of the full set's cost the policy is evaluated at).
 
 A bad file is one :class:`ConfigError` naming the key (``AutoProfiler-v0.n_step: ...``) and
@@ -218,6 +220,11 @@ def config_from_dict(given: Any, source: str = "config",
     n_envs = _count(settings, "n_envs", TrainConfig.n_envs, fail, at)
     env = _mapping(settings, "env_kwargs", fail, at)
     check_env_kwargs(env, fail, f"{at}env_kwargs.")
+    if env.get("split") == "test":
+        raise fail(f"{at}env_kwargs.split", "a policy trained on the test split leaves no "
+                   "held-out problems to report it on: train on train (the default), or on "
+                   "null (every problem) for a policy to deploy, whose test scores then mean "
+                   "nothing")
     normalize = settings.get("normalize", False)
     if normalize is not False:
         raise fail(f"{at}normalize", "autoprofiler train does not normalize (VecNormalize "
@@ -242,6 +249,10 @@ def config_from_dict(given: Any, source: str = "config",
     split = evaluation.get("split", EvalConfig.split)
     if split not in SPLITS:
         raise fail(f"{at}split", f"one of {', '.join(SPLITS)}, got {split!r}")
+    if split == "test":  # the best model, and tune's trials, are chosen by this evaluation
+        raise fail(f"{at}split", "the evaluation chooses the best model (and tune's trials): "
+                   "on the test split, the test scores reported after would be chosen on "
+                   "themselves; evaluate on val (the default) or train")
     budgets = evaluation.get("budgets", list(EvalConfig.budgets))
     if (not isinstance(budgets, list) or not budgets
             or not all(is_finite_number(b) and b > 0 for b in budgets)):
