@@ -2,7 +2,10 @@
 
 The benchmark, the report, the hindsight oracle and the environment's default reward all
 value an episode's outcome by the program one would ship: the candidate when it is correct,
-the eager reference otherwise (an incorrect candidate is never shipped). So
+the eager reference otherwise (an incorrect candidate is never shipped). A correct candidate
+slower than eager counts at its slowdown: the optimizer's choice is what ships, and a profile
+that leads it to a slower program is charged for it (not floored at 1.0, which would hide
+that; KernelBench's speedups count such candidates the same way). So
 
 - ``shipped_speedup(correct, speedup)`` is the candidate's speedup, or
   :data:`INCORRECT_SPEEDUP` (1.0, the eager program) when it is incorrect or was not timed;
