@@ -808,14 +808,16 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
                     (path, run_outcomes(path, run, f"{split}/{b:g}")))
     scores: dict = {}
     costs: dict = {}
+    problems: dict = {}
     for (split, b), by_name in cells.items():
         order = _same_problems(f"{split}/{b:g}", [c for runs in by_name.values() for c in runs])
+        problems[(split, b)] = order
         for name, runs in by_name.items():
             scores.setdefault((split, b), {})[name] = np.array(
                 [[cell[p][0] for p in order] for _, cell in runs])
             costs.setdefault((split, b), {})[name] = float(np.mean(
                 [[cell[p][1] for p in order] for _, cell in runs]))
-    return {"scores": scores, "costs": costs}
+    return {"scores": scores, "costs": costs, "problems": problems}
 
 
 def _same_problems(key: str, runs: list[tuple[Path, dict]]) -> list[str]:
@@ -862,8 +864,55 @@ def aggregate(config: ExperimentConfig, out: Path, oracle: bool = True,
         row["resumed"] = _said_resumed(resumed.get(row["agent"], {}))
     chosen = _chosen(_run_file(out, TRAIN_CHOSEN, 0))
     hindsight = _chosen(_run_file(out, HINDSIGHT, 0)) if oracle else {}
+    near = _near_rows(config, data) if oracle and "test" in config.splits else None
     return {"rows": rows, "data": data, "chosen": chosen, "hindsight": hindsight,
-            "resumed": resumed}
+            "resumed": resumed, "near": near}
+
+
+NEAR_COLUMNS = ("budget", "agent", "near_problems", "near_geomean", "near_x_fixed",
+                "other_problems", "other_geomean", "other_x_fixed")
+"""near.csv's columns: per budget and agent (the learned ones, the fixed configuration
+chosen on train, the oracle), the geometric mean over runs x problems of the test problems
+near a train problem (:func:`~autoprofiler_env.dataset.splits.near_train`) and of the others,
+each also over the fixed configuration chosen on train's on the same problems."""
+
+
+def _near_rows(config: ExperimentConfig, data: dict) -> dict:
+    """The test split scored apart on its problems near a train problem and the others:
+    ``{"pairs": {test problem: nearest train problem}, "problems": n, "rows": [...]}``
+    (:data:`NEAR_COLUMNS`), or None where the test split has no rows."""
+    from autoprofiler_env.dataset.replay import Dataset
+    from autoprofiler_env.dataset.splits import near_train
+    from autoprofiler_env.features import FEATURE_NAMES
+
+    dataset = Dataset.load(config.env.get("dataset"))
+    vectors = {u: (dataset.record(u).split, dataset.record(u).features.vector())
+               for u in dataset.uris()}
+    pairs = near_train(vectors, FEATURE_NAMES, "test")
+    agents = [s.name for s in config.agents] + [TRAIN_CHOSEN, "oracle"]
+    rows, held = [], None
+    for b in config.budgets:
+        scores = data["scores"].get(("test", b))
+        order = data["problems"].get(("test", b))
+        if scores is None or TRAIN_CHOSEN not in scores:
+            continue
+        held = order
+        near = np.array([u in pairs for u in order])
+        fixed = scores[TRAIN_CHOSEN]
+        for name in [a for a in agents if a in scores]:
+            row = {"budget": b, "agent": name}
+            for side, mask in (("near", near), ("other", ~near)):
+                row[f"{side}_problems"] = int(mask.sum())
+                if not mask.any():
+                    continue
+                mean = float(scores[name][:, mask].mean())
+                row[f"{side}_geomean"] = math.exp(mean)
+                row[f"{side}_x_fixed"] = math.exp(mean - float(fixed[:, mask].mean()))
+            rows.append(row)
+    if held is None:
+        return None
+    return {"pairs": {u: pairs[u] for u in held if u in pairs}, "problems": len(held),
+            "rows": rows}
 
 
 def _resumed(config: ExperimentConfig, out: Path) -> dict[str, dict[int, list[int]]]:
@@ -986,8 +1035,12 @@ def write(config: ExperimentConfig, result: dict, out: Path, command: str,
     """leaderboard.md (``header``: a paragraph that says what is particular to these runs),
     leaderboard.csv and the plots."""
     write_csv(result["rows"], out / "leaderboard.csv", COLUMNS, extrasaction="ignore")
+    written = [out / "leaderboard.md", out / "leaderboard.csv"]
+    if result.get("near"):
+        write_csv(result["near"]["rows"], out / "near.csv", NEAR_COLUMNS)
+        written.append(out / "near.csv")
     write_atomic(out / "leaderboard.md", markdown(config, result, command, header).encode())
-    return [out / "leaderboard.md", out / "leaderboard.csv", *plots(config, result, out)]
+    return [*written, *plots(config, result, out)]
 
 
 def _splits(config: ExperimentConfig, result: dict) -> list[str]:
@@ -1109,7 +1162,45 @@ def markdown(config: ExperimentConfig, result: dict, command: str,
                              f"{r['mean_cost_s']:.2f} | {p} | {wtl} | {' | '.join(ratios)} | "
                              f"{signs} | {tested} |")
             lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + _near_markdown(result.get("near")))
+
+
+def _short(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def _near_markdown(near: dict | None) -> list[str]:
+    """leaderboard.md's last section: the test split's problems near a train problem and
+    the others, scored apart (:func:`_near_rows`)."""
+    if not near or not near["rows"]:
+        return []
+    from autoprofiler_env.dataset.splits import NEAR_LOG10
+
+    pairs = "; ".join(f"`{_short(u)}` ~ `{_short(t)}`" for u, t in near["pairs"].items())
+    lines = ["## test: the problems near a train problem, and the others", "",
+             "A test problem is near a train problem when that one has the same op histogram "
+             "(each op class's count) and each of its other static features within "
+             f"{NEAR_LOG10} in log10(1 + x) (a factor of about {10 ** NEAR_LOG10:.1f}; "
+             "`autoprofiler_env.dataset.splits.near_train`): the same kinds of ops at a "
+             "similar size, which the features the agents observe tell little apart. The "
+             "splits are dealt within (level, primary op) strata, so such pairs cross them; "
+             "a learned agent's lead that holds on the near problems only speaks of their "
+             "likeness to the train problems more than of new kernels. Point values (the "
+             "geometric mean over runs x problems; x fixed: over the fixed configuration "
+             "chosen on train's on the same problems), without intervals: each side holds a "
+             f"few problems. Near ({len(near['pairs'])} of {near['problems']}): "
+             f"{pairs or 'none'}.", "",
+             "| budget | agent | near: geomean | near: x fixed | others: geomean "
+             "| others: x fixed |", "|---|---|---|---|---|---|"]
+
+    def cell(row, key):
+        return "" if row.get(key) is None else f"{row[key]:.3f}"
+
+    for row in near["rows"]:
+        lines.append(f"| {row['budget']:.0%} | {row['agent']} | "
+                     + " | ".join(cell(row, f"{side}_{k}") for side in ("near", "other")
+                                  for k in ("geomean", "x_fixed")) + " |")
+    return lines + [""]
 
 
 def agent_styles(agents) -> dict[str, dict]:

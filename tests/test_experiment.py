@@ -3,6 +3,7 @@ rliable's statistics; resumable; its config checked."""
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -76,8 +77,8 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(experiments.experiment, "write_png", keep)
         written = write(config, result, out, "autoprofiler experiment --config exp.yaml")
-    assert {p.name for p in written} == {"leaderboard.md", "leaderboard.csv", "budgets.png",
-                                         "cost.png", "profiles.png"}
+    assert {p.name for p in written} == {"leaderboard.md", "leaderboard.csv", "near.csv",
+                                         "budgets.png", "cost.png", "profiles.png"}
     # reviewed: every row's band overlaid the others; the learned agents' alone are banded
     (profiles,) = drawn["profiles.png"].axes
     assert len(profiles.collections) == 2  # tree, ppo
@@ -400,6 +401,8 @@ def test_the_leaderboard_has_wins_ties_losses_and_says_the_iqm_is_geometric(tmp_
         cells = [c.strip() for c in line.strip("|").split("|")]
         if line.startswith("## test, budget "):
             section = line.split()[3]
+        elif line.startswith("## "):  # the near problems' table, another layout
+            section = None
         elif line.startswith("| agent"):
             column = cells.index("W/T/L vs fixed")
         elif line.startswith("| ") and section:
@@ -931,3 +934,64 @@ def test_a_run_read_the_same_file_from_another_folder_is_reused(tmp_path):
     with pytest.raises(StaleRunError, match=r"ex/mine.yaml changed since"):
         _check_run(path, made, {"options": spec.options, "reads": {"ex/mine.yaml": "b" * 64}},
                    spec, tmp_path)
+
+
+def test_the_test_split_is_scored_apart_on_problems_near_a_train_problem(tmp_path):
+    """A scientific-validity audit: the splits are dealt within strata, so test problems
+    have near twins in train (the suite's cumsum and cumprod); the leaderboard scores them
+    and the others apart. The two sides hold every test problem once, and their geometric
+    means, weighted by their counts, are the row's own."""
+    import csv
+
+    config = _config(tmp_path, BASELINES_ONLY)
+    out = tmp_path / "out"
+    result = run_experiment(config, out, progress=False)
+    write(config, result, out, "autoprofiler experiment --config exp.yaml")
+    near = result["near"]
+    assert near["problems"] == 24 and 0 < len(near["pairs"]) < 24
+    short = {u.rsplit("/", 1)[-1]: t.rsplit("/", 1)[-1] for u, t in near["pairs"].items()}
+    assert short["cumsum_8192x8192"] == "cumprod_8192x8192"  # same ops, same size
+    overall = {(r["budget"], r["agent"]): r["geomean_speedup"] for r in result["rows"]
+               if r["split"] == "test"}
+    rows = list(csv.DictReader((out / "near.csv").open()))
+    assert {r["agent"] for r in rows} == {TRAIN_CHOSEN, "oracle"}  # no learned agent here
+    assert len(rows) == 2 * 2
+    for r in rows:
+        n, m = int(r["near_problems"]), int(r["other_problems"])
+        assert n + m == 24 and n == len(near["pairs"])
+        pooled = math.exp((n * math.log(float(r["near_geomean"]))
+                           + m * math.log(float(r["other_geomean"]))) / 24)
+        assert pooled == pytest.approx(overall[float(r["budget"]), r["agent"]], rel=1e-9)
+        if r["agent"] == TRAIN_CHOSEN:
+            assert float(r["near_x_fixed"]) == float(r["other_x_fixed"]) == 1.0
+        else:  # the oracle is never below the fixed configuration, on either side
+            assert float(r["near_x_fixed"]) >= 1.0 and float(r["other_x_fixed"]) >= 1.0
+    text = (out / "leaderboard.md").read_text()
+    section = text.split("## test: the problems near a train problem, and the others")[1]
+    assert f"Near ({len(near['pairs'])} of 24)" in section
+    assert "`cumsum_8192x8192` ~ `cumprod_8192x8192`" in section
+    assert section.count("\n| 25% | ") == section.count("\n| 50% | ") == 2
+
+
+def test_near_train_needs_the_same_ops_at_a_similar_size():
+    import numpy as np
+
+    from autoprofiler_env.dataset.splits import NEAR_LOG10, near_train
+
+    names = ("log_flops", "log_n_ops", "log_n_matmul", "log_n_pointwise")
+
+    def v(flops, ops, matmul, pointwise):
+        return np.log10(1.0 + np.array([flops, ops, matmul, pointwise], dtype=float))
+
+    vectors = {
+        "train/a": ("train", v(1e9, 2, 1, 1)),
+        "train/b": ("train", v(1.5e9, 2, 1, 1)),
+        "val/c": ("val", v(1e9, 2, 1, 1)),  # the same as a, but not in the split asked
+        "test/twin": ("test", v(1.2e9, 2, 1, 1)),  # 0.079 from a, 0.097 from b
+        "test/bigger": ("test", v(1.5e9 * 10 ** (NEAR_LOG10 + 0.01), 2, 1, 1)),  # past b
+        "test/other_ops": ("test", v(1e9, 2, 2, 0)),  # same size, other op histogram
+        "test/same_ops_more": ("test", v(1e9, 3, 1, 1)),  # log_n_ops is a size: near
+    }
+    near = near_train(vectors, names, "test")
+    assert near == {"test/twin": "train/a", "test/same_ops_more": "train/a"}
+    assert near_train(vectors, names, "val") == {"val/c": "train/a"}
