@@ -40,7 +40,10 @@ of them beats the fixed configuration is made that many times at once). Each
 agent's bootstrap in each cell (and its performance profile's band) is drawn from numpy's
 generator seeded afresh with :data:`BOOTSTRAP_SEED`: the same scores give the same interval
 whatever else the config compares (the statistics are :mod:`experiments.stats`'). Written to
-``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``budgets.png`` (speedup against
+``--out``: ``leaderboard.md`` and ``leaderboard.csv``, ``near.csv`` (where the config
+scores the test split: its problems with a near twin in train and the others, scored apart,
+the leaderboard's last table: :func:`~autoprofiler_env.dataset.splits.near_train`),
+``budgets.png`` (speedup against
 budget, and each agent's ratio to the fixed configuration chosen on train, the learned
 agents' with their paired intervals), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup,
