@@ -21,6 +21,8 @@ import hashlib
 from collections import Counter
 from collections.abc import Hashable
 
+import numpy as np
+
 from autoprofiler_env.problems.loaders import SPLITS
 
 PATTERN = ("train", "val", "train", "test", "train")
@@ -98,7 +100,7 @@ NEAR_LOG10 = 0.35
 of 2.2 in the size itself."""
 
 
-def near_train(vectors: dict[str, tuple[str, "np.ndarray"]], names: tuple[str, ...],
+def near_train(vectors: dict[str, tuple[str, np.ndarray]], names: tuple[str, ...],
                split: str = "test") -> dict[str, str]:
     """The problems of ``split`` that are near a train problem, each with the nearest one.
 
@@ -112,8 +114,6 @@ def near_train(vectors: dict[str, tuple[str, "np.ndarray"]], names: tuple[str, .
     within (level, primary op) strata, so such pairs cross them on purpose; scoring a
     split's near problems and the others apart shows how much of a learned agent's lead
     rests on them (``autoprofiler experiment``'s leaderboard does)."""
-    import numpy as np
-
     ops = np.array([n.startswith("log_n_") and n not in ("log_n_ops", "log_n_inputs")
                     for n in names])
     train = [(u, v) for u, (s, v) in sorted(vectors.items()) if s == "train"]
