@@ -635,6 +635,11 @@ def test_learn_tree_writes_the_tree_its_log_and_pictures(tmp_path, capsys):
     assert main(["benchmark", "--budgets", "0.25", "--policy", f"tree:{out / 'tree.json'}",
                  "--out", str(tmp_path / "bench")]) == 0
     assert "tree:tree" in (tmp_path / "bench" / "benchmark.csv").read_text()
+    # the shipped agents' figures are one seed's: where their five seeds' are, said
+    assert ("autoprofiler-tree and maskable-ppo: the shipped agents, one trained seed each, "
+            "without intervals; five seeds of each, with bootstrap intervals and paired tests "
+            "against the fixed configuration chosen on train: autoprofiler experiment --config "
+            "compare (docs/experiment/leaderboard.md)") in capsys.readouterr().out
 
 
 def test_learn_tree_starts_each_budget_from_the_better_of_start_and_the_budget_below(
