@@ -55,12 +55,13 @@ Resumable: a run whose file exists is not run again, where the folder's ``settin
 file's settings (the agent's options, and the sha256 of each file its spec reads:
 :func:`experiments.policies.files_read` -- a ``tree:`` file, an ``sb3:`` model or a run's
 best model, a ``py:`` module's source, the shipped tree and model; an RL agent's config
-file) are what they would be now; a folder made with other settings is an error, and a file
-changed since is a :class:`StaleRunError` naming it and the folders to remove to run that
-policy again (every finished run is checked before anything runs). A tree's learning resumes
-exactly (its logs replay); an RL agent's interrupted training resumes from its last save,
-which is not bit-identical to an uninterrupted training (experiments/train.py says why):
-the leaderboard names the agents and seeds whose training resumed, and at which steps.
+file's contents, :func:`config_sha256`) are what they would be now; a folder made with other
+settings is an error, and a file changed since is a :class:`StaleRunError` naming it and the
+folders to remove to run that policy again (every finished run is checked before anything
+runs). A tree's learning resumes exactly (its logs replay); an RL agent's interrupted
+training resumes from its last save, which is not bit-identical to an uninterrupted training
+(experiments/train.py says why): the leaderboard names the agents and seeds whose training
+resumed, and at which steps.
 ``--wandb`` starts a wandb run named after the experiment (its group too) before anything
 runs (a failed one ends failed) and logs the config, the dataset's sha256, the leaderboard
 and the plots; each learned agent's seed that learns or trains is a run of the same group
@@ -93,6 +94,7 @@ The config (YAML)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -472,11 +474,21 @@ def _chosen(path: Path) -> dict[str, str]:
     return chosen
 
 
+def config_sha256(path: Path) -> str:
+    """The sha256 of a YAML config's contents as read (their canonical JSON), not of its
+    bytes: a comment or a layout change leaves the runs made from it as they were (keyed by
+    the bytes, an RL agent's every seed was stale after one, to be trained again)."""
+    data = read_yaml(path, "RL config")
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
+
+
 def _check_run(path: Path, made: dict | None, expected: dict, spec: AgentSpec,
-               out: Path) -> None:
+               out: Path, aliases: dict[str, str] | None = None) -> None:
     """A finished run's settings against those it would be made with now: another
     setting is a :class:`ConfigError`, a file it read that changed since (its sha256 in
-    ``reads``) a :class:`StaleRunError` naming the file."""
+    ``reads``) a :class:`StaleRunError` naming the file. ``aliases`` maps a checksum a run
+    may have recorded to the one read now for the same contents (an RL config's bytes to
+    its contents', :func:`config_sha256`)."""
     made = made if isinstance(made, dict) else {}
     if ({k: v for k, v in made.items() if k != "reads"}
             != {k: v for k, v in expected.items() if k != "reads"}):
@@ -484,6 +496,8 @@ def _check_run(path: Path, made: dict | None, expected: dict, spec: AgentSpec,
                           f"another --out, or remove {out} to run it again (its "
                           "trained agents too)")
     then, now = made.get("reads") or {}, expected.get("reads") or {}
+    if aliases and isinstance(then, dict):
+        then = {f: aliases.get(v, v) if isinstance(v, str) else v for f, v in then.items()}
     if sorted(map(str, then.values())) == sorted(map(str, now.values())):
         return  # the same files' contents, wherever they are read from now (another
         # working directory, another clone): the paths are the keys, not the settings
@@ -598,8 +612,11 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     # the sha256 of each file it reads (a fixed policy's tree, model or module; an RL
     # agent's config), every finished run checked before anything runs
     reads = {name: checksums(name, envs[config.splits[0]]) for name in fixed}
-    reads |= {s.name: {str(path): file_sha256(path)} for s in config.agents if s.kind == "rl"
-              for path in [_rl_config_file(s, config.path)]}
+    rl_configs = [_rl_config_file(s, config.path) for s in config.agents if s.kind == "rl"]
+    reads |= {s.name: {str(path): config_sha256(path)}
+              for s, path in zip([s for s in config.agents if s.kind == "rl"], rl_configs)}
+    # a run made before the configs were keyed by their contents names the file's bytes
+    aliases = {file_sha256(path): config_sha256(path) for path in rl_configs}
 
     def expected(spec: AgentSpec) -> dict:
         return (settings | {"options": spec.options}
@@ -612,7 +629,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
             try:
                 _check_run(path, recorded_as_now(read_json(path).get("settings"),
                                                  dataset.metadata if dataset else None),
-                           expected(spec), spec, out)
+                           expected(spec), spec, out, aliases)
             except StaleRunError as e:
                 stale[spec.name] = e
     if len(stale) == 1:

@@ -460,6 +460,10 @@ def test_a_changed_rl_config_file_refuses_the_runs_made_from_it(tmp_path):
     out = tmp_path / "out"
     first = run_experiment(config, out, progress=False)
     assert run_experiment(config, out, progress=False)["rows"] == first["rows"]  # resumed
+    # a comment and another layout of the same contents: the runs still stand (by bytes,
+    # they were stale, the agent's every seed to be trained again)
+    yaml_file.write_text("# tried once more\n" + source.replace(": ", ":   ") + "\n\n")
+    assert run_experiment(config, out, progress=False)["rows"] == first["rows"]
     yaml_file.write_text(source.replace("learning_rate: 3.0e-4", "learning_rate: 1.0e-3"))
     with pytest.raises(StaleRunError, match=rf"{yaml_file} changed since .*ppo.*seed-0.json "
                                             r"was made from it .*remove .*runs/ppo and "
@@ -934,6 +938,10 @@ def test_a_run_read_the_same_file_from_another_folder_is_reused(tmp_path):
     with pytest.raises(StaleRunError, match=r"ex/mine.yaml changed since"):
         _check_run(path, made, {"options": spec.options, "reads": {"ex/mine.yaml": "b" * 64}},
                    spec, tmp_path)
+    # a run made when configs were keyed by their bytes: the bytes' checksum read as the
+    # contents' where the file's bytes are the same now
+    _check_run(path, made, {"options": spec.options, "reads": {"ex/mine.yaml": "b" * 64}},
+               spec, tmp_path, aliases={"a" * 64: "b" * 64})
 
 
 def test_the_test_split_is_scored_apart_on_problems_near_a_train_problem(tmp_path):
