@@ -612,11 +612,11 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     # the sha256 of each file it reads (a fixed policy's tree, model or module; an RL
     # agent's config), every finished run checked before anything runs
     reads = {name: checksums(name, envs[config.splits[0]]) for name in fixed}
-    rl_configs = [_rl_config_file(s, config.path) for s in config.agents if s.kind == "rl"]
-    reads |= {s.name: {str(path): config_sha256(path)}
-              for s, path in zip([s for s in config.agents if s.kind == "rl"], rl_configs)}
+    rl_configs = {s.name: _rl_config_file(s, config.path) for s in config.agents
+                  if s.kind == "rl"}
+    reads |= {name: {str(path): config_sha256(path)} for name, path in rl_configs.items()}
     # a run made before the configs were keyed by their contents names the file's bytes
-    aliases = {file_sha256(path): config_sha256(path) for path in rl_configs}
+    aliases = {file_sha256(path): config_sha256(path) for path in rl_configs.values()}
 
     def expected(spec: AgentSpec) -> dict:
         return (settings | {"options": spec.options}
@@ -897,7 +897,7 @@ near a train problem (:func:`~autoprofiler_env.dataset.splits.near_train`) and o
 each also over the fixed configuration chosen on train's on the same problems."""
 
 
-def _near_rows(config: ExperimentConfig, data: dict) -> dict:
+def _near_rows(config: ExperimentConfig, data: dict) -> dict | None:
     """The test split scored apart on its problems near a train problem and the others:
     ``{"pairs": {test problem: nearest train problem}, "problems": n, "rows": [...]}``
     (:data:`NEAR_COLUMNS`), or None where the test split has no rows."""
