@@ -762,7 +762,8 @@ def log_experiment(run, result: dict, paths: list[Path], live_result: dict | Non
                    live_paths: list[Path]) -> None:
     """The leaderboard as a table and in the run's summary (each row's geometric-mean
     speedup and its ratio to the fixed configuration chosen on train, under
-    ``<split>/budget=<b>/<agent>/``), the plots as images; the live evaluation's too."""
+    ``<split>/budget=<b>/<agent>/``), the test split's near twins scored apart as a table
+    (``near``), the plots as images; the live evaluation's too."""
     import wandb
 
     from experiments.benchmark import wandb_key
@@ -771,6 +772,9 @@ def log_experiment(run, result: dict, paths: list[Path], live_result: dict | Non
         return wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
 
     logged = {"leaderboard": table(result["rows"])}
+    if result.get("near") and result["near"]["rows"]:  # a side without problems is empty
+        logged["near"] = wandb.Table(columns=list(NEAR_COLUMNS), data=[
+            [r.get(c) for c in NEAR_COLUMNS] for r in result["near"]["rows"]])
     logged |= {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
     if live_paths:
         logged |= {"live/leaderboard": table(live_result["rows"]),
