@@ -906,13 +906,8 @@ def _near_rows(config: ExperimentConfig, data: dict) -> dict | None:
     ``{"pairs": {test problem: nearest train problem}, "problems": n, "rows": [...]}``
     (:data:`NEAR_COLUMNS`), or None where the test split has no rows."""
     from autoprofiler_env.dataset.replay import Dataset
-    from autoprofiler_env.dataset.splits import near_train
-    from autoprofiler_env.features import FEATURE_NAMES
 
-    dataset = Dataset.load(config.env.get("dataset"))
-    vectors = {u: (dataset.record(u).split, dataset.record(u).features.vector())
-               for u in dataset.uris()}
-    pairs = near_train(vectors, FEATURE_NAMES, "test")
+    pairs = Dataset.load(config.env.get("dataset")).near_train("test")
     agents = [s.name for s in config.agents] + [TRAIN_CHOSEN, "oracle"]
     rows, held = [], None
     for b in config.budgets:

@@ -1737,3 +1737,19 @@ def test_a_saved_ncu_run_with_fields_it_never_has_is_a_read_error(tmp_path):
     with pytest.raises(ReportReadError, match=r"run.json holds evil, which an ncu run's "
                                               r"record does not"):
         NcuRun.load(tmp_path)
+
+
+def test_dataset_info_counts_the_problems_with_a_near_twin_in_train():
+    """The splits are dealt within (level, primary op) strata, so a validation or test
+    problem can have a near twin in train (the same ops at a similar size); ``dataset info``
+    says how many, as the experiment's leaderboard scores them apart."""
+    from autoprofiler_env.dataset import Dataset
+
+    dataset = Dataset.load()
+    near = dataset.near_train("test")
+    assert dataset.info()["near_train"] == {"val": len(dataset.near_train("val")),
+                                            "test": len(near)}
+    named = {u.rsplit("/", 1)[-1]: t.rsplit("/", 1)[-1] for u, t in near.items()}
+    assert named["cumsum_8192x8192"] == "cumprod_8192x8192" and len(named) == 9
+    assert all(dataset.record(t).split == "train" for t in near.values())
+    assert all(dataset.record(u).split == "test" for u in near)

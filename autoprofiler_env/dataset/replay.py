@@ -199,6 +199,16 @@ class Dataset:
     def uris(self, split: str | None = None) -> list[str]:
         return [u for u, r in self.content.problems.items() if split is None or r.split == split]
 
+    def near_train(self, split: str = "test") -> dict[str, str]:
+        """The problems of ``split`` with a near twin in the train split, each with it
+        (:func:`~autoprofiler_env.dataset.splits.near_train`: the same op histogram, every
+        other static feature within a factor of about 2.2)."""
+        from autoprofiler_env.dataset.splits import near_train
+        from autoprofiler_env.features import FEATURE_NAMES
+
+        return near_train({u: (r.split, r.features.vector())
+                           for u, r in self.content.problems.items()}, FEATURE_NAMES, split)
+
     def ill_posed(self, tolerance: str | float | None = None) -> dict[str, str]:
         """The problems on which a constant output passes ``tolerance`` (None: the
         recording's), each with the tolerance at which one does (its recorded
@@ -452,4 +462,6 @@ class Dataset:
                                 for reps in keyed.values()),
             "complete": all(set(r.profiles) == set(self.sections) for r in problems),
             "ill_posed": {name: len(self.ill_posed(name)) for name in PRESETS},
+            # the deal within strata puts near twins on both sides of the splits
+            "near_train": {s: len(self.near_train(s)) for s in ("val", "test")},
         }
