@@ -82,3 +82,18 @@ def test_spec_json_round_trip_keeps_the_range(study_dataset):
 def test_a_bad_range_is_one_clear_value_error(study_dataset, bad):
     with pytest.raises(ValueError, match=r"budget_range must be a list \[low, high\]"):
         make(study_dataset, budget_range=bad)
+
+
+@pytest.mark.parametrize("bad", [[1e-10, 1e300], [5e-324, 1.0]])
+def test_a_range_whose_ratio_overflows_is_refused(study_dataset, bad):
+    """A fuzzer's find: high / low past a float's range made every draw inf (the episode ran
+    on an infinite budget, and its record could not be replayed: the budget option refuses
+    inf); a subnormal low did the same."""
+    with pytest.raises(ValueError, match=r"budget_range must be .* high / low a finite "
+                                         r"number"):
+        make(study_dataset, budget_range=bad)
+    wide = make(study_dataset, budget_range=[1e-150, 1e150])  # wide, but its draws finite
+    for seed in range(20):
+        wide.reset(seed=seed)
+        assert 1e-150 <= wide.unwrapped.episode_budget / wide.unwrapped._full_cost(
+            wide.unwrapped.problem) <= 1e150 * (1 + 1e-9)

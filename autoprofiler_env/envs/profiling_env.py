@@ -795,6 +795,9 @@ def _budget_range(value) -> list[float]:
     low, high = (_finite("budget_range", v, accepted) for v in value)
     if not 0 < low <= high:
         raise ValueError(f"budget_range must be {accepted}, got {shown(value)}")
+    if not math.isfinite(high / low):  # the draw, low * (high / low) ** u, would be inf
+        raise ValueError(f"budget_range must be {accepted} and high / low a finite number "
+                         f"(at most about 1.8e308), got {shown(value)}")
     return [low, high]
 
 
