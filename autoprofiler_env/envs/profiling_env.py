@@ -285,7 +285,7 @@ class ProfilingEnv(gym.Env):
     The kwargs are checked at construction, each failure a ``ValueError`` (or an
     :class:`~autoprofiler_env.errors.AutoProfilerError` subclass) saying what is accepted:
     ``budget`` a finite number > 0; ``budget_range`` None or two finite numbers with
-    0 < low <= high; ``cost_penalty`` a finite number >= 0 (0 turns it off; a
+    0 < low <= high and high / low finite; ``cost_penalty`` a finite number >= 0 (0 turns it off; a
     negative one would pay for profiling); ``incorrect_reward`` None or a finite number;
     ``problems`` None (the split) or a non-empty list of URI strings, each one the backend
     holds (the replay raises :class:`~autoprofiler_env.errors.NotRecordedError` naming the
