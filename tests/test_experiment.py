@@ -464,6 +464,15 @@ def test_a_changed_rl_config_file_refuses_the_runs_made_from_it(tmp_path):
     # they were stale, the agent's every seed to be trained again)
     yaml_file.write_text("# tried once more\n" + source.replace(": ", ":   ") + "\n\n")
     assert run_experiment(config, out, progress=False)["rows"] == first["rows"]
+    # a run made when configs were keyed by their bytes names the bytes' checksum: read as
+    # the contents' while the file's bytes are those
+    from autoprofiler_env.checksum import file_sha256
+
+    run_file = out / "runs" / "ppo" / "seed-0.json"
+    made = json.loads(run_file.read_text())
+    made["settings"]["reads"] = {str(yaml_file): file_sha256(yaml_file)}
+    run_file.write_text(json.dumps(made))
+    assert run_experiment(config, out, progress=False)["rows"] == first["rows"]
     yaml_file.write_text(source.replace("learning_rate: 3.0e-4", "learning_rate: 1.0e-3"))
     with pytest.raises(StaleRunError, match=rf"{yaml_file} changed since .*ppo.*seed-0.json "
                                             r"was made from it .*remove .*runs/ppo and "
@@ -1003,3 +1012,30 @@ def test_near_train_needs_the_same_ops_at_a_similar_size():
     near = near_train(vectors, names, "test")
     assert near == {"test/twin": "train/a", "test/same_ops_more": "train/a"}
     assert near_train(vectors, names, "val") == {"val/c": "train/a"}
+
+
+def test_an_rl_configs_contents_checksum_takes_any_yaml_and_is_the_same_in_every_process(
+        tmp_path):
+    """A review: keys of two types in one mapping made the checksum a TypeError traceback
+    (json cannot sort them), and a !!set's repr follows the process's hash seed, which made
+    every resume stale."""
+    import os
+    import subprocess
+    import sys
+
+    from experiments.experiment import config_sha256
+
+    path = tmp_path / "mine.yaml"
+    path.write_text("AutoProfiler-v0: {n_timesteps: 1024}\n1: one\n"
+                    "tags: !!set {alpha, beta, gamma, delta, epsilon}\n")
+    same = tmp_path / "same.yaml"  # the same contents, written otherwise
+    same.write_text("# a comment\ntags: !!set {epsilon, delta, gamma, beta, alpha}\n1: one\n"
+                    "AutoProfiler-v0:\n  n_timesteps: 1024\n")
+    assert config_sha256(path) == config_sha256(same)
+    script = ("import sys; from pathlib import Path; from experiments.experiment import "
+              f"config_sha256; print(config_sha256(Path({str(path)!r})))")
+    seen = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           check=True, env={**os.environ,
+                                            "PYTHONHASHSEED": seed}).stdout.strip()
+            for seed in ("1", "2", "3")}
+    assert seen == {config_sha256(path)}
