@@ -97,3 +97,25 @@ def test_a_range_whose_ratio_overflows_is_refused(study_dataset, bad):
         wide.reset(seed=seed)
         assert 1e-150 <= wide.unwrapped.episode_budget / wide.unwrapped._full_cost(
             wide.unwrapped.problem) <= 1e150 * (1 + 1e-9)
+
+
+def test_an_episode_budget_past_a_floats_range_is_refused_and_the_episode_goes_on(
+        study_dataset):
+    """A review: a finite fraction times the problem's full-set cost could still be inf
+    (budget 1e308, or a range up to it), and the episode ran on an infinite budget; a
+    subnormal one overflowed the costs divided by it. Refused at reset, naming the budget;
+    the episode that was running goes on as it was."""
+    env = make(study_dataset)
+    env.reset(seed=0)
+    section = int(np.flatnonzero(env.unwrapped.action_masks()[:-1])[0])
+    before = env.unwrapped.problem
+    for budget in (1e308, 5e-324):
+        with pytest.raises(ValueError, match=r"the budget .* gives .* an episode budget of .*"
+                                             r"not a normal finite number"):
+            env.reset(options={"budget": budget})
+    budget = env.unwrapped.episode_budget
+    assert env.unwrapped.problem == before and math.isfinite(budget)
+    _, _, _, _, info = env.step(section)  # the earlier episode, still running
+    assert list(info["sections"]) == [env.unwrapped.sections[section]]
+    assert info["problem"] == before
+    assert env.unwrapped.episode_budget == budget

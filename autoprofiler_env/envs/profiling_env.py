@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import reprlib
+import sys
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
 
@@ -524,22 +525,22 @@ class ProfilingEnv(gym.Env):
             self.backend.check_machine()
         super().reset(seed=seed)
         if "problem" in options:
-            self._uri = options["problem"]
+            uri = options["problem"]
         else:
             # uniform over the problems (random() is a third of integers()' cost)
-            self._uri = self.problems[int(self.np_random.random() * len(self.problems))]
+            uri = self.problems[int(self.np_random.random() * len(self.problems))]
         if budget is None:
             if self.budget_range is None:
                 budget = self.budget
             else:  # log-uniform: 5% to 10% is as likely as 50% to 100%
                 low, high = self.budget_range
                 budget = low * (high / low) ** self.np_random.random()
-        self._episode_budget_given = budget
-        start = self._starts.get((self._uri, budget))
-        if start is None:
+        start = self._starts.get((uri, budget))
+        if start is None:  # a budget it refuses leaves the episode running as it was
             if len(self._starts) >= _STARTS_KEPT:  # budgets drawn from a range: keep it bounded
                 self._starts.clear()
-            start = self._starts[(self._uri, budget)] = self._start(self._uri, budget)
+            start = self._starts[(uri, budget)] = self._start(uri, budget)
+        self._uri, self._episode_budget_given = uri, budget
         (self._budget_total, self._costs, self._cost_list, template, self._sorted_costs,
          self._cheapest) = start
         self._collected: list[str] = []
@@ -556,7 +557,12 @@ class ProfilingEnv(gym.Env):
         ``budget_unit``, the sections' costs (an array and a list), the observation's first
         buffers, the costs in increasing order and, for each k, the bits of the k cheapest
         sections (what a remaining budget affords is one of these)."""
-        budget = self._episode_budget(uri, budget)
+        given, budget = budget, self._episode_budget(uri, budget)
+        if not math.isfinite(budget) or budget < sys.float_info.min:  # 1e308 of a cost > 1
+            raise ValueError(f"the budget {given!r} gives {uri} an episode budget of {budget!r} "
+                             f"{self.budget_unit}, not a normal finite number (the costs "
+                             "divided by it would overflow): give budgets between about "
+                             "1e-300 and 1e300")
         costs = np.array([self._cost(uri, s) for s in self.sections])
         template = self._obs.template(
             np.asarray(self.backend.features(uri), dtype=np.float32),
