@@ -768,14 +768,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     print_table(summary)
     shipped = [name for name in (SHIPPED_TREE, SHIPPED_RL) if name in ran]
     if shipped:  # a reader would otherwise take one seed's figures for the method's
-        where = {DEFAULT_NAME: "--config compare (docs/experiment/leaderboard.md)",
-                 "kernelbench": "--config compare_kernelbench "
-                                "(docs/experiment/kernelbench/leaderboard.md)"}.get(
-            args.dataset or DEFAULT_NAME, "with a config of your own (docs/benchmark.md)")
-        each = "s, one trained seed each" if len(shipped) > 1 else ", one trained seed"
-        print(f"\n{' and '.join(shipped)}: the shipped agent{each}, without intervals; five "
-              "seeds of each, with bootstrap intervals and paired tests against the fixed "
-              f"configuration chosen on train: autoprofiler experiment {where}")
+        print("\n" + _shipped_seed_note(shipped, args.dataset, record["optimizer"]))
     print(f"saved {out / 'benchmark.csv'}, {out / 'episodes.csv'}, {figure}, "
           f"{out / 'benchmark.json'}")
     if args.wandb:
@@ -1445,6 +1438,31 @@ _AFTER_INTERRUPT = {
     "dataset": ": nothing was written (a dataset file is written whole, at its end)"}
 """What a command interrupted (Ctrl-C, a ``KeyboardInterrupt`` that nothing else reported)
 leaves and how to go on; learn-tree says it in its own error."""
+
+
+def _shipped_seed_note(shipped: list[str], dataset: str | None, optimizer: str) -> str:
+    """What the benchmark says under its tables of the shipped learned agents' rows: one
+    seed each, learned on the suite (on another dataset, how they transfer), and which
+    experiment has five seeds of each with intervals."""
+    from autoprofiler_env.dataset.names import resolve_dataset
+
+    each = "s, one trained seed each" if len(shipped) > 1 else ", one trained seed"
+    said = f"{' and '.join(shipped)}: the shipped agent{each}, without intervals"
+    tested = ("with bootstrap intervals and paired tests against the fixed configuration "
+              "chosen on train")
+    def same(a, b) -> bool:  # a shipped file named by its path is that dataset
+        return resolve_dataset(a).resolve() == resolve_dataset(b).resolve()
+
+    if same(dataset, None):
+        config = "compare_reference_v1" if optimizer == "reference-v1" else (
+            "compare (docs/experiment/leaderboard.md)")
+        return f"{said}; five seeds of each, {tested}: autoprofiler experiment --config {config}"
+    where = ("--config compare_kernelbench (docs/experiment/kernelbench/leaderboard.md)"
+             if same(dataset, "kernelbench") else
+             "with `env: {dataset: ...}` in a config of your own (docs/benchmark.md)")
+    return (f"{said}, learned on the suite's train split (here: how they transfer); agents "
+            f"learned on this dataset's train split, five seeds each, {tested}: autoprofiler "
+            f"experiment {where}")
 
 
 def main(argv: list[str] | None = None) -> int:

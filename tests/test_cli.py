@@ -482,3 +482,31 @@ def test_the_command_says_its_version(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"autoprofiler {autoprofiler_env.__version__}"
+
+
+def test_the_benchmark_says_where_its_shipped_agents_five_seeds_are_for_each_dataset(
+        tmp_path):
+    """A review: the note under the benchmark's tables pointed KernelBench's readers at an
+    experiment that learns other agents than the shipped ones, and reference-v1's at the
+    composed optimizer's. Per dataset (by name or by its file) and optimizer."""
+    import shutil
+
+    from autoprofiler_env.dataset.names import resolve_dataset
+    from experiments.cli import _shipped_seed_note
+
+    both = ["autoprofiler-tree", "maskable-ppo"]
+    suite = _shipped_seed_note(both, None, "reference")
+    assert suite.startswith("autoprofiler-tree and maskable-ppo: the shipped agents, one "
+                            "trained seed each, without intervals; five seeds of each")
+    assert suite.endswith("--config compare (docs/experiment/leaderboard.md)")
+    assert _shipped_seed_note(both, str(resolve_dataset(None)), "reference") == suite
+    assert _shipped_seed_note(both, "suite", "reference-v1").endswith(
+        "--config compare_reference_v1")
+    kernelbench = _shipped_seed_note(["maskable-ppo"], "kernelbench", "reference")
+    assert kernelbench.startswith("maskable-ppo: the shipped agent, one trained seed, without "
+                                  "intervals, learned on the suite's train split")
+    assert kernelbench.endswith("--config compare_kernelbench "
+                                "(docs/experiment/kernelbench/leaderboard.md)")
+    copy = tmp_path / "mine.json.gz"  # another file, even of the same bytes: not shipped
+    shutil.copy(resolve_dataset("kernelbench"), copy)
+    assert "a config of your own" in _shipped_seed_note(both, str(copy), "reference")
