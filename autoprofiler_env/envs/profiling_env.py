@@ -135,10 +135,11 @@ class ProfilingEnv(gym.Env):
     - ``costs``: ``Box(n_sections)``, what each section costs on this problem as a fraction of
       the episode's budget, as it is known before collecting it (the replay: as recorded;
       live: the catalogue's passes, or 1 per section; clipped at 1000). In seconds, the
-      replay's ``costs`` and ``budget_total[1]`` come from the problem's recorded ncu runs,
-      which a profiler meeting a new kernel has only after a full-set run of it: a policy
-      that reads them knows more than that profiler would (``budget_unit="passes"`` or
-      ``"sections"`` shows only what is known before; the tree reads ``budget_total[0]``);
+      replay's ``costs``, ``budget_total[1]`` and the action mask (what the budget left
+      affords) come from the problem's recorded ncu runs, which a profiler meeting a new
+      kernel has only after a full-set run of it: every policy here, the tree and the fixed
+      configurations included, acts on more than that profiler would know
+      (``budget_unit="passes"`` or ``"sections"`` shows only what is known before);
     - ``action_mask``: ``MultiBinary(n_sections + 1)``, the valid actions (as
       ``action_masks()``), so that a policy called on a batch of observations (a vector env)
       reads each sub-environment's own.
