@@ -923,10 +923,17 @@ each also over the fixed configuration chosen on train's on the same problems.""
 def _near_rows(config: ExperimentConfig, data: dict) -> dict | None:
     """The test split scored apart on its problems near a train problem and the others:
     ``{"pairs": {test problem: nearest train problem}, "problems": n, "rows": [...]}``
-    (:data:`NEAR_COLUMNS`), or None where the test split has no rows."""
+    (:data:`NEAR_COLUMNS`), ``"within"``: how many are near at other bounds (0: the same
+    feature vector), or None where the test split has no rows. The twins are looked for
+    among the problems the agents learned on (the train environment's: a tolerance can
+    leave some of the split out)."""
+    import gymnasium as gym
+
     from autoprofiler_env.dataset.replay import Dataset
 
-    pairs = Dataset.load(config.env.get("dataset")).near_train("test")
+    dataset = Dataset.load(config.env.get("dataset"))
+    train = gym.make("AutoProfiler-v0", split="train", **config.env).unwrapped.problems
+    pairs = dataset.near_train("test", train)
     agents = [s.name for s in config.agents] + [TRAIN_CHOSEN, "oracle"]
     rows, held = [], None
     for b in config.budgets:
@@ -949,8 +956,16 @@ def _near_rows(config: ExperimentConfig, data: dict) -> dict | None:
             rows.append(row)
     if held is None:
         return None
+    within = {bound: sum(u in dataset.near_train("test", train, bound) for u in held)
+              for bound in NEAR_BOUNDS}
     return {"pairs": {u: pairs[u] for u in held if u in pairs}, "problems": len(held),
-            "rows": rows}
+            "rows": rows, "within": within}
+
+
+NEAR_BOUNDS = (0.0, 0.2, 0.5)
+"""The other bounds (in log10(1 + x)) at which the leaderboard counts the near test problems,
+beside :data:`~autoprofiler_env.dataset.splits.NEAR_LOG10`'s: how much the count rests on
+that choice (0: the same feature vector as a train problem)."""
 
 
 def _resumed(config: ExperimentConfig, out: Path) -> dict[str, dict[int, list[int]]]:
@@ -1227,7 +1242,10 @@ def _near_markdown(near: dict | None) -> list[str]:
              "geometric mean over runs x problems; x fixed: over the fixed configuration "
              "chosen on train's on the same problems), without intervals: each side holds a "
              f"few problems. Near ({len(near['pairs'])} of {near['problems']}): "
-             f"{pairs or 'none'}.", "",
+             f"{pairs or 'none'}. The count at other bounds: "
+             + ", ".join(f"{n} with the same feature vector as a train problem" if bound == 0
+                         else f"{n} within {bound:g}" for bound, n in near["within"].items())
+             + ".", "",
              "| budget | agent | near: geomean | near: x fixed | others: geomean "
              "| others: x fixed |", "|---|---|---|---|---|---|"]
 

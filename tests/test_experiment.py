@@ -986,6 +986,12 @@ def test_the_test_split_is_scored_apart_on_problems_near_a_train_problem(tmp_pat
     text = (out / "leaderboard.md").read_text()
     section = text.split("## test: the problems near a train problem, and the others")[1]
     assert f"Near ({len(near['pairs'])} of 24)" in section
+    # how much the count rests on the bound: 0 (the same vector), 0.2, 0.5 beside 0.35
+    within = near["within"]
+    assert list(within) == [0.0, 0.2, 0.5]
+    assert within[0.0] <= within[0.2] <= len(near["pairs"]) <= within[0.5] <= 24
+    assert (f"{within[0.0]} with the same feature vector as a train problem, "
+            f"{within[0.2]} within 0.2, {within[0.5]} within 0.5.") in section
     assert "`cumsum_8192x8192` ~ `cumprod_8192x8192`" in section
     assert section.count("\n| 25% | ") == section.count("\n| 50% | ") == 2
 

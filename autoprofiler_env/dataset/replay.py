@@ -199,15 +199,21 @@ class Dataset:
     def uris(self, split: str | None = None) -> list[str]:
         return [u for u, r in self.content.problems.items() if split is None or r.split == split]
 
-    def near_train(self, split: str = "test") -> dict[str, str]:
+    def near_train(self, split: str = "test", train=None, within: float | None = None
+                   ) -> dict[str, str]:
         """The problems of ``split`` with a near twin in the train split, each with it
         (:func:`~autoprofiler_env.dataset.splits.near_train`: the same op histogram, every
-        other static feature within a factor of about 2.2)."""
-        from autoprofiler_env.dataset.splits import near_train
+        other static feature within ``within``, by default a factor of about 2.2); ``train``:
+        the train problems to look among (default: the split's every problem; an
+        environment's, where a tolerance leaves some out)."""
+        from autoprofiler_env.dataset.splits import NEAR_LOG10, near_train
         from autoprofiler_env.features import FEATURE_NAMES
 
+        among = None if train is None else set(train)
         return near_train({u: (r.split, r.features.vector())
-                           for u, r in self.content.problems.items()}, FEATURE_NAMES, split)
+                           for u, r in self.content.problems.items()
+                           if among is None or r.split != "train" or u in among},
+                          FEATURE_NAMES, split, NEAR_LOG10 if within is None else within)
 
     def ill_posed(self, tolerance: str | float | None = None) -> dict[str, str]:
         """The problems on which a constant output passes ``tolerance`` (None: the

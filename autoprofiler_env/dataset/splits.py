@@ -101,21 +101,24 @@ of 2.2 in the size itself."""
 
 
 def near_train(vectors: dict[str, tuple[str, np.ndarray]], names: tuple[str, ...],
-               split: str = "test") -> dict[str, str]:
+               split: str = "test", within: float = NEAR_LOG10) -> dict[str, str]:
     """The problems of ``split`` that are near a train problem, each with the nearest one.
 
     ``vectors`` maps each problem's URI to its split and its static feature vector
     (:meth:`~autoprofiler_env.features.StaticFeatures.vector`, ordered as ``names``). A
     problem is near a train problem that has the same op histogram (each op class's count:
-    the ``log_n_<op>`` features) and whose other features are each within
-    :data:`NEAR_LOG10` of its own: the same kinds of ops at a similar size, which the
-    features the agents observe tell little apart (KernelBench's ``47_Sum_reduction`` and
-    ``48_Mean_reduction``, the suite's ``relu`` and ``leaky_relu``). The splits are dealt
-    within (level, primary op) strata, so such pairs cross them on purpose; scoring a
-    split's near problems and the others apart shows how much of a learned agent's lead
-    rests on them (``autoprofiler experiment``'s leaderboard does)."""
-    ops = np.array([n.startswith("log_n_") and n not in ("log_n_ops", "log_n_inputs")
-                    for n in names])
+    the ``log_n_<category>`` features of :data:`~autoprofiler_env.features.OP_CATEGORIES`)
+    and whose other features are each within ``within`` (:data:`NEAR_LOG10`) of its own:
+    the same kinds of ops at a similar size, which the features the agents observe tell
+    little apart (KernelBench's ``47_Sum_reduction`` and ``48_Mean_reduction``, the suite's
+    ``relu`` and ``leaky_relu``). The splits are dealt within (level, primary op) strata,
+    so such pairs cross them on purpose; scoring a split's near problems and the others
+    apart shows how much of a learned agent's lead rests on them (``autoprofiler
+    experiment``'s leaderboard does)."""
+    from autoprofiler_env.features import OP_CATEGORIES
+
+    histogram = {f"log_n_{c}" for c in OP_CATEGORIES}
+    ops = np.array([n in histogram for n in names])
     train = [(u, v) for u, (s, v) in sorted(vectors.items()) if s == "train"]
     near = {}
     for uri, (s, vector) in sorted(vectors.items()):
@@ -126,7 +129,7 @@ def near_train(vectors: dict[str, tuple[str, np.ndarray]], names: tuple[str, ...
             if not np.array_equal(vector[ops], v[ops]):
                 continue
             gap = float(np.max(np.abs(vector[~ops] - v[~ops]), initial=0.0))
-            if gap <= NEAR_LOG10 and (best is None or gap < best[0]):
+            if gap <= within and (best is None or gap < best[0]):
                 best = (gap, other)
         if best is not None:
             near[uri] = best[1]
