@@ -1450,6 +1450,7 @@ def _shipped_seed_note(shipped: list[str], dataset: str | None, optimizer: str) 
     said = f"{' and '.join(shipped)}: the shipped agent{each}, without intervals"
     tested = ("with bootstrap intervals and paired tests against the fixed configuration "
               "chosen on train")
+
     def same(a, b) -> bool:  # a shipped file named by its path is that dataset
         return resolve_dataset(a).resolve() == resolve_dataset(b).resolve()
 

@@ -956,7 +956,7 @@ def _near_rows(config: ExperimentConfig, data: dict) -> dict | None:
             rows.append(row)
     if held is None:
         return None
-    within = {bound: sum(u in dataset.near_train("test", train, bound) for u in held)
+    within = {bound: len(set(dataset.near_train("test", train, bound)) & set(held))
               for bound in NEAR_BOUNDS}
     return {"pairs": {u: pairs[u] for u in held if u in pairs}, "problems": len(held),
             "rows": rows, "within": within}
