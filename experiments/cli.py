@@ -1452,7 +1452,10 @@ def _shipped_seed_note(shipped: list[str], dataset: str | None, optimizer: str) 
               "chosen on train")
 
     def same(a, b) -> bool:  # a shipped file named by its path is that dataset
-        return resolve_dataset(a).resolve() == resolve_dataset(b).resolve()
+        try:
+            return resolve_dataset(a).resolve() == resolve_dataset(b).resolve()
+        except AutoProfilerError:  # a shipped dataset this install does not hold yet
+            return False
 
     if same(dataset, None):
         config = "compare_reference_v1" if optimizer == "reference-v1" else (

@@ -475,27 +475,37 @@ def _chosen(path: Path) -> dict[str, str]:
 
 
 def _canonical(value):
-    """``value`` (what YAML reads) as JSON values in one order whatever the process: a
-    mapping as its (key, value) pairs sorted by the key's type and repr (keys of several
-    types do not sort together), a set sorted, anything else but JSON's scalars as its
-    repr."""
+    """``value`` (what YAML reads) as JSON values in one order whatever the process, each
+    container tagged with its kind (a mapping and the list of its pairs differ): a mapping
+    as its (key, value) pairs sorted by the key's type and repr (keys of several types do
+    not sort together), a set sorted (its repr follows the hash seed), anything else but
+    JSON's scalars as its type and repr."""
     if isinstance(value, dict):
         pairs = sorted(value.items(), key=lambda kv: (type(kv[0]).__name__, repr(kv[0])))
-        return [[_canonical(k), _canonical(v)] for k, v in pairs]
+        return {"map": [[_canonical(k), _canonical(v)] for k, v in pairs]}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
-    if isinstance(value, (set, frozenset)):  # a set's repr follows the hash seed
-        return sorted((_canonical(v) for v in value), key=repr)
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted((_canonical(v) for v in value), key=repr)}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    return repr(value)
+    return {"repr": [type(value).__name__, repr(value)]}
 
 
 def config_sha256(path: Path) -> str:
     """The sha256 of a YAML config's contents as read (:func:`_canonical`), not of its
     bytes: a comment or a layout change leaves the runs made from it as they were (keyed by
-    the bytes, an RL agent's every seed was stale after one, to be trained again)."""
-    data = _canonical(read_yaml(path, "RL config"))
+    the bytes, an RL agent's every seed was stale after one, to be trained again).
+
+    Raises:
+        ConfigError: the file cannot be read as YAML, or refers to itself (an anchor inside
+            its own value).
+    """
+    try:
+        data = _canonical(read_yaml(path, "RL config"))
+    except RecursionError:
+        raise ConfigError(f"{path}: a value refers to itself (a YAML anchor used inside "
+                          "its own value): write it out") from None
     return hashlib.sha256(json.dumps(data).encode()).hexdigest()
 
 
@@ -526,10 +536,11 @@ def _check_run(path: Path, made: dict | None, expected: dict, spec: AgentSpec,
     checksum = "sha256"
     if spec.kind == "rl":
         again += f" and {out / 'agents' / spec.name}"
-        checksum = "its contents' sha256"  # config_sha256, not what sha256sum shows
+        checksum = "checksum"  # then: its bytes' or its contents'; now: config_sha256's
     raise StaleRunError(
         f"{changed} changed since {path} was made from it ({checksum} "
-        f"{(was or 'not recorded')[:12]} then, {(is_ or 'not read')[:12]} now): "
+        f"{(was or 'not recorded')[:12]} then, {(is_ or 'not read')[:12]} now"
+        + (", of its contents" if spec.kind == "rl" else "") + "): "
         f"{spec.name}'s runs there are the old file's. To run {spec.name} again with the file "
         f"as it is now, {again} (the other runs are kept); or put the file back, or give "
         "another --out")

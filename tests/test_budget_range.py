@@ -102,20 +102,30 @@ def test_a_range_whose_ratio_overflows_is_refused(study_dataset, bad):
 def test_an_episode_budget_past_a_floats_range_is_refused_and_the_episode_goes_on(
         study_dataset):
     """A review: a finite fraction times the problem's full-set cost could still be inf
-    (budget 1e308, or a range up to it), and the episode ran on an infinite budget; a
-    subnormal one overflowed the costs divided by it. Refused at reset, naming the budget;
-    the episode that was running goes on as it was."""
+    (budget 1e308, or a range up to it: a vector env's autoreset raised at a random step),
+    and the episode ran on an infinite budget; a subnormal one overflowed the costs divided
+    by it. make refuses budgets past BUDGET_BOUNDS; a reset's budget option past a float's
+    range is refused naming it, and the episode that was running goes on as it was."""
+    from autoprofiler_env.envs.profiling_env import BUDGET_BOUNDS
+
+    for kwargs in ({"budget": 1e308}, {"budget": 1e-310}, {"budget_range": [1e300, 1e301]},
+                   {"budget_range": [1e-305, 1e-302]}):
+        with pytest.raises(ValueError, match=r"between 1e-300 and 1e\+300"):
+            make(study_dataset, **kwargs)
+    assert BUDGET_BOUNDS == (1e-300, 1e300)
     env = make(study_dataset)
     env.reset(seed=0)
     section = int(np.flatnonzero(env.unwrapped.action_masks()[:-1])[0])
-    before = env.unwrapped.problem
-    for budget in (1e308, 5e-324):
+    _, _, _, _, info = env.step(section)
+    mask, spent = env.unwrapped.action_masks().copy(), env.unwrapped._spent
+    problem, budget = env.unwrapped.problem, env.unwrapped.episode_budget
+    for option in (1e308, 5e-324):
         with pytest.raises(ValueError, match=r"the budget .* gives .* an episode budget of .*"
                                              r"not a normal finite number"):
-            env.reset(options={"budget": budget})
-    budget = env.unwrapped.episode_budget
-    assert env.unwrapped.problem == before and math.isfinite(budget)
-    _, _, _, _, info = env.step(section)  # the earlier episode, still running
+            env.reset(options={"budget": option})
+    assert env.unwrapped.problem == problem and env.unwrapped.episode_budget == budget
+    assert env.unwrapped._spent == spent and (env.unwrapped.action_masks() == mask).all()
     assert list(info["sections"]) == [env.unwrapped.sections[section]]
-    assert info["problem"] == before
-    assert env.unwrapped.episode_budget == budget
+    _, _, terminated, _, info = env.step(env.unwrapped.STOP)  # the earlier episode ends
+    assert terminated and info["record"].budget == 0.25 and info["problem"] == problem
+    assert list(info["record"].sections) == [env.unwrapped.sections[section]]

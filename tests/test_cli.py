@@ -485,7 +485,7 @@ def test_the_command_says_its_version(capsys):
 
 
 def test_the_benchmark_says_where_its_shipped_agents_five_seeds_are_for_each_dataset(
-        tmp_path):
+        tmp_path, monkeypatch):
     """A review: the note under the benchmark's tables pointed KernelBench's readers at an
     experiment that learns other agents than the shipped ones, and reference-v1's at the
     composed optimizer's. Per dataset (by name or by its file) and optimizer."""
@@ -509,4 +509,13 @@ def test_the_benchmark_says_where_its_shipped_agents_five_seeds_are_for_each_dat
                                 "(docs/experiment/kernelbench/leaderboard.md)")
     copy = tmp_path / "mine.json.gz"  # another file, even of the same bytes: not shipped
     shutil.copy(resolve_dataset("kernelbench"), copy)
+    assert "a config of your own" in _shipped_seed_note(both, str(copy), "reference")
+    # an install that does not hold KernelBench's file yet: a file of one's own is still
+    # told so (resolving the name raised)
+    import dataclasses
+
+    import autoprofiler_env.dataset.names as names
+
+    monkeypatch.setitem(names.SHIPPED, "kernelbench", dataclasses.replace(
+        names.SHIPPED["kernelbench"], file="absent.json.gz"))
     assert "a config of your own" in _shipped_seed_note(both, str(copy), "reference")

@@ -989,7 +989,7 @@ def test_the_test_split_is_scored_apart_on_problems_near_a_train_problem(tmp_pat
     # how much the count rests on the bound: 0 (the same vector), 0.2, 0.5 beside 0.35
     within = near["within"]
     assert list(within) == [0.0, 0.2, 0.5]
-    assert within[0.0] <= within[0.2] <= len(near["pairs"]) <= within[0.5] <= 24
+    assert (within[0.0], within[0.2], len(near["pairs"]), within[0.5]) == (4, 5, 9, 9)
     assert (f"{within[0.0]} with the same feature vector as a train problem, "
             f"{within[0.2]} within 0.2, {within[0.5]} within 0.5.") in section
     assert "`cumsum_8192x8192` ~ `cumprod_8192x8192`" in section
@@ -1045,3 +1045,13 @@ def test_an_rl_configs_contents_checksum_takes_any_yaml_and_is_the_same_in_every
                                             "PYTHONHASHSEED": seed}).stdout.strip()
             for seed in ("1", "2", "3")}
     assert seen == {config_sha256(path)}
+    # a mapping and the list of its pairs, {} and [], a set and its sorted list: not the same
+    pairs = [("m.yaml", "a: {x: 1}\n"), ("l.yaml", "a: [[x, 1]]\n"), ("e.yaml", "a: {}\n"),
+             ("f.yaml", "a: []\n"), ("s.yaml", "a: !!set {x}\n"), ("t.yaml", "a: [x]\n")]
+    for name, text in pairs:
+        (tmp_path / name).write_text(text)
+    assert len({config_sha256(tmp_path / name) for name, _ in pairs}) == len(pairs)
+    looped = tmp_path / "loop.yaml"  # an anchor inside its own value
+    looped.write_text("a: &x [1, *x]\n")
+    with pytest.raises(ConfigError, match=r"loop.yaml: a value refers to itself"):
+        config_sha256(looped)

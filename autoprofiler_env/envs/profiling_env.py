@@ -286,8 +286,10 @@ class ProfilingEnv(gym.Env):
 
     The kwargs are checked at construction, each failure a ``ValueError`` (or an
     :class:`~autoprofiler_env.errors.AutoProfilerError` subclass) saying what is accepted:
-    ``budget`` a finite number > 0; ``budget_range`` None or two finite numbers with
-    0 < low <= high and high / low finite; ``cost_penalty`` a finite number >= 0 (0 turns it off; a
+    ``budget`` a number between 1e-300 and 1e300 (:data:`BUDGET_BOUNDS`); ``budget_range``
+    None or two such numbers with low <= high and high / low finite (a refused reset leaves
+    the environment's episode as it was; a wrapper that counts steps, ``TimeLimit``, has
+    reset its count first); ``cost_penalty`` a finite number >= 0 (0 turns it off; a
     negative one would pay for profiling); ``incorrect_reward`` None or a finite number;
     ``problems`` None (the split) or a non-empty list of URI strings, each one the backend
     holds (the replay raises :class:`~autoprofiler_env.errors.NotRecordedError` naming the
@@ -326,6 +328,11 @@ class ProfilingEnv(gym.Env):
                          "cost, or an absolute amount with budget_is_fraction=False)")
         if budget <= 0:
             raise ValueError(f"budget must be a finite number > 0, got {shown(budget)}")
+        if not BUDGET_BOUNDS[0] <= budget <= BUDGET_BOUNDS[1]:
+            raise ValueError(f"budget must be between {BUDGET_BOUNDS[0]:g} and "
+                             f"{BUDGET_BOUNDS[1]:g} (times a problem's full-set cost, or divided "
+                             f"into its sections' costs, a float overflows past them), got "
+                             f"{shown(budget)}")
         if budget_range is not None:
             budget_range = _budget_range(budget_range)
         cost_penalty = _finite("cost_penalty", cost_penalty, "a finite number >= 0 (0: none)")
@@ -559,7 +566,7 @@ class ProfilingEnv(gym.Env):
         buffers, the costs in increasing order and, for each k, the bits of the k cheapest
         sections (what a remaining budget affords is one of these)."""
         given, budget = budget, self._episode_budget(uri, budget)
-        if not math.isfinite(budget) or budget < sys.float_info.min:  # 1e308 of a cost > 1
+        if not math.isfinite(budget) or budget < sys.float_info.min:  # a reset's budget option
             raise ValueError(f"the budget {given!r} gives {uri} an episode budget of {budget!r} "
                              f"{self.budget_unit}, not a normal finite number (the costs "
                              "divided by it would overflow): give budgets between about "
@@ -568,7 +575,7 @@ class ProfilingEnv(gym.Env):
         template = self._obs.template(
             np.asarray(self.backend.features(uri), dtype=np.float32),
             budget_entries(budget, self._full_cost(uri)),
-            np.minimum(costs / budget, COST_CLIP).astype(np.float32))
+            np.minimum(_divided(costs, budget), COST_CLIP).astype(np.float32))
         order = sorted(range(len(costs)), key=lambda i: costs[i])
         cheapest = [0]
         for i in order:
@@ -791,6 +798,13 @@ def _finite(name: str, value, accepted: str) -> float:
     return float(value)
 
 
+def _divided(costs: np.ndarray, budget: float) -> np.ndarray:
+    """``costs / budget``, an overflow to inf said by no warning (the observation clips it
+    at :data:`COST_CLIP`)."""
+    with np.errstate(over="ignore"):
+        return costs / budget
+
+
 def _budget_range(value) -> list[float]:
     """The ``budget_range`` kwarg as ``[low, high]``, or a ``ValueError`` saying what it
     accepts."""
@@ -805,7 +819,16 @@ def _budget_range(value) -> list[float]:
     if not math.isfinite(high / low):  # the draw, low * (high / low) ** u, would be inf
         raise ValueError(f"budget_range must be {accepted} and high / low a finite number "
                          f"(at most about 1.8e308), got {shown(value)}")
+    if not BUDGET_BOUNDS[0] <= low <= high <= BUDGET_BOUNDS[1]:
+        raise ValueError(f"budget_range must be {accepted}, each between {BUDGET_BOUNDS[0]:g} "
+                         f"and {BUDGET_BOUNDS[1]:g} (past them a float overflows), got "
+                         f"{shown(value)}")
     return [low, high]
+
+
+BUDGET_BOUNDS = (1e-300, 1e300)
+"""The budgets ``make`` accepts (and ``budget_range``'s ends): times a problem's full-set
+cost, or divided into its sections' costs, a float overflows far past them."""
 
 
 def _problem_list(problems) -> list[str]:
