@@ -644,9 +644,10 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     reads = {name: checksums(name, envs[config.splits[0]]) for name in fixed}
     rl_configs = {s.name: _rl_config_file(s, config.path) for s in config.agents
                   if s.kind == "rl"}
-    reads |= {name: {str(path): config_sha256(path)} for name, path in rl_configs.items()}
+    contents = {name: config_sha256(path) for name, path in rl_configs.items()}
+    reads |= {name: {str(path): contents[name]} for name, path in rl_configs.items()}
     # a run made before the configs were keyed by their contents names the file's bytes
-    aliases = {file_sha256(path): config_sha256(path) for path in rl_configs.values()}
+    aliases = {file_sha256(path): contents[name] for name, path in rl_configs.items()}
 
     def expected(spec: AgentSpec) -> dict:
         return (settings | {"options": spec.options}

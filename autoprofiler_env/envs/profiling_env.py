@@ -569,13 +569,15 @@ class ProfilingEnv(gym.Env):
         if not math.isfinite(budget) or budget < sys.float_info.min:  # a reset's budget option
             raise ValueError(f"the budget {given!r} gives {uri} an episode budget of {budget!r} "
                              f"{self.budget_unit}, not a normal finite number (the costs "
-                             "divided by it would overflow): give budgets between about "
-                             "1e-300 and 1e300")
+                             f"divided by it would overflow): give budgets between about "
+                             f"{BUDGET_BOUNDS[0]:g} and {BUDGET_BOUNDS[1]:g}")
         costs = np.array([self._cost(uri, s) for s in self.sections])
+        with np.errstate(over="ignore"):  # a tiny budget: inf, clipped at COST_CLIP
+            shares = costs / budget
         template = self._obs.template(
             np.asarray(self.backend.features(uri), dtype=np.float32),
             budget_entries(budget, self._full_cost(uri)),
-            np.minimum(_divided(costs, budget), COST_CLIP).astype(np.float32))
+            np.minimum(shares, COST_CLIP).astype(np.float32))
         order = sorted(range(len(costs)), key=lambda i: costs[i])
         cheapest = [0]
         for i in order:
@@ -796,13 +798,6 @@ def _finite(name: str, value, accepted: str) -> float:
     if not is_finite_number(value):
         raise ValueError(f"{name} must be {accepted}, got {shown(value)}")
     return float(value)
-
-
-def _divided(costs: np.ndarray, budget: float) -> np.ndarray:
-    """``costs / budget``, an overflow to inf said by no warning (the observation clips it
-    at :data:`COST_CLIP`)."""
-    with np.errstate(over="ignore"):
-        return costs / budget
 
 
 def _budget_range(value) -> list[float]:
