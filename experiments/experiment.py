@@ -270,9 +270,10 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise ConfigError(f"{path}: 'name' must be a folder name (letters, digits, . _ -; it "
                           f"is runs/experiment/<name>), got {name!r}")
     env = need("env", dict, {})
-    if "split" in env:
-        raise ConfigError(f"{path}: env.split: the experiment sets each environment's split "
-                          "from 'splits' (and learns on train): leave it out")
+    for key in ("split", "problems"):
+        if key in env:
+            raise ConfigError(f"{path}: env.{key}: the experiment sets each environment's "
+                              "problems from 'splits' (and learns on train): leave it out")
     from agents.rl.config import check_env_kwargs
 
     check_env_kwargs(env, lambda key, message: ConfigError(f"{path}: {key}: {message}"), "env.")
@@ -442,6 +443,25 @@ def _rl_policy(spec: AgentSpec, seed: int, config: ExperimentConfig, out: Path,
               command=["autoprofiler", "experiment", "--config", portable(config.path)])
     model = load_run(run_dir)
     return lambda env: model
+
+
+def _trains_apart(config: ExperimentConfig, rl_configs: dict[str, Path], envs: dict) -> None:
+    """A :class:`ConfigError` where an RL agent's training config (its ``env_kwargs``'
+    ``split: null`` or ``problems``) trains on problems of a split the experiment scores,
+    other than train: its rows there would score the problems it learned from."""
+    from agents.rl.config import read_config
+    from experiments.policies import in_sample
+
+    for name, path in rl_configs.items():
+        trained_on = read_config(path)[0].env
+        for split, env in envs.items():
+            said = None if split == "train" else in_sample(trained_on, env)
+            if said is not None:
+                raise ConfigError(
+                    f"{config.path}: agents.{name}: its training config {path} trains on "
+                    f"{said.replace('evaluated here', f'of the {split} split')}, which the "
+                    "experiment scores: train on train (leave env_kwargs.split and problems "
+                    "out)")
 
 
 def _rl_config_file(spec: AgentSpec, experiment_file: Path | None = None) -> Path:
@@ -645,6 +665,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     rl_configs = {s.name: _rl_config_file(s, config.path) for s in config.agents
                   if s.kind == "rl"}
     contents = {name: config_sha256(path) for name, path in rl_configs.items()}
+    _trains_apart(config, rl_configs, envs)
     reads |= {name: {str(path): contents[name]} for name, path in rl_configs.items()}
     # a run made before the configs were keyed by their contents names the file's bytes
     aliases = {file_sha256(path): contents[name] for name, path in rl_configs.items()}

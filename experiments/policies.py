@@ -90,6 +90,11 @@ class Entry:
     learned_with: dict | None = None
     """The make kwargs of the environment it was learned on that bear on what the
     observation and the reward mean (:data:`BEARING`), where its files say."""
+    trained_on: dict | None = None
+    """The problems whose rewards it was learned from, where its files say: ``{"split": s}``
+    (``None``: every problem) or ``{"problems": [...]}``, the make kwargs of its training
+    environment (a tree of learn-tree's: ``{"split": "train"}``; the split that chose the best
+    model or kept tree, val, is not counted); :func:`trained_problems` lists them."""
 
     def __post_init__(self) -> None:
         if self.stochastic is None:
@@ -448,8 +453,38 @@ def _said(learned: dict) -> dict:
         if "dataset_sha256" in learned:  # a tree of learn-tree's: the tolerance it learned
             said.setdefault("tolerance", None)  # under, None (the default) before it logged one
     said = {k: v for k, v in said.items() if not (k == "optimizer" and v is None)}
+    trained = None
+    if isinstance(kwargs, dict):  # its training environment's problems
+        problems = kwargs.get("problems")
+        trained = ({"problems": [str(p) for p in problems]} if isinstance(problems, list)
+                   else {"split": kwargs.get("split", "train")})
+    elif "dataset_sha256" in learned:  # learn-tree's: its edits are scored on train
+        trained = {"split": "train"}
     return {"learned_on": found if isinstance(found, str) else None,
-            "learned_with": said or None}
+            "learned_with": said or None, "trained_on": trained}
+
+
+def trained_problems(trained_on: dict, backend) -> list[str]:
+    """The problem URIs an :attr:`Entry.trained_on` (or a training config's env kwargs: its
+    ``split``, default train, or ``problems``) names in ``backend``'s dataset."""
+    if isinstance(trained_on.get("problems"), list):
+        return [str(p) for p in trained_on["problems"]]
+    return list(backend.problems(trained_on.get("split", "train")))
+
+
+def in_sample(trained_on: dict, env) -> str | None:
+    """How many of ``env``'s problems a policy trained on ``trained_on``'s problems
+    (:func:`trained_problems`) learned from, in words; None where none."""
+    base = env.unwrapped
+    learned = set(trained_problems(trained_on, base.backend))
+    overlap = [p for p in base.problems if p in learned]
+    if not overlap:
+        return None
+    how = ("its problems list" if isinstance(trained_on.get("problems"), list)
+           else f"split={trained_on.get('split', 'train')!r}")
+    how += ": every problem" if how == "split=None" else ""
+    return (f"{len(overlap)} of the {len(base.problems)} problems evaluated here "
+            f"({how})")
 
 
 def _environment_kwargs(env) -> dict:
@@ -472,8 +507,9 @@ def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str
     """What ``entry``'s record says it was learned on that ``env`` is not, one message each
     (none for a policy without a record): another dataset (``dataset``: the name it was
     given as, None for the default), other make kwargs that bear on the observation or the
-    reward (:data:`BEARING`). The benchmark and the experiment warn them: the policy's rows
-    then measure how it transfers."""
+    reward (:data:`BEARING`), problems of ``env`` it was trained on (:func:`in_sample`, on
+    the same dataset). The benchmark and the experiment warn them: the policy's rows then
+    measure how it transfers, or how it fits."""
     from autoprofiler_env.dataset.format import same_content
 
     messages = []
@@ -503,4 +539,10 @@ def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str
                         f"than this one ({said}); its rows measure how it transfers (learn "
                         "it with this environment's kwargs, or evaluate it on an "
                         "environment made with its own)")
+    if entry.trained_on is not None and sha256 is not None and entry.learned_on is not None \
+            and same_content(backend_dataset.metadata, entry.learned_on) \
+            and (said := in_sample(entry.trained_on, env)) is not None:
+        messages.append(f"{entry.name} was trained on {said}: its rows on them say how it "
+                        "fits the problems it learned from, not how it does on new ones "
+                        "(evaluate it on a split it was not trained on)")
     return messages

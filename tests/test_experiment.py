@@ -143,7 +143,10 @@ def test_runs_made_on_another_build_of_the_dataset_are_not_reused(tmp_path):
     # read when the config is read, not after hours of runs
     ("env: {bogus: 1}\n", r"env.bogus: not a make kwarg of the environment"),
     ("env: {cost_penalty: high}\n", r"env.cost_penalty: a number"),
-    ("env: {split: train}\n", r"env.split: the experiment sets each environment's split"),
+    ("env: {split: train}\n", r"env.split: the experiment sets each environment's problems"),
+    # the same problems in every split's environment: its test rows scored train's
+    ("env: {problems: ['problem://autoprofiler/v1/level1/conv1d_32x128x8192']}\n",
+     r"env.problems: the experiment sets each environment's problems from 'splits'"),
     ("agents: {r: {kind: rl, steps: many}}\n", r"agents.r.steps: a whole number >= 1"),
     ("agents: {t: {kind: tree, rounds: fast}}\n", r"agents.t.rounds: a whole number >= 1"),
     ("agents: {t: {kind: tree, margin: .nan}}\n", r"agents.t.margin: a finite number >= 0"),
@@ -199,6 +202,35 @@ def test_an_rl_agents_config_is_found_beside_the_experiment_file(tmp_path, monke
     with pytest.raises(ConfigError, match=r"exp.yaml: agents.r.config: other.yaml: no such "
                                           r"file, nor a shipped config .* \(here, nor in "):
         load_config(folder / "exp.yaml")
+
+
+@pytest.mark.parametrize("env_kwargs, said", [
+    ("{split: null}", r"trains on 24 of the 24 problems of the test split \(split=None: "
+                      r"every problem\), which the experiment scores"),
+    ("{problems: [PROBLEM, TRAIN]}",
+     r"trains on 1 of the 24 problems of the test split \(its problems list\)"),
+])
+def test_an_rl_agent_trained_on_the_scored_problems_is_refused_before_it_trains(
+        tmp_path, env_kwargs, said):
+    """An RL agent's training config with ``split: null`` (every problem) or a problems list
+    holding test problems was trained on them, and the experiment scored it there as on
+    held-out problems; refused before anything is trained or run."""
+    import gymnasium as gym
+    import yaml
+
+    test_problem = gym.make("AutoProfiler-v0", split="test").unwrapped.problems[0]
+    train_problem = gym.make("AutoProfiler-v0", split="train").unwrapped.problems[0]
+    source = yaml.safe_load((ROOT / "experiments" / "configs" / "maskable_ppo.yaml").read_text())
+    source["AutoProfiler-v0"]["env_kwargs"] = yaml.safe_load(
+        env_kwargs.replace("PROBLEM", test_problem).replace("TRAIN", train_problem))
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(source))
+    config = _config(tmp_path, f"name: c\nbudgets: [0.25]\nsplits: [test, val]\nseeds: 1\n"
+                               f"agents: {{ppo: {{kind: rl, config: {tmp_path / 'mine.yaml'}, "
+                               "steps: 64}}\nreps: 20\npoi_reps: 5\n")
+    with pytest.raises(ConfigError, match=r"agents.ppo: its training config .*mine.yaml "
+                                          + said + r".*train on train"):
+        run_experiment(config, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / "agents").exists()  # nothing trained
 
 
 def test_an_unknown_experiment_config_lists_the_experiment_configs():

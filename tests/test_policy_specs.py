@@ -295,6 +295,40 @@ def test_the_benchmark_warns_when_a_policy_was_learned_with_other_env_kwargs(tmp
         "environment's kwargs, or evaluate it on an environment made with its own)"]
 
 
+def test_the_benchmark_warns_when_a_policy_was_trained_on_the_problems_it_is_scored_on(
+        tmp_path):
+    """A model trained with ``split: null`` (every problem) or a problems list holding test
+    problems was benchmarked on the test split without a word: its rows there scored the
+    problems it learned from."""
+    from experiments.policies import learned_elsewhere
+
+    env = gym.make("AutoProfiler-v0", split="test")
+    held = _model_with_record(tmp_path / "held", env)  # split: train
+    every = _model_with_record(tmp_path / "every", env, split=None)
+    some = _model_with_record(tmp_path / "some", env, problems=env.unwrapped.problems[:3])
+    assert learned_elsewhere(load(f"sb3:{held}", env), env) == []
+    [said] = learned_elsewhere(load(f"sb3:{every}", env), env)
+    assert said == (f"sb3:{every} was trained on 24 of the 24 problems evaluated here "
+                    "(split=None: every problem): its rows on them say how it fits the "
+                    "problems it learned from, not how it does on new ones (evaluate it on a "
+                    "split it was not trained on)")
+    [said] = learned_elsewhere(load(f"sb3:{some}", env), env)
+    assert "trained on 3 of the 24 problems evaluated here (its problems list)" in said
+    # on another dataset the URIs name other problems: said as a transfer, not in-sample
+    kernelbench = gym.make("AutoProfiler-v0", dataset="kernelbench", split="test",
+                           tolerance="kernelbench")
+    assert all("was trained on" not in m for m in learned_elsewhere(
+        load(f"sb3:{every}", kernelbench), kernelbench))
+    # the shipped learners' own split: a tree is learned on train, the model trained there
+    train = gym.make("AutoProfiler-v0", split="train")
+    for name in ("autoprofiler-tree", "maskable-ppo"):
+        [said] = learned_elsewhere(load(name, train), train)
+        n = len(train.unwrapped.problems)
+        assert said.startswith(f"{name} was trained on {n} of the {n} problems evaluated "
+                               "here (split='train')")
+        assert learned_elsewhere(load(name, env), env) == []
+
+
 def test_the_shipped_tree_is_said_learned_under_the_default_tolerance():
     """The shipped trees' files predate the tolerance in learn-tree's settings: they were
     learned under the default, and a benchmark under another said nothing of them (it did
@@ -305,8 +339,8 @@ def test_the_shipped_tree_is_said_learned_under_the_default_tolerance():
     [said] = learned_elsewhere(load("autoprofiler-tree", env), env)
     assert said.startswith("autoprofiler-tree was learned on an environment made with other "
                            "kwargs than this one (tolerance=None there, 'kernelbench' here")
-    assert learned_elsewhere(load("autoprofiler-tree", gym.make("AutoProfiler-v0")),
-                             gym.make("AutoProfiler-v0")) == []
+    test = gym.make("AutoProfiler-v0", split="test")
+    assert learned_elsewhere(load("autoprofiler-tree", test), test) == []
 
 
 def test_a_recurrent_ppo_model_is_benchmarked_by_its_file(tmp_path):
