@@ -433,9 +433,10 @@ def test_an_integer_action_in_any_numpy_form_is_accepted(study_dataset, action):
 
 @pytest.mark.parametrize("action", [None, float("nan"), 2.7, 2.0, np.float32(1.0), "3",
                                     np.array([1, 2]), np.array([1.0]), [1], 99, -1,
-                                    np.int64(16), np.array([16])],
+                                    np.int64(16), np.array([16]), np.array([[1]])],
                          ids=["None", "nan", "2.7", "2.0", "float32", "str", "2-element",
-                              "float-array", "list", "99", "-1", "int64-16", "array-16"])
+                              "float-array", "list", "99", "-1", "int64-16", "array-16",
+                              "(1, 1)-array"])
 def test_an_action_outside_the_action_space_is_a_clear_value_error_and_changes_nothing(
         study_dataset, action):
     """Decision (the class docstring): a value that is not a member of the action space (not

@@ -660,14 +660,14 @@ class ProfilingEnv(gym.Env):
                 array = np.asarray(value)
             except Exception:  # noqa: BLE001  (an object that fails to convert: not an integer)
                 array = None
-            if array is not None and array.dtype.kind in "iu" and array.size == 1:
+            if array is not None and array.dtype.kind in "iu" and array.shape in ((), (1,)):
                 value = array.reshape(())[()]
         if isinstance(value, (int, np.integer)) and 0 <= value <= self.STOP:
             return int(value)
         raise ValueError(
             f"action must be an integer of Discrete({self.STOP + 1}) (0..{self.STOP - 1} "
             f"collect a section, {self.STOP} is STOP): an int, a numpy integer or an integer "
-            f"array of one element; got {reprlib.repr(action)} ({type(action).__name__})")
+            f"array of shape () or (1,); got {reprlib.repr(action)} ({type(action).__name__})")
 
     def _finish(self, invalid: bool):
         # the episode is over from here, even if the backend raises below
