@@ -100,7 +100,8 @@ class FixedSections(Agent):
     """Collects ``sections`` in order, then stops; it stops too at the first that the budget
     does not afford, never skipping to a cheaper one after it (a fixed configuration is its
     list, cut by the budget: at a low budget the curated list, SpeedOfLight first, collects
-    nothing)."""
+    nothing). Skipping variants would not strengthen the fixed configuration chosen on train
+    (``python -m experiments.studies.fixed_fit``)."""
 
     def __init__(self, env, sections, name: str) -> None:
         super().__init__(env)
