@@ -55,6 +55,32 @@ def decomposition_flops(build, inputs):
     return counter.get_total_flops()
 
 
+# -- matrix-vector products ------------------------------------------------------------------
+
+@pytest.mark.parametrize("forward, args, inputs, flops", [
+    ("return a @ x", "a, x", "torch.randn(64, 32), torch.randn(32)", 2 * 64 * 32),
+    ("return torch.mv(a, x)", "a, x", "torch.randn(64, 32), torch.randn(32)", 2 * 64 * 32),
+    ("return torch.addmv(y, a, x)", "y, a, x",
+     "torch.randn(64), torch.randn(64, 32), torch.randn(32)", 2 * 64 * 32),
+    ("return torch.dot(x, x)", "x", "torch.randn(32)", 2 * 32),
+    ("return a @ b", "a, b", "torch.randn(64, 32), torch.randn(32, 8)", 2 * 64 * 32 * 8),
+])
+def test_a_matrix_vector_product_counts_its_flops(tmp_path, forward, args, inputs, flops):
+    """torch's FlopCounterMode counts none for mv, addmv and dot (torch 2.13): the suite's
+    matvec_16384x16384 had flops 0 (the data audit of 2026-12-07); counted here, once (a
+    matrix product, which FlopCounterMode counts, is not counted again)."""
+    f = features(tmp_path, forward, inputs, args=args)
+    assert f.flops == flops and f.tags == ("matmul",)
+
+
+def test_the_shipped_matvec_is_counted_now_and_was_built_with_none():
+    from autoprofiler_env.dataset import Dataset
+
+    assert static_features(load_problem("matvec_16384x16384")).flops == 2 * 16384 * 16384
+    shipped = Dataset.load(None).record("problem://autoprofiler/v1/level1/matvec_16384x16384")
+    assert shipped.features.flops == 0  # built before the fix (docs/dataset.md says so)
+
+
 # -- transposed convolutions --------------------------------------------------------------
 
 def test_a_transposed_convolution_is_conv_transpose_and_a_convolution_conv(tmp_path):
