@@ -59,6 +59,12 @@ def operator_cap(counts, where: str) -> int | None:
     return caps.pop() if caps else None
 
 
+REFERENCE_DRIFT = 1.2
+"""``dataset info``'s ``reference_drift`` counts the problems whose eager reference's times, in
+the judgements of their candidates, span more than this factor (:meth:`Dataset.
+reference_drift`); a problem's own p20-p80 spread is a few percent."""
+
+
 class Dataset:
     """A loaded, checked dataset (read-only: :meth:`load` hands one object to every caller
     that loads the same file)."""
@@ -198,6 +204,23 @@ class Dataset:
 
     def uris(self, split: str | None = None) -> list[str]:
         return [u for u, r in self.content.problems.items() if split is None or r.split == split]
+
+    def reference_drift(self, optimizer: str | None = None) -> dict[str, float]:
+        """Per problem with two or more timed candidates (of ``optimizer``, default the
+        dataset's), how far apart the eager reference's times were in their judgements: the
+        largest over the smallest of ``speedup x candidate time``, each the reference timed
+        beside that candidate. The judge times them interleaved so that drift cancels in
+        the speedup; where the reference's own time moved this much between judgements
+        (level-3 networks on the H200: up to 2x), the problem's candidates are ranked by
+        speedups measured in different conditions (docs/dataset.md, "Known problems")."""
+        optimizer = optimizer or self.default_optimizer()
+        drift = {}
+        for uri, record in self.content.problems.items():
+            times = [o.speedup * o.median_ms for o in record.outcomes.get(optimizer, {}).values()
+                     if o.speedup and o.median_ms]
+            if len(times) > 1:
+                drift[uri] = max(times) / min(times)
+        return drift
 
     def near_train(self, split: str = "test", train=None, within: float | None = None
                    ) -> dict[str, str]:
@@ -470,4 +493,7 @@ class Dataset:
             "ill_posed": {name: len(self.ill_posed(name)) for name in PRESETS},
             # the deal within strata puts near twins on both sides of the splits
             "near_train": {s: len(self.near_train(s)) for s in ("val", "test")},
+            # the problems whose reference moved more than REFERENCE_DRIFT between judgements
+            "reference_drift": sum(d > REFERENCE_DRIFT for d in self.reference_drift().values()
+                                   ) if self.optimizers() else 0,
         }
