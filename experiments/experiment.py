@@ -872,6 +872,7 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
                                      [s for s in config.splits if s in set(splits)])
             for b in config.budgets]
     cells: dict = {}  # (split, budget) -> name -> [(path, problem -> (log speedup, cost))]
+    collected: dict = {}  # (split, budget) -> name -> [each episode's sections]
     for name in names:
         seeds = config.seeds if name in {s.name for s in config.agents} else (
             # a fixed policy: once (seed 0), a stochastic one once per seed (the live
@@ -882,6 +883,11 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
             for split, b in keys:
                 cells.setdefault((split, b), {}).setdefault(name, []).append(
                     (path, run_outcomes(path, run, f"{split}/{b:g}")))
+                episodes = collected.setdefault((split, b), {})
+                said = [o.get("sections") for o in run["outcomes"][f"{split}/{b:g}"].values()]
+                if name not in episodes or episodes[name] is not None:  # all said, or none
+                    episodes[name] = (episodes.get(name, []) + said
+                                      if all(isinstance(x, list) for x in said) else None)
     scores: dict = {}
     costs: dict = {}
     problems: dict = {}
@@ -893,7 +899,31 @@ def _matrices(config: ExperimentConfig, out: Path, oracle: bool = True,
                 [[cell[p][0] for p in order] for _, cell in runs])
             costs.setdefault((split, b), {})[name] = float(np.mean(
                 [[cell[p][1] for p in order] for _, cell in runs]))
-    return {"scores": scores, "costs": costs, "problems": problems}
+    shares = {key: {name: _shares(episodes) for name, episodes in by_name.items()
+                    if episodes}
+              for key, by_name in collected.items()}
+    return {"scores": scores, "costs": costs, "problems": problems, "collected": shares}
+
+
+def _shares(episodes: list[list[str]]) -> dict[str, float]:
+    """Per section, the share of ``episodes`` (each its list of sections) that collected it."""
+    counts: dict[str, int] = {}
+    for sections in episodes:
+        for section in set(sections):
+            counts[section] = counts.get(section, 0) + 1
+    return {section: n / len(episodes) for section, n in counts.items()}
+
+
+SECTIONS_COLUMNS = ("split", "budget", "agent", "section", "share")
+"""sections.csv's columns: per split, budget and agent, each section it collected and the
+share of its episodes (runs x problems) that collected it (a section none collected: no
+row)."""
+
+
+def _sections_rows(result: dict) -> list[dict]:
+    return [{"split": split, "budget": b, "agent": name, "section": section, "share": share}
+            for (split, b), by_name in result["data"].get("collected", {}).items()
+            for name, shares in by_name.items() for section, share in sorted(shares.items())]
 
 
 def _same_problems(key: str, runs: list[tuple[Path, dict]]) -> list[str]:
@@ -1125,6 +1155,9 @@ def write(config: ExperimentConfig, result: dict, out: Path, command: str,
     if result.get("near"):
         write_csv(result["near"]["rows"], out / "near.csv", NEAR_COLUMNS)
         written.append(out / "near.csv")
+    if (sections := _sections_rows(result)):
+        write_csv(sections, out / "sections.csv", SECTIONS_COLUMNS)
+        written.append(out / "sections.csv")
     write_atomic(out / "leaderboard.md", markdown(config, result, command, header).encode())
     return [*written, *plots(config, result, out)]
 
@@ -1478,4 +1511,47 @@ def plots(config: ExperimentConfig, result: dict, out: Path) -> list[Path]:
     ax.grid(alpha=0.3)
     _legend_beside(ax)
     save(fig, "profiles.png")
+    shares = {b: result["data"].get("collected", {}).get((split, b)) for b in config.budgets}
+    if any(shares.values()):
+        save(sections_figure(config, split, shares, agents), "sections.png")
     return paths
+
+
+def sections_figure(config: ExperimentConfig, split: str, shares: dict, agents: list[str]):
+    """What each agent profiles: per budget a panel, an agent a row, a section a column,
+    each cell the share of its episodes (runs x problems) of ``split`` that collected the
+    section (``shares``: budget -> agent -> section -> share)."""
+    import matplotlib.pyplot as plt
+
+    budgets = [b for b in config.budgets if shares.get(b)]
+    seen = {s for b in budgets for by in shares[b].values() for s in by}
+    try:  # the dataset's own order of its sections
+        import gymnasium as gym
+
+        order = list(gym.make("AutoProfiler-v0", split=split, **config.env).unwrapped.sections)
+    except Exception:  # noqa: BLE001  (a live config's sources may be gone: by name then)
+        order = []
+    columns = [s for s in order if s in seen] + sorted(seen - set(order))
+    rows = [a for a in agents if any(a in shares[b] for b in budgets)]
+    across = min(len(budgets), 2)
+    down = -(-len(budgets) // across)
+    fig, axes = plt.subplots(down, across, squeeze=False, layout="constrained",
+                             figsize=(6.2 * across, 0.5 + (0.32 * len(rows) + 1.6) * down))
+    for ax in axes.flat[len(budgets):]:
+        ax.set_visible(False)
+    for ax, b in zip(axes.flat, budgets):
+        grid = np.array([[shares[b].get(a, {}).get(s, 0.0) if a in shares[b] else np.nan
+                          for s in columns] for a in rows])
+        image = ax.imshow(grid, vmin=0, vmax=1, cmap="Blues", aspect="auto")
+        for (i, j), value in np.ndenumerate(grid):
+            if value >= 0.005:
+                ax.text(j, i, f"{value:.0%}"[:-1], ha="center", va="center", fontsize=6,
+                        color="white" if value > 0.6 else "black")
+        ax.set_xticks(range(len(columns)), [c.replace("_", " ") for c in columns],
+                      rotation=55, ha="right", fontsize=7)
+        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        ax.set_title(f"budget {b:.0%}", fontsize=10)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="share of episodes collecting it")
+    fig.suptitle(f"{config.name}: the sections each agent collects ({split} split; a cell: "
+                 "% of runs x problems)", fontsize=12)
+    return fig

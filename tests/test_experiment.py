@@ -1,6 +1,7 @@
 """The experiment: learned agents (a tree, MaskablePPO) beside the baselines, per seed, with
 rliable's statistics; resumable; its config checked."""
 
+import csv
 import dataclasses
 import json
 import math
@@ -78,7 +79,21 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
         patch.setattr(experiments.experiment, "write_png", keep)
         written = write(config, result, out, "autoprofiler experiment --config exp.yaml")
     assert {p.name for p in written} == {"leaderboard.md", "leaderboard.csv", "near.csv",
-                                         "budgets.png", "cost.png", "profiles.png"}
+                                         "sections.csv", "budgets.png", "cost.png",
+                                         "profiles.png", "sections.png"}
+    # what each agent collects: the share of its runs x problems, from the run files
+    shares = {(r["agent"], r["section"]): float(r["share"])
+              for r in csv.DictReader((out / "sections.csv").open())}
+    episodes = [o["sections"] for f in files if f.parent.name == "ppo"
+                for o in json.loads(f.read_text())["outcomes"]["test/0.25"].values()]
+    assert len(episodes) == 2 * 24
+    for (agent, section), share in shares.items():
+        if agent == "ppo":
+            assert share == pytest.approx(sum(section in e for e in episodes) / 48)
+    assert not any(agent == "no-profile" for agent, _ in shares)  # it collects nothing
+    (panel, _colorbar) = drawn["sections.png"].axes
+    labels = [t.get_text() for t in panel.get_yticklabels()]
+    assert labels[:2] == ["tree", "ppo"] and "oracle" in labels
     # reviewed: every row's band overlaid the others; the learned agents' alone are banded
     (profiles,) = drawn["profiles.png"].axes
     assert len(profiles.collections) == 2  # tree, ppo
@@ -238,7 +253,8 @@ def test_an_unknown_experiment_config_lists_the_experiment_configs():
 
     with pytest.raises(ConfigError, match=r"--config compre: no such file, nor a shipped "
                                           r"experiment config \(one of compare, "
-                                          r"compare_kernelbench, compare_live, "
+                                          r"compare_algorithms, compare_kernelbench, "
+                                          r"compare_live, "
                                           r"compare_reference_v1\)"):
         config_path("compre")
 
@@ -248,6 +264,22 @@ def test_the_shipped_comparison_config_reads():
 
     config = load_config(config_path("compare"))
     assert config.seeds == (0, 1, 2, 3, 4) and {a.kind for a in config.agents} == {"tree", "rl"}
+
+
+def test_the_algorithms_comparison_trains_every_algorithm_for_the_same_steps():
+    """compare_algorithms holds each algorithm train trains, from its shipped config, for the
+    steps compare gives MaskablePPO, on compare's budgets, splits and seeds."""
+    from agents.rl.config import ALGORITHMS, read_config
+    from experiments.experiment import _rl_config_file, config_path
+
+    compare = load_config(config_path("compare"))
+    algorithms = load_config(config_path("compare_algorithms"))
+    assert (algorithms.budgets, algorithms.splits, algorithms.seeds, algorithms.env) == (
+        compare.budgets, compare.splits, compare.seeds, compare.env)
+    trained = {read_config(_rl_config_file(a))[0].algorithm for a in algorithms.agents}
+    assert trained == set(ALGORITHMS) and {a.kind for a in algorithms.agents} == {"rl"}
+    steps = {a.options["steps"] for a in algorithms.agents}
+    assert steps == {next(a for a in compare.agents if a.kind == "rl").options["steps"]}
 
 
 def test_the_reference_v1_comparison_is_compare_with_the_first_optimizer():
@@ -417,7 +449,6 @@ def test_the_performance_profiles_are_seeded_per_agent():
 
 
 def test_the_leaderboard_has_wins_ties_losses_and_says_the_iqm_is_geometric(tmp_path):
-    import csv
 
     config = _config(tmp_path, BASELINES_ONLY)
     out = tmp_path / "out"
@@ -455,7 +486,6 @@ def test_the_leaderboard_has_wins_ties_losses_and_says_the_iqm_is_geometric(tmp_
 def test_a_resumed_rl_training_is_named_in_the_leaderboard(tmp_path, monkeypatch):
     """A resumed training is not bit-identical to an uninterrupted one: the leaderboard
     says which agent and seed resumed, and at which steps."""
-    import csv
 
     from tests.test_train import _interrupt_at
 
@@ -767,7 +797,6 @@ def test_the_leaderboard_tests_each_row_against_the_fixed_configuration(tmp_path
     """Per row, the problems it is better, equal and worse on against the fixed
     configuration chosen on train, and a sign-flip p-value; the learned agents' Holm-adjusted
     over every learned agent and budget of the split."""
-    import csv
 
     from experiments.stats import holm
 
@@ -801,7 +830,6 @@ def test_the_best_fixed_configuration_in_hindsight_is_the_strongest_fixed_row(tm
     """Per split and budget, the experiment runs every fixed configuration there and keeps
     the best (its run file names it per key, the leaderboard's heading too); every row's
     ratios over it and over the train-chosen one are its geometric mean over theirs."""
-    import csv
 
     from baselines import FIXED_PREFIXES
     from experiments.experiment import _run_file
@@ -990,7 +1018,6 @@ def test_the_test_split_is_scored_apart_on_problems_near_a_train_problem(tmp_pat
     have near twins in train (the suite's cumsum and cumprod); the leaderboard scores them
     and the others apart. The two sides hold every test problem once, and their geometric
     means, weighted by their counts, are the row's own."""
-    import csv
 
     config = _config(tmp_path, BASELINES_ONLY)
     out = tmp_path / "out"
