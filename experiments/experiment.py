@@ -1531,7 +1531,7 @@ def sections_figure(config: ExperimentConfig, split: str, shares: dict, agents: 
         order = list(gym.make("AutoProfiler-v0", split=split, **config.env).unwrapped.sections)
     except Exception:  # noqa: BLE001  (a live config's sources may be gone: by name then)
         order = []
-    columns = [s for s in order if s in seen] + sorted(seen - set(order))
+    columns = order + sorted(seen - set(order))  # every section: what none took shows too
     rows = [a for a in agents if any(a in shares[b] for b in budgets)]
     across = min(len(budgets), 2)
     down = -(-len(budgets) // across)
@@ -1539,7 +1539,7 @@ def sections_figure(config: ExperimentConfig, split: str, shares: dict, agents: 
                              figsize=(6.2 * across, 0.5 + (0.32 * len(rows) + 1.6) * down))
     for ax in axes.flat[len(budgets):]:
         ax.set_visible(False)
-    for ax, b in zip(axes.flat, budgets):
+    for k, (ax, b) in enumerate(zip(axes.flat, budgets)):
         grid = np.array([[shares[b].get(a, {}).get(s, 0.0) if a in shares[b] else np.nan
                           for s in columns] for a in rows])
         image = ax.imshow(grid, vmin=0, vmax=1, cmap="Blues", aspect="auto")
@@ -1547,9 +1547,10 @@ def sections_figure(config: ExperimentConfig, split: str, shares: dict, agents: 
             if value >= 0.005:
                 ax.text(j, i, f"{value:.0%}"[:-1], ha="center", va="center", fontsize=6,
                         color="white" if value > 0.6 else "black")
-        ax.set_xticks(range(len(columns)), [c.replace("_", " ") for c in columns],
-                      rotation=55, ha="right", fontsize=7)
-        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        bottom = k + across >= len(budgets)  # no panel below it: its column's labels
+        ax.set_xticks(range(len(columns)), [c.removeprefix("SpeedOfLight_") for c in columns]
+                      if bottom else [], rotation=55, ha="right", fontsize=7)
+        ax.set_yticks(range(len(rows)), rows if k % across == 0 else [], fontsize=8)
         ax.set_title(f"budget {b:.0%}", fontsize=10)
     fig.colorbar(image, ax=axes, shrink=0.6, label="share of episodes collecting it")
     fig.suptitle(f"{config.name}: the sections each agent collects ({split} split; a cell: "
