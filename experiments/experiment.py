@@ -47,7 +47,8 @@ the leaderboard's last table: :func:`~autoprofiler_env.dataset.splits.near_train
 budget, and each agent's ratio to the fixed configuration chosen on train, the learned
 agents' with their paired intervals), ``cost.png`` (speedup against profiling cost),
 ``profiles.png`` (performance profiles: the share of runs x problems reaching each speedup,
-the learned agents' with their bootstrap bands),
+the learned agents' with their bootstrap bands), ``sections.png`` and ``sections.csv`` (what
+each agent profiles: per budget, the share of its episodes that collected each section),
 and every run's per-problem outcomes in ``runs/<agent>/seed-<n>.json``.
 
 Resumable: a run whose file exists is not run again, where the folder's ``settings.json``
@@ -815,7 +816,8 @@ def log_experiment(run, result: dict, paths: list[Path], live_result: dict | Non
     """The leaderboard as a table and in the run's summary (each row's geometric-mean
     speedup and its ratio to the fixed configuration chosen on train, under
     ``<split>/budget=<b>/<agent>/``), the test split's near twins scored apart as a table
-    (``near``), the plots as images; the live evaluation's too."""
+    (``near``), the share of each agent's episodes that collected each section
+    (``section_shares``), the plots as images; the live evaluation's too."""
     import wandb
 
     from experiments.benchmark import wandb_key
@@ -827,6 +829,8 @@ def log_experiment(run, result: dict, paths: list[Path], live_result: dict | Non
     if result.get("near") and result["near"]["rows"]:  # a side without problems is empty
         logged["near"] = wandb.Table(columns=list(NEAR_COLUMNS), data=[
             [r.get(c) for c in NEAR_COLUMNS] for r in result["near"]["rows"]])
+    if (collected := _sections_rows(result)):  # what each agent profiles
+        logged["section_shares"] = table(collected)
     logged |= {p.stem: wandb.Image(str(p)) for p in paths if p.suffix == ".png"}
     if live_paths:
         logged |= {"live/leaderboard": table(live_result["rows"]),

@@ -276,6 +276,7 @@ def test_experiment_logs_its_config_and_leaderboard_from_a_run_started_first(
         rows["no-profile"]["x_fixed"])
     assert logged.curve("leaderboard/_type") and logged.curve("budgets/_type")
     assert logged.curve("near/_type")  # the test split's near twins, scored apart
+    assert logged.curve("section_shares/_type") and logged.curve("sections/_type")
     # a failed experiment has its run, failed
     shutil.rmtree(Path("wandb"))
 
