@@ -15,7 +15,8 @@
     autoprofiler learn-tree [--budget 0.1,0.25] [--proposer search|llm] [--rounds 200]
                             [--seed 0] [--out runs/tree] [--wandb]
     autoprofiler train [--config maskable_ppo|ppo|a2c|dqn|qrdqn|recurrent_ppo|trpo|FILE]
-                       [--seed 0] [--out DIR] [--steps N] [--wandb] [--wandb-group NAME]
+                       [--seed 0] [--out DIR] [--steps N] [--num-threads -1] [--wandb]
+                       [--wandb-group NAME]
     autoprofiler tune [--config maskable_ppo|ppo|a2c|dqn|qrdqn|recurrent_ppo|trpo|FILE]
                       [--trials 20] [--steps N] [--sampler tpe|random] [--pruner median|none]
                       [--n-startup-trials 10] [--n-evaluations N] [--seed 0]
@@ -875,8 +876,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.seed < 0:
         return _fail(f"--seed {args.seed}: a whole number >= 0 (Gymnasium's seeds)")
+    if args.num_threads == 0 or args.num_threads < -1:
+        return _fail(f"--num-threads {args.num_threads}: a count of threads >= 1, or -1 for "
+                     "torch's default")
     if args.wandb:
         check_wandb()
+    if args.num_threads > 0:  # as rl-baselines3-zoo's train sets it
+        import torch
+
+        torch.set_num_threads(args.num_threads)
     path = config_path(args.config)
     config, given = read_config(path)
     if args.steps is not None:
@@ -1147,6 +1155,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "n_timesteps); SB3 rounds it up to whole rollouts (n_steps x n_envs "
                    "on-policy); to resume a run, give the same as it was started with")
     p.add_argument("--wandb", action="store_true", help=WANDB_HELP)
+    p.add_argument("--num-threads", type=int, default=-1,
+                   help="torch's threads for training, as rl-baselines3-zoo's --num-threads "
+                   "(default: -1, torch's own: one per core); run.json records them")
     p.add_argument("--wandb-group", help="the wandb group (default: train-<config>)")
     p.set_defaults(func=cmd_train)
 

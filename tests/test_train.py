@@ -382,6 +382,31 @@ def test_the_command_reports_a_bad_config_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_the_training_threads_are_the_zoos_num_threads_and_recorded(tmp_path, capsys):
+    """``--num-threads`` as rl-baselines3-zoo's train takes it (-1: torch's default); the
+    threads a model was trained with are in its run.json (one thread and two give other
+    models of one seed)."""
+    import torch
+
+    from experiments.cli import main
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(_with(lambda c, o: c.update(n_timesteps=64) or o[
+        "eval"].update(frequency=64))))
+    for bad in ("0", "-2"):
+        assert main(["train", "--config", str(path), "--num-threads", bad]) == 2
+        assert f"--num-threads {bad}: a count of threads >= 1, or -1" in capsys.readouterr().err
+    before = torch.get_num_threads()
+    try:
+        assert main(["train", "--config", str(path), "--out", str(tmp_path / "run"),
+                     "--num-threads", "1"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    numerics = json.loads((tmp_path / "run" / "run.json").read_text())["numerics"]
+    assert numerics["torch_threads"] == 1
+
+
 def test_the_wandb_offline_run_holds_the_training_curves(tmp_path, monkeypatch, capsys,
                                                         fresh_wandb):
     from experiments.cli import main
