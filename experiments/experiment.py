@@ -10,7 +10,8 @@ True`` -- once per seed, seeded with it, as the benchmark runs it) run every pro
 test and validation splits at every budget through the one evaluation
 (:func:`~autoprofiler_env.evaluation.rollout`). The specs are loaded before anything runs (a
 typo, a missing file or module is an error then, not after hours of training); a learned
-policy among them whose record names another dataset or environment kwargs is warned about
+policy among them whose record names another dataset or environment kwargs, or that was
+trained on problems of a split scored, is warned about
 (:func:`experiments.policies.learned_elsewhere`). Beside them
 stands the fixed configuration chosen on the train split at each budget (the best geometric
 mean there among ncu's sets, single sections, the curated list and no profile: those alone
@@ -635,10 +636,18 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
             fixed[name].name = name  # named by the spec, as in the leaderboard
     except (ValueError, AutoProfilerError) as e:
         raise ConfigError(f"{config.path}: baselines: {e}") from None
-    for entry in fixed.values():
-        for message in learned_elsewhere(entry, envs[config.splits[0]],
-                                         config.env.get("dataset")):
+    for entry in fixed.values():  # each split's: it may have been trained on one of them
+        said = []
+        for split, env in envs.items():
+            for message in learned_elsewhere(entry, env, config.env.get("dataset")):
+                message = message.replace("problems evaluated here",
+                                          f"problems of the {split} split")
+                said += [] if message in said else [message]
+        for message in said:
             warn(message)
+    rl_configs = {s.name: _rl_config_file(s, config.path) for s in config.agents
+                  if s.kind == "rl"}
+    _trains_apart(config, rl_configs, envs)  # before anything is written
     # the dataset's checksum too: a dataset rebuilt under the same name (the KernelBench one
     # grows as it is recorded) must not be scored by runs made on the one before
     dataset = getattr(envs[config.splits[0]].unwrapped.backend, "dataset", None)
@@ -663,10 +672,7 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     # the sha256 of each file it reads (a fixed policy's tree, model or module; an RL
     # agent's config), every finished run checked before anything runs
     reads = {name: checksums(name, envs[config.splits[0]]) for name in fixed}
-    rl_configs = {s.name: _rl_config_file(s, config.path) for s in config.agents
-                  if s.kind == "rl"}
     contents = {name: config_sha256(path) for name, path in rl_configs.items()}
-    _trains_apart(config, rl_configs, envs)
     reads |= {name: {str(path): contents[name]} for name, path in rl_configs.items()}
     # a run made before the configs were keyed by their contents names the file's bytes
     aliases = {file_sha256(path): contents[name] for name, path in rl_configs.items()}
@@ -1529,11 +1535,12 @@ def sections_figure(config: ExperimentConfig, split: str, shares: dict, agents: 
 
     budgets = [b for b in config.budgets if shares.get(b)]
     seen = {s for b in budgets for by in shares[b].values() for s in by}
-    try:  # the dataset's own order of its sections
-        import gymnasium as gym
+    from autoprofiler_env.dataset.replay import Dataset
+    from autoprofiler_env.errors import AutoProfilerError
 
-        order = list(gym.make("AutoProfiler-v0", split=split, **config.env).unwrapped.sections)
-    except Exception:  # noqa: BLE001  (a live config's sources may be gone: by name then)
+    try:  # the dataset's own order of its sections
+        order = list(Dataset.load(config.env.get("dataset")).sections)
+    except AutoProfilerError:  # gone since the runs were made: by name then
         order = []
     columns = order + sorted(seen - set(order))  # every section: what none took shows too
     rows = [a for a in agents if any(a in shares[b] for b in budgets)]

@@ -30,8 +30,8 @@ config's seeds.
 A learned policy's record (a training run's ``run.json``, the ``.json`` shipped beside a model,
 a tree file's ``meta.learned``) says what it was learned on: :func:`learned_elsewhere` names
 what differs from the environment it is evaluated on (another dataset; another
-``budget_unit``, ``optimizer``, ``tolerance`` or reward), which the benchmark and the
-experiment warn about.
+``budget_unit``, ``optimizer``, ``tolerance`` or reward; problems it was trained on), which
+the benchmark and the experiment warn about.
 
 The files a spec reads (:func:`files_read`: a tree file, a model file or a run's best model,
 a ``py:`` module's source) are checksummed in each experiment run's file (:func:`checksums`):

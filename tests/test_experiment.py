@@ -245,7 +245,30 @@ def test_an_rl_agent_trained_on_the_scored_problems_is_refused_before_it_trains(
     with pytest.raises(ConfigError, match=r"agents.ppo: its training config .*mine.yaml "
                                           + said + r".*train on train"):
         run_experiment(config, tmp_path / "out", progress=False)
-    assert not (tmp_path / "out" / "agents").exists()  # nothing trained
+    assert not (tmp_path / "out").exists()  # nothing trained, nothing written
+
+
+def test_a_baseline_trained_on_a_scored_split_is_warned_about_on_that_split(tmp_path):
+    """The experiment warned what a fixed policy's record says from its first split's
+    environment only: a model trained on val, scored on test and val, was not said."""
+    import warnings
+
+    import gymnasium as gym
+
+    from tests.test_policy_specs import _model_with_record
+
+    env = gym.make("AutoProfiler-v0", split="val")
+    model = _model_with_record(tmp_path / "m", env, split="val")
+    config = _config(tmp_path, f"name: w\nbudgets: [0.25]\nsplits: [test, val]\nseeds: 1\n"
+                               f"baselines: [\"sb3:{model}\"]\nreps: 20\npoi_reps: 5\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_experiment(config, tmp_path / "out", progress=False)
+    said = [str(w.message) for w in caught if "was trained on" in str(w.message)]
+    assert said == [f"sb3:{model} was trained on 12 of the 12 problems of the val split "
+                    "(split='val'): its rows on them say how it fits the problems it learned "
+                    "from, not how it does on new ones (evaluate it on a split it was not "
+                    "trained on)"]
 
 
 def test_an_unknown_experiment_config_lists_the_experiment_configs():

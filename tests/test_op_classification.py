@@ -73,6 +73,20 @@ def test_a_matrix_vector_product_counts_its_flops(tmp_path, forward, args, input
     assert f.flops == flops and f.tags == ("matmul",)
 
 
+def test_a_matrix_vector_product_that_torch_counts_is_not_counted_twice(tmp_path,
+                                                                        monkeypatch):
+    """Where FlopCounterMode counts ``mv`` (a later torch, here a formula registered for
+    it), the extractor adds none of its own."""
+    from torch.utils import flop_counter
+
+    monkeypatch.setitem(flop_counter.flop_registry, torch.ops.aten.mv,
+                        flop_counter.shape_wrapper(lambda a_shape, *args, **kwargs:
+                                                   2 * a_shape[0] * a_shape[1]))
+    f = features(tmp_path, "return torch.mv(a, x)", "torch.randn(64, 32), torch.randn(32)",
+                 args="a, x")
+    assert f.flops == 2 * 64 * 32
+
+
 def test_the_shipped_matvec_is_counted_now_and_was_built_with_none():
     from autoprofiler_env.dataset import Dataset
 

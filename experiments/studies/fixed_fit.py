@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from baselines.agents import FixedSections, all_agents
+from baselines.agents import FixedSections, all_agents, baseline, is_fixed
 
 BUDGETS = (0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 """The budgets of the shipped experiments (``compare`` takes the last four)."""
@@ -73,11 +73,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     train, test = (gym.make("AutoProfiler-v0", dataset=args.dataset, split=split)
                    for split in ("train", "test"))
-    lists = [(a.name, [a.sections[i] for i in a.plan]) for a in all_agents(train)
-             if isinstance(a, FixedSections)]
-    shipped = [lambda env, s=s, n=n: FixedSections(env, s, n) for n, s in lists]
+    fixed = [a for a in all_agents(train) if is_fixed(a.name)]  # the experiment's candidates
+    lists = [(a.name, [a.sections[i] for i in a.plan]) for a in fixed
+             if isinstance(a, FixedSections)]  # no-profile has nothing to skip
+    shipped = [lambda env, name=a.name: baseline(env, name) for a in fixed]
     skipping = [lambda env, s=s, n=n: SkipUnaffordable(env, s, n) for n, s in lists]
-    print(f"{len(lists)} fixed configurations; train {len(train.unwrapped.problems)}, "
+    print(f"{len(fixed)} fixed configurations; train {len(train.unwrapped.problems)}, "
           f"test {len(test.unwrapped.problems)} problems")
     print("| budget | train-chosen as shipped | train | test | with the skipping variants "
           "| train | test |")
