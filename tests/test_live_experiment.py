@@ -102,7 +102,7 @@ def test_every_run_plays_each_problem_live_each_candidate_judged_once(
     paths = write(config, result, out, "autoprofiler experiment --config exp.yaml")
     assert {p.name for p in paths} == {"leaderboard.md", "leaderboard.csv", "budgets.png",
                                        "cost.png", "profiles.png", "replay_vs_live.md",
-                                       "replay_vs_live.csv"}
+                                       "replay_vs_live.csv", "sections.csv", "sections.png"}
     text = (out / "live" / "leaderboard.md").read_text()
     assert "2 of 2 problems finished" in text and "| oracle |" not in text
     chosen = json.loads((out / "live" / "runs" / "fixed--chosen-on-train-" / "seed-0.json")
