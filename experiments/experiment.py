@@ -457,13 +457,13 @@ def _trains_apart(config: ExperimentConfig, rl_configs: dict[str, Path], envs: d
     for name, path in rl_configs.items():
         trained_on = read_config(path)[0].env
         for split, env in envs.items():
-            said = None if split == "train" else in_sample(trained_on, env)
+            said = (None if split == "train"
+                    else in_sample(trained_on, env, f"of the {split} split"))
             if said is not None:
                 raise ConfigError(
                     f"{config.path}: agents.{name}: its training config {path} trains on "
-                    f"{said.replace('evaluated here', f'of the {split} split')}, which the "
-                    "experiment scores: train on train (leave env_kwargs.split and problems "
-                    "out)")
+                    f"{said}, which the experiment scores: train on train (leave "
+                    "env_kwargs.split and problems out)")
 
 
 def _rl_config_file(spec: AgentSpec, experiment_file: Path | None = None) -> Path:
@@ -639,9 +639,8 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
     for entry in fixed.values():  # each split's: it may have been trained on one of them
         said = []
         for split, env in envs.items():
-            for message in learned_elsewhere(entry, env, config.env.get("dataset")):
-                message = message.replace("problems evaluated here",
-                                          f"problems of the {split} split")
+            for message in learned_elsewhere(entry, env, config.env.get("dataset"),
+                                             f"of the {split} split"):
                 said += [] if message in said else [message]
         for message in said:
             warn(message)
@@ -1533,11 +1532,11 @@ def sections_figure(config: ExperimentConfig, split: str, shares: dict, agents: 
     section (``shares``: budget -> agent -> section -> share)."""
     import matplotlib.pyplot as plt
 
-    budgets = [b for b in config.budgets if shares.get(b)]
-    seen = {s for b in budgets for by in shares[b].values() for s in by}
     from autoprofiler_env.dataset.replay import Dataset
     from autoprofiler_env.errors import AutoProfilerError
 
+    budgets = [b for b in config.budgets if shares.get(b)]
+    seen = {s for b in budgets for by in shares[b].values() for s in by}
     try:  # the dataset's own order of its sections
         order = list(Dataset.load(config.env.get("dataset")).sections)
     except AutoProfilerError:  # gone since the runs were made: by name then

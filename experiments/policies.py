@@ -472,9 +472,10 @@ def trained_problems(trained_on: dict, backend) -> list[str]:
     return list(backend.problems(trained_on.get("split", "train")))
 
 
-def in_sample(trained_on: dict, env) -> str | None:
-    """How many of ``env``'s problems a policy trained on ``trained_on``'s problems
-    (:func:`trained_problems`) learned from, in words; None where none."""
+def in_sample(trained_on: dict, env, where: str = "evaluated here") -> str | None:
+    """How many of ``env``'s problems (said as ``where`` they are) a policy trained on
+    ``trained_on``'s problems (:func:`trained_problems`) learned from, in words; None where
+    none."""
     base = env.unwrapped
     learned = set(trained_problems(trained_on, base.backend))
     overlap = [p for p in base.problems if p in learned]
@@ -483,8 +484,7 @@ def in_sample(trained_on: dict, env) -> str | None:
     how = ("its problems list" if isinstance(trained_on.get("problems"), list)
            else f"split={trained_on.get('split', 'train')!r}")
     how += ": every problem" if how == "split=None" else ""
-    return (f"{len(overlap)} of the {len(base.problems)} problems evaluated here "
-            f"({how})")
+    return f"{len(overlap)} of the {len(base.problems)} problems {where} ({how})"
 
 
 def _environment_kwargs(env) -> dict:
@@ -503,13 +503,15 @@ def _same(a, b) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) if numbers else a == b
 
 
-def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str]:
+def learned_elsewhere(entry: Entry, env, dataset: str | None = None,
+                      where: str = "evaluated here") -> list[str]:
     """What ``entry``'s record says it was learned on that ``env`` is not, one message each
     (none for a policy without a record): another dataset (``dataset``: the name it was
     given as, None for the default), other make kwargs that bear on the observation or the
     reward (:data:`BEARING`), problems of ``env`` it was trained on (:func:`in_sample`, on
-    the same dataset). The benchmark and the experiment warn them: the policy's rows then
-    measure how it transfers, or how it fits."""
+    the same dataset; ``where``: how those problems are said, the experiment naming the
+    split). The benchmark and the experiment warn them: the policy's rows then measure how
+    it transfers, or how it fits."""
     from autoprofiler_env.dataset.format import same_content
 
     messages = []
@@ -541,7 +543,7 @@ def learned_elsewhere(entry: Entry, env, dataset: str | None = None) -> list[str
                         "environment made with its own)")
     if entry.trained_on is not None and sha256 is not None and entry.learned_on is not None \
             and same_content(backend_dataset.metadata, entry.learned_on) \
-            and (said := in_sample(entry.trained_on, env)) is not None:
+            and (said := in_sample(entry.trained_on, env, where)) is not None:
         messages.append(f"{entry.name} was trained on {said}: its rows on them say how it "
                         "fits the problems it learned from, not how it does on new ones "
                         "(evaluate it on a split it was not trained on)")
