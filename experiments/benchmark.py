@@ -230,10 +230,11 @@ def write_csv(rows: list[dict], path: Path, columns=None, extrasaction: str = "r
 # every figure of the project (the benchmark's, an experiment's, the data report's); the
 # others take colours of tab10 (its grey left out, which is no-profile's, and its red, which
 # read as the tree's crimson, given for a dark blue of tab20b) and markers whose cycle
-# lengths are coprime, skipping the named agents' pairs, so no two of 63 agents share a pair.
+# lengths are coprime, skipping the named agents' pairs, so no two of 77 agents share a pair,
+# and no two share a colour while the palette's 11 colours last.
 ORACLE, NO_PROFILE, TREE = "oracle", "no-profile", "autoprofiler-tree"
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#393b79", "#9467bd", "#8c564b", "#e377c2",
-            "#bcbd22", "#17becf")
+            "#bcbd22", "#17becf", "#637939", "#7b4173")
 _MARKERS = ("o", "^", "D", "v", "P", "<", ">")
 _NAMED = {  # name -> (colour, marker): the same in every figure
     "maskable-ppo": ("#1f77b4", "o"),
@@ -271,8 +272,11 @@ def _family(name: str) -> int:
 def agent_styles(names) -> dict[str, dict]:
     """Line2D keyword arguments per agent: a (colour, marker) pair no other agent has, the
     same for an agent of :data:`_NAMED` (or emphasised) in every figure."""
-    styles, pairs = {}, _unnamed_pairs()
-    for name in sorted(names, key=lambda n: (_family(n), n)):
+    names = sorted(names, key=lambda n: (_family(n), n))
+    drawn = {_EMPHASISED[n]["color"] if n in _EMPHASISED else _NAMED[n][0]
+             for n in names if n in _EMPHASISED or n in _NAMED}
+    styles, pairs = {}, _unnamed_pairs(drawn)
+    for name in names:
         if name in _EMPHASISED:
             styles[name] = dict(_EMPHASISED[name])
             continue
@@ -292,15 +296,22 @@ def agent_styles(names) -> dict[str, dict]:
     return styles
 
 
-def _unnamed_pairs():
+def _unnamed_pairs(drawn: set[str] = frozenset()):
     """The (colour, marker) pairs of the agents :data:`_NAMED` does not name, in order: the
-    palette's and the markers' cycles side by side, the named agents' pairs skipped."""
-    named, i = set(_NAMED.values()), 0
+    palette's and the markers' cycles side by side, the named agents' pairs skipped, and,
+    while the palette has any, a colour that no curve of the figure has yet first (``drawn``:
+    the named agents' colours; compare_algorithms drew RecurrentPPO in MaskablePPO's blue,
+    told apart by the marker alone)."""
+    cycle = [(_PALETTE[i % len(_PALETTE)], _MARKERS[i % len(_MARKERS)])
+             for i in range(len(_PALETTE) * len(_MARKERS))]
+    unnamed = [pair for pair in cycle if pair not in set(_NAMED.values())]
+    free, drawn = list(unnamed), set(drawn)
     while True:
-        pair = (_PALETTE[i % len(_PALETTE)], _MARKERS[i % len(_MARKERS)])
-        i += 1
-        if pair not in named:
-            yield pair
+        pair = next((p for p in free if p[0] not in drawn), free[0])
+        free.remove(pair)
+        drawn.add(pair[0])
+        yield pair
+        free = free or list(unnamed)  # past 70 agents the pairs repeat
 
 
 def _percent(budget: float) -> str:

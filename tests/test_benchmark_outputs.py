@@ -152,6 +152,18 @@ def test_agent_styles_stay_distinct_for_many_agents():
                for s in tree.values())
 
 
+def test_no_two_agents_share_a_colour_while_the_palette_lasts():
+    """Reviewed: compare_algorithms drew RecurrentPPO in MaskablePPO's blue and QR-DQN in the
+    hindsight configuration's cyan, told apart by their markers alone."""
+    names = ["oracle", "no-profile", "maskable-ppo", "ppo", "a2c", "dqn", "qrdqn",
+             "recurrent-ppo", "trpo", "fixed (chosen on train)", "fixed (best in hindsight)",
+             "set:full", "curated:cudaforge-like"]
+    colours = [to_rgba(s["color"]) for s in agent_styles(names).values()]
+    assert len(set(colours)) == len(names)
+    many = agent_styles([f"agent-{i}" for i in range(150)])  # past the pairs: they repeat
+    assert len({(s["color"], s["marker"]) for s in many.values()}) == 70
+
+
 def test_an_agent_every_figure_names_keeps_its_colour_and_marker_whatever_else_is_drawn():
     """Reviewed: colours were dealt by sorted place among the agents drawn, so MaskablePPO
     was orange in the benchmark's figure and navy in the experiment's."""
