@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,15 +19,23 @@ _HELD_LOCK = threading.Lock()
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Writes ``data`` to a temporary file beside ``path``, flushed to disk, then renames it
-    over ``path``. The file gets the usual permissions (the umask's), not a temporary file's
-    private ones."""
+    over ``path``. The temporary file is made exclusively under a random name, so two writers
+    of one path (threads of a process, or processes of the same id in other PID namespaces
+    on a shared volume) never write into each other's: the last rename wins, whole. The file
+    gets the usual permissions (the umask's), not a temporary file's private ones."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():  # said of the path asked for, not of the temporary file renamed over it
         raise IsADirectoryError(errno.EISDIR, "a folder, not a file", str(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    while True:  # O_EXCL: a name no other writer holds; mode 0o666 less the umask
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
-        with tmp.open("wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -44,3 +44,33 @@ def test_an_atomic_write_replaces_the_file_with_the_umasks_permissions(tmp_path)
     assert target.read_bytes() == b"new"
     assert target.stat().st_mode & 0o777 == 0o644  # not a temporary file's private 0o600
     assert [p.name for p in target.parent.iterdir()] == ["data.json"]  # no temporary left
+
+
+def test_two_writers_of_one_path_in_one_process_never_mix_their_files(tmp_path):
+    """Reviewed: the temporary file was named by the process id, so two writers of one id
+    (threads here; processes of other PID namespaces on a shared volume) wrote into one
+    temporary file: a file of one's head and the other's tail, the loser's rename a
+    FileNotFoundError."""
+    import threading
+
+    target = tmp_path / "data.bin"
+    payloads = [bytes([65 + i]) * (1 << 20) for i in range(2)]
+    errors, seen = [], set()
+
+    def write(data):
+        try:
+            for _ in range(40):
+                write_atomic(target, data)
+                seen.add(target.read_bytes()[::4096])
+        except Exception as e:  # noqa: BLE001 (collected for the assertion)
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(data,)) for data in payloads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert seen <= {data[::4096] for data in payloads}  # each read one whole file
+    assert target.read_bytes() in payloads
+    assert [p.name for p in tmp_path.iterdir()] == ["data.bin"]
