@@ -112,6 +112,37 @@ def holds(folder: Path) -> bool:
     return held is not None and held[0] == threading.get_ident() and held[1]
 
 
+def writer(folder: Path) -> str | None:
+    """Who writes ``folder`` now, where another process holds it (:func:`one_writer`): its
+    lock file's words (``"process 812: autoprofiler train"``); None where none does, where
+    this process holds it, or where the system cannot lock. What reads a run's files while
+    they may change (a model a training run rewrites at each evaluation) asks first. It
+    takes the lock shared for an instant: a writer starting in that instant is refused as
+    busy, as it would be by a running one."""
+    if os.path.realpath(folder) in _HELD:
+        return None
+    try:
+        import fcntl
+    except ImportError:  # no flock here (Windows)
+        return None
+    try:
+        fd = os.open(Path(folder) / LOCK_FILE, os.O_RDONLY)
+    except OSError:  # never held (or unreadable): nobody to name
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return (os.pread(fd, 400, 0).decode(errors="replace").strip()
+                    or "a process that says nothing of itself")
+        except OSError:  # a file system without flock
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _missing_ancestors(folder: Path) -> list[Path]:
     """``folder`` and those of its parents that do not exist, the deepest first."""
     missing = []

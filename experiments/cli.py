@@ -742,6 +742,10 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         check_wandb()
     out = Path(args.out)
     with one_writer(out, "autoprofiler benchmark"):  # its three files are one run's
+        read = [SHIPPED_TREE, SHIPPED_RL, *args.policy]  # the files as they are loaded
+        loaded_files = _checked_input(policy_files, read, dataset=args.dataset,
+                                      split=args.split, optimizer=args.optimizer,
+                                      tolerance=tolerance, llm_missing=args.llm_missing)
         summary, episodes = _checked_input(benchmark, args.dataset, budgets, seeds=seeds,
                                            split=args.split, policies=args.policy,
                                            optimizer=args.optimizer, tolerance=tolerance,
@@ -750,6 +754,19 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         from autoprofiler_env.dataset.names import DEFAULT_NAME
 
         ran = list(dict.fromkeys(r["agent"] for r in summary))  # the shipped ones too
+        now = policy_files(read, dataset=args.dataset, split=args.split,
+                           optimizer=args.optimizer, tolerance=tolerance,
+                           llm_missing=args.llm_missing)
+        if now != loaded_files:  # rewritten meanwhile: the figures may be of another file
+            before, after = ({p: h for f in d.values() for p, h in f.items()}
+                             for d in (loaded_files, now))
+            changed = sorted(p for p in before.keys() | after.keys()
+                             if before.get(p) != after.get(p))
+            return _fail(f"{', '.join(changed)} changed while the benchmark ran (another "
+                         "process writes it): run it again once it no longer changes, or "
+                         "give a copy")
+        files = {name: now[name] for name in read if name in now
+                 and (name in args.policy or name in ran)}
         record = {  # what the tables were made from, beside them (and in wandb's config)
             "command": "benchmark", "argv": ["autoprofiler", *sys.argv[1:]],
             "dataset": args.dataset or DEFAULT_NAME,
@@ -757,10 +774,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             "optimizer": args.optimizer or Dataset.load(args.dataset).default_optimizer(),
             "tolerance": tolerance or "default", "llm_missing": args.llm_missing,
             "budgets": budgets, "seeds": seeds, "policies": args.policy,
-            "policy_files": policy_files(
-                [*(name for name in (SHIPPED_TREE, SHIPPED_RL) if name in ran), *args.policy],
-                dataset=args.dataset, split=args.split, optimizer=args.optimizer,
-                tolerance=tolerance, llm_missing=args.llm_missing),
+            "policy_files": files,
             "versions": versions()}
         write_csv(summary, out / "benchmark.csv", COLUMNS)
         write_csv(episodes, out / "episodes.csv")

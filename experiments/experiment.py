@@ -741,6 +741,9 @@ def _run_experiment(config: ExperimentConfig, out: Path, progress: bool,
                     result["outcomes"][f"{split}/{b:g}"] = _outcomes(env, policy, b, records)
             if spec.kind == "chosen":
                 result["chosen"] = {f"{b:g}": chosen[b] for b in config.budgets}
+            if spec.name in fixed:  # loaded again per split and budget: the same bytes
+                _unchanged(spec.name, reads[spec.name], checksums(spec.name,
+                                                                  envs[config.splits[0]]))
             note = masked_note(f"{spec.name} (seed {seed})",
                                sum(r.invalid_action for r in records), len(records))
             if note:
@@ -1332,6 +1335,16 @@ def _near_markdown(near: dict | None) -> list[str]:
                      + " | ".join(cell(row, f"{side}_{k}") for side in ("near", "other")
                                   for k in ("geomean", "x_fixed")) + " |")
     return lines + [""]
+
+
+def _unchanged(name: str, before: dict[str, str], after: dict[str, str]) -> None:
+    """Refuses a run whose policy's files changed while it was scored (a model that a
+    training run started meanwhile rewrote): its budgets would hold two models' figures."""
+    changed = [path for path in {**before, **after} if before.get(path) != after.get(path)]
+    if changed:
+        raise AutoProfilerError(f"baselines: {name}: {', '.join(changed)} changed while the "
+                                "experiment scored it (another process writes it): run the "
+                                "experiment again once it no longer changes, or give a copy")
 
 
 def agent_styles(agents) -> dict[str, dict]:

@@ -46,6 +46,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoprofiler_env.atomic import writer
 from autoprofiler_env.errors import AutoProfilerError
 from autoprofiler_env.policy import Policy
 from autoprofiler_env.pyspec import imported, parts
@@ -157,6 +158,7 @@ def load(spec: str, env) -> Entry:
                                       "with `autoprofiler learn-tree` and give tree:FILE")
             return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE), **_learned(path))
         path = _tree_path(spec)
+        _not_being_written(spec, path.parent, "the tree")
         return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"),
                      **_learned(path))
     if kind(spec) == "sb3":
@@ -164,6 +166,7 @@ def load(spec: str, env) -> Entry:
         from agents.rl.callbacks import saved_record
 
         algorithm, path = _sb3_parts(spec)
+        _not_being_written(spec, path if path.is_dir() else path.parent, "its model")
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
         zoo = None if run.is_file() else zoo_env_kwargs(path if path.is_dir() else path.parent)
         learned = (_learned(run) if run.is_file() else
@@ -247,6 +250,16 @@ def checksums(spec: str, env) -> dict[str, str]:
         except OSError:
             found[str(path)] = "missing"
     return found
+
+
+def _not_being_written(spec: str, folder: Path, what: str) -> None:
+    """Refuses a policy read from a folder that a running command writes (a training run
+    rewrites its best model at each evaluation): an experiment scored such a run's
+    ``best_model.zip`` of one evaluation at one budget and of the next at the others."""
+    holder = writer(folder)
+    if holder is not None:
+        raise PolicySpecError(f"--policy {spec}: {folder} is being written ({holder}): wait "
+                              f"for it to end, or give a copy of {what}")
 
 
 def _tree_path(spec: str) -> Path:

@@ -519,3 +519,34 @@ def test_the_benchmark_says_where_its_shipped_agents_five_seeds_are_for_each_dat
     monkeypatch.setitem(names.SHIPPED, "kernelbench", dataclasses.replace(
         names.SHIPPED["kernelbench"], file="absent.json.gz"))
     assert "a config of your own" in _shipped_seed_note(both, str(copy), "reference")
+
+
+def test_a_benchmark_whose_policy_file_changes_while_it_runs_writes_nothing(tmp_path,
+                                                                          monkeypatch, capsys):
+    """Reviewed: the benchmark recorded the checksums of the policies' files after the run,
+    so a model rewritten meanwhile was recorded as the one scored."""
+    import shutil
+
+    import gymnasium as gym
+
+    import experiments.benchmark
+    from agents.tree import shipped_tree
+    from experiments.cli import main
+
+    env = gym.make("AutoProfiler-v0")
+    tree = tmp_path / "tree.json"
+    shutil.copy(shipped_tree(env.unwrapped.optimizer), tree)
+    run = experiments.benchmark.benchmark
+
+    def rewriting(*args, **kwargs):  # another process rewrites it while the benchmark runs
+        done = run(*args, **kwargs)
+        tree.write_text(tree.read_text() + "\n")
+        return done
+
+    monkeypatch.setattr(experiments.benchmark, "benchmark", rewriting)
+    assert main(["benchmark", "--budgets", "0.25", "--seeds", "1", "--policy", f"tree:{tree}",
+                 "--out", str(tmp_path / "bench")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"autoprofiler: error: {tree} changed while the benchmark ran (another process "
+        "writes it): run it again once it no longer changes, or give a copy")
+    assert not (tmp_path / "bench").exists()

@@ -5,10 +5,12 @@ import csv
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
+from autoprofiler_env.errors import AutoProfilerError
 from experiments.experiment import (HINDSIGHT, TRAIN_CHOSEN, ConfigError, load_config,
                                     markdown, run_experiment, write)
 
@@ -1137,3 +1139,34 @@ def test_an_rl_configs_contents_checksum_takes_any_yaml_and_is_the_same_in_every
     looped.write_text("a: &x [1, *x]\n")
     with pytest.raises(ConfigError, match=r"loop.yaml: a value refers to itself"):
         config_sha256(looped)
+
+
+def test_a_baseline_whose_file_changes_while_it_is_scored_is_refused(tmp_path, monkeypatch):
+    """Reviewed: a baseline is loaded again for each split and budget, its checksum taken
+    once before: a model rewritten meanwhile (a training run started into its folder) was
+    scored as two models under one checksum."""
+    import shutil
+
+    import gymnasium as gym
+
+    import experiments.experiment as experiment
+    from agents.tree import shipped_tree
+
+    env = gym.make("AutoProfiler-v0")
+    tree = tmp_path / "tree.json"
+    shutil.copy(shipped_tree(env.unwrapped.optimizer), tree)
+    config = _config(tmp_path, f"name: c\nbudgets: [0.1, 0.25]\nsplits: [test]\nseeds: 1\n"
+                               f"baselines: [\"tree:{tree}\"]\nreps: 20\npoi_reps: 5\n")
+    scored = experiment._outcomes
+
+    def rewriting(env, policy, budget, records):  # another process rewrites it meanwhile
+        if policy is not None and budget == 0.1:
+            tree.write_text(tree.read_text() + "\n")
+        return scored(env, policy, budget, records)
+
+    monkeypatch.setattr(experiment, "_outcomes", rewriting)
+    with pytest.raises(AutoProfilerError, match=rf"baselines: tree:{re.escape(str(tree))}: "
+                                                rf"{re.escape(str(tree))} changed while the "
+                                                r"experiment scored it"):
+        run_experiment(config, tmp_path / "out", progress=False)
+    assert not list((tmp_path / "out").glob("runs/tree*/*.json"))  # no run file of it

@@ -158,3 +158,33 @@ def test_where_the_file_system_cannot_lock_it_warns_and_a_running_run_is_not_res
                                                         r"was killed, and the folder cannot "
                                                         r"be locked here to tell which"):
                 check_out(out)
+
+
+def test_writer_names_another_process_holding_a_folder_and_none_otherwise(tmp_path):
+    from autoprofiler_env.atomic import writer
+
+    out = tmp_path / "run"
+    assert writer(out) is None  # never held
+    with holding(out, "autoprofiler train") as holder:
+        assert writer(out) == f"process {holder.pid}: autoprofiler train"
+    assert writer(out) is None  # its process ended: the lock file stays, unheld
+    with one_writer(out, "autoprofiler experiment"):
+        assert writer(out) is None  # this process's own
+
+
+@pytest.mark.parametrize("spec", ["sb3:{out}", "sb3:{out}/best_model.zip",
+                                  "tree:{out}/tree.json"])
+def test_a_policy_of_a_folder_being_written_is_refused_before_it_is_read(tmp_path, spec):
+    """Reviewed: an experiment given sb3:DIR of a training run still going scored the best
+    model of one evaluation at one budget and of the next at the others, and recorded a
+    third's checksum."""
+    import gymnasium as gym
+
+    from experiments.policies import PolicySpecError, load
+
+    out = tmp_path / "run"
+    env = gym.make("AutoProfiler-v0", split="val")
+    with holding(out, "autoprofiler train") as holder:
+        with pytest.raises(PolicySpecError, match=rf"is being written \(process {holder.pid}: "
+                                                  r"autoprofiler train\): wait for it to end"):
+            load(spec.format(out=out), env)
