@@ -14,6 +14,12 @@ as the steps' overhead, as they do in training. The replay's rate is printed twi
   five repeats (as ``timeit`` takes the best of its repeats: other work on the machine only
   slows a repeat down), CartPole's repeats taking turns with them.
 
+Then the memory of a training-like run (``--memory-steps``, default 400,000; 0: none): the
+same loop on the train split with a budget drawn per episode (``budget_range`` [0.05, 1], as
+the shipped configs train), the process's resident memory before, at half way and at the
+end, and its growth per step over the second half (the replay's memos fill, then level off:
+2026-12-07, 2.05 million steps took 509 MB before they were bounded, 199 MB after).
+
 The goals (issue 14): warm at least 50,000 steps/s and at least 0.4 of CartPole's rate; a
 load under 1 s (the best of three: the file read, decompressed, checksummed and parsed). The
 last line says whether they are met, and the exit code is 1 where one is not.
@@ -55,6 +61,33 @@ def best_rates(envs, steps: int, repeats: int = 5, seed: int = 0) -> list[float]
     return [max(r) for r in rates]
 
 
+def resident_mb() -> float:
+    """The process's resident memory in MB (Linux's /proc; elsewhere its peak, from
+    ``resource``)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def memory_growth(steps: int, dataset: str | None = None) -> tuple[float, float, float]:
+    """(MB before, at half way, at the end) of ``steps`` training-like steps
+    (:func:`steps_per_second` on the train split under ``budget_range`` [0.05, 1])."""
+    kwargs = {"dataset": dataset} if dataset else {}
+    env = gym.make("AutoProfiler-v0", split="train", budget_range=(0.05, 1.0), **kwargs)
+    before = resident_mb()
+    steps_per_second(env, steps // 2, seed=1)
+    half = resident_mb()
+    steps_per_second(env, steps - steps // 2, seed=2)
+    return before, half, resident_mb()
+
+
 def _new_sets(env) -> int:
     """How many (problem, section set) outcomes the replay has computed so far."""
     return env.unwrapped.backend._finish.cache_info().currsize
@@ -64,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.bench_env")
     parser.add_argument("--dataset", help="a dataset name or file (default: the suite's)")
     parser.add_argument("--steps", type=int, default=50_000)
+    parser.add_argument("--memory-steps", type=int, default=400_000)
     args = parser.parse_args(argv)
     from autoprofiler_env.dataset import Dataset, DatasetFile
     from autoprofiler_env.dataset.names import resolve_dataset
@@ -86,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
           f"steps); warm: {warm:,.0f} steps/s (the same steps again: {again} new sets)")
     print(f"CartPole-v1: {cartpole:,.0f} steps/s; ratio warm / CartPole {warm / cartpole:.2f} "
           "(goals: warm >= 50,000 steps/s, ratio >= 0.4)")
+    if args.memory_steps > 0:
+        before, half, end = memory_growth(args.memory_steps, args.dataset)
+        per_step = (end - half) * 2**20 / (args.memory_steps - args.memory_steps // 2)
+        print(f"memory over {args.memory_steps:,} training-like steps (budget_range [0.05, 1], "
+              f"train split): {before:,.0f} MB before, {half:,.0f} at half way, {end:,.0f} at "
+              f"the end ({per_step:,.0f} B/step over the second half)")
     missed = [goal for goal, met in (("load < 1 s", min(loads) < 1.0),
                                      ("warm >= 50,000 steps/s", warm >= 50_000),
                                      ("ratio >= 0.4", warm / cartpole >= 0.4)) if not met]

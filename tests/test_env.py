@@ -937,3 +937,23 @@ def test_a_flattened_observation_begins_with_the_action_mask_as_the_docstring_sa
     flat = spaces.flatten(env.observation_space, observation)
     n = len(env.unwrapped.sections) + 1  # the sections and STOP
     np.testing.assert_array_equal(flat[:n], info["action_mask"])
+
+
+def test_the_replay_keeps_its_outcomes_not_the_profiles_they_are_made_from():
+    """A memory audit: the replay's outcomes went through the dataset's profile cache too,
+    keyed as the outcomes' own and never read again (300-460 MB at its cap); and the memos
+    of every (dataset, tolerance) a process made a backend for were kept for good."""
+    from autoprofiler_env.dataset import Dataset
+    from autoprofiler_env.envs.backends import replay
+
+    dataset = Dataset.load("suite")
+    backend = gym.make("AutoProfiler-v0", split="val").unwrapped.backend
+    uri, sections = backend.problems("val")[0], dataset.sections
+    kept = dataset._profile.cache_info().currsize
+    for n in range(1, len(sections) + 1):  # outcomes of sets no one asked for before
+        backend.finish(uri, tuple(sections[:n]))
+    assert backend._finish.cache_info().currsize >= len(sections)  # kept a level up
+    assert dataset._profile.cache_info().currsize == kept
+    for tolerance in np.linspace(0.01, 0.02, replay._SHARED_MAX + 3):
+        gym.make("AutoProfiler-v0", tolerance=float(tolerance)).unwrapped.backend
+    assert len(replay._SHARED_CACHES) == replay._SHARED_MAX

@@ -334,10 +334,14 @@ class Dataset:
                 findings is None or f.rule in findings for f in k.findings)
             for k in record.profiles[s].kernels))
 
-    def profile(self, uri: str, sections, keep: frozenset[str] | None = None) -> Profile:
+    def profile(self, uri: str, sections, keep: frozenset[str] | None = None,
+                cache: bool = True) -> Profile:
         """The profile that collecting ``sections`` gives for ``uri``; with ``keep``, its
-        kernels carry only those metrics (what an optimizer reads: quicker to merge)."""
-        return self._profile(uri, self.canonical(sections), keep)
+        kernels carry only those metrics (what an optimizer reads: quicker to merge).
+        ``cache``: kept for the next call with the same arguments (65,536 of them, 4-7 KB
+        each); False where the caller keeps what it makes of it (the replay backend's
+        outcomes: kept here too, they were 300-460 MB never read again)."""
+        return (self._profile if cache else self._merge)(uri, self.canonical(sections), keep)
 
     def cost(self, uri: str, sections) -> ProfileCost:
         return self.profile(uri, sections).cost

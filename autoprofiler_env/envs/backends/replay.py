@@ -22,7 +22,16 @@ from autoprofiler_env.scoring import log_score
 _SHARED_CACHES: dict[tuple, tuple] = {}
 """The replay's memos, per (dataset checksum, device, optimizer, tolerance): every backend of
 one process with the same key answers the same, so they share one (the benchmark makes an
-environment per budget; the oracle's search then pays once)."""
+environment per budget; the oracle's search then pays once). The :data:`_SHARED_MAX` used
+last are kept (a process that tries many tolerances, or rebuilt datasets, kept each one's
+memos and its dataset for good)."""
+_SHARED_MAX = 8
+_EXACT_MAX, _SIGNED_MAX = 1 << 16, 1 << 18
+"""Outcomes kept by exact section set and by signature (:meth:`ReplayBackend._compute_finish`
+): a miss of the first that the second holds costs 2.6 us against 0.7 us for a hit, and the
+signatures of every affordable set of a split number 140-262 thousand (1 KB each), where
+the exact sets are 0.9-1.7 million (1.2 KB each: 1.2 GB per process under
+``budget_range``)."""
 
 
 def _full_precision(name: str) -> bool:
@@ -105,15 +114,17 @@ class ReplayBackend:
         self.metrics = key_metrics(self.sections)
         self._evidence = frozenset(self.optimizer.evidence_metrics) if self.optimizer else None
         key = (self.dataset.metadata.get("sha256"), device, optimizer, str(tolerance))
-        shared = _SHARED_CACHES.get(key) if key[0] else None
+        shared = _SHARED_CACHES.pop(key, None) if key[0] else None
         if shared is None:  # the replay is a pure function of these: backends share its memo
             shared = (lru_cache(maxsize=None)(self._compute_view),
-                      lru_cache(maxsize=1 << 20)(self._signed_finish),
+                      lru_cache(maxsize=_EXACT_MAX)(self._signed_finish),
                       lru_cache(maxsize=None)(self._compute_features),
-                      lru_cache(maxsize=1 << 20)(self._compute_finish),
+                      lru_cache(maxsize=_SIGNED_MAX)(self._compute_finish),
                       lru_cache(maxsize=None)(self._compute_bearing))
-            if key[0]:
-                _SHARED_CACHES[key] = shared
+        if key[0]:
+            _SHARED_CACHES[key] = shared  # the most recently used last
+            while len(_SHARED_CACHES) > _SHARED_MAX:
+                _SHARED_CACHES.pop(next(iter(_SHARED_CACHES)))
         (self._view, self._finish, self._features, self._finish_signed,
          self._bearing) = shared
 
@@ -231,7 +242,8 @@ class ReplayBackend:
         sections = self.dataset.canonical(sections)
         record = self.dataset.record(uri)
         # the rules read a handful of metrics: merging only those gives the same choice
-        profile = self.dataset.profile(uri, sections, self._evidence) if sections else None
+        profile = (self.dataset.profile(uri, sections, self._evidence, cache=False)
+                   if sections else None)  # the outcome is kept (by signature), not this
         eager_ms = record.eager.get("median_ms")
         # reference-v1 chooses among its recorded outcomes, as it did before schema 3
         applicable = (frozenset(self.dataset.outcomes(uri, self.optimizer_name))
