@@ -96,20 +96,41 @@ def _api_key_configured() -> bool:
     from wandb.sdk import wandb_setup
 
     try:
-        from wandb.sdk.lib import wbauth  # wandb >= 0.22
-    except ImportError:  # an older wandb: its key in the environment only
-        return bool(os.environ.get("WANDB_API_KEY"))
+        from wandb.sdk.lib import wbauth  # wandb >= 0.24.1
+    except ImportError:  # an older wandb
+        return _key_by_hand()
     from wandb.errors import AuthenticationError
 
-    host = wandb_setup.singleton().settings.base_url
+    setup = wandb_setup.singleton()
+    if setup is None:
+        return _key_by_hand()
     try:
-        return wbauth.authenticate_session(host=host, source="autoprofiler", prompt=False,
-                                           update_session=False) is not None
-    except TypeError:  # a wandb whose private lookup takes other arguments
-        return bool(os.environ.get("WANDB_API_KEY"))
+        return wbauth.authenticate_session(host=setup.settings.base_url, source="autoprofiler",
+                                           prompt=False, update_session=False) is not None
+    except TypeError:  # a wandb before 0.31, whose private lookup takes other arguments
+        return _key_by_hand()
     except AuthenticationError as e:
         raise AutoProfilerError(f"--wandb: the configured wandb key is malformed ({e}): "
                                 "`wandb login --relogin`, or set WANDB_MODE=offline") from None
+
+
+def _key_by_hand() -> bool:
+    """Whether a key is where every wandb looks first: ``WANDB_API_KEY``, or the
+    ``~/.netrc`` entry (``NETRC``'s file where set) of its host (``WANDB_BASE_URL``'s, by
+    default api.wandb.ai) that ``wandb login`` writes: for a wandb older than the lookup
+    :func:`_api_key_configured` asks (a key there was taken for none: its runs went
+    offline, and WANDB_MODE=online was refused)."""
+    import netrc
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
+    try:
+        found = netrc.netrc(os.environ.get("NETRC") or None).authenticators(host or "")
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(found and found[2])
 
 
 def wandb_run(job_type: str, config: dict, group: str | None = None,

@@ -70,11 +70,20 @@ def read_offline_run(run_dir: str | Path, wait_s: float = 0.0) -> OfflineRun:
         raise FileNotFoundError(f"{path}: expected one run-<id>.wandb file, found "
                                 f"{len(files)}")
     deadline = time.monotonic() + wait_s
-    run = _read(files[0])
-    while not run.finished and time.monotonic() < deadline:
+    while True:
+        try:
+            run = _read(files[0])
+        except _Unwritten:  # wandb < 0.22.1 may not have written its header yet
+            if time.monotonic() >= deadline:
+                raise
+            run = None
+        if (run is not None and run.finished) or time.monotonic() >= deadline:
+            return run
         time.sleep(0.2)
-        run = _read(files[0])
-    return run
+
+
+class _Unwritten(ValueError):
+    """A log file shorter than its header: not written yet, or not a wandb log."""
 
 
 def _read(path: Path) -> OfflineRun:
@@ -124,7 +133,7 @@ def _records(path: Path):
     """The data of each record of a wandb log file, in order."""
     data = path.read_bytes()
     if len(data) < _HEADER.size:
-        raise ValueError(f"{path}: too short for a wandb log ({len(data)} bytes)")
+        raise _Unwritten(f"{path}: too short for a wandb log ({len(data)} bytes)")
     ident, magic, version = _HEADER.unpack_from(data)
     if ident != b":W&B" or magic != 0xBEE1 or version != 0:
         raise ValueError(f"{path}: not a wandb log of the version this reader knows "

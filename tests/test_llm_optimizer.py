@@ -375,7 +375,10 @@ def test_a_local_model_keeps_the_callers_random_state_and_its_context(tiny_model
     for name in ("config.json", "model.safetensors"):
         (tmp_path / "no-tokenizer").mkdir(exist_ok=True)
         shutil.copy(tiny_model / name, tmp_path / "no-tokenizer" / name)
-    with pytest.raises(OptimizationError, match="no-tokenizer: no tokenizer there"):
+    # transformers 5 reads an empty tokenizer (said here); 4.45-4.57 refuse the folder
+    # (OSError; a TypeError from GPT2Tokenizer in 4.52-4.57): both said as typed errors
+    with pytest.raises(OptimizationError, match="no-tokenizer: (no tokenizer there|"
+                                                "transformers cannot load a causal LM)"):
         TransformersBackend(tmp_path / "no-tokenizer")
 
 

@@ -103,6 +103,52 @@ def test_where_wandb_finds_a_key_its_own_settings_decide(no_key, monkeypatch):
     assert (logged.project, logged.name, logged.exit_code) == ("mine", "named", 0)
 
 
+def test_an_older_wandb_finds_the_key_wandb_login_wrote(no_key, monkeypatch):
+    """The floor's audit: on a wandb before 0.31 the lookup's arguments differ (and before
+    0.24.1 it is missing), and the key `wandb login` wrote to ~/.netrc was taken for none:
+    the run went offline and WANDB_MODE=online was refused. Such a wandb is stood in for by
+    a lookup that refuses the arguments."""
+    from experiments.tracking import _api_key_configured
+
+    def older(**kwargs):
+        raise TypeError("authenticate_session() got an unexpected keyword argument "
+                        "'update_session'")
+
+    try:
+        from wandb.sdk.lib import wbauth
+    except ImportError:  # an older wandb indeed
+        pass
+    else:
+        monkeypatch.setattr(wbauth, "authenticate_session", older)
+    assert not _api_key_configured()
+    (no_key / "netrc").write_text(f"machine api.wandb.ai\n  login user\n  password "
+                                  f"{'k' * 40}\n")
+    assert _api_key_configured() and wandb_mode() is None
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")  # another host's
+    assert not _api_key_configured()
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    assert _api_key_configured()
+
+
+def test_a_log_file_not_written_yet_is_waited_for(no_key):
+    """wandb before 0.22.1 often leaves the file empty when finish() returns: read as not
+    written yet until ``wait_s``, not refused at once as too short."""
+    import threading
+
+    wandb_run("test", {"name": "late"}, group="g").finish()
+    whole = _one_run(no_key).path.read_bytes()
+    empty = no_key / "run-x.wandb"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match="too short for a wandb log"):
+        read_offline_run(empty)  # no wait: as it is
+    timer = threading.Timer(0.5, empty.write_bytes, (whole,))
+    timer.start()
+    try:
+        assert read_offline_run(empty, wait_s=20).group == "g"
+    finally:
+        timer.cancel()
+
+
 def test_a_run_that_raises_ends_failed(no_key):
     with pytest.raises(KeyboardInterrupt), finishing(wandb_run("test", {})) as run:
         run.log({"x": 1.0})

@@ -79,7 +79,7 @@ class TransformersBackend:
             raise OptimizationError(
                 f"{model_path}: transformers needs a package this machine lacks to load it "
                 f"({e}): install it (pip install ...)") from e
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError, TypeError) as e:  # TypeError: 4.52-4.57's
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise OptimizationError(
                 f"{model_path}: transformers cannot load a causal LM from it "
