@@ -23,9 +23,11 @@ import statistics
 import time
 from pathlib import Path
 
-SETTINGS = {"judge": {}, "long": {"warmup_ms": 1000.0, "timing_budget_ms": 3000.0}}
+SETTINGS = {"judge": {}, "long": {"warmup_ms": 1000.0, "timing_budget_ms": 3000.0},
+            "fresh": {}}
 """The timing settings compared: the judge's (``HarnessConfig``'s defaults: 25 ms of warm-up,
-300 ms of trials over 5 rounds) and ten times longer ones (40x the warm-up)."""
+300 ms of trials over 5 rounds), ten times longer ones (40x the warm-up), and the judge's with
+a new judge (so a new reference process) for every judgement (``fresh``)."""
 PROBLEMS = ("level3/15_DenseNet121", "level3/9_ResNet18", "level3/19_MobileNetV1")
 CANDIDATES = ("identity", "tf32")
 
@@ -63,12 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for setting in args.settings.split(","):
         config = dataclasses.replace(recording_config(args.device), **SETTINGS[setting])
-        with Evaluator(config) as evaluator:
+        with Evaluator(config) as shared:
             for repeat in range(args.repeats):
                 for (uri, name), source in sources.items():
                     problem = next(p for p in problems if p.uri == uri)
                     start = time.monotonic()
-                    result = evaluator.evaluate(problem, source)
+                    if setting == "fresh":
+                        with Evaluator(config) as evaluator:
+                            result = evaluator.evaluate(problem, source)
+                    else:
+                        result = shared.evaluate(problem, source)
                     ref, cand = result.reference, result.candidate
                     row = {"setting": setting, "repeat": repeat, "uri": uri, "candidate": name,
                            "correct": result.correct, "error": result.error_message[:200],
