@@ -114,7 +114,7 @@ def holds(folder: Path) -> bool:
 
 def writer(folder: Path) -> str | None:
     """Who writes ``folder`` now, where another process holds it (:func:`one_writer`): its
-    lock file's words (``"process 812: autoprofiler train"``); None where none does, where
+    lock file's words (the holder's process id and command); None where none does, where
     this process holds it, or where the system cannot lock. What reads a run's files while
     they may change (a model a training run rewrites at each evaluation) asks first. It
     takes the lock shared for an instant: a writer starting in that instant is refused as
