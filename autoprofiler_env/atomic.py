@@ -112,13 +112,28 @@ def holds(folder: Path) -> bool:
     return held is not None and held[0] == threading.get_ident() and held[1]
 
 
+def _flock_soon(fcntl, fd: int, tries: int = 5, pause_s: float = 0.02) -> None:
+    """``fd`` locked exclusively, tried ``tries`` times ``pause_s`` apart: :func:`writer`
+    holds a folder's lock shared for an instant, which must not refuse a writer."""
+    import time
+
+    for left in range(tries - 1, -1, -1):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if not left:
+                raise
+            time.sleep(pause_s)
+
+
 def writer(folder: Path) -> str | None:
     """Who writes ``folder`` now, where another process holds it (:func:`one_writer`): its
     lock file's words (the holder's process id and command); None where none does, where
     this process holds it, or where the system cannot lock. What reads a run's files while
     they may change (a model a training run rewrites at each evaluation) asks first. It
-    takes the lock shared for an instant: a writer starting in that instant is refused as
-    busy, as it would be by a running one."""
+    takes the lock shared for an instant, which a writer starting then waits out
+    (:func:`_flock_soon`)."""
     if os.path.realpath(folder) in _HELD:
         return None
     try:
@@ -169,7 +184,7 @@ def _locked(folder: Path, command: str) -> tuple[int | None, bool]:
             folder.mkdir(parents=True, exist_ok=True)
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_soon(fcntl, fd)
         except BlockingIOError:
             holder = os.pread(fd, 400, 0).decode(errors="replace").strip()
             os.close(fd)

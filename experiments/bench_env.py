@@ -63,7 +63,7 @@ def best_rates(envs, steps: int, repeats: int = 5, seed: int = 0) -> list[float]
 
 def resident_mb() -> float:
     """The process's resident memory in MB (Linux's /proc; elsewhere its peak, from
-    ``resource``)."""
+    ``resource``: bytes on macOS, KB elsewhere)."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
@@ -73,7 +73,8 @@ def resident_mb() -> float:
         pass
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
 def memory_growth(steps: int, dataset: str | None = None) -> tuple[float, float, float]:

@@ -229,9 +229,9 @@ def write_csv(rows: list[dict], path: Path, columns=None, extrasaction: str = "r
 # MaskablePPO, the experiment's fixed configurations, the shipped baselines) keep one pair in
 # every figure of the project (the benchmark's, an experiment's, the data report's); the
 # others take colours of tab10 (its grey left out, which is no-profile's, and its red, which
-# read as the tree's crimson, given for a dark blue of tab20b) and markers whose cycle
-# lengths are coprime, skipping the named agents' pairs, so no two of 77 agents share a pair,
-# and no two share a colour while the palette's 11 colours last.
+# read as the tree's crimson, given for a dark blue of tab20b), tab20b's olive and plum, and
+# markers whose cycle lengths are coprime, skipping the named agents' pairs, so no two of 77
+# agents share a pair, and no two share a colour while the palette's 11 colours last.
 ORACLE, NO_PROFILE, TREE = "oracle", "no-profile", "autoprofiler-tree"
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#393b79", "#9467bd", "#8c564b", "#e377c2",
             "#bcbd22", "#17becf", "#637939", "#7b4173")

@@ -1342,9 +1342,10 @@ def _unchanged(name: str, before: dict[str, str], after: dict[str, str]) -> None
     training run started meanwhile rewrote): its budgets would hold two models' figures."""
     changed = [path for path in {**before, **after} if before.get(path) != after.get(path)]
     if changed:
-        raise AutoProfilerError(f"baselines: {name}: {', '.join(changed)} changed while the "
-                                "experiment scored it (another process writes it): run the "
-                                "experiment again once it no longer changes, or give a copy")
+        raise AutoProfilerError(f"baselines: {name}: {', '.join(changed)} changed since the "
+                                "experiment started, while it scored it (another process "
+                                "writes it): run the experiment again once it no longer "
+                                "changes, or give a copy")
 
 
 def agent_styles(agents) -> dict[str, dict]:

@@ -108,16 +108,17 @@ def _api_key_configured() -> bool:
         return wbauth.authenticate_session(host=setup.settings.base_url, source="autoprofiler",
                                            prompt=False, update_session=False) is not None
     except TypeError:  # a wandb before 0.31, whose private lookup takes other arguments
-        return _key_by_hand()
+        return _key_by_hand(setup.settings.base_url)
     except AuthenticationError as e:
         raise AutoProfilerError(f"--wandb: the configured wandb key is malformed ({e}): "
                                 "`wandb login --relogin`, or set WANDB_MODE=offline") from None
 
 
-def _key_by_hand() -> bool:
+def _key_by_hand(base_url: str | None = None) -> bool:
     """Whether a key is where every wandb looks first: ``WANDB_API_KEY``, or the
-    ``~/.netrc`` entry (``NETRC``'s file where set) of its host (``WANDB_BASE_URL``'s, by
-    default api.wandb.ai) that ``wandb login`` writes: for a wandb older than the lookup
+    ``~/.netrc`` entry (``NETRC``'s file where set) of its host (``base_url``'s: wandb's
+    settings', else ``WANDB_BASE_URL``'s, by default api.wandb.ai; with its port or without)
+    that ``wandb login`` writes: for a wandb older than the lookup
     :func:`_api_key_configured` asks (a key there was taken for none: its runs went
     offline, and WANDB_MODE=online was refused)."""
     import netrc
@@ -125,12 +126,14 @@ def _key_by_hand() -> bool:
 
     if os.environ.get("WANDB_API_KEY"):
         return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
+    url = urlparse(base_url or os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    file = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")  # as wandb names it
     try:
-        found = netrc.netrc(os.environ.get("NETRC") or None).authenticators(host or "")
+        entries = netrc.netrc(file)
     except (OSError, netrc.NetrcParseError):
         return False
-    return bool(found and found[2])
+    found = [entries.authenticators(host) for host in (url.netloc, url.hostname) if host]
+    return any(entry and entry[2] for entry in found)
 
 
 def wandb_run(job_type: str, config: dict, group: str | None = None,

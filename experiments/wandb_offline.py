@@ -71,13 +71,14 @@ def read_offline_run(run_dir: str | Path, wait_s: float = 0.0) -> OfflineRun:
                                 f"{len(files)}")
     deadline = time.monotonic() + wait_s
     while True:
+        late = time.monotonic() >= deadline  # read before the file: its last read is whole
         try:
             run = _read(files[0])
         except _Unwritten:  # wandb < 0.22.1 may not have written its header yet
-            if time.monotonic() >= deadline:
+            if late:
                 raise
             run = None
-        if (run is not None and run.finished) or time.monotonic() >= deadline:
+        if run is not None and (run.finished or late):
             return run
         time.sleep(0.2)
 

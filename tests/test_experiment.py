@@ -1166,7 +1166,7 @@ def test_a_baseline_whose_file_changes_while_it_is_scored_is_refused(tmp_path, m
 
     monkeypatch.setattr(experiment, "_outcomes", rewriting)
     with pytest.raises(AutoProfilerError, match=rf"baselines: tree:{re.escape(str(tree))}: "
-                                                rf"{re.escape(str(tree))} changed while the "
-                                                r"experiment scored it"):
+                                                rf"{re.escape(str(tree))} changed since the "
+                                                r"experiment started, while it scored it"):
         run_experiment(config, tmp_path / "out", progress=False)
     assert not list((tmp_path / "out").glob("runs/tree*/*.json"))  # no run file of it

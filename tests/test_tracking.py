@@ -108,7 +108,7 @@ def test_an_older_wandb_finds_the_key_wandb_login_wrote(no_key, monkeypatch):
     0.24.1 it is missing), and the key `wandb login` wrote to ~/.netrc was taken for none:
     the run went offline and WANDB_MODE=online was refused. Such a wandb is stood in for by
     a lookup that refuses the arguments."""
-    from experiments.tracking import _api_key_configured
+    from experiments.tracking import _api_key_configured, _key_by_hand
 
     def older(**kwargs):
         raise TypeError("authenticate_session() got an unexpected keyword argument "
@@ -121,13 +121,22 @@ def test_an_older_wandb_finds_the_key_wandb_login_wrote(no_key, monkeypatch):
     else:
         monkeypatch.setattr(wbauth, "authenticate_session", older)
     assert not _api_key_configured()
-    (no_key / "netrc").write_text(f"machine api.wandb.ai\n  login user\n  password "
+    (no_key / "netrc").write_text(f"machine {_host()}\n  login user\n  password "
                                   f"{'k' * 40}\n")
     assert _api_key_configured() and wandb_mode() is None
-    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")  # another host's
-    assert not _api_key_configured()
+    assert not _key_by_hand("https://wandb.example.org")  # another host's
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
-    assert _api_key_configured()
+    assert _key_by_hand("https://wandb.example.org")
+
+
+def _host() -> str:
+    """The host wandb's settings name (its server: api.wandb.ai, or another by version)."""
+    from urllib.parse import urlsplit
+
+    from wandb.sdk import wandb_setup
+
+    setup = wandb_setup.singleton()
+    return urlsplit(setup.settings.base_url if setup else "https://api.wandb.ai").netloc
 
 
 def test_a_log_file_not_written_yet_is_waited_for(no_key):

@@ -73,13 +73,17 @@ class TransformersBackend:
         if torch_dtype is not None:
             model_kwargs["torch_dtype"] = torch_dtype
         try:  # what transformers raises for a folder it cannot read a model from
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), **kwargs)
+            try:
+                self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path),
+                                                                            **kwargs)
+            except TypeError as e:  # 4.52-4.57's GPT2Tokenizer, where its files are missing
+                raise ValueError(str(e)) from e
             model = transformers.AutoModelForCausalLM.from_pretrained(str(path), **model_kwargs)
         except ImportError as e:  # a package transformers needs for this model (gguf, ...)
             raise OptimizationError(
                 f"{model_path}: transformers needs a package this machine lacks to load it "
                 f"({e}): install it (pip install ...)") from e
-        except (OSError, ValueError, KeyError, TypeError) as e:  # TypeError: 4.52-4.57's
+        except (OSError, ValueError, KeyError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise OptimizationError(
                 f"{model_path}: transformers cannot load a causal LM from it "
