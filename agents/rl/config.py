@@ -65,6 +65,7 @@ from typing import Any
 from agents.rl import ZOO_NAMES  # the zoo's names: a config may use them (ppo_lstm.yml)
 from autoprofiler_env.configfile import read_yaml
 from autoprofiler_env.errors import ConfigError
+from autoprofiler_env.pyast import parse
 from autoprofiler_env.numeric import is_finite_number, repeated
 from autoprofiler_env.problems.loaders import SPLITS
 
@@ -303,7 +304,7 @@ def _zoo_kwargs(text: str) -> dict[str, Any]:
     evaluated: literals, ``dict(...)`` calls, lists, and classes as :class:`_ClassName`; a
     ``ValueError`` for anything else."""
     try:
-        node = ast.parse(text.strip(), mode="eval").body
+        node = parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         raise ValueError(f"not a Python expression ({e.msg})") from None
     parsed = _zoo_value(node, "policy_kwargs")

@@ -27,6 +27,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from autoprofiler_env.pyast import parse
+
 REJECT = ("patch", "introspection", "environment", "network", "filesystem", "concurrency")
 WARN = ("dynamic_code", "stream", "fallback")
 
@@ -354,7 +356,7 @@ def check_source(source: str) -> list[Finding]:
     """The findings in ``source``, in line order. A source that does not parse has none (the
     import in the worker reports the syntax error)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     visitor = _Visitor()

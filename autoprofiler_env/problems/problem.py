@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Literal
 
 from autoprofiler_env.errors import ProblemError, install_hint
+from autoprofiler_env.pyast import parse
 
 Size = Literal["full", "smoke"]
 SIZES: tuple[str, ...] = ("full", "smoke")
@@ -111,10 +112,13 @@ def defined_names(path: Path, kind: str = "problem") -> set[str]:
     except ValueError as e:
         raise ProblemError(path, str(e)) from None
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = parse(text, filename=str(path))
     except (SyntaxError, ValueError) as e:  # ValueError: a null byte (Python 3.10, 3.11)
         where = f" at line {e.lineno}" if getattr(e, "lineno", None) else ""
         raise ProblemError(path, f"syntax error{where}: {getattr(e, 'msg', None) or e}"
+                           ) from e
+    except (RecursionError, MemoryError) as e:  # the parser's limits: a chain 1e5 deep
+        raise ProblemError(path, f"it does not parse: nested too deeply ({type(e).__name__})"
                            ) from e
     defined = set()
     for node in tree.body:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import textwrap
 
 from autoprofiler_env.errors import LLMError
+from autoprofiler_env.pyast import parse
 
 # An opening fence: at the start of its line (an info string may follow the label), or after
 # text on its line when nothing follows the label ("Here it is: ```python"); not an inline
@@ -88,7 +88,7 @@ def extract_code(reply: str) -> str:
                        "block" + (" outside its <think>...</think>" if thought else ""))
     code = chosen[0]
     try:
-        ast.parse(code)
+        parse(code)
     except SyntaxError as e:
         line = (e.text or "").strip()
         raise LLMError("syntax", f"the code does not parse: line {e.lineno}: {e.msg}"
