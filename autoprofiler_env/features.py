@@ -408,8 +408,28 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def meta_device_sound() -> None:
+    """Makes ``with torch.device("meta")`` create every tensor constructor's tensors there
+    again. torch keeps the constructors that device contexts redirect in a cache made at its
+    first use; transformers 5 swaps ``torch.linspace`` for a wrapper of its own while it loads
+    a model (``meta_device_safe_creation_ops``), and where that load was the first use, the
+    wrapper was kept instead: from then on ``torch.linspace`` in the process made CPU tensors
+    under the meta device (a local LLM loaded before a problem's features were traced: a
+    constructor that needs real values traced as if it did not). Nothing where the cache
+    holds torch's own functions, or where this torch has no such cache."""
+    torch = _torch()
+    try:
+        from torch.utils._device import _device_constructors
+    except ImportError:
+        return
+    cached = getattr(_device_constructors, "cache_clear", None)
+    if cached is not None and torch.linspace not in _device_constructors():
+        cached()
+
+
 def _trace_on_meta(path: str | Path, module: ModuleType) -> StaticFeatures:
     torch = _torch()
+    meta_device_sound()
     built_on_cpu: list[str] = []
 
     def build(what: str, make: Callable[[], Any]) -> Any:

@@ -232,3 +232,25 @@ def test_a_file_that_needs_cuda_beyond_moving_tensors_is_told_what_to_do(tmp_pat
     with pytest.raises(ProblemError) as e:  # a bug that is not CUDA's: no such hint
         static_features(_on_cuda(tmp_path, "bug", forward="raise ValueError('broken')"))
     assert e.value.hint == ""
+
+
+def test_a_device_cache_made_while_torch_linspace_was_swapped_is_made_again(tmp_path,
+                                                                            monkeypatch):
+    """Reviewed (an order-dependent failure): transformers 5 swaps torch.linspace while it
+    loads a model, and torch's cache of the constructors a device context redirects, made
+    then, kept the swap; torch.linspace then made CPU tensors under the meta device for the
+    rest of the process, and a constructor that needs real values traced as `meta`."""
+    import torch
+    from torch.utils._device import _device_constructors
+
+    real = torch.linspace
+    _device_constructors.cache_clear()
+    monkeypatch.setattr(torch, "linspace", lambda *a, **k: real(*a, **k))  # a wrapper
+    _device_constructors()  # the cache made while swapped
+    monkeypatch.setattr(torch, "linspace", real)
+    with torch.device("meta"):
+        assert torch.linspace(0, 1, 3).device.type == "cpu"  # the bug, as torch has it
+    f = static_features(_needs_data(tmp_path, init="torch.linspace(0, 1, 3)[1].item()"))
+    assert f.trace == "cpu-init"
+    with torch.device("meta"):
+        assert torch.linspace(0, 1, 3).device.type == "meta"
