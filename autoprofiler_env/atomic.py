@@ -7,6 +7,7 @@ import errno
 import os
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -115,8 +116,6 @@ def holds(folder: Path) -> bool:
 def _flock_soon(fcntl, fd: int, tries: int = 5, pause_s: float = 0.02) -> None:
     """``fd`` locked exclusively, tried ``tries`` times ``pause_s`` apart: :func:`writer`
     holds a folder's lock shared for an instant, which must not refuse a writer."""
-    import time
-
     for left in range(tries - 1, -1, -1):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

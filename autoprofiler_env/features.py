@@ -408,7 +408,7 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def meta_device_sound() -> None:
+def _meta_device_sound() -> None:
     """Makes ``with torch.device("meta")`` create every tensor constructor's tensors there
     again. torch keeps the constructors that device contexts redirect in a cache made at its
     first use; transformers 5 swaps ``torch.linspace`` for a wrapper of its own while it loads
@@ -429,7 +429,7 @@ def meta_device_sound() -> None:
 
 def _trace_on_meta(path: str | Path, module: ModuleType) -> StaticFeatures:
     torch = _torch()
-    meta_device_sound()
+    _meta_device_sound()
     built_on_cpu: list[str] = []
 
     def build(what: str, make: Callable[[], Any]) -> Any:

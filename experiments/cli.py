@@ -730,7 +730,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         print_table,
         write_csv,
     )
-    from experiments.policies import SHIPPED_RL, SHIPPED_TREE
+    from experiments.policies import SHIPPED_RL, SHIPPED_TREE, changed
     from experiments.tracking import check_wandb, dataset_sha256, versions
 
     budgets = _budgets(args.budgets, "--budgets")
@@ -758,11 +758,9 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
                            optimizer=args.optimizer, tolerance=tolerance,
                            llm_missing=args.llm_missing)
         if now != loaded_files:  # rewritten meanwhile: the figures may be of another file
-            before, after = ({p: h for f in d.values() for p, h in f.items()}
-                             for d in (loaded_files, now))
-            changed = sorted(p for p in before.keys() | after.keys()
-                             if before.get(p) != after.get(p))
-            return _fail(f"{', '.join(changed)} changed while the benchmark ran (another "
+            paths = changed(*({p: h for f in d.values() for p, h in f.items()}
+                              for d in (loaded_files, now)))
+            return _fail(f"{', '.join(paths)} changed while the benchmark ran (another "
                          "process writes it): run it again once it no longer changes, or "
                          "give a copy")
         files = {name: now[name] for name in read if name in now

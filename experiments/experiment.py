@@ -1340,9 +1340,11 @@ def _near_markdown(near: dict | None) -> list[str]:
 def _unchanged(name: str, before: dict[str, str], after: dict[str, str]) -> None:
     """Refuses a run whose policy's files changed while it was scored (a model that a
     training run started meanwhile rewrote): its budgets would hold two models' figures."""
-    changed = [path for path in {**before, **after} if before.get(path) != after.get(path)]
-    if changed:
-        raise AutoProfilerError(f"baselines: {name}: {', '.join(changed)} changed since the "
+    from experiments.policies import changed
+
+    paths = changed(before, after)
+    if paths:
+        raise AutoProfilerError(f"baselines: {name}: {', '.join(paths)} changed since the "
                                 "experiment started, while it scored it (another process "
                                 "writes it): run the experiment again once it no longer "
                                 "changes, or give a copy")

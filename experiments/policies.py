@@ -252,6 +252,12 @@ def checksums(spec: str, env) -> dict[str, str]:
     return found
 
 
+def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The paths whose checksums (:func:`checksums`) differ between ``before`` and ``after``
+    (one that either lacks included), sorted."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
 def _not_being_written(spec: str, folder: Path, what: str) -> None:
     """Refuses a policy read from a folder that a running command writes (a training run
     rewrites its best model at each evaluation): an experiment scored such a run's

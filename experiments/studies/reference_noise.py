@@ -55,20 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     problems = [p for want in wanted for p in found if p.uri.endswith("/" + want)]
     if len(problems) != len(wanted):
         raise SystemExit(f"not all of {wanted} are in {args.kernelbench}")
-    sources = {}
+    sources = []  # (problem, candidate, its source), the problems taking turns
     for problem in problems:
         features = static_features(problem)
         for name in args.candidates.split(","):
-            sources[problem.uri, name] = (identity_source(problem) if name == "identity"
-                                          else compose(problem, features, name))
+            sources.append((problem, name, identity_source(problem) if name == "identity"
+                            else compose(problem, features, name)))
     out = Path(args.out)
     rows = []
     for setting in args.settings.split(","):
         config = dataclasses.replace(recording_config(args.device), **SETTINGS[setting])
         with Evaluator(config) as shared:
             for repeat in range(args.repeats):
-                for (uri, name), source in sources.items():
-                    problem = next(p for p in problems if p.uri == uri)
+                for problem, name, source in sources:
+                    uri = problem.uri
                     start = time.monotonic()
                     if setting == "fresh":
                         with Evaluator(config) as evaluator:

@@ -72,9 +72,6 @@ class TransformersBackend:
         model_kwargs = dict(kwargs)
         if torch_dtype is not None:
             model_kwargs["torch_dtype"] = torch_dtype
-        from autoprofiler_env.features import meta_device_sound
-
-        meta_device_sound()  # torch's device contexts' cache made now, not inside the load
         try:  # what transformers raises for a folder it cannot read a model from
             try:
                 self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(path),
