@@ -131,6 +131,7 @@ class Observation:
             for key, size in entries:
                 self._layout.append((key, which, slice(at, at + size)))
                 at += size
+        self._at = {key: where for key, _, where in self._layout}
         self.arrays = self._views(self.floats, self.ints)
         a = self.arrays
         self._collected, self._metrics, self._known = (a["collected"], a["metrics"],
@@ -138,6 +139,7 @@ class Observation:
         self._findings, self._budget, self._mask = a["findings"], a["budget"], a["action_mask"]
         self._sections_mask = self._mask[:-1]
         self._mask[-1] = 1  # STOP is always valid
+        self._ints_template = self.ints.copy()  # nothing collected, only STOP valid
         self._table = _mask_table(n_sections)
 
     def __getstate__(self) -> dict:  # the views are rebuilt over the buffers, not pickled
@@ -154,14 +156,13 @@ class Observation:
         """The buffers an episode starts from: its static features, its budget
         (``budget_total``'s two values), the sections' costs as fractions of it, nothing
         collected, the whole budget left (the mask is set by :meth:`set_mask`)."""
-        floats, ints = np.zeros_like(self.floats), np.zeros_like(self.ints)
-        views = self._views(floats, ints)
-        views["features"][:] = features
-        views["budget_total"][:] = budget_total
-        views["costs"][:] = costs
-        views["budget"][0] = 1.0
-        views["action_mask"][-1] = 1
-        return floats, ints
+        floats = np.zeros_like(self.floats)
+        at = self._at
+        floats[at["features"]] = features
+        floats[at["budget_total"]] = budget_total
+        floats[at["costs"]] = costs
+        floats[at["budget"]] = 1.0
+        return floats, self._ints_template  # start() copies it: one serves every episode
 
     def start(self, template: tuple[np.ndarray, np.ndarray]) -> None:
         """A new episode, from its :meth:`template`."""

@@ -440,7 +440,8 @@ class ProfilingEnv(gym.Env):
         self._mask_int8 = self._mask.view(np.int8)  # ... and as it is (info's, Gymnasium's)
         self._bits = 0          # the valid sections, bit i for section i
         self._uncollected = 0   # the sections not collected yet, as bits
-        self._starts: dict[str, tuple] = {}   # per problem: what an episode starts from
+        self._starts: dict[tuple, tuple] = {}   # per (problem, budget): an episode's start
+        self._problem_starts: dict[str, tuple] = {}  # per problem: what no budget changes
         self._entries: dict[tuple[str, int], object] = {}  # per (problem, action)
         self.last_record: EpisodeRecord | None = None
         self._needs_reset = "before the first reset()"  # why step() must wait (None: it need not)
@@ -464,12 +465,12 @@ class ProfilingEnv(gym.Env):
                                     "'sections'")
         return seconds
 
-    def _episode_budget(self, uri: str, budget: float) -> float:
+    def _episode_budget(self, budget: float, full: float | None) -> float:
+        """``budget`` in ``budget_unit`` on a problem whose full set costs ``full``."""
         if not self.budget_is_fraction:
             return budget
         if self.budget_unit == "sections":
             return budget * len(self.sections)
-        full = self._full_cost(uri)
         if full is None:
             raise AutoProfilerError(
                 "this backend does not know the full set's cost in seconds before profiling: "
@@ -565,25 +566,35 @@ class ProfilingEnv(gym.Env):
         ``budget_unit``, the sections' costs (an array and a list), the observation's first
         buffers, the costs in increasing order and, for each k, the bits of the k cheapest
         sections (what a remaining budget affords is one of these)."""
-        given, budget = budget, self._episode_budget(uri, budget)
+        costs, cost_list, features, full, sorted_costs, cheapest = self._problem_start(uri)
+        given, budget = budget, self._episode_budget(budget, full)
         if not math.isfinite(budget) or budget < sys.float_info.min:  # a reset's budget option
             raise ValueError(f"the budget {given!r} gives {uri} an episode budget of {budget!r} "
                              f"{self.budget_unit}, not a normal finite number (the costs "
                              f"divided by it would overflow): give budgets between about "
                              f"{BUDGET_BOUNDS[0]:g} and {BUDGET_BOUNDS[1]:g}")
-        costs = np.array([self._cost(uri, s) for s in self.sections])
         with np.errstate(over="ignore"):  # a tiny budget: inf, clipped at COST_CLIP
             shares = costs / budget
-        template = self._obs.template(
-            np.asarray(self.backend.features(uri), dtype=np.float32),
-            budget_entries(budget, self._full_cost(uri)),
-            np.minimum(shares, COST_CLIP).astype(np.float32))
-        order = sorted(range(len(costs)), key=lambda i: costs[i])
-        cheapest = [0]
-        for i in order:
-            cheapest.append(cheapest[-1] | (1 << i))
-        return (budget, costs, costs.tolist(), template, [float(costs[i]) for i in order],
-                cheapest)
+        template = self._obs.template(features, budget_entries(budget, full),
+                                      np.minimum(shares, COST_CLIP))
+        return budget, costs, cost_list, template, sorted_costs, cheapest
+
+    def _problem_start(self, uri: str) -> tuple:
+        """What no budget changes in :meth:`_start` (kept per problem: budgets drawn from a
+        range make a new start every episode): the sections' costs (an array and a list),
+        the static features, the full set's cost, the costs in increasing order and the
+        bits of the k cheapest sections."""
+        known = self._problem_starts.get(uri)
+        if known is None:
+            costs = np.array([self._cost(uri, s) for s in self.sections])
+            order = sorted(range(len(costs)), key=lambda i: costs[i])
+            cheapest = [0]
+            for i in order:
+                cheapest.append(cheapest[-1] | (1 << i))
+            known = self._problem_starts[uri] = (
+                costs, costs.tolist(), np.asarray(self.backend.features(uri), dtype=np.float32),
+                self._full_cost(uri), [float(costs[i]) for i in order], cheapest)
+        return known
 
     def _full_cost(self, uri: str) -> float | None:
         """ncu's full set's cost on this problem, in ``budget_unit`` (None where unknown).
