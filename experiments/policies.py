@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,11 +262,15 @@ def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
 def _not_being_written(spec: str, folder: Path, what: str) -> None:
     """Refuses a policy read from a folder that a running command writes (a training run
     rewrites its best model at each evaluation): an experiment scored such a run's
-    ``best_model.zip`` of one evaluation at one budget and of the next at the others."""
-    holder = writer(folder)
-    if holder is not None:
-        raise PolicySpecError(f"--policy {spec}: {folder} is being written ({holder}): wait "
-                              f"for it to end, or give a copy of {what}")
+    ``best_model.zip`` of one evaluation at one budget and of the next at the others.
+    ``folder``'s parents are asked too: a tuning run writes its trials' models in
+    ``trials/<number>`` of the folder it holds."""
+    folder = Path(os.path.realpath(folder))
+    for held in (folder, *folder.parents):
+        holder = writer(held)
+        if holder is not None:
+            raise PolicySpecError(f"--policy {spec}: {held} is being written ({holder}): wait "
+                                  f"for it to end, or give a copy of {what}")
 
 
 def _tree_path(spec: str) -> Path:

@@ -173,11 +173,13 @@ def test_writer_names_another_process_holding_a_folder_and_none_otherwise(tmp_pa
 
 
 @pytest.mark.parametrize("spec", ["sb3:{out}", "sb3:{out}/best_model.zip",
-                                  "tree:{out}/tree.json"])
+                                  "tree:{out}/tree.json", "sb3:{out}/trials/3",
+                                  "sb3:{out}/trials/3/best_model.zip"])
 def test_a_policy_of_a_folder_being_written_is_refused_before_it_is_read(tmp_path, spec):
     """Reviewed: an experiment given sb3:DIR of a training run still going scored the best
     model of one evaluation at one budget and of the next at the others, and recorded a
-    third's checksum."""
+    third's checksum; a trial's model (sb3:OUT/trials/N) of a tuning run still going was not
+    refused (the run holds OUT, not the trial's folder)."""
     import gymnasium as gym
 
     from experiments.policies import PolicySpecError, load
