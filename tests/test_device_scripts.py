@@ -176,9 +176,21 @@ def test_a_budget_that_would_outlast_the_commands_limit_is_lowered(tmp_path):
     assert nothing.returncode == 1 and f"only {40 - age} s would be left" in nothing.stderr
 
 
+@pytest.mark.skipif(Path("/tmp/wheels").exists(), reason="this machine has staged wheels")
+def test_installing_no_wheels_goes_on_under_set_e(tmp_path):
+    """Reviewed (2026-12-07, on a device): reference_pinning.sh, under ``set -euo
+    pipefail``, stopped at install_wheels without a word: the ``ls`` of the missing
+    /tmp/wheels failed the assignment."""
+    done = subprocess.run(
+        ["bash", "-c", f"set -euo pipefail; source {ROOT}/experiments/device/lib.sh; "
+                       "install_wheels; echo end"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "end\n", done
+
+
 @pytest.mark.parametrize("script", ["record_kernelbench_h200.sh", "record_h200.sh",
                                     "fanout_h200.sh", "fidelity_h200.sh", "judge_h200.sh",
-                                    "live_h200.sh", "lib.sh"])
+                                    "live_h200.sh", "reference_pinning.sh", "lib.sh"])
 def test_the_device_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(ROOT / "experiments" / "device" / script)]
                           ).returncode == 0

@@ -6,7 +6,7 @@
 # installed into /tmp/site and put on PYTHONPATH; nothing where neither holds any.
 install_wheels() {
   local wheels
-  wheels=$(ls .whl/*.whl /tmp/wheels/*.whl 2>/dev/null)
+  wheels=$(ls .whl/*.whl /tmp/wheels/*.whl 2>/dev/null || true)  # none in one: not an error
   if [ -n "$wheels" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/site $wheels && export PYTHONPATH=/tmp/site:$PWD
