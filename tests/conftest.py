@@ -163,3 +163,20 @@ def fresh_wandb():
     wandb.teardown()
     yield
     wandb.teardown()
+
+
+@pytest.fixture
+def no_key(tmp_path, monkeypatch, fresh_wandb):
+    """wandb as on a machine where it was never set up: no key in the environment, no
+    ``~/.netrc`` (``NETRC`` names a file not there), no settings (``WANDB_CONFIG_DIR``
+    empty); runs under ``tmp_path``. A test that clears ``WANDB_API_KEY`` alone goes online on a
+    machine whose ``~/.netrc`` or wandb settings hold a key."""
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_PROJECT", "WANDB_IDENTITY_TOKEN_FILE",
+                 "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    (tmp_path / "wandb-config").mkdir()
+    return tmp_path

@@ -210,13 +210,10 @@ def test_benchmark_table_and_plot(study_dataset, tmp_path, capsys):
     assert all(math.isfinite(r["geomean_speedup"]) for r in summary)
 
 
-def test_wandb_logs_offline(study_dataset, tmp_path, monkeypatch, fresh_wandb):
+def test_wandb_logs_offline(study_dataset, no_key):
     from experiments.benchmark import log_wandb
 
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
+    tmp_path = no_key
     summary, episodes = benchmark(str(study_dataset), [0.25], seeds=1, split="val")
     plot(summary, tmp_path / "b.png")
     log_wandb({"budgets": [0.25]}, summary, episodes, tmp_path / "b.png")

@@ -379,3 +379,28 @@ def test_the_folder_of_a_worker_whose_judge_was_killed_is_removed_by_the_next_ju
         judge.kill()
         os.close(held)
         shutil.rmtree(live, ignore_errors=True)
+
+
+def test_a_folder_being_made_is_never_taken_for_a_dead_judges(monkeypatch):
+    """Reviewed: new_home made its lock file, then locked it; another process sweeping stale
+    folders in between took the lock and removed the new folder (2 times in 5,000, with a
+    sweeper running beside it). Here the sweep comes at that moment, every time."""
+    import os
+
+    from autoprofiler_env.harness import process
+
+    real, swept = process.fcntl.flock, []
+
+    def sweeping_first(fd, operation):  # another judge's sweep, just before the lock
+        if not swept:
+            swept.append(None)  # once (the sweep locks the folders it finds too)
+            swept[0] = process.remove_stale_homes("sweepprobe")
+        return real(fd, operation)
+
+    monkeypatch.setattr(process.fcntl, "flock", sweeping_first)
+    home, held = process.new_home("sweepprobe")
+    try:
+        assert home not in swept[0] and (home / process.HOME_LOCK).is_file()
+    finally:
+        os.close(held)
+        shutil.rmtree(home, ignore_errors=True)

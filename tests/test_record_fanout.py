@@ -36,8 +36,12 @@ PARTS = ("reference", "candidates")
 RELU = ROOT / "tests" / "data" / "problems" / "relu_small.py"
 
 
-def _unit_processes() -> list[int]:
-    """The pids of the units' processes running now."""
+def _unit_processes(driver: int | None = None) -> list[int]:
+    """The pids of this test's units running now: those whose ``--parent`` is ``driver``
+    (default: this process) or a process under it (a Ray worker), so that a suite running
+    beside this one on the machine keeps its units (two suites' fan-out tests killed and
+    counted each other's)."""
+    root = os.getpid() if driver is None else driver
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -45,9 +49,24 @@ def _unit_processes() -> list[int]:
                 cmd = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"autoprofiler_env.dataset.record.fanout" in cmd:
-                pids.append(int(entry.name))
+            if b"autoprofiler_env.dataset.record.fanout" in cmd and b"--parent" in cmd:
+                parent = int(cmd[cmd.index(b"--parent") + 1])
+                if parent == root or root in _ancestors(parent):
+                    pids.append(int(entry.name))
     return pids
+
+
+def _ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, its parent's, ... (/proc/PID/stat's fourth field)."""
+    found = []
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        found.append(pid)
+    return found
 
 
 def _kill_first_unit(stop: threading.Event, killed: list) -> None:
@@ -174,7 +193,7 @@ def test_a_killed_driver_resumes_where_it_stopped(tmp_path, sig):
     while not read_jsonl(out / "reference.jsonl") and time.monotonic() < deadline:
         assert driver.poll() is None, "the driver ended before it was killed"
         time.sleep(0.1)
-    while not _unit_processes() and time.monotonic() < deadline:  # the next unit started
+    while not _unit_processes(driver.pid) and time.monotonic() < deadline:  # the next unit:
         time.sleep(0.05)
     # and the driver holds it: it does once Popen returns, a moment after the process shows
     # in /proc (a unit imports torch for seconds: it is still in flight after 0.5 s)
@@ -187,11 +206,12 @@ def test_a_killed_driver_resumes_where_it_stopped(tmp_path, sig):
         stopped = [t for t in read_jsonl(out / "timings.jsonl") if t.get("interrupted")]
         assert len(stopped) == 1 and stopped[0]["wall_s"] > 0
         assert stopped[0]["uri"] not in {r["uri"] for r in first}
-        assert _unit_processes() == []  # at once, not when they notice their parent gone
-    gone = time.monotonic() + 60  # a unit dies with the driver (one still importing, once
-    while _unit_processes() and time.monotonic() < gone:  # it reaches its first line)
+        assert _unit_processes(driver.pid) == []  # at once, not when they see it gone
+    # a unit dies with the driver (one still importing, once it reaches its first line)
+    gone = time.monotonic() + 60
+    while _unit_processes(driver.pid) and time.monotonic() < gone:
         time.sleep(0.2)
-    assert _unit_processes() == []
+    assert _unit_processes(driver.pid) == []
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = read_jsonl(out / "reference.jsonl")

@@ -16,10 +16,8 @@ from experiments.tracking import check_wandb, finishing, wandb_mode, wandb_run
 from experiments.wandb_offline import read_offline_run
 
 
-def test_two_runs_of_one_process_each_land_in_their_own_directory(tmp_path, monkeypatch):
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    monkeypatch.setenv("WANDB_SILENT", "true")
+def test_two_runs_of_one_process_each_land_in_their_own_directory(no_key, monkeypatch):
+    tmp_path = no_key
     for name, group in (("first", None), ("second", "g2")):
         monkeypatch.setenv("WANDB_DIR", str(tmp_path / name))
         run = wandb_run("test", {"name": name}, group=group)
@@ -34,16 +32,12 @@ def test_two_runs_of_one_process_each_land_in_their_own_directory(tmp_path, monk
         assert logged.curve("x") == [(0, 1.0)]
 
 
-def test_a_run_still_being_written_is_read_as_far_as_written_after_the_wait(tmp_path,
-                                                                            monkeypatch):
+def test_a_run_still_being_written_is_read_as_far_as_written_after_the_wait(no_key):
     """wandb's service can still be flushing the file when finish() returns: the reader
     waits for the exit record, and past ``wait_s`` gives the run as far as written."""
     import time
 
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    tmp_path = no_key
     run = wandb_run("test", {"name": "partial"}, group="g")
     run.log({"x": 1.0})
     run.finish()
@@ -55,22 +49,6 @@ def test_a_run_still_being_written_is_read_as_far_as_written_after_the_wait(tmp_
     started = time.monotonic()
     partial = read_offline_run(head, wait_s=0.5)
     assert not partial.finished and 0.5 <= time.monotonic() - started < 10
-
-
-@pytest.fixture
-def no_key(tmp_path, monkeypatch, fresh_wandb):
-    """wandb as on a machine where it was never set up: no key in the environment, no
-    ``~/.netrc`` (``NETRC`` names a file not there), no settings (``WANDB_CONFIG_DIR``
-    empty); runs under ``tmp_path``."""
-    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_PROJECT", "WANDB_IDENTITY_TOKEN_FILE",
-                 "WANDB_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
-    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    (tmp_path / "wandb-config").mkdir()
-    return tmp_path
 
 
 def _one_run(where: Path):

@@ -538,13 +538,15 @@ def tiny_model(tmp_path_factory):
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     tokenizer.save_pretrained(path)
-    torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32,
                                       intermediate_size=64, num_hidden_layers=2,
                                       num_attention_heads=2, num_key_value_heads=2,
                                       max_position_embeddings=8192,
                                       bos_token_id=1, eos_token_id=2)
-    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    with torch.random.fork_rng(devices=[]):  # its own seed; the later tests' state untouched
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(config)
+    model.save_pretrained(path)
     return path
 
 

@@ -62,8 +62,13 @@ def new_home(role: str) -> tuple[Path, int]:
     """A new folder for a ``role`` worker in the temporary folder, and the descriptor of its
     :data:`HOME_LOCK`, locked (close it after removing the folder)."""
     home = Path(tempfile.mkdtemp(prefix=f"autoprofiler-{role}-"))
-    fd = os.open(home / HOME_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # locked under another name, then named: another process sweeping stale folders
+    # (remove_stale_homes) sees no lock file (a young folder: kept) or a held one, never
+    # one not locked yet (it took that one's lock and removed the new folder)
+    making = home / (HOME_LOCK + ".new")
+    fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: no one else holds it
+    os.rename(making, home / HOME_LOCK)
     return home, fd
 
 
