@@ -17,8 +17,9 @@ as the steps' overhead, as they do in training. The replay's rate is printed twi
 The same warm rate is printed for a training-like environment (the train split, a budget
 drawn per episode: ``budget_range`` [0.05, 1], as the shipped configs train): every reset
 there makes the episode's start anew (its budget's costs and observation), what a fixed
-budget keeps (2026-12-07: 38,000 steps/s where the fixed budget's 82,000, before the
-problem's part of a start was kept apart from the budget's).
+budget keeps (2026-12-07, this 2-core machine: 45,306 steps/s before the problem's part of
+a start was kept apart from the budget's, 73,491 after; the fixed budget's 102,301 and
+108,350).
 
 Then the memory of a training-like run (``--memory-steps``, default 400,000; 0: none): the
 same loop on the train split with a budget drawn per episode (``budget_range`` [0.05, 1], as
