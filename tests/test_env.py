@@ -74,7 +74,10 @@ def test_pickles_and_spec_round_trips(study_dataset):
 
 def test_vector_envs(study_dataset):
     fns = [lambda: make(REPLAY_ID, study_dataset) for _ in range(2)]
-    for vec in (gym.vector.SyncVectorEnv(fns), gym.vector.AsyncVectorEnv(fns)):
+    # forkserver, as SB3's SubprocVecEnv starts them: fork from a process with threads
+    # warns on Python 3.12+ (and deadlocks at times)
+    for vec in (gym.vector.SyncVectorEnv(fns), gym.vector.AsyncVectorEnv(fns,
+                                                                         context="forkserver")):
         obs, info = vec.reset(seed=0)
         for _ in range(20):
             masks = np.stack(info["action_mask"])
