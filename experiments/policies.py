@@ -263,14 +263,22 @@ def _not_being_written(spec: str, folder: Path, what: str) -> None:
     """Refuses a policy read from a folder that a running command writes (a training run
     rewrites its best model at each evaluation): an experiment scored such a run's
     ``best_model.zip`` of one evaluation at one budget and of the next at the others.
-    ``folder``'s parents are asked too: a tuning run writes its trials' models in
-    ``trials/<number>`` of the folder it holds."""
+    ``folder``'s parents are asked too, where a command that writes models below its folder
+    holds them (:data:`_WRITES_BELOW`: a tuning run writes its trials' models in
+    ``trials/<number>``); another command's (a recording's) or another tool's lock on a
+    parent refuses nothing."""
     folder = Path(os.path.realpath(folder))
     for held in (folder, *folder.parents):
         holder = writer(held)
-        if holder is not None:
+        if holder is not None and (held == folder or any(
+                command in holder for command in _WRITES_BELOW)):
             raise PolicySpecError(f"--policy {spec}: {held} is being written ({holder}): wait "
                                   f"for it to end, or give a copy of {what}")
+
+
+_WRITES_BELOW = ("autoprofiler tune", "autoprofiler experiment")
+"""The commands whose runs write policies in folders below the one they hold (a lock file's
+words name the command: :func:`autoprofiler_env.atomic.one_writer`)."""
 
 
 def _tree_path(spec: str) -> Path:

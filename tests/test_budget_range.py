@@ -129,3 +129,24 @@ def test_an_episode_budget_past_a_floats_range_is_refused_and_the_episode_goes_o
     _, _, terminated, _, info = env.step(env.unwrapped.STOP)  # the earlier episode ends
     assert terminated and info["record"].budget == 0.25 and info["problem"] == problem
     assert list(info["record"].sections) == [env.unwrapped.sections[section]]
+
+
+def test_each_problems_costs_are_read_once_whatever_the_budgets_drawn(study_dataset):
+    """Every reset under a range draws a new budget: the problem's part of an episode's
+    start (its sections' costs, features, full set's cost) is kept per problem, and a drawn
+    budget's start is the one a fresh environment made with that budget gives."""
+    env = make(study_dataset, budget_range=[0.05, 1.0])
+    backend, read = env.unwrapped.backend, []
+    cost, features = backend.cost, backend.features
+    backend.cost = lambda uri, section: read.append(("cost", uri)) or cost(uri, section)
+    backend.features = lambda uri: read.append(("features", uri)) or features(uri)
+    n = len(env.unwrapped.sections)
+    for i in range(200):
+        obs, info = env.reset(seed=0 if i == 0 else None)
+    seen = {uri for _, uri in read}
+    assert sorted(read) == sorted([("cost", u) for u in seen for _ in range(n)]
+                                  + [("features", u) for u in seen])
+    budget = env.unwrapped._episode_budget_given
+    fresh = make(study_dataset, budget=budget)
+    again, _ = fresh.reset(options={"problem": env.unwrapped._uri})
+    assert all(np.array_equal(obs[k], again[k]) for k in obs)

@@ -172,10 +172,13 @@ def test_writer_names_another_process_holding_a_folder_and_none_otherwise(tmp_pa
         assert writer(out) is None  # this process's own
 
 
-@pytest.mark.parametrize("spec", ["sb3:{out}", "sb3:{out}/best_model.zip",
-                                  "tree:{out}/tree.json", "sb3:{out}/trials/3",
-                                  "sb3:{out}/trials/3/best_model.zip"])
-def test_a_policy_of_a_folder_being_written_is_refused_before_it_is_read(tmp_path, spec):
+@pytest.mark.parametrize("spec, command", [
+    ("sb3:{out}", "autoprofiler train"), ("sb3:{out}/best_model.zip", "autoprofiler train"),
+    ("tree:{out}/tree.json", "autoprofiler learn-tree"),
+    ("sb3:{out}/trials/3", "autoprofiler tune"),
+    ("sb3:{out}/trials/3/best_model.zip", "autoprofiler tune")])
+def test_a_policy_of_a_folder_being_written_is_refused_before_it_is_read(tmp_path, spec,
+                                                                         command):
     """Reviewed: an experiment given sb3:DIR of a training run still going scored the best
     model of one evaluation at one budget and of the next at the others, and recorded a
     third's checksum; a trial's model (sb3:OUT/trials/N) of a tuning run still going was not
@@ -186,7 +189,25 @@ def test_a_policy_of_a_folder_being_written_is_refused_before_it_is_read(tmp_pat
 
     out = tmp_path / "run"
     env = gym.make("AutoProfiler-v0", split="val")
-    with holding(out, "autoprofiler train") as holder:
+    with holding(out, command) as holder:
+        (out / "trials" / "3").mkdir(parents=True)
         with pytest.raises(PolicySpecError, match=rf"is being written \(process {holder.pid}: "
-                                                  r"autoprofiler train\): wait for it to end"):
+                                                  rf"{command}\): wait for it to end"):
             load(spec.format(out=out), env)
+
+
+def test_a_parent_held_by_a_command_that_writes_no_policies_below_refuses_nothing(tmp_path):
+    """Reviewed: the walk up the parents refused a model kept inside a recording's folder
+    while the recording ran (its lock names the command: only tune's and experiment's count
+    for what lies below them)."""
+    import gymnasium as gym
+
+    from autoprofiler_env.errors import AutoProfilerError
+    from experiments.policies import load
+
+    data = tmp_path / "data"
+    env = gym.make("AutoProfiler-v0", split="val")
+    with holding(data, "autoprofiler record"):
+        (data / "models" / "ppo").mkdir(parents=True)
+        with pytest.raises(AutoProfilerError, match="no run.json"):  # an empty folder: told
+            load(f"sb3:{data}/models/ppo", env)                      # so, not "being written"

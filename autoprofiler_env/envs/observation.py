@@ -140,6 +140,7 @@ class Observation:
         self._sections_mask = self._mask[:-1]
         self._mask[-1] = 1  # STOP is always valid
         self._ints_template = self.ints.copy()  # nothing collected, only STOP valid
+        self._ints_template.flags.writeable = False  # shared by every episode's template
         self._table = _mask_table(n_sections)
 
     def __getstate__(self) -> dict:  # the views are rebuilt over the buffers, not pickled

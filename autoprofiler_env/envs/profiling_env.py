@@ -448,6 +448,7 @@ class ProfilingEnv(gym.Env):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_problem_starts", {})  # pickled before it was kept
         self._mask = self._obs.mask  # a view: pickling copies it apart from the observation
         self._mask_int8 = self._mask.view(np.int8)
 
