@@ -84,11 +84,17 @@ def resident_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
+def training_like(dataset: str | None = None):
+    """The environment the shipped configs train in: the train split, a budget drawn per
+    episode (``budget_range`` [0.05, 1])."""
+    kwargs = {"dataset": dataset} if dataset else {}
+    return gym.make("AutoProfiler-v0", split="train", budget_range=(0.05, 1.0), **kwargs)
+
+
 def memory_growth(steps: int, dataset: str | None = None) -> tuple[float, float, float]:
     """(MB before, at half way, at the end) of ``steps`` training-like steps
-    (:func:`steps_per_second` on the train split under ``budget_range`` [0.05, 1])."""
-    kwargs = {"dataset": dataset} if dataset else {}
-    env = gym.make("AutoProfiler-v0", split="train", budget_range=(0.05, 1.0), **kwargs)
+    (:func:`steps_per_second` in :func:`training_like`)."""
+    env = training_like(dataset)
     before = resident_mb()
     steps_per_second(env, steps // 2, seed=1)
     half = resident_mb()
@@ -124,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     seen = _new_sets(ours)
     warm, cartpole = best_rates([ours, gym.make("CartPole-v1")], args.steps)
     again = _new_sets(ours) - seen
-    training = gym.make("AutoProfiler-v0", **{**kwargs, "split": "train",
-                                              "budget_range": (0.05, 1.0)})
+    training = training_like(args.dataset)
     steps_per_second(training, args.steps, seed=0)  # its outcomes memoized, as ours' are
     (warm_training,) = best_rates([training], args.steps)
     print(f"AutoProfiler-v0 cold: {cold:,.0f} steps/s ({seen:,} new sets in {args.steps:,} "
