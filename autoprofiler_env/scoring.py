@@ -47,6 +47,7 @@ def geomean(speedups: Iterable[float]) -> float:
 
 def geomean_of_scores(scores: Iterable[float]) -> float:
     """The geometric-mean speedup of log scores (:func:`log_score`): ``exp`` of their mean
-    (1.0 for none)."""
+    (1.0 for none). The sum is :func:`math.fsum`'s, correctly rounded, so every Python gives
+    the same digits (``sum`` of floats is compensated from Python 3.12 on, plain before)."""
     values = list(scores)
-    return math.exp(sum(values) / len(values)) if values else 1.0
+    return math.exp(math.fsum(values) / len(values)) if values else 1.0
