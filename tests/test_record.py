@@ -80,6 +80,30 @@ def test_ncu_runs_resume_per_problem_and_keep_what_a_deadline_finished(tmp_path,
     assert len(list(tmp_path.rglob("run.json"))) == 5
 
 
+def test_a_run_saved_in_the_same_second_as_its_chunks_last_keeps_both(tmp_path, monkeypatch):
+    """Runs are saved under the time to the second and the chunk: a run of a chunk that
+    ended at once (a deadline's stop before its first problem) made again in the same second
+    gets a folder of its own, so the first's record (the stop) is not overwritten."""
+    import autoprofiler_env.dataset.record.ncu as ncu
+
+    def stopped_at_once(problems, sections, **kwargs):
+        return replace(NcuRun.load(STUDY / f"section-{sections[0]}"),
+                       problems=[{"uri": p.uri} for p in problems], status=[
+                           {"event": "primer", "s": 1.0},
+                           {"event": "begin", "index": 0, "uri": problems[0].uri},
+                           {"event": "deadline", "deadline_s": 1.0}])
+
+    monkeypatch.setattr(ncu, "run_ncu", stopped_at_once)
+    monkeypatch.setattr(ncu.time, "strftime", lambda fmt, *a: "20261207-120000")
+    problems = [load_problem("relu_16384x16384")]
+    for _ in range(3):
+        assert record_ncu(problems, {"LaunchStats": ["LaunchStats"]}, tmp_path, chunk=1) == 1
+    saved = sorted(p.parent.name for p in tmp_path.rglob("run.json"))
+    stem = f"20261207-120000-{chunks(problems, 1)[0][0]}"
+    assert saved == [stem, f"{stem}.2", f"{stem}.3"]
+    assert not covered(tmp_path / "LaunchStats")
+
+
 def test_a_problem_that_hung_is_not_retried(tmp_path):
     run = replace(NcuRun.load(STUDY / "section-LaunchStats"),
                   problems=[{"uri": "a"}, {"uri": "b"}, {"uri": "c"}], status=[

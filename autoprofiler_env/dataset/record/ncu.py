@@ -4,6 +4,7 @@ and which problems the saved runs are done with."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import time
@@ -243,6 +244,22 @@ def record_ncu(problems: list[Problem], configs: dict[str, list[str]], root: Pat
                                          else min(problem_timeout_s, batch_timeout_s)),
                       deadline_s=left, max_ops=max_ops,
                       range_timeout_s=None if max_kernels is not None else range_timeout_s)
-        run.save(root / name / f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}")
+        run.save(new_run_folder(root / name, f"{time.strftime('%Y%m%d-%H%M%S')}-{chunk_id}"))
         made += 1
     return made
+
+
+def new_run_folder(parent: Path, stem: str) -> Path:
+    """A folder made for one saved run under ``parent``: ``stem`` (the time to the second
+    and the chunk), or where a run of that chunk was saved in the same second, ``stem.2``,
+    ``stem.3``...: a run never overwrites another's record (a deadline's stop among them,
+    which :func:`stopped_after` reads)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = parent / (stem if n == 1 else f"{stem}.{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
