@@ -632,6 +632,12 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         if Path(args.out).is_dir():  # said before the build, not after it
             return _fail(f"--out {args.out} is a folder: give the dataset file to write "
                          "(e.g. my-gpu.json.gz)")
+        from autoprofiler_env.atomic import writer
+
+        holder = writer(Path(args.recording))
+        if holder is not None:  # its logs grow as the build reads them: a mix of two times
+            return _fail(f"--recording {args.recording} is being recorded ({holder}): wait "
+                         "for it to end, or build from a copy of it")
         try:
             extra = parse_candidates(args.candidates)
         except ValueError as e:

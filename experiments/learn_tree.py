@@ -66,7 +66,8 @@ def make_proposer(kind: str, seed: int, base_url: str | None = None,
 
 
 def start_tree(spec: str, vocab=None):
-    """``stop`` (no profile), ``roofline`` or a tree file."""
+    """``stop`` (no profile), ``roofline`` or a tree file (refused while a running command
+    writes its folder: a learn-tree run rewrites its tree at each accepted edit)."""
     from agents.tree.nodes import Stop, Tree, load, roofline_tree
 
     if spec == "stop":
@@ -74,6 +75,9 @@ def start_tree(spec: str, vocab=None):
     if spec == "roofline":
         return roofline_tree()
     if Path(spec).is_file():
+        from experiments.policies import not_being_written
+
+        not_being_written(f"--start {spec}", Path(spec).parent, "the tree")
         return load(spec, vocab)
     raise AutoProfilerError(f"--start must be stop, roofline or a tree file; {spec!r} is none")
 

@@ -159,7 +159,7 @@ def load(spec: str, env) -> Entry:
                                       "with `autoprofiler learn-tree` and give tree:FILE")
             return Entry(SHIPPED_TREE, TreePolicy(path, env, SHIPPED_TREE), **_learned(path))
         path = _tree_path(spec)
-        _not_being_written(spec, path.parent, "the tree")
+        not_being_written(f"--policy {spec}", path.parent, "the tree")
         return Entry(f"tree:{path.stem}", TreePolicy(path, env, f"tree:{path.stem}"),
                      **_learned(path))
     if kind(spec) == "sb3":
@@ -167,7 +167,8 @@ def load(spec: str, env) -> Entry:
         from agents.rl.callbacks import saved_record
 
         algorithm, path = _sb3_parts(spec)
-        _not_being_written(spec, path if path.is_dir() else path.parent, "its model")
+        not_being_written(f"--policy {spec}", path if path.is_dir() else path.parent,
+                          "its model")
         run = path / "run.json" if path.is_dir() else path.parent / "run.json"
         zoo = None if run.is_file() else zoo_env_kwargs(path if path.is_dir() else path.parent)
         learned = (_learned(run) if run.is_file() else
@@ -259,10 +260,12 @@ def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
 
 
-def _not_being_written(spec: str, folder: Path, what: str) -> None:
-    """Refuses a policy read from a folder that a running command writes (a training run
-    rewrites its best model at each evaluation): an experiment scored such a run's
-    ``best_model.zip`` of one evaluation at one budget and of the next at the others.
+def not_being_written(option: str, folder: Path, what: str) -> None:
+    """Refuses a policy (or ``learn-tree --start``'s tree: ``option`` names it, ``--policy
+    SPEC``) read from a folder that a running command writes (a training run rewrites its
+    best model at each evaluation, a learn-tree run its tree at each accepted edit): an
+    experiment scored such a run's ``best_model.zip`` of one evaluation at one budget and of
+    the next at the others.
     ``folder``'s parents are asked too, where a command that writes models below its folder
     holds them (:data:`_WRITES_BELOW`: a tuning run writes its trials' models in
     ``trials/<number>``); another command's (a recording's) or another tool's lock on a
@@ -272,8 +275,8 @@ def _not_being_written(spec: str, folder: Path, what: str) -> None:
         holder = writer(held)
         if holder is not None and (held == folder or any(
                 command in holder for command in _WRITES_BELOW)):
-            raise PolicySpecError(f"--policy {spec}: {held} is being written ({holder}): wait "
-                                  f"for it to end, or give a copy of {what}")
+            raise PolicySpecError(f"{option}: {held} is being written ({holder}): wait for "
+                                  f"it to end, or give a copy of {what}")
 
 
 _WRITES_BELOW = ("autoprofiler tune", "autoprofiler experiment")

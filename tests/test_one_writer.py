@@ -211,3 +211,41 @@ def test_a_parent_held_by_a_command_that_writes_no_policies_below_refuses_nothin
         (data / "models" / "ppo").mkdir(parents=True)
         with pytest.raises(AutoProfilerError, match="no run.json"):  # an empty folder: told
             load(f"sb3:{data}/models/ppo", env)                      # so, not "being written"
+
+
+def test_learn_tree_refuses_to_start_from_the_tree_of_a_run_still_going(tmp_path):
+    """``learn-tree --start FILE`` read a running learn-tree's tree.json (rewritten at each
+    accepted edit) unasked, where ``--policy tree:FILE`` of it is refused; once that run has
+    ended, the same file is a start."""
+    import shutil
+
+    from agents.tree import shipped_tree
+    from experiments.learn_tree import start_tree
+    from experiments.policies import PolicySpecError
+
+    out = tmp_path / "tree-run"
+    with holding(out, "autoprofiler learn-tree") as holder:
+        tree = out / "tree.json"
+        shutil.copy(shipped_tree("reference"), tree)
+        with pytest.raises(PolicySpecError, match=rf"^--start {re.escape(str(tree))}: .* is "
+                                                  rf"being written \(process {holder.pid}: "
+                                                  r"autoprofiler learn-tree\): wait for it"):
+            start_tree(str(tree))
+    assert start_tree(str(tree)).root is not None
+
+
+def test_a_dataset_build_from_a_recording_still_being_recorded_is_refused(tmp_path, capsys):
+    """A build read the logs of a recording while the recorder appended to them (a mix of
+    two moments, a half-written last line among them) unasked; now it is refused before it
+    reads anything, naming the recorder, and nothing is written."""
+    from experiments.cli import main
+
+    recording, out = tmp_path / "rec", tmp_path / "my.json.gz"
+    with holding(recording, "autoprofiler record") as holder:
+        assert main(["dataset", "build", "--recording", str(recording), "--out",
+                     str(out)]) == 2
+        assert capsys.readouterr().err == (
+            f"autoprofiler: error: --recording {recording} is being recorded (process "
+            f"{holder.pid}: autoprofiler record): wait for it to end, or build from a copy "
+            "of it\n")
+    assert not out.exists()
