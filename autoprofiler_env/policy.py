@@ -30,6 +30,7 @@ The benchmark and the experiment also read, where a policy has them (all optiona
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -49,13 +50,30 @@ class Policy(Protocol):
 
 def takes_masks(policy: Policy) -> bool:
     """Whether ``policy.predict`` accepts ``action_masks`` (sb3-contrib's maskable algorithms
-    and the project's policies do; SB3's own algorithms do not)."""
+    and the project's policies do; SB3's own algorithms do not). Asked once per function
+    (:func:`inspect.signature` took 17 us a step, 47% of a tree's learning)."""
+    method = policy.predict
+    function = getattr(method, "__func__", method)  # a bound method's function
     try:
-        parameters = inspect.signature(policy.predict).parameters
+        return _TAKES_MASKS[function]
+    except (KeyError, TypeError):  # not seen, or no weak reference to it (a builtin)
+        pass
+    try:
+        parameters = inspect.signature(method).parameters
     except (TypeError, ValueError):
-        return False
-    return "action_masks" in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        answer = False
+    else:
+        answer = "action_masks" in parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    try:
+        _TAKES_MASKS[function] = answer
+    except TypeError:
+        pass
+    return answer
+
+
+_TAKES_MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+""":func:`takes_masks`'s answers by ``predict``'s function (a bound method's: one per class)."""
 
 
 def predict(policy: Policy, observation, state=None, episode_start=None,

@@ -438,3 +438,49 @@ def test_a_model_files_pickle_calls_only_what_it_is_allowed_to(tmp_path, make, r
     with pytest.raises(AutoProfilerError, match=rf"its 'policy_class' is pickled with "
                                                 rf"{re.escape(refused)}"):
         safe_objects(evil)
+
+
+def test_whether_a_policy_takes_masks_is_asked_once_per_function(monkeypatch):
+    """``takes_masks`` ran ``inspect.signature`` on every step (17 us: 47% of a tree's
+    learning, a profile of the KernelBench experiment). It asks once per ``predict``
+    function; classes, a predict set on the instance and a callable object are each their
+    own, and a callable that cannot be held weakly is asked every time, rightly."""
+    import inspect
+
+    from autoprofiler_env import policy as policy_module
+
+    asked = []
+    real = inspect.signature
+    monkeypatch.setattr(policy_module.inspect, "signature",
+                        lambda f: asked.append(f) or real(f))
+
+    class Masked:
+        def predict(self, observation, state=None, episode_start=None, deterministic=False,
+                    action_masks=None):
+            return 0, None
+
+    class Plain:
+        def predict(self, observation, state=None, episode_start=None, deterministic=False):
+            return 0, None
+
+    class Keywords:
+        def __call__(self, observation, **kwargs):
+            return 0, None
+
+    a, b, plain = Masked(), Masked(), Plain()
+    assert [takes_masks(p) for p in (a, b, plain, a, b, plain)] == [True, True, False] * 2
+    assert len(asked) == 2  # one per class's function, not one per call
+    plain.predict = lambda observation, **kwargs: (0, None)  # its own function now
+    keywords = Masked()
+    keywords.predict = Keywords()
+    assert takes_masks(plain) and takes_masks(keywords) and takes_masks(Plain()) is False
+    assert len(asked) == 4
+    class Slotted:  # no weak reference to it: asked, not kept
+        __slots__ = ()
+
+        def __call__(self, observation, state=None):
+            return 0, None
+
+    slotted = Plain()
+    slotted.predict = Slotted()
+    assert [takes_masks(slotted), takes_masks(slotted)] == [False, False] and len(asked) == 6
