@@ -121,6 +121,7 @@ from experiments.stats import (
     bootstrap,
     holm,
     improvement_over_seeds,
+    interquartile_mean,
     paired_ratio,
     problem_differences,
     rliable,
@@ -1093,7 +1094,7 @@ def _intervals(config: ExperimentConfig, data: dict, learned: list[str], rows: l
 
     for (split, b), by_agent in data["scores"].items():
         point, interval = bootstrap(
-            by_agent, lambda s: np.array([metrics.aggregate_mean(s), metrics.aggregate_iqm(s)]),
+            by_agent, lambda s: np.array([metrics.aggregate_mean(s), interquartile_mean(s)]),
             config.reps, task_bootstrap=True)
         fixed = by_agent.get(TRAIN_CHOSEN)
         improvement = {name: improvement_over_seeds(by_agent[name], fixed, config.poi_reps)

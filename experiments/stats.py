@@ -43,6 +43,32 @@ def bootstrap(scores: dict, func, reps: int, task_bootstrap: bool) -> tuple[dict
     return points, intervals
 
 
+def interquartile_mean(scores: np.ndarray) -> float:
+    """The interquartile mean of ``scores`` (runs x problems, all of them together):
+    rliable's ``metrics.aggregate_iqm``, which is scipy's ``trim_mean(scores, 0.25,
+    axis=None)``, computed as that does (the same partition and mean: the same digits)
+    without scipy's per-call argument handling, which took most of a bootstrap's 2,000 calls
+    per agent and cell."""
+    a = np.asarray(scores, dtype=float).ravel()
+    if a.size == 0:
+        return math.nan
+    low = int(0.25 * a.size)
+    high = a.size - low
+    return np.mean(np.partition(a, (low, high - 1))[low:high])
+
+
+def probability_of_improvement(scores: np.ndarray, other: np.ndarray) -> float:
+    """rliable's ``metrics.probability_of_improvement``: per problem ``P(X > Y)`` over every
+    (run, other run) pair, ties counting half, then the mean over the problems. rliable asks
+    scipy's Mann-Whitney test per problem, whose U statistic is that count (exactly: the
+    ranks of a few runs are whole or half numbers); counted directly it is the same number,
+    some 1,000 times faster (a profile of the KernelBench experiment: 86 s of its 15
+    minutes)."""
+    a, b = scores[:, None, :], other[None, :, :]
+    count = np.sum(a > b, axis=(0, 1)) + 0.5 * np.sum(a == b, axis=(0, 1))
+    return np.mean(count / (scores.shape[0] * other.shape[0]))
+
+
 def wins_ties_losses(scores: np.ndarray, fixed: np.ndarray) -> tuple[int, int, int]:
     """(wins, ties, losses) of ``scores`` (runs x problems) against ``fixed`` (its runs x
     the same problems), over every (run, fixed run, problem): with the fixed configuration's
@@ -78,7 +104,8 @@ def paired_ratio(scores: np.ndarray, other: np.ndarray, reps: int) -> tuple[floa
 
 def improvement_over_seeds(scores: np.ndarray, other: np.ndarray, reps: int
                            ) -> tuple[float, float, float]:
-    """rliable's probability of improvement of ``scores`` (runs x problems) over ``other``
+    """rliable's probability of improvement (:func:`probability_of_improvement`) of ``scores``
+    (runs x problems) over ``other``
     (its runs x the same problems: on a random problem, ``P(X > Y)``, ties counting half),
     with a 95% percentile interval over whole runs: each resample draws each side's runs
     with replacement (a run's every problem together: one trained agent acts on them all),
@@ -87,10 +114,9 @@ def improvement_over_seeds(scores: np.ndarray, other: np.ndarray, reps: int
     So the interval is the seeds' spread, as said; rliable's own bootstrap draws a run per
     problem, which takes runs on different problems for independent trainings (reviewed:
     at 25%, where every seed of the tree was at or below 0.5, its interval reached 0.521)."""
-    _, metrics = rliable()
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    point = float(metrics.probability_of_improvement(scores, other))
-    draws = [float(metrics.probability_of_improvement(
+    point = float(probability_of_improvement(scores, other))
+    draws = [float(probability_of_improvement(
         scores[rng.integers(scores.shape[0], size=scores.shape[0])],
         other[rng.integers(other.shape[0], size=other.shape[0])])) for _ in range(reps)]
     low, high = np.percentile(draws, [2.5, 97.5])
