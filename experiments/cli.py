@@ -634,10 +634,12 @@ def cmd_dataset(args: argparse.Namespace) -> int:
                          "(e.g. my-gpu.json.gz)")
         from autoprofiler_env.atomic import writer
 
-        holder = writer(Path(args.recording))
-        if holder is not None:  # its logs grow as the build reads them: a mix of two times
-            return _fail(f"--recording {args.recording} is being recorded ({holder}): wait "
-                         "for it to end, or build from a copy of it")
+        for option, folder in [("--recording", args.recording),
+                               *(("--runs", r) for r in args.runs)]:
+            holder = writer(Path(folder))
+            if holder is not None:  # its logs grow as the build reads them: two moments mixed
+                return _fail(f"{option} {folder} is being written ({holder}): wait for it to "
+                             "end, or build from a copy of it")
         try:
             extra = parse_candidates(args.candidates)
         except ValueError as e:

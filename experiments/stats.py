@@ -46,9 +46,10 @@ def bootstrap(scores: dict, func, reps: int, task_bootstrap: bool) -> tuple[dict
 def interquartile_mean(scores: np.ndarray) -> float:
     """The interquartile mean of ``scores`` (runs x problems, all of them together):
     rliable's ``metrics.aggregate_iqm``, which is scipy's ``trim_mean(scores, 0.25,
-    axis=None)``, computed as that does (the same partition and mean: the same digits)
-    without scipy's per-call argument handling, which took most of a bootstrap's 2,000 calls
-    per agent and cell."""
+    axis=None)``, computed as that does (the same partition and mean: the same digits for
+    finite float64 scores, all the experiment gives; scipy's NaN and float32 handling are not
+    copied) without scipy's per-call argument handling, which took most of a bootstrap's
+    2,000 calls per agent and cell."""
     a = np.asarray(scores, dtype=float).ravel()
     if a.size == 0:
         return math.nan
@@ -61,9 +62,10 @@ def probability_of_improvement(scores: np.ndarray, other: np.ndarray) -> float:
     """rliable's ``metrics.probability_of_improvement``: per problem ``P(X > Y)`` over every
     (run, other run) pair, ties counting half, then the mean over the problems. rliable asks
     scipy's Mann-Whitney test per problem, whose U statistic is that count (exactly: the
-    ranks of a few runs are whole or half numbers); counted directly it is the same number,
-    some 1,000 times faster (a profile of the KernelBench experiment: 86 s of its 15
-    minutes)."""
+    ranks of a few runs are whole or half numbers); counted directly it is the same number
+    for finite float64 scores (all the experiment gives; not rliable's NaN or float32
+    results), some 1,000 times faster (a profile of the KernelBench experiment: 86 s of its
+    15 minutes)."""
     a, b = scores[:, None, :], other[None, :, :]
     count = np.sum(a > b, axis=(0, 1)) + 0.5 * np.sum(a == b, axis=(0, 1))
     return np.mean(count / (scores.shape[0] * other.shape[0]))

@@ -245,7 +245,13 @@ def test_a_dataset_build_from_a_recording_still_being_recorded_is_refused(tmp_pa
         assert main(["dataset", "build", "--recording", str(recording), "--out",
                      str(out)]) == 2
         assert capsys.readouterr().err == (
-            f"autoprofiler: error: --recording {recording} is being recorded (process "
+            f"autoprofiler: error: --recording {recording} is being written (process "
             f"{holder.pid}: autoprofiler record): wait for it to end, or build from a copy "
             "of it\n")
+    runs = tmp_path / "study"
+    with holding(runs, "autoprofiler record") as holder:  # a profiler study's runs too
+        assert main(["dataset", "build", "--recording", str(recording), "--runs", str(runs),
+                     "--out", str(out)]) == 2
+        assert f"error: --runs {runs} is being written (process {holder.pid}: " in \
+            capsys.readouterr().err
     assert not out.exists()
