@@ -56,7 +56,7 @@ def takes_masks(policy: Policy) -> bool:
     function = getattr(method, "__func__", method)  # a bound method's function
     try:
         return _TAKES_MASKS[function]
-    except (KeyError, TypeError):  # not seen, or no weak reference to it (a builtin)
+    except (KeyError, TypeError):  # not seen, or no weak reference to it (__slots__)
         pass
     try:
         parameters = inspect.signature(method).parameters

@@ -107,8 +107,8 @@ def paired_ratio(scores: np.ndarray, other: np.ndarray, reps: int) -> tuple[floa
 def improvement_over_seeds(scores: np.ndarray, other: np.ndarray, reps: int
                            ) -> tuple[float, float, float]:
     """rliable's probability of improvement (:func:`probability_of_improvement`) of ``scores``
-    (runs x problems) over ``other``
-    (its runs x the same problems: on a random problem, ``P(X > Y)``, ties counting half),
+    (runs x problems) over ``other`` (its runs x the same problems: on a random problem,
+    ``P(X > Y)``, ties counting half),
     with a 95% percentile interval over whole runs: each resample draws each side's runs
     with replacement (a run's every problem together: one trained agent acts on them all),
     from numpy's generator seeded with :data:`BOOTSTRAP_SEED`. Returns (point, low, high).
