@@ -4,7 +4,6 @@ and which problems the saved runs are done with."""
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 import time
@@ -255,11 +254,11 @@ def new_run_folder(parent: Path, stem: str) -> Path:
     ``stem.3``...: a run never overwrites another's record (a deadline's stop among them,
     which :func:`stopped_after` reads)."""
     parent.mkdir(parents=True, exist_ok=True)
-    for n in itertools.count(1):
-        path = parent / (stem if n == 1 else f"{stem}.{n}")
+    path, n = parent / stem, 1
+    while True:
         try:
             path.mkdir()
             return path
         except FileExistsError:
-            continue
-    raise AssertionError("unreachable")
+            n += 1
+            path = parent / f"{stem}.{n}"
