@@ -399,6 +399,23 @@ def test_a_report_ncu_cannot_read_is_a_read_error(tmp_path):
                 workdir=tmp_path / "work")
 
 
+def test_a_saved_log_holds_no_path_of_the_machine(tmp_path, monkeypatch):
+    """A warning of the profiled program names its file (a KernelBench checkout's under the
+    working directory: docs/data/recording_kernelbench_h200 shipped one so)."""
+    (tmp_path / "repo").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    fake = _fake_ncu(tmp_path, 'echo "$PWD/.kernelbench/level3/28_ViT.py:33: UserWarning: x"\n'
+                               'echo "$HOME/.cache/torch: y"\n'
+                               'for a in "$@"; do prev=$out; out=$a; '
+                               '[ "$prev" = "-o" ] && echo "report $a"; done\n')
+    run = run_ncu([load_problem("relu_16384x16384")], ["SpeedOfLight"], ncu=fake,
+                  workdir=tmp_path / "work")
+    assert "./.kernelbench/level3/28_ViT.py:33: UserWarning" in run.log
+    assert "~/.cache/torch: y" in run.log and "report <workdir>/" in run.log
+    assert str(tmp_path) not in run.log, run.log
+
+
 def test_a_hanging_program_is_killed_and_named(tmp_path):
     fake = _fake_ncu(tmp_path, "sleep 600\n")
     started = time.perf_counter()

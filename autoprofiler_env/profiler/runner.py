@@ -109,6 +109,19 @@ def find_ncu(ncu: str | None = None) -> str:
     return path
 
 
+def without_machine_paths(text: str, workdir: Path) -> str:
+    """ncu's log without the paths of the machine that ran it (a saved run is shipped): its
+    working folder (``<workdir>``), then the working directory (what lies in it, such as a
+    KernelBench checkout whose file a warning names, becomes relative) and the home folder
+    (``~``)."""
+    text = text.replace(str(workdir), "<workdir>")
+    for path, shown in ((Path.cwd(), "."), (Path.home(), "~")):
+        prefix = str(path).rstrip(os.sep)
+        if prefix:  # not the root folder
+            text = text.replace(prefix + os.sep, shown + os.sep)
+    return text
+
+
 def check_log(log: str) -> None:
     """Raises the typed error that ncu's output shows, if any."""
     if "ERR_NVGPUCTRPERM" in log:
@@ -298,7 +311,7 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
             # ncu then ends the program and still writes what it profiled so far.
             _stop(process)
     wall = time.perf_counter() - started
-    log = log_path.read_text(errors="replace").replace(str(workdir), "<workdir>")
+    log = without_machine_paths(log_path.read_text(errors="replace"), workdir)
     check_log(log)
     status = read_jsonl(status_path)
     if stopped is not None:
