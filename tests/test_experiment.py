@@ -49,6 +49,26 @@ def test_without_rliable_the_experiment_says_so_before_running_anything(tmp_path
     assert not (tmp_path / "out").exists()
 
 
+def test_an_rliable_that_fails_to_import_is_named_before_running_anything(tmp_path,
+                                                                          monkeypatch):
+    """Under pandas 3, rliable's import of arch 7 raises a TypeError, not an ImportError."""
+    import sys
+
+    from autoprofiler_env.errors import AutoProfilerError
+
+    fake = tmp_path / "site" / "rliable"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise TypeError(\"deprecate_kwarg() missing 1 required "
+                                      "positional argument: 'new_arg_name'\")\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in [m for m in sys.modules if m == "rliable" or m.startswith("rliable.")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(AutoProfilerError, match=r"rliable is installed but its import fails "
+                                                r"\(TypeError: deprecate_kwarg.*pip install"):
+        run_experiment(_config(tmp_path, SMALL), tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
     config = _config(tmp_path, SMALL)
     out = tmp_path / "out"
