@@ -3,6 +3,7 @@ rliable's statistics; resumable; its config checked."""
 
 import csv
 import dataclasses
+import io
 import json
 import math
 import re
@@ -15,6 +16,11 @@ from experiments.experiment import (HINDSIGHT, TRAIN_CHOSEN, ConfigError, load_c
                                     markdown, run_experiment, write)
 
 ROOT = Path(__file__).parents[1]
+
+
+def _csv(path) -> list[dict]:
+    """A CSV file's rows (read whole: no file left open)."""
+    return list(csv.DictReader(io.StringIO(path.read_text())))
 
 
 def _config(tmp_path, text):
@@ -105,7 +111,7 @@ def test_the_experiment_runs_aggregates_and_resumes(tmp_path):
                                          "profiles.png", "sections.png"}
     # what each agent collects: the share of its runs x problems, from the run files
     shares = {(r["agent"], r["section"]): float(r["share"])
-              for r in csv.DictReader((out / "sections.csv").open())}
+              for r in _csv(out / "sections.csv")}
     episodes = [o["sections"] for f in files if f.parent.name == "ppo"
                 for o in json.loads(f.read_text())["outcomes"]["test/0.25"].values()]
     assert len(episodes) == 2 * 24
@@ -529,7 +535,7 @@ def test_the_leaderboard_has_wins_ties_losses_and_says_the_iqm_is_geometric(tmp_
     text = (out / "leaderboard.md").read_text()
     assert "geometric IQM (exp of the interquartile mean of the logs)" in text
     assert "| W/T/L vs fixed |" in text
-    rows = list(csv.DictReader((out / "leaderboard.csv").open()))
+    rows = _csv(out / "leaderboard.csv")
     assert {"wins", "ties", "losses", "resumed"} <= set(rows[0])
     shown, section = {}, None  # (budget, agent) -> the table's W/T/L cell
     for line in text.splitlines():
@@ -575,7 +581,7 @@ def test_a_resumed_rl_training_is_named_in_the_leaderboard(tmp_path, monkeypatch
     text = (out / "leaderboard.md").read_text()
     assert f"**Resumed training** (the steps at which it resumed): ppo: seed 0 at {steps[0]}" \
         in text and "not bit-identical" in text and "| ppo (resumed) | 1 |" in text
-    rows = {r["agent"]: r for r in csv.DictReader((out / "leaderboard.csv").open())}
+    rows = {r["agent"]: r for r in _csv(out / "leaderboard.csv")}
     assert rows["ppo"]["resumed"] == f"seed 0 at {steps[0]}" and rows["no-profile"]["resumed"] == ""
 
 
@@ -878,7 +884,7 @@ def test_the_leaderboard_tests_each_row_against_the_fixed_configuration(tmp_path
     out = tmp_path / "out"
     result = run_experiment(config, out, progress=False)
     write(config, result, out, "autoprofiler experiment --config exp.yaml")
-    rows = list(csv.DictReader((out / "leaderboard.csv").open()))
+    rows = _csv(out / "leaderboard.csv")
     for r in rows:
         if r["agent"] == TRAIN_CHOSEN:
             assert r["p_fixed"] == r["better"] == ""
@@ -913,7 +919,7 @@ def test_the_best_fixed_configuration_in_hindsight_is_the_strongest_fixed_row(tm
     best = json.loads(_run_file(out, HINDSIGHT, 0).read_text())["chosen"]
     assert set(best) == {"test/0.25", "test/0.5"}
     text = (out / "leaderboard.md").read_text()
-    rows = list(csv.DictReader((out / "leaderboard.csv").open()))
+    rows = _csv(out / "leaderboard.csv")
     for b in (0.25, 0.5):
         assert best[f"test/{b:g}"].startswith(FIXED_PREFIXES)
         assert f"; the best here in hindsight: `{best[f'test/{b:g}']}`." in text
@@ -1101,7 +1107,7 @@ def test_the_test_split_is_scored_apart_on_problems_near_a_train_problem(tmp_pat
     assert short["cumsum_8192x8192"] == "cumprod_8192x8192"  # same ops, same size
     overall = {(r["budget"], r["agent"]): r["geomean_speedup"] for r in result["rows"]
                if r["split"] == "test"}
-    rows = list(csv.DictReader((out / "near.csv").open()))
+    rows = _csv(out / "near.csv")
     assert {r["agent"] for r in rows} == {TRAIN_CHOSEN, "oracle"}  # no learned agent here
     assert len(rows) == 2 * 2
     for r in rows:

@@ -34,6 +34,7 @@ def holding(folder: Path, command: str):
     finally:
         process.kill()
         process.wait(timeout=30)
+        process.stdout.close()
 
 
 def test_a_second_process_is_refused_naming_the_holder_and_a_killed_one_leaves_no_lock(

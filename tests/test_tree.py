@@ -1089,7 +1089,8 @@ def test_a_tree_is_learned_for_an_llm_optimizers_few_recorded_sets_and_scored_al
         assert main([*command, "--llm-missing", "largest_recorded_subset", "--out",
                      str(tmp_path / run)]) == 0
     capsys.readouterr()
-    logs = [[json.loads(line) for line in (tmp_path / run / "log-0.25.jsonl").open()]
+    logs = [[json.loads(line)
+             for line in (tmp_path / run / "log-0.25.jsonl").read_text().splitlines()]
             for run in ("a", "b")]
     rounds = [line for line in logs[0] if line.get("kind") == "round"]
     assert len(rounds) == 6 and all(line["accepted"] is None for line in rounds)
