@@ -1,5 +1,6 @@
 """The project's own lint: ``ruff check`` with pyproject.toml's ``[tool.ruff]`` passes on the
-whole repository (CI runs only the tests, so this is where the lint is kept)."""
+whole repository (CI runs only the tests, so this is where the lint is kept), and no tracked
+file names a path of the machine that made it."""
 
 import gzip
 import importlib.util
@@ -29,6 +30,8 @@ def test_ruff_check_passes_with_the_projects_config(tmp_path):
 
 
 MACHINE_PATH = re.compile(rb"(?<![\w.~-])/(?:work|home|Users|root)/[\w.-]")
+# this checkout's own folder, whole (a checkout at /src must not match /srcs or /a/src)
+HERE = re.compile(rb"(?<![\w.~-])" + re.escape(str(ROOT).encode()) + rb"(?![\w.-])")
 
 
 def test_no_tracked_file_names_a_path_of_the_machine_that_made_it():
@@ -49,7 +52,7 @@ def test_no_tracked_file_names_a_path_of_the_machine_that_made_it():
             data = gzip.decompress(data)
         elif b"\0" in data[:8192]:
             continue
-        for pattern in (MACHINE_PATH, re.compile(re.escape(str(ROOT).encode()))):
+        for pattern in (MACHINE_PATH, HERE):
             if (m := pattern.search(data)) is not None:
                 found.append(f"{name}: {data[max(m.start() - 40, 0):m.end() + 40]!r}")
                 break

@@ -416,6 +416,33 @@ def test_a_saved_log_holds_no_path_of_the_machine(tmp_path, monkeypatch):
     assert str(tmp_path) not in run.log, run.log
 
 
+@pytest.mark.parametrize("cwd, home, text, saved", [
+    ("/tmp", "/u/me", "/var/tmp/x /tmpfiles/y /tmp/z /tmp", "/var/tmp/x /tmpfiles/y ./z ."),
+    ("/srv/ci", "/opt/me", "/data/opt/me/x /opt/mefs/y /opt/me/.cache /opt/me: /mnt/srv/ci/x",
+     "/data/opt/me/x /opt/mefs/y ~/.cache ~: /mnt/srv/ci/x"),
+    ("/opt", "/opt/me", "/opt/me/.cache /opt/you/x", "~/.cache ./you/x"),
+    ("/opt/me/proj", "/opt/me", "/opt/me/proj/a.py /opt/me/b", "./a.py ~/b"),
+    ("/", "/", "/usr/bin/python3", "/usr/bin/python3"),
+    (None, None, "/srv/ci/x", "/srv/ci/x"),  # no working directory (removed), no home
+])
+def test_a_log_loses_the_machines_folders_whole_paths_only(monkeypatch, cwd, home, text,
+                                                          saved):
+    from autoprofiler_env.profiler import runner
+
+    def folder(value):
+        def get():
+            if value is None:
+                raise FileNotFoundError("removed")
+            return Path(value)
+        return staticmethod(get)
+
+    monkeypatch.setattr(runner.Path, "cwd", folder(cwd))
+    monkeypatch.setattr(runner.Path, "home", folder(home))
+    work = "/var/folders/ncu-x1"
+    assert runner.without_machine_paths(f"{text} -o {work}/report", Path(work)) == \
+        f"{saved} -o <workdir>/report"
+
+
 def test_a_hanging_program_is_killed_and_named(tmp_path):
     fake = _fake_ncu(tmp_path, "sleep 600\n")
     started = time.perf_counter()

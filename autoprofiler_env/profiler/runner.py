@@ -113,13 +113,26 @@ def without_machine_paths(text: str, workdir: Path) -> str:
     """ncu's log without the paths of the machine that ran it (a saved run is shipped): its
     working folder (``<workdir>``), then the working directory (what lies in it, such as a
     KernelBench checkout whose file a warning names, becomes relative) and the home folder
-    (``~``)."""
-    text = text.replace(str(workdir), "<workdir>")
-    for path, shown in ((Path.cwd(), "."), (Path.home(), "~")):
-        prefix = str(path).rstrip(os.sep)
+    (``~``), the longer of the two first. A path is replaced whole only: ``/var/tmp`` stays
+    where the working directory is ``/tmp``, and so does ``/tmpfiles``."""
+    folders = [(str(workdir), "<workdir>")] + sorted(
+        ((str(path), shown) for path, shown in ((_folder(Path.cwd), "."),
+                                                (_folder(Path.home), "~")) if path),
+        key=lambda item: -len(item[0]))
+    for path, shown in folders:
+        prefix = path.rstrip(os.sep)
         if prefix:  # not the root folder
-            text = text.replace(prefix + os.sep, shown + os.sep)
+            text = re.sub(rf"(?<![\w.~-]){re.escape(prefix)}(?![\w.-])", lambda _: shown, text)
     return text
+
+
+def _folder(get) -> Path | None:
+    """The working directory or the home folder; None where there is none (removed, or no
+    HOME and no user entry): the log is then kept with what it names."""
+    try:
+        return get()
+    except (OSError, RuntimeError, KeyError):
+        return None
 
 
 def check_log(log: str) -> None:
