@@ -29,7 +29,7 @@ def rliable():
     except Exception as e:  # a library it imports breaks (arch 7 under pandas 3: a TypeError)
         raise AutoProfilerError(
             f"rliable is installed but its import fails ({type(e).__name__}: {e}): probably a "
-            "library it imports at a version it does not support (the experiment extra's bounds "
+            "library it imports is at a version it does not support (the experiment extra's bounds "
             f"keep them apart: {install_hint('experiment')})") from e
     return library, metrics
 

@@ -30,8 +30,10 @@ def test_ruff_check_passes_with_the_projects_config(tmp_path):
 
 
 MACHINE_PATH = re.compile(rb"(?<![\w.~-])/(?:work|home|Users|root)/[\w.-]")
-# this checkout's own folder, whole (a checkout at /src must not match /srcs or /a/src)
-HERE = re.compile(rb"(?<![\w.~-])" + re.escape(str(ROOT).encode()) + rb"(?![\w.-])")
+# this checkout's own folder, whole, bounded as runner.without_machine_paths bounds it (a
+# checkout at /src must not match /srcs, /src~old or /a/src)
+HERE = re.compile(rb"(?<![^\s'\"`:;,(\[<=])" + re.escape(str(ROOT).encode())
+                  + rb"(?=$|[/\s'\"`:;,)\]>])")
 
 
 def test_no_tracked_file_names_a_path_of_the_machine_that_made_it():

@@ -408,9 +408,10 @@ def test_a_saved_log_holds_no_path_of_the_machine(tmp_path, monkeypatch):
     fake = _fake_ncu(tmp_path, 'echo "$PWD/.kernelbench/level3/28_ViT.py:33: UserWarning: x"\n'
                                'echo "$HOME/.cache/torch: y"\n'
                                'for a in "$@"; do prev=$out; out=$a; '
-                               '[ "$prev" = "-o" ] && echo "report $a"; done\n')
+                               '[ "$prev" = "-o" ] && echo "report $(realpath -m "$a")"; done\n')
+    # a relative work folder: ncu names the report's absolute path
     run = run_ncu([load_problem("relu_16384x16384")], ["SpeedOfLight"], ncu=fake,
-                  workdir=tmp_path / "work")
+                  workdir=Path("work"))
     assert "./.kernelbench/level3/28_ViT.py:33: UserWarning" in run.log
     assert "~/.cache/torch: y" in run.log and "report <workdir>/" in run.log
     assert str(tmp_path) not in run.log, run.log
@@ -421,6 +422,8 @@ def test_a_saved_log_holds_no_path_of_the_machine(tmp_path, monkeypatch):
     ("/srv/ci", "/opt/me", "/data/opt/me/x /opt/mefs/y /opt/me/.cache /opt/me: /mnt/srv/ci/x",
      "/data/opt/me/x /opt/mefs/y ~/.cache ~: /mnt/srv/ci/x"),
     ("/opt", "/opt/me", "/opt/me/.cache /opt/you/x", "~/.cache ./you/x"),
+    ("/srv/ci", "/u/me", "/srv/ci~bak/x /srv/ci+1/y /opt/c++/srv/ci/x '/srv/ci/a.py':3",
+     "/srv/ci~bak/x /srv/ci+1/y /opt/c++/srv/ci/x './a.py':3"),
     ("/opt/me/proj", "/opt/me", "/opt/me/proj/a.py /opt/me/b", "./a.py ~/b"),
     ("/", "/", "/usr/bin/python3", "/usr/bin/python3"),
     (None, None, "/srv/ci/x", "/srv/ci/x"),  # no working directory (removed), no home

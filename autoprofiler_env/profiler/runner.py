@@ -114,7 +114,7 @@ def without_machine_paths(text: str, workdir: Path) -> str:
     working folder (``<workdir>``), then the working directory (what lies in it, such as a
     KernelBench checkout whose file a warning names, becomes relative) and the home folder
     (``~``), the longer of the two first. A path is replaced whole only: ``/var/tmp`` stays
-    where the working directory is ``/tmp``, and so does ``/tmpfiles``."""
+    where the working directory is ``/tmp``, and so do ``/tmpfiles`` and ``/tmp~old``."""
     folders = [(str(workdir), "<workdir>")] + sorted(
         ((str(path), shown) for path, shown in ((_folder(Path.cwd), "."),
                                                 (_folder(Path.home), "~")) if path),
@@ -122,8 +122,14 @@ def without_machine_paths(text: str, workdir: Path) -> str:
     for path, shown in folders:
         prefix = path.rstrip(os.sep)
         if prefix:  # not the root folder
-            text = re.sub(rf"(?<![\w.~-]){re.escape(prefix)}(?![\w.-])", lambda _: shown, text)
+            text = re.sub(rf"{_STARTS}{re.escape(prefix)}{_ENDS}", lambda _: shown, text)
     return text
+
+
+# where a path in a log starts and ends: the text's start or end, a space, a quote or a
+# separator (``/srv/ci~bak`` and ``/opt/c++/srv/ci`` are other folders than ``/srv/ci``)
+_STARTS = r"(?<![^\s'\"`:;,(\[<=])"
+_ENDS = r"(?=$|[/\s'\"`:;,)\]>])"
 
 
 def _folder(get) -> Path | None:
@@ -270,7 +276,7 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)
     # a folder of its own: no two invocations ever share a report or a status file
-    workdir = Path(tempfile.mkdtemp(prefix="ncu-", dir=workdir))
+    workdir = Path(tempfile.mkdtemp(prefix="ncu-", dir=workdir)).resolve()  # as logs name it
     status_path, report = workdir / "status.jsonl", workdir / "report.ncu-rep"
     status_path.unlink(missing_ok=True)
     report.unlink(missing_ok=True)
