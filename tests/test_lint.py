@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from autoprofiler_env.profiler.runner import PATH_ENDS, PATH_STARTS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,10 +32,9 @@ def test_ruff_check_passes_with_the_projects_config(tmp_path):
 
 
 MACHINE_PATH = re.compile(rb"(?<![\w.~-])/(?:work|home|Users|root)/[\w.-]")
-# this checkout's own folder, whole, bounded as runner.without_machine_paths bounds it (a
-# checkout at /src must not match /srcs, /src~old or /a/src)
-HERE = re.compile(rb"(?<![^\s'\"`:;,(\[<=])" + re.escape(str(ROOT).encode())
-                  + rb"(?=$|[/\s'\"`:;,)\]>])")
+# this checkout's own folder, whole, bounded as a saved ncu log's folders are (a checkout at
+# /src must not match /srcs, /src~old or /a/src)
+HERE = re.compile(PATH_STARTS.encode() + re.escape(str(ROOT).encode()) + PATH_ENDS.encode())
 
 
 def test_no_tracked_file_names_a_path_of_the_machine_that_made_it():

@@ -115,21 +115,19 @@ def without_machine_paths(text: str, workdir: Path) -> str:
     KernelBench checkout whose file a warning names, becomes relative) and the home folder
     (``~``), the longer of the two first. A path is replaced whole only: ``/var/tmp`` stays
     where the working directory is ``/tmp``, and so do ``/tmpfiles`` and ``/tmp~old``."""
-    folders = [(str(workdir), "<workdir>")] + sorted(
-        ((str(path), shown) for path, shown in ((_folder(Path.cwd), "."),
-                                                (_folder(Path.home), "~")) if path),
-        key=lambda item: -len(item[0]))
-    for path, shown in folders:
+    here = [(str(p), shown) for p, shown in ((_folder(Path.cwd), "."), (_folder(Path.home), "~"))
+            if p is not None]
+    for path, shown in [(str(workdir), "<workdir>"), *sorted(here, key=lambda f: -len(f[0]))]:
         prefix = path.rstrip(os.sep)
         if prefix:  # not the root folder
-            text = re.sub(rf"{_STARTS}{re.escape(prefix)}{_ENDS}", lambda _: shown, text)
+            text = re.sub(PATH_STARTS + re.escape(prefix) + PATH_ENDS, lambda _: shown, text)
     return text
 
 
 # where a path in a log starts and ends: the text's start or end, a space, a quote or a
 # separator (``/srv/ci~bak`` and ``/opt/c++/srv/ci`` are other folders than ``/srv/ci``)
-_STARTS = r"(?<![^\s'\"`:;,(\[<=])"
-_ENDS = r"(?=$|[/\s'\"`:;,)\]>])"
+PATH_STARTS = r"(?<![^\s'\"`:;,(\[<=])"
+PATH_ENDS = r"(?=$|[/\s'\"`:;,)\]>])"
 
 
 def _folder(get) -> Path | None:
