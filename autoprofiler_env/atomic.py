@@ -96,8 +96,10 @@ def one_writer(folder: Path, command: str) -> Iterator[Path]:
         with _HELD_LOCK:
             del _HELD[key]
         try:
-            if made and [p.name for p in folder.iterdir()] == [LOCK_FILE]:
-                (folder / LOCK_FILE).unlink()  # refused before it wrote anything: no trace
+            left = [p.name for p in folder.iterdir()]
+            if made and left in ([LOCK_FILE], []):  # [] where the system cannot lock
+                if left:  # refused before it wrote anything: no trace
+                    (folder / LOCK_FILE).unlink()
                 for made_folder in made:  # the deepest first
                     made_folder.rmdir()
         except OSError:  # written into meanwhile, or removed: left as it is

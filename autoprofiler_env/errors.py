@@ -156,7 +156,7 @@ class FolderBusyError(AutoProfilerError):
 
 class MachineError(AutoProfilerError):
     """This machine cannot run a GPU path (profiling, recording, optimizing live): no CUDA
-    device, or no Nsight Compute."""
+    device, or no Nsight Compute; or the judge's worker processes: not a POSIX system."""
 
 
 class OptimizationError(AutoProfilerError):

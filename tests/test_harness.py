@@ -385,11 +385,12 @@ def test_a_folder_being_made_is_never_taken_for_a_dead_judges(monkeypatch):
     """Reviewed: new_home made its lock file, then locked it; another process sweeping stale
     folders in between took the lock and removed the new folder (2 times in 5,000, with a
     sweeper running beside it). Here the sweep comes at that moment, every time."""
+    import fcntl
     import os
 
     from autoprofiler_env.harness import process
 
-    real, swept = process.fcntl.flock, []
+    real, swept = fcntl.flock, []
 
     def sweeping_first(fd, operation):  # another judge's sweep, just before the lock
         if not swept:
@@ -397,7 +398,7 @@ def test_a_folder_being_made_is_never_taken_for_a_dead_judges(monkeypatch):
             swept[0] = process.remove_stale_homes("sweepprobe")
         return real(fd, operation)
 
-    monkeypatch.setattr(process.fcntl, "flock", sweeping_first)
+    monkeypatch.setattr(fcntl, "flock", sweeping_first)
     home, held = process.new_home("sweepprobe")
     try:
         assert home not in swept[0] and (home / process.HOME_LOCK).is_file()

@@ -10,7 +10,6 @@ group.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import socket
@@ -22,9 +21,10 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from autoprofiler_env.errors import MachineError
 from autoprofiler_env.harness import wire
 from autoprofiler_env.harness.sandbox import scrubbed_environment
-from autoprofiler_env.processes import STARTUP_TIMEOUT_S, kill_group
+from autoprofiler_env.processes import POSIX, STARTUP_TIMEOUT_S, kill_group
 
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -61,6 +61,8 @@ being made right now."""
 def new_home(role: str) -> tuple[Path, int]:
     """A new folder for a ``role`` worker in the temporary folder, and the descriptor of its
     :data:`HOME_LOCK`, locked (close it after removing the folder)."""
+    import fcntl  # POSIX: a worker is made only there (WorkerProcess)
+
     home = Path(tempfile.mkdtemp(prefix=f"autoprofiler-{role}-"))
     # locked under another name, then named: another process sweeping stale folders
     # (remove_stale_homes) sees no lock file (a young folder: kept) or a held one, never
@@ -76,6 +78,8 @@ def remove_stale_homes(role: str) -> list[Path]:
     """Removes this user's folders of ``role``'s workers whose judge is gone (killed before it
     could remove them: SIGKILL, an out-of-memory kill), as their :data:`HOME_LOCK` says;
     returns them. A live judge's folders are kept, another user's are not touched."""
+    import fcntl  # POSIX: a worker is made only there (WorkerProcess)
+
     removed = []
     for path in Path(tempfile.gettempdir()).glob(f"autoprofiler-{role}-*"):
         try:
@@ -118,6 +122,12 @@ class WorkerProcess:
 
     def __init__(self, role: str, sandbox: bool = False, cache_dir: Path | None = None,
                  cpu_seconds: float | None = None, address_space: int | None = None) -> None:
+        if not POSIX:  # macOS: without the sandbox's isolation (sandbox.isolate)
+            raise MachineError(
+                f"the judge's {role} worker needs a POSIX system (Linux, or macOS), not "
+                f"{os.name!r}: it is started in a session of its own and killed by process "
+                "group. On Windows, judge in WSL; the replay of the shipped datasets "
+                "(autoprofiler benchmark, train, experiment, learn-tree) needs no judge")
         self.role = role
         self.sandboxed = sandbox
         if role not in _swept:

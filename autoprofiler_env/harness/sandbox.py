@@ -13,15 +13,17 @@ fresh temporary folder; the process then calls :func:`isolate` before it imports
 - resource limits: file size, core dumps, CPU time, and on a CPU device address space.
 
 Each step is tried and reported: :func:`isolate` returns what it achieved, which the result
-carries (``EvalResult.isolation``); where the OS allows none of it, the result says so.
+carries (``EvalResult.isolation``); where the OS allows none of it, the result says so. The
+namespaces, ``PR_SET_PDEATHSIG`` and the capabilities are Linux's: elsewhere (macOS) only the
+resource limits and the session of its own are had, and the report says so.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import resource
 import signal
+import sys
 
 from autoprofiler_env.processes import die_with_parent
 
@@ -164,6 +166,10 @@ def _drop_capabilities(libc) -> str:
 
 
 def _limits(cpu_seconds: float | None, address_space: int | None) -> dict:
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return {}
     applied = {}
     wanted = [(resource.RLIMIT_CORE, 0, "core"),
               (resource.RLIMIT_FSIZE, 4 << 30, "file_size")]
@@ -193,10 +199,22 @@ def isolate(parent_pid: int, writable: list[str], cpu_seconds: float | None = No
     its child (PID 1 inside) and exits with its status; only the child returns. Returns what
     was achieved, per part.
     """
-    libc = _libc()
     report = {"environment": "scrubbed (docs/harness.md lists what is kept)",
               "parent_death": "SIGKILL"}
     die_with_parent(parent_pid)
+    if not sys.platform.startswith("linux"):
+        reason = f"namespaces are Linux's, not {sys.platform}'s"
+        report.update(parent_death=f"not tied (PR_SET_PDEATHSIG is Linux's, not "
+                                   f"{sys.platform}'s): a judge killed outright may leave it "
+                                   "running",
+                      network=f"not isolated: {reason}",
+                      processes=f"a process group of its own; not isolated otherwise: {reason}",
+                      filesystem=f"not isolated: {reason}",
+                      capabilities=f"not dropped: capabilities are Linux's, not "
+                                   f"{sys.platform}'s",
+                      limits=_limits(cpu_seconds, address_space))
+        return report
+    libc = _libc()
     uid, gid = os.getuid(), os.getgid()
     namespaces = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID
     made = 0

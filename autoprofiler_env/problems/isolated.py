@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 from autoprofiler_env.errors import ProblemError, ProblemTimeoutError, ProblemWorkerError
 from autoprofiler_env.problems.problem import SIZES, Problem, Size
-from autoprofiler_env.processes import STARTUP_TIMEOUT_S, die_with_parent, kill_group
+from autoprofiler_env.processes import POSIX, STARTUP_TIMEOUT_S, die_with_parent, kill_group
 
 if TYPE_CHECKING:
     from autoprofiler_env.features import StaticFeatures
@@ -116,6 +116,11 @@ class _Worker:
     """One worker process and its two pipes: JSON lines in, JSON lines out."""
 
     def __init__(self) -> None:
+        if not POSIX:
+            raise ProblemWorkerError(
+                f"the problem import worker needs a POSIX system (Linux, or macOS), not "
+                f"{os.name!r}: on Windows, load problems in WSL; the shipped datasets' replay "
+                "needs no import worker")
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         env = dict(os.environ)

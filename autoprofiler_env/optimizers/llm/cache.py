@@ -23,7 +23,6 @@ does per repeat).
 from __future__ import annotations
 
 import copy
-import fcntl
 import hashlib
 import json
 from pathlib import Path
@@ -48,6 +47,18 @@ def request_key(backend, messages: list, *, max_tokens: int, temperature: float,
                "max_tokens": int(max_tokens), "temperature": float(temperature),
                "seed": int(seed)}
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+def _lock(f) -> None:
+    """Holds ``f`` (open to append) for this process alone until it is closed: one appender
+    at a time, whole lines only. Where the system has no ``flock`` (Windows) it is not
+    locked: two processes appending to one cache there may interleave their lines (a line
+    so damaged is left out, with a warning, when the cache is read)."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    fcntl.flock(f, fcntl.LOCK_EX)
 
 
 class ReplyCache:
@@ -103,8 +114,8 @@ class ReplyCache:
             return
         line = json.dumps({"key": key, "model": model, "reply": reply, "info": info}) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)  # one appender at a time: whole lines only
+        with self.path.open("a", encoding="utf-8") as f:
+            _lock(f)
             if f.tell() > 0:
                 with self.path.open("rb") as tail:
                     tail.seek(-1, 2)
