@@ -69,9 +69,10 @@ def one_writer(folder: Path, command: str) -> Iterator[Path]:
     SIGKILL, the OOM killer), so a killed run leaves no stale lock, and the run that finds a
     dead run's files knows it is dead (:func:`holds`). The same thread may hold a folder
     again inside (a command's function inside the command). Folders this call made that hold
-    nothing but the lock when the body ends (a run refused before it wrote anything) are
-    removed. Where the system has no ``flock`` (Windows), or the file system refuses it (some
-    network mounts: a warning says so), nothing is locked and :func:`holds` is false."""
+    nothing but the lock (or nothing, where none is made) when the body ends (a run refused
+    before it wrote anything) are removed. Where the system has no ``flock`` (Windows), or
+    the file system refuses it (some network mounts: a warning says so), nothing is locked
+    and :func:`holds` is false."""
     from autoprofiler_env.errors import FolderBusyError
 
     folder = Path(folder)
@@ -96,10 +97,8 @@ def one_writer(folder: Path, command: str) -> Iterator[Path]:
         with _HELD_LOCK:
             del _HELD[key]
         try:
-            left = [p.name for p in folder.iterdir()]
-            if made and left in ([LOCK_FILE], []):  # [] where the system cannot lock
-                if left:  # refused before it wrote anything: no trace
-                    (folder / LOCK_FILE).unlink()
+            if made and {p.name for p in folder.iterdir()} <= {LOCK_FILE}:
+                (folder / LOCK_FILE).unlink(missing_ok=True)  # refused before it wrote: no trace
                 for made_folder in made:  # the deepest first
                     made_folder.rmdir()
         except OSError:  # written into meanwhile, or removed: left as it is

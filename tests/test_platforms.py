@@ -33,7 +33,7 @@ def test_the_replay_runs_where_fcntl_and_resource_are_missing(tmp_path):
     """Reviewed: ``autoprofiler dataset info`` (and every dataset command) died of
     ``ImportError: fcntl`` on Windows, through the recorder's import of the judge."""
     assert json.loads(_main_without_posix_modules("dataset", "info", cwd=ROOT))["problems"] == 96
-    _main_without_posix_modules("benchmark", "--out", str(tmp_path / "job"), cwd=tmp_path)
+    _main_without_posix_modules("benchmark", "--out", str(tmp_path / "job"), cwd=ROOT)
     assert (tmp_path / "job" / "benchmark.csv").is_file()
 
 
@@ -59,12 +59,23 @@ def test_the_problem_import_worker_says_it_needs_a_posix_system(monkeypatch):
             features.static_features(DATA / "problems" / "relu_small.py")
 
 
+def test_profiling_says_it_needs_a_posix_system(monkeypatch):
+    """Reviewed: on Windows, stopping ncu would have died of AttributeError (os.killpg)."""
+    from autoprofiler_env.problems.loaders import load_file
+    from autoprofiler_env.profiler import runner
+
+    monkeypatch.setattr(runner, "POSIX", False)
+    with pytest.raises(MachineError, match=r"profiling here needs a POSIX system \(Linux\).*"
+                                           r"profile in WSL"):
+        runner.run_ncu([load_file(DATA / "problems" / "relu_small.py")], ["SpeedOfLight"])
+
+
 def test_the_sandbox_reports_what_it_cannot_do_off_linux():
     """Reviewed: on macOS every candidate was judged a crash, the worker dying of
     ``AttributeError: dlsym(RTLD_DEFAULT, unshare)``; off Linux it now isolates what it can
     (the resource limits) and reports the rest as not isolated."""
-    code = ("import json, os, sys; sys.platform = 'darwin'; "
-            "from autoprofiler_env.harness.sandbox import isolate; "
+    code = ("import json, os, sys; from autoprofiler_env.harness.sandbox import isolate; "
+            "sys.platform = 'darwin'; "  # read when isolate is called, not at its import
             "print(json.dumps(isolate(os.getppid(), [], cpu_seconds=60)))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
@@ -113,8 +124,11 @@ def test_files_are_checked_out_byte_for_byte():
     byte comparisons need every file as committed (.gitattributes: ``* -text``)."""
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    files = ["README.md", "docs/experiment/algorithms/leaderboard.csv",
+    files = ["docs/experiment/algorithms/leaderboard.csv",
              "autoprofiler_env/dataset/data/h200-reference.json.gz"]
     done = subprocess.run(["git", "check-attr", "text", "--", *files], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == [f"{f}: text: unset" for f in files]
+    done = subprocess.run(["git", "check-attr", "eol", "--", "README.md", "agents/__init__.py"],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["README.md: eol: lf", "agents/__init__.py: eol: lf"]

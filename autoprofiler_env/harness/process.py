@@ -125,7 +125,7 @@ class WorkerProcess:
         if not POSIX:  # macOS: without the sandbox's isolation (sandbox.isolate)
             raise MachineError(
                 f"the judge's {role} worker needs a POSIX system (Linux, or macOS), not "
-                f"{os.name!r}: it is started in a session of its own and killed by process "
+                f"{sys.platform}: it is started in a session of its own and killed by process "
                 "group. On Windows, judge in WSL; the replay of the shipped datasets "
                 "(autoprofiler benchmark, train, experiment, learn-tree) needs no judge")
         self.role = role

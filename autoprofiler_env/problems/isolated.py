@@ -119,7 +119,7 @@ class _Worker:
         if not POSIX:
             raise ProblemWorkerError(
                 f"the problem import worker needs a POSIX system (Linux, or macOS), not "
-                f"{os.name!r}: on Windows, load problems in WSL; the shipped datasets' replay "
+                f"{sys.platform}: on Windows, load problems in WSL; the shipped datasets' replay "
                 "needs no import worker")
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()

@@ -37,6 +37,7 @@ from pathlib import Path
 from autoprofiler_env import gzipped
 from autoprofiler_env.atomic import write_atomic
 from autoprofiler_env.errors import (
+    MachineError,
     NcuNotFoundError,
     NcuPermissionError,
     NcuUnsupportedError,
@@ -47,6 +48,7 @@ from autoprofiler_env.errors import (
 )
 from autoprofiler_env.jsonlines import read_jsonl
 from autoprofiler_env.problems.problem import Problem
+from autoprofiler_env.processes import POSIX
 
 DURATION_METRIC = "gpu__time_duration.sum"
 NVTX_FILTER = "regex:ap_[0-9]+/"
@@ -265,6 +267,10 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
         NcuNotFoundError, NcuPermissionError, NcuUnsupportedError, UnknownSectionError: ncu
             cannot profile at all.
     """
+    if not POSIX:
+        raise MachineError(f"profiling here needs a POSIX system (Linux), not {sys.platform}: "
+                           "ncu is started in a session of its own and stopped by process "
+                           "group. On Windows, profile in WSL")
     exe = find_ncu(ncu)
     if not sections:
         raise ProfilingError("no sections to collect: pass at least one")

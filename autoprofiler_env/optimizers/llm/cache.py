@@ -52,8 +52,9 @@ def request_key(backend, messages: list, *, max_tokens: int, temperature: float,
 def _lock(f) -> None:
     """Holds ``f`` (open to append) for this process alone until it is closed: one appender
     at a time, whole lines only. Where the system has no ``flock`` (Windows) it is not
-    locked: two processes appending to one cache there may interleave their lines (a line
-    so damaged is left out, with a warning, when the cache is read)."""
+    locked: two processes appending to one cache there may write over each other's lines,
+    which are then lost (silently: their requests are asked again) or damaged (left out,
+    with a warning, when the cache is read); a reply is never mistaken for another's."""
     try:
         import fcntl
     except ImportError:
