@@ -304,7 +304,8 @@ def test_an_unknown_experiment_config_lists_the_experiment_configs():
 
     with pytest.raises(ConfigError, match=r"--config compre: no such file, nor a shipped "
                                           r"experiment config \(one of compare, "
-                                          r"compare_algorithms, compare_kernelbench, "
+                                          r"compare_algorithms, compare_algorithms_kernelbench, "
+                                          r"compare_kernelbench, "
                                           r"compare_live, "
                                           r"compare_reference_v1\)"):
         config_path("compre")
@@ -331,6 +332,21 @@ def test_the_algorithms_comparison_trains_every_algorithm_for_the_same_steps():
     assert trained == set(ALGORITHMS) and {a.kind for a in algorithms.agents} == {"rl"}
     steps = {a.options["steps"] for a in algorithms.agents}
     assert steps == {next(a for a in compare.agents if a.kind == "rl").options["steps"]}
+
+
+def test_the_kernelbench_algorithms_comparison_is_compare_algorithms_on_kernelbench():
+    """compare_algorithms_kernelbench trains compare_algorithms' agents on compare_kernelbench's
+    dataset and budgets, with the same baselines, splits, seeds and repetitions."""
+    from dataclasses import replace
+
+    from experiments.experiment import config_path
+
+    algorithms = load_config(config_path("compare_algorithms"))
+    kernelbench = load_config(config_path("compare_kernelbench"))
+    mine = load_config(config_path("compare_algorithms_kernelbench"))
+    assert mine.env == kernelbench.env == {"dataset": "kernelbench"}
+    assert mine == replace(algorithms, name="compare_algorithms_kernelbench", path=mine.path,
+                           env=kernelbench.env, budgets=kernelbench.budgets)
 
 
 def test_the_reference_v1_comparison_is_compare_with_the_first_optimizer():
