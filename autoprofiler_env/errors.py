@@ -156,7 +156,8 @@ class FolderBusyError(AutoProfilerError):
 
 class MachineError(AutoProfilerError):
     """This machine cannot run a GPU path (profiling, recording, optimizing live): no CUDA
-    device, or no Nsight Compute; or the judge's worker processes: not a POSIX system."""
+    device, or no Nsight Compute; or not a POSIX system (Windows), which the judge's worker
+    processes and profiling need."""
 
 
 class OptimizationError(AutoProfilerError):

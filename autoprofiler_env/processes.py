@@ -11,8 +11,9 @@ import sys
 POSIX = os.name == "posix"
 """Whether this system can run the project's worker processes (the judge's, the problem
 import worker's): they are handed descriptors (``pass_fds``), waited on with ``select`` on
-pipes and sockets, started in sessions of their own and killed by process group. Linux and
-macOS; not Windows, whose users run the replay, which starts none."""
+pipes and sockets, started in sessions of their own and killed by process group (ncu too,
+for the profiler). Linux and macOS; not Windows, whose users run the replay, which starts
+none."""
 
 STARTUP_TIMEOUT_S = 180.0
 """Seconds a fresh worker process (the judge's, a problem file's import) may take to start:

@@ -266,6 +266,7 @@ def run_ncu(problems: list[Problem], sections: list[str], *, ncu: str | None = N
     Raises:
         NcuNotFoundError, NcuPermissionError, NcuUnsupportedError, UnknownSectionError: ncu
             cannot profile at all.
+        MachineError: not a POSIX system (Windows).
     """
     if not POSIX:
         raise MachineError(f"profiling here needs a POSIX system (Linux), not {sys.platform}: "
