@@ -1,6 +1,6 @@
 """Systems other than Linux, simulated here (CI is Linux): the replay of the shipped datasets
 needs none of Linux's or POSIX's own modules, and what does need them (the judge's and the
-problem import's worker processes, the sandbox's isolation) says so clearly rather than
+problem import's worker processes, profiling, the sandbox's isolation) says so clearly rather than
 failing on an import or a missing libc symbol. macOS has POSIX but not Linux's namespaces;
 Windows has neither ``fcntl`` nor ``resource``."""
 
@@ -121,7 +121,8 @@ def test_a_folder_refused_before_anything_is_written_is_removed_where_flock_is_m
 
 def test_files_are_checked_out_byte_for_byte():
     """Git for Windows converts line ends by default; the checksummed data and the tests'
-    byte comparisons need every file as committed (.gitattributes: ``* -text``)."""
+    byte comparisons need every file as committed (.gitattributes: ``* -text``; source and
+    text files ``eol=lf``)."""
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     files = ["docs/experiment/algorithms/leaderboard.csv",
